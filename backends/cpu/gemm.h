@@ -1,0 +1,82 @@
+/* The CPU backend's matrix-multiply engine (internal header).
+ *
+ * Every matmul of tgraph on the CPU — forward and backward, the batched attention products
+ * and the big projections — goes through tg_cpu_gemm_batched(). It has two engines:
+ *
+ *  - the BLAS path (gemm.c): OpenBLAS cblas_sgemm, always on ONE OpenBLAS thread (the library
+ *    calls openblas_set_num_threads(1) at start-up), with the parallelism ours: OpenMP threads
+ *    each call cblas_sgemm on their own block of C (rows, or columns when M is the smaller
+ *    side), or on their own products of the batch. OpenBLAS's pthread pool and our OpenMP pool
+ *    therefore never fight over the cores.
+ *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
+ *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over
+ *    (product, block of rows) tasks. It is for the many small products of attention, where
+ *    OpenBLAS's per-call overhead dominates and it does not split the work across threads.
+ *
+ * The rule that picks the path is in tg_cpu_gemm_choose() (gemm.c).
+ *
+ * Determinism: for a given thread count every element of C is computed by one thread in a
+ * fixed order; there are no atomics and no cross-thread reductions. The small path is even
+ * independent of the thread count (each element's sum runs over k in the same order whatever
+ * the partition).
+ */
+#ifndef TG_CPU_GEMM_H
+#define TG_CPU_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* C[b] = alpha * op(A[b]) · op(B[b]) + beta * C[b], b = 0..batch-1, all row-major.
+ * op(A) is M×K: A[b] starts at a + b*stride_a; element (i,p) of op(A) is a[i*lda + p] when
+ * !trans_a, a[p*lda + i] when trans_a. Likewise op(B) is K×N with ldb/trans_b, C is M×N with
+ * ldc. stride_a or stride_b may be 0 (broadcast one matrix over the batch); stride_c must
+ * separate the products (C[b] must not overlap). beta 0 ignores whatever C holds (NaN
+ * included); any other beta scales it. nthreads: OpenMP threads to use (>=1; values < 1 are
+ * taken as 1). Pointers are borrowed; nothing is allocated on the heap. */
+void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                         int64_t K, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                         const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                         int64_t ldc, int64_t stride_c, int nthreads);
+
+/* ---- Below: the pieces, exposed for tests and benchmarks. ---- */
+
+/* The arguments of tg_cpu_gemm_batched() in one struct (same meanings). */
+typedef struct tg_cpu_gemm_args {
+    int64_t batch, M, N, K;
+    bool trans_a, trans_b;
+    float alpha, beta;
+    const float *a;
+    int64_t lda, stride_a;
+    const float *b;
+    int64_t ldb, stride_b;
+    float *c;
+    int64_t ldc, stride_c;
+} tg_cpu_gemm_args;
+
+typedef enum tg_cpu_gemm_path {
+    TG_CPU_GEMM_AUTO = 0, /* let tg_cpu_gemm_choose() decide */
+    TG_CPU_GEMM_SMALL,    /* our micro-kernel, parallel over (product, row block) */
+    TG_CPU_GEMM_BLAS      /* cblas_sgemm per product or per block of one product */
+} tg_cpu_gemm_path;
+
+/* The path tg_cpu_gemm_batched() takes for these arguments (never TG_CPU_GEMM_AUTO). */
+tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);
+
+/* Run the product on the given path (AUTO: tg_cpu_gemm_choose()). g is borrowed. */
+void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads);
+
+/* The BLAS path alone (gemm.c). */
+void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads);
+
+/* The small path alone (gemm_small.c). portable: use the scalar kernel even where AVX2+FMA
+ * is available (to test the fallback). */
+void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable);
+
+/* "avx2+fma" or "portable": the kernel the small path uses on this CPU. Static string. */
+const char *tg_cpu_gemm_small_isa(void);
+
+/* Handle the products with nothing to multiply (M or N = 0: nothing; K = 0 or alpha = 0:
+ * C = beta*C, with beta 0 writing zeros). Returns true when it did the whole job. */
+bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g);
+
+#endif

@@ -1,0 +1,69 @@
+/* CPU kernels of the layout ops: contiguous copy of a strided view, concat, pad, expand. */
+#include <string.h>
+
+#include "backends/cpu/cpu-impl.h"
+
+void tg_cpu_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st);
+
+/* Copy rows of the output (all dims but the last) from arbitrary source strides. Works on
+ * 4-byte elements (f32 and i32 alike). */
+static void strided_copy(const tg_tensor *t, const uint32_t *src, const int64_t *st, int nt) {
+    uint32_t *o = t->data;
+    int nd = t->ndim;
+    int64_t n = tg_tensor_numel(t);
+    if (n == 0) return;
+    int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / inner, is = nd ? st[nd - 1] : 0;
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off = 0, q = r;
+        for (int i = nd - 2; i >= 0; i--) {
+            off += (q % t->shape[i]) * st[i];
+            q /= t->shape[i];
+        }
+        const uint32_t *s = src + off;
+        uint32_t *d = o + r * inner;
+        if (is == 1) memcpy(d, s, (size_t)inner * 4);
+        else
+            for (int64_t j = 0; j < inner; j++) d[j] = s[j * is];
+    }
+}
+
+tg_status tg_cpu_layout(tg_backend *b, tg_tensor *t) {
+    int nt = b->nthreads;
+    switch (t->op) {
+    case TG_OP_CONT:
+        strided_copy(t, t->src[0]->data, t->src[0]->stride, nt);
+        return TG_OK;
+    case TG_OP_EXPAND: {
+        int64_t st[TG_MAX_DIMS];
+        tg_cpu_bcast_strides(t->src[0], t, st);
+        strided_copy(t, t->src[0]->data, st, nt);
+        return TG_OK;
+    }
+    case TG_OP_CONCAT:
+    case TG_OP_PAD: {
+        /* view the output as [outer, len_axis * inner]; each input fills a column range */
+        int a = t->pi[0];
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < a; i++) outer *= t->shape[i];
+        for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
+        int64_t orow = t->shape[a] * inner;
+        uint32_t *o = t->data;
+        if (t->op == TG_OP_PAD) memset(o, 0, (size_t)(outer * orow) * 4);
+        int64_t col = t->op == TG_OP_PAD ? t->pl[0] * inner : 0;
+        for (int k = 0; k < t->nsrc; k++) {
+            const tg_tensor *s = t->src[k];
+            int64_t srow = s->shape[a] * inner;
+            const uint32_t *sp = s->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (outer * srow > TG_PAR_MIN)
+            for (int64_t r = 0; r < outer; r++)
+                memcpy(o + r * orow + col, sp + r * srow, (size_t)srow * 4);
+            col += srow;
+        }
+        return TG_OK;
+    }
+    default:
+        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no layout kernel for %s",
+                            tg_op_name(t->op));
+    }
+}

@@ -1,0 +1,141 @@
+/* CPU kernels of embedding lookup, label-smoothed cross-entropy and gradient accumulation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu-impl.h"
+
+static tg_status check_ids(const int32_t *ids, int64_t n, int64_t V, const char *fn) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return tg_error_set(TG_ERR_INVALID, "%s: id %d at position %lld outside [0, %lld)", fn,
+                                (int)ids[i], (long long)i, (long long)V);
+    return TG_OK;
+}
+
+/* The loss of one row (SPEC §1): with q(k) = (1-eps)[k=y] + eps/V,
+ * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. */
+static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *lse_out) {
+    float m = -INFINITY;
+    for (int64_t k = 0; k < V; k++) m = x[k] > m ? x[k] : m;
+    float s = 0.0f, sx = 0.0f;
+    for (int64_t k = 0; k < V; k++) {
+        s += tg_fast_expf(x[k] - m);
+        sx += x[k];
+    }
+    float lse = m + logf(s);
+    *lse_out = lse;
+    float loss = lse - (1.0f - eps) * x[y];
+    if (eps > 0.0f) loss -= eps / (float)V * sx;
+    return loss;
+}
+
+tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
+    int nt = b->nthreads;
+    switch (t->op) {
+    case TG_OP_EMBEDDING: {
+        const tg_tensor *tab = t->src[0], *ids = t->src[1];
+        int64_t V = tab->shape[0], d = tab->shape[1], n = tg_tensor_numel(ids);
+        tg_status st = check_ids(ids->data, n, V, "tg_embedding");
+        if (st) return st;
+        const int32_t *id = ids->data;
+        const float *w = tab->data;
+        float *o = t->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * d > TG_PAR_MIN)
+        for (int64_t r = 0; r < n; r++) memcpy(o + r * d, w + (int64_t)id[r] * d, (size_t)d * 4);
+        return TG_OK;
+    }
+    case TG_OP_EMBEDDING_BACK: {
+        /* scatter-add; threads own column ranges, rows are added in order: deterministic */
+        const tg_tensor *ids = t->src[0], *dy = t->src[1];
+        int64_t V = t->shape[0], d = t->shape[1], n = tg_tensor_numel(ids);
+        tg_status st = check_ids(ids->data, n, V, "tg_embedding backward");
+        if (st) return st;
+        const int32_t *id = ids->data;
+        const float *g = dy->data;
+        float *o = t->data;
+        memset(o, 0, (size_t)(V * d) * 4);
+        enum { CB = 64 };
+        int64_t nblk = (d + CB - 1) / CB;
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * d > TG_PAR_MIN)
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            int64_t c0 = blk * CB, c1 = c0 + CB < d ? c0 + CB : d;
+            for (int64_t r = 0; r < n; r++) {
+                float *orow = o + (int64_t)id[r] * d;
+                const float *grow = g + r * d;
+                for (int64_t c = c0; c < c1; c++) orow[c] += grow[c];
+            }
+        }
+        return TG_OK;
+    }
+    case TG_OP_CROSS_ENTROPY:
+    case TG_OP_CROSS_ENTROPY_BACK: {
+        const tg_tensor *lg = t->src[0], *tg = t->src[1];
+        int64_t N = lg->shape[0], V = lg->shape[1];
+        const float *x = lg->data;
+        const int32_t *y = tg->data;
+        float eps = t->pf[0];
+        int32_t ignore = t->pi[0];
+        tg_reduction red = (tg_reduction)t->pi[1];
+        int64_t count = 0;
+        for (int64_t i = 0; i < N; i++) {
+            if (y[i] == ignore) continue;
+            if (y[i] < 0 || y[i] >= V)
+                return tg_error_set(TG_ERR_INVALID,
+                                    "tg_cross_entropy: target %d at row %lld outside [0, %lld)",
+                                    (int)y[i], (long long)i, (long long)V);
+            count++;
+        }
+        if (t->op == TG_OP_CROSS_ENTROPY) {
+            /* row losses first, then a serial sum: the total does not depend on threads */
+            float *rowloss = red == TG_REDUCE_NONE ? (float *)t->data : malloc((size_t)(N ? N : 1) * 4);
+            if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
+#pragma omp parallel for num_threads(nt) schedule(static) if (N * V > TG_PAR_MIN)
+            for (int64_t i = 0; i < N; i++) {
+                float lse;
+                rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps, &lse);
+            }
+            if (red != TG_REDUCE_NONE) {
+                double total = 0.0;
+                for (int64_t i = 0; i < N; i++) total += rowloss[i];
+                free(rowloss);
+                *(float *)t->data =
+                    (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
+            }
+            return TG_OK;
+        }
+        /* backward: dx = scale_i (softmax(x_i) - q_i) */
+        const float *dy = t->src[2]->data;
+        float *o = t->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (N * V > TG_PAR_MIN)
+        for (int64_t i = 0; i < N; i++) {
+            float *orow = o + i * V;
+            if (y[i] == ignore) {
+                memset(orow, 0, (size_t)V * 4);
+                continue;
+            }
+            float sc = red == TG_REDUCE_NONE ? dy[i]
+                       : red == TG_REDUCE_SUM ? dy[0]
+                                              : dy[0] / (float)count;
+            const float *xr = x + i * V;
+            float m = -INFINITY, s = 0.0f;
+            for (int64_t k = 0; k < V; k++) m = xr[k] > m ? xr[k] : m;
+            for (int64_t k = 0; k < V; k++) s += tg_fast_expf(xr[k] - m);
+            float inv = 1.0f / s, base = eps / (float)V;
+            for (int64_t k = 0; k < V; k++) orow[k] = sc * (tg_fast_expf(xr[k] - m) * inv - base);
+            orow[y[i]] -= sc * (1.0f - eps);
+        }
+        return TG_OK;
+    }
+    case TG_OP_GRAD_ACC: {
+        const float *g = t->src[0]->data;
+        float *o = t->data;
+        int64_t n = tg_tensor_numel(t);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) o[i] += g[i];
+        return TG_OK;
+    }
+    default:
+        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no kernel for %s", tg_op_name(t->op));
+    }
+}

@@ -1,0 +1,148 @@
+/* CPU kernels of the reductions. Each output element is summed in a fixed order, so results
+ * do not depend on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cpu/cpu-impl.h"
+
+void tg_cpu_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st);
+
+/* x viewed as [outer, n, inner], reduced over n. */
+static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) *inner *= x->shape[i];
+    *n = x->shape[axis];
+}
+
+static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t inner, int nt) {
+    if (inner == 1) {
+#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n > TG_PAR_MIN)
+        for (int64_t r = 0; r < outer; r++) {
+            const float *xr = x + r * n;
+            double s = 0.0; /* long rows (sum of all elements): accumulate in double */
+            for (int64_t k = 0; k < n; k++) s += xr[k];
+            o[r] = (float)s;
+        }
+        return;
+    }
+    /* column sums: parallel over (outer, column blocks), rows added in order */
+    enum { CB = 256 };
+    int64_t nblk = (inner + CB - 1) / CB;
+#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
+    for (int64_t w = 0; w < outer * nblk; w++) {
+        int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
+        float *orow = o + r * inner;
+        const float *xr = x + r * n * inner;
+        for (int64_t c = c0; c < c1; c++) orow[c] = 0.0f;
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t c = c0; c < c1; c++) orow[c] += xr[k * inner + c];
+    }
+}
+
+/* sum_to: reduce x to t's shape. Common cases (leading or trailing dims summed) become one
+ * sum_axis; the general case loops over the reduced index space of each output element. */
+static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
+    int nd = x->ndim, off = nd - t->ndim;
+    bool red[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int ti = i - off;
+        red[i] = ti < 0 || (t->shape[ti] == 1 && x->shape[i] != 1);
+    }
+    /* leading block reduced, rest kept (bias gradients): [R, C] -> [C] */
+    int lead = 0;
+    while (lead < nd && red[lead]) lead++;
+    bool rest_kept = true;
+    for (int i = lead; i < nd; i++)
+        if (red[i]) rest_kept = false;
+    if (rest_kept) {
+        int64_t R = 1, C = 1;
+        for (int i = 0; i < lead; i++) R *= x->shape[i];
+        for (int i = lead; i < nd; i++) C *= x->shape[i];
+        sum_axis(x->data, t->data, 1, R, C, nt);
+        return;
+    }
+    int64_t xs[TG_MAX_DIMS], s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        xs[i] = s;
+        s *= x->shape[i];
+    }
+    int64_t nout = tg_tensor_numel(t), nred = tg_tensor_numel(x) / (nout ? nout : 1);
+    const float *xp = x->data;
+    float *o = t->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nout * nred > TG_PAR_MIN)
+    for (int64_t e = 0; e < nout; e++) {
+        /* base offset from the kept coordinates of e */
+        int64_t base = 0, q = e;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (red[i]) continue;
+            base += (q % x->shape[i]) * xs[i];
+            q /= x->shape[i];
+        }
+        float acc = 0.0f;
+        int64_t idx[TG_MAX_DIMS] = {0};
+        for (int64_t k = 0; k < nred; k++) {
+            int64_t ofs = base;
+            for (int i = 0; i < nd; i++)
+                if (red[i]) ofs += idx[i] * xs[i];
+            acc += xp[ofs];
+            for (int i = nd - 1; i >= 0; i--) {
+                if (!red[i]) continue;
+                if (++idx[i] < x->shape[i]) break;
+                idx[i] = 0;
+            }
+        }
+        o[e] = acc;
+    }
+}
+
+tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t) {
+    int nt = b->nthreads;
+    const tg_tensor *x = t->src[0];
+    int64_t outer, n, inner;
+    switch (t->op) {
+    case TG_OP_SUM:
+        split3(x, t->pi[0], &outer, &n, &inner);
+        sum_axis(x->data, t->data, outer, n, inner, nt);
+        return TG_OK;
+    case TG_OP_SUM_TO: sum_to(t, x, nt); return TG_OK;
+    case TG_OP_MAX: {
+        split3(x, t->pi[0], &outer, &n, &inner);
+        const float *xp = x->data;
+        float *o = t->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
+        for (int64_t r = 0; r < outer; r++)
+            for (int64_t c = 0; c < inner; c++) {
+                const float *col = xp + r * n * inner + c;
+                float m = col[0];
+                for (int64_t k = 1; k < n; k++)
+                    if (col[k * inner] > m || isnan(col[k * inner])) m = col[k * inner];
+                o[r * inner + c] = m;
+            }
+        return TG_OK;
+    }
+    case TG_OP_MAX_BACK: {
+        /* srcs: x, y = max (keepdim), dy (keepdim); dy goes to the first maximum */
+        split3(x, t->pi[0], &outer, &n, &inner);
+        const float *xp = x->data, *y = t->src[1]->data, *dy = t->src[2]->data;
+        float *o = t->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
+        for (int64_t r = 0; r < outer; r++)
+            for (int64_t c = 0; c < inner; c++) {
+                int64_t j = r * inner + c;
+                bool done = false;
+                for (int64_t k = 0; k < n; k++) {
+                    int64_t e = r * n * inner + k * inner + c;
+                    bool hit = !done && (xp[e] == y[j] || (isnan(y[j]) && isnan(xp[e])));
+                    o[e] = hit ? dy[j] : 0.0f;
+                    done = done || hit;
+                }
+            }
+        return TG_OK;
+    }
+    default:
+        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no reduction kernel for %s",
+                            tg_op_name(t->op));
+    }
+}

@@ -1,0 +1,34 @@
+/* Backend-independent entry points (the vtable is filled by each backend). */
+#include <stdlib.h>
+
+#include "core/tg-impl.h"
+
+void tg_backend_free(tg_backend *b) {
+    if (b) b->vt->destroy(b);
+}
+
+const char *tg_backend_name(const tg_backend *b) { return b ? b->vt->name : "none"; }
+int tg_backend_threads(const tg_backend *b) { return b ? b->nthreads : 0; }
+size_t tg_backend_peak_bytes(const tg_backend *b) { return b ? b->peak : 0; }
+
+tg_status tg_backend_set_threads(tg_backend *b, int n) {
+    if (!b) return tg_error_set(TG_ERR_INVALID, "tg_backend_set_threads: backend is NULL");
+    if (n < 1 || n > 4096)
+        return tg_error_set(TG_ERR_INVALID, "tg_backend_set_threads: %d threads out of range", n);
+    b->nthreads = n;
+    return TG_OK;
+}
+
+void tg__backend_account(tg_backend *b, ptrdiff_t delta) {
+    b->in_use = (size_t)((ptrdiff_t)b->in_use + delta);
+    if (b->in_use > b->peak) b->peak = b->in_use;
+}
+
+#ifndef TG_HAVE_CUDA
+bool tg_have_cuda(void) { return false; }
+tg_status tg_backend_cuda_new(int device, tg_backend **out) {
+    (void)device;
+    if (out) *out = NULL;
+    return tg_error_set(TG_ERR_UNSUPPORTED, "tg_backend_cuda_new: this build has no CUDA backend");
+}
+#endif

@@ -1,0 +1,133 @@
+/* Running a planned graph on a backend, and reading results back. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tg-impl.h"
+
+tg_status tg__plan(tg_graph *g);
+
+void tg__graph_release_workspace(tg_graph *g) {
+    if (g->ws && g->ws_backend) g->ws_backend->vt->free(g->ws_backend, g->ws, g->ws_size);
+    g->ws = NULL;
+    g->ws_size = 0;
+    g->ws_backend = NULL;
+}
+
+static tg_status bind_data(tg_graph *g) {
+    char *ws = g->ws;
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        if (t->flags & TG_TF_PARAM) {
+            t->data = t->store->p[t->param].data;
+        } else if (t->op == TG_OP_GRAD_ACC) {
+            t->data = t->store->p[t->param].grad;
+        } else if (t->base) {
+            t->data = (char *)t->base->data + (size_t)t->offset * tg_dtype_size(t->dtype);
+        } else if (t->block >= 0) {
+            t->data = ws + g->block_off[t->block];
+        } else {
+            return tg_error_set(TG_ERR_STATE, "tg_graph_run: tensor %lld (%s) has no storage",
+                                (long long)t->id, tg_op_name(t->op));
+        }
+    }
+    return TG_OK;
+}
+
+tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
+    if (!g || !b) return tg_error_set(TG_ERR_INVALID, "tg_graph_run: graph or backend is NULL");
+    if (g->status != TG_OK) return tg_error_set(g->status, "%s", g->msg);
+    if (!g->planned) {
+        tg_status st = tg__plan(g);
+        if (st) return st;
+    }
+    /* a backend that lacks an op says so: no silent fallback */
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        if (t->op != TG_OP_NONE && !t->base && !b->vt->supports_op(b, t->op))
+            return tg_error_set(TG_ERR_UNSUPPORTED, "tg_graph_run: backend %s has no kernel for op %s",
+                                b->vt->name, tg_op_name(t->op));
+        if (t->store && t->store->backend != b)
+            return tg_error_set(TG_ERR_INVALID,
+                                "tg_graph_run: parameter '%s' lives on backend %s, graph runs on %s",
+                                t->store->p[t->param].name, t->store->backend->vt->name, b->vt->name);
+    }
+    if (g->ws_backend != b || g->ws_size < g->peak) {
+        tg__graph_release_workspace(g);
+        if (g->peak) {
+            g->ws = b->vt->alloc(b, g->peak);
+            if (!g->ws)
+                return tg_error_prefix(TG_ERR_NOMEM, "tg_graph_run: workspace of %zu bytes", g->peak);
+            g->ws_size = g->peak;
+            g->ws_backend = b;
+        }
+    }
+    tg_status st = bind_data(g);
+    if (st) return st;
+    g->ran = false;
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        if (t->flags & TG_TF_INPUT) {
+            st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
+        } else if (t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW)) {
+            continue;
+        } else {
+            st = b->vt->run_node(b, t);
+        }
+        if (st) return tg_error_prefix(st, "node %lld (%s%s%s)", (long long)t->id, tg_op_name(t->op),
+                                       t->name[0] ? " " : "", t->name);
+    }
+    st = b->vt->sync(b);
+    if (st) return st;
+    g->ran = true;
+    return TG_OK;
+}
+
+tg_status tg_tensor_read(const tg_tensor *t, void *dst, size_t bytes) {
+    if (!t || !dst) return tg_error_set(TG_ERR_INVALID, "tg_tensor_read: tensor or destination is NULL");
+    tg_graph *g = t->graph;
+    size_t need = tg__nbytes(t);
+    if (bytes != need)
+        return tg_error_set(TG_ERR_INVALID, "tg_tensor_read: %zu bytes requested, tensor has %zu",
+                            bytes, need);
+    if (!g->ran) return tg_error_set(TG_ERR_STATE, "tg_tensor_read: the graph has not been run");
+    if (!(t->flags & (TG_TF_KEEP | TG_TF_PARAM)) || !(t->flags & TG_TF_NEEDED))
+        return tg_error_set(TG_ERR_STATE,
+                            "tg_tensor_read: tensor %lld (%s) was not kept (call tg_keep before running)",
+                            (long long)t->id, tg_op_name(t->op));
+    tg_backend *b = g->ws_backend ? g->ws_backend : (t->store ? t->store->backend : NULL);
+    if (!b) return tg_error_set(TG_ERR_STATE, "tg_tensor_read: no backend holds the tensor");
+    if (need == 0) return TG_OK;
+    if (tg__is_contiguous(t)) return b->vt->copy_out(b, dst, t->data, need);
+    /* a strided view: copy the spanned storage, then gather on the host */
+    size_t es = tg_dtype_size(t->dtype);
+    int64_t span = 1;
+    for (int i = 0; i < t->ndim; i++) span += (t->shape[i] - 1) * t->stride[i];
+    char *tmp = malloc((size_t)span * es);
+    if (!tmp) return tg_error_set(TG_ERR_NOMEM, "tg_tensor_read: out of memory");
+    tg_status st = b->vt->copy_out(b, tmp, t->data, (size_t)span * es);
+    if (st == TG_OK) {
+        int64_t n = tg_tensor_numel(t), idx[TG_MAX_DIMS] = {0};
+        for (int64_t k = 0; k < n; k++) {
+            int64_t off = 0;
+            for (int i = 0; i < t->ndim; i++) off += idx[i] * t->stride[i];
+            memcpy((char *)dst + (size_t)k * es, tmp + (size_t)off * es, es);
+            for (int i = t->ndim - 1; i >= 0; i--) {
+                if (++idx[i] < t->shape[i]) break;
+                idx[i] = 0;
+            }
+        }
+    }
+    free(tmp);
+    return st;
+}
+
+float tg_tensor_item(const tg_tensor *t) {
+    float v;
+    if (!t || tg_tensor_numel(t) != 1 || t->dtype != TG_DTYPE_F32) {
+        tg_error_set(TG_ERR_INVALID, "tg_tensor_item: not a scalar f32 tensor");
+        return NAN;
+    }
+    if (tg_tensor_read(t, &v, sizeof v) != TG_OK) return NAN;
+    return v;
+}

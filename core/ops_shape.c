@@ -1,0 +1,223 @@
+/* Shape rules of the layout ops: views (reshape, permute, slice) cost nothing; contiguous,
+ * concat, pad, expand and sum_to copy. Gradients: autograd/grad_rules.c. */
+#include <string.h>
+
+#include "core/tg-impl.h"
+
+#define CHECK1(x) \
+    if (!(x)) return NULL
+#define SHAPESTR(buf, t) tg_shape_str(buf, sizeof buf, (t)->ndim, (t)->shape)
+
+tg_tensor *tg__cont(tg_tensor *x) {
+    if (!x) return NULL;
+    if (tg__is_contiguous(x)) return x;
+    tg_tensor *t = tg__new(x->graph, TG_OP_CONT, x->dtype, x->ndim, x->shape);
+    if (t) tg__set_src(t, 1, &x);
+    return t;
+}
+
+tg_tensor *tg_contiguous(tg_tensor *x) { return tg__cont(x); }
+
+tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape) {
+    CHECK1(x);
+    tg_graph *g = x->graph;
+    if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim > 0 && !shape))
+        return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: bad number of dimensions %d", ndim);
+    int64_t s[TG_MAX_DIMS], known = 1;
+    int infer = -1;
+    for (int i = 0; i < ndim; i++) {
+        s[i] = shape[i];
+        if (s[i] == -1) {
+            if (infer >= 0) return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: more than one -1");
+            infer = i;
+        } else if (s[i] < 0) {
+            return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: negative dimension %lld",
+                            (long long)s[i]);
+        } else {
+            known *= s[i];
+        }
+    }
+    int64_t n = tg_tensor_numel(x);
+    if (infer >= 0) {
+        if (known == 0 || n % known != 0) {
+            char a[96];
+            return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: cannot infer -1 reshaping %s",
+                            SHAPESTR(a, x));
+        }
+        s[infer] = n / known;
+    }
+    if (tg__numel(ndim, s) != n) {
+        char a[96], b[96];
+        return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: %s has %lld elements, %s has %lld",
+                        SHAPESTR(a, x), (long long)n, tg_shape_str(b, sizeof b, ndim, s),
+                        (long long)tg__numel(ndim, s));
+    }
+    tg_tensor *c = tg__cont(x);
+    CHECK1(c);
+    int64_t st[TG_MAX_DIMS];
+    tg__contiguous_strides(ndim, s, st);
+    return tg__view(c, TG_OP_RESHAPE, ndim, s, st, 0);
+}
+
+tg_tensor *tg_permute(tg_tensor *x, const int *perm) {
+    CHECK1(x);
+    if (!perm) return tg__fail(x->graph, TG_ERR_INVALID, "tg_permute: perm is NULL");
+    int64_t s[TG_MAX_DIMS], st[TG_MAX_DIMS];
+    bool seen[TG_MAX_DIMS] = {false};
+    for (int i = 0; i < x->ndim; i++) {
+        int p = perm[i];
+        if (p < 0 || p >= x->ndim || seen[p])
+            return tg__fail(x->graph, TG_ERR_INVALID,
+                            "tg_permute: entry %d (=%d) is not a permutation of 0..%d", i, p,
+                            x->ndim - 1);
+        seen[p] = true;
+        s[i] = x->shape[p];
+        st[i] = x->stride[p];
+    }
+    tg_tensor *t = tg__view(x, TG_OP_PERMUTE, x->ndim, s, st, 0);
+    if (t)
+        for (int i = 0; i < x->ndim; i++) t->pi[i] = perm[i];
+    return t;
+}
+
+tg_tensor *tg_transpose(tg_tensor *x, int axis0, int axis1) {
+    CHECK1(x);
+    int a = tg__axis(axis0, x->ndim), b = tg__axis(axis1, x->ndim);
+    if (a < 0 || b < 0)
+        return tg__fail(x->graph, TG_ERR_INVALID, "tg_transpose: axes %d, %d out of range for %d dims",
+                        axis0, axis1, x->ndim);
+    int perm[TG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) perm[i] = i;
+    perm[a] = b;
+    perm[b] = a;
+    return tg_permute(x, perm);
+}
+
+tg_tensor *tg_slice(tg_tensor *x, int axis, int64_t start, int64_t end) {
+    CHECK1(x);
+    int a = tg__axis(axis, x->ndim);
+    if (a < 0)
+        return tg__fail(x->graph, TG_ERR_INVALID, "tg_slice: axis %d out of range for %d dims",
+                        axis, x->ndim);
+    if (start < 0 || end < start || end > x->shape[a])
+        return tg__fail(x->graph, TG_ERR_SHAPE,
+                        "tg_slice: range [%lld, %lld) outside axis %d of size %lld",
+                        (long long)start, (long long)end, axis, (long long)x->shape[a]);
+    int64_t s[TG_MAX_DIMS];
+    memcpy(s, x->shape, sizeof s);
+    s[a] = end - start;
+    tg_tensor *t = tg__view(x, TG_OP_SLICE, x->ndim, s, x->stride, start * x->stride[a]);
+    if (t) {
+        t->pi[0] = a;
+        t->pl[0] = start;
+    }
+    return t;
+}
+
+static tg_tensor *concat_some(tg_tensor *const *xs, int n, int a) {
+    tg_tensor *src[TG_MAX_SRC];
+    int64_t s[TG_MAX_DIMS];
+    memcpy(s, xs[0]->shape, sizeof s);
+    s[a] = 0;
+    for (int i = 0; i < n; i++) {
+        src[i] = tg__cont(xs[i]);
+        CHECK1(src[i]);
+        s[a] += xs[i]->shape[a];
+    }
+    tg_tensor *t = tg__new(xs[0]->graph, TG_OP_CONCAT, xs[0]->dtype, xs[0]->ndim, s);
+    CHECK1(t);
+    tg__set_src(t, n, src);
+    t->pi[0] = a;
+    return t;
+}
+
+tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis) {
+    if (!xs || n < 1) return NULL;
+    for (int i = 0; i < n; i++) CHECK1(xs[i]);
+    tg_graph *g = xs[0]->graph;
+    int a = tg__axis(axis, xs[0]->ndim);
+    if (a < 0) return tg__fail(g, TG_ERR_INVALID, "tg_concat: axis %d out of range", axis);
+    for (int i = 1; i < n; i++) {
+        bool ok = xs[i]->ndim == xs[0]->ndim && xs[i]->dtype == xs[0]->dtype;
+        for (int d = 0; ok && d < xs[0]->ndim; d++)
+            if (d != a && xs[i]->shape[d] != xs[0]->shape[d]) ok = false;
+        if (!ok) {
+            char s0[96], si[96];
+            return tg__fail(g, TG_ERR_SHAPE, "tg_concat: input %d %s does not fit input 0 %s on axis %d",
+                            i, SHAPESTR(si, xs[i]), SHAPESTR(s0, xs[0]), axis);
+        }
+    }
+    if (n == 1) return xs[0];
+    /* More inputs than a node holds: concatenate in groups, then the groups. */
+    if (n > TG_MAX_SRC) {
+        tg_tensor *parts[TG_MAX_SRC];
+        int np = 0;
+        for (int i = 0; i < n; i += TG_MAX_SRC) {
+            int k = n - i < TG_MAX_SRC ? n - i : TG_MAX_SRC;
+            parts[np++] = k == 1 ? xs[i] : concat_some(xs + i, k, a);
+            CHECK1(parts[np - 1]);
+        }
+        return tg_concat(parts, np, a);
+    }
+    return concat_some(xs, n, a);
+}
+
+tg_tensor *tg_pad(tg_tensor *x, int axis, int64_t before, int64_t after) {
+    CHECK1(x);
+    int a = tg__axis(axis, x->ndim);
+    if (a < 0 || before < 0 || after < 0)
+        return tg__fail(x->graph, TG_ERR_INVALID, "tg_pad: axis %d / padding %lld,%lld invalid",
+                        axis, (long long)before, (long long)after);
+    tg_tensor *c = tg__cont(x);
+    CHECK1(c);
+    int64_t s[TG_MAX_DIMS];
+    memcpy(s, x->shape, sizeof s);
+    s[a] += before + after;
+    tg_tensor *t = tg__new(x->graph, TG_OP_PAD, x->dtype, x->ndim, s);
+    CHECK1(t);
+    tg__set_src(t, 1, &c);
+    t->pi[0] = a;
+    t->pl[0] = before;
+    t->pl[1] = after;
+    return t;
+}
+
+/* True if `from` broadcasts to exactly `to`. */
+static bool broadcasts_to(int nf, const int64_t *from, int nt, const int64_t *to) {
+    if (nf > nt) return false;
+    for (int i = 0; i < nf; i++) {
+        int64_t f = from[nf - 1 - i], d = to[nt - 1 - i];
+        if (f != d && f != 1) return false;
+    }
+    return true;
+}
+
+tg_tensor *tg_expand(tg_tensor *x, int ndim, const int64_t *shape) {
+    CHECK1(x);
+    if (ndim < 0 || ndim > TG_MAX_DIMS || !broadcasts_to(x->ndim, x->shape, ndim, shape)) {
+        char a[96], b[96];
+        return tg__fail(x->graph, TG_ERR_SHAPE, "tg_expand: %s does not broadcast to %s",
+                        SHAPESTR(a, x), tg_shape_str(b, sizeof b, ndim, shape));
+    }
+    tg_tensor *c = tg__cont(x);
+    CHECK1(c);
+    tg_tensor *t = tg__new(x->graph, TG_OP_EXPAND, x->dtype, ndim, shape);
+    if (t) tg__set_src(t, 1, &c);
+    return t;
+}
+
+tg_tensor *tg_sum_to(tg_tensor *x, int ndim, const int64_t *shape) {
+    CHECK1(x);
+    if (ndim < 0 || ndim > TG_MAX_DIMS || !broadcasts_to(ndim, shape, x->ndim, x->shape)) {
+        char a[96], b[96];
+        return tg__fail(x->graph, TG_ERR_SHAPE, "tg_sum_to: %s does not broadcast to %s",
+                        tg_shape_str(b, sizeof b, ndim, shape), SHAPESTR(a, x));
+    }
+    if (tg__numel(ndim, shape) == tg_tensor_numel(x))
+        return ndim == x->ndim ? x : tg_reshape(x, ndim, shape);
+    tg_tensor *c = tg__cont(x);
+    CHECK1(c);
+    tg_tensor *t = tg__new(x->graph, TG_OP_SUM_TO, x->dtype, ndim, shape);
+    if (t) tg__set_src(t, 1, &c);
+    return t;
+}

@@ -1,0 +1,245 @@
+/* The memory planner.
+ *
+ * 1. Prune: only nodes reached from kept tensors and side-effect sinks (gradient
+ *    accumulation) are executed, in creation order (a topological order).
+ * 2. Liveness: each storage block (the buffer of a non-view tensor) lives from the position of
+ *    the node that writes it to the last position of any node that reads it or a view of it.
+ *    Kept tensors live to the end.
+ * 3. In place: an elementwise op may write into the buffer of an input of the same size whose
+ *    last reader it is (never into a kept tensor, a view, a parameter or an input leaf).
+ * 4. Offsets: blocks are placed in one workspace by a best-fit free list (freed after the node
+ *    that last reads them has written its output, so inputs and outputs never overlap unless
+ *    in place). The workspace size is the peak.
+ * With the planner off, every block gets its own offset: the results are bit-identical (the
+ * kernels do not depend on addresses), only memory differs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tg-impl.h"
+
+typedef struct {
+    size_t size, off;
+    int64_t def, last;
+} block_t;
+
+typedef struct {
+    size_t off, size;
+} seg_t;
+
+typedef struct {
+    seg_t *s;
+    int64_t n, cap;
+    size_t top;
+} freelist_t;
+
+static size_t align_up(size_t x) { return (x + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN; }
+
+static bool fl_push(freelist_t *f, int64_t at, seg_t seg) {
+    if (f->n == f->cap) {
+        int64_t cap = f->cap ? 2 * f->cap : 64;
+        seg_t *s = realloc(f->s, (size_t)cap * sizeof *s);
+        if (!s) return false;
+        f->s = s;
+        f->cap = cap;
+    }
+    memmove(f->s + at + 1, f->s + at, (size_t)(f->n - at) * sizeof *f->s);
+    f->s[at] = seg;
+    f->n++;
+    return true;
+}
+
+static void fl_remove(freelist_t *f, int64_t at) {
+    memmove(f->s + at, f->s + at + 1, (size_t)(f->n - at - 1) * sizeof *f->s);
+    f->n--;
+}
+
+/* Best fit among free segments; else grow the top (absorbing a free segment that ends there). */
+static size_t fl_alloc(freelist_t *f, size_t size) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < f->n; i++)
+        if (f->s[i].size >= size && (best < 0 || f->s[i].size < f->s[best].size)) best = i;
+    if (best >= 0) {
+        size_t off = f->s[best].off;
+        f->s[best].off += size;
+        f->s[best].size -= size;
+        if (f->s[best].size == 0) fl_remove(f, best);
+        return off;
+    }
+    if (f->n > 0 && f->s[f->n - 1].off + f->s[f->n - 1].size == f->top) {
+        size_t off = f->s[f->n - 1].off;
+        fl_remove(f, f->n - 1);
+        f->top = off + size;
+        return off;
+    }
+    size_t off = f->top;
+    f->top += size;
+    return off;
+}
+
+/* Return a segment, keeping the list sorted and coalesced. */
+static bool fl_free(freelist_t *f, size_t off, size_t size) {
+    int64_t i = 0;
+    while (i < f->n && f->s[i].off < off) i++;
+    if (i > 0 && f->s[i - 1].off + f->s[i - 1].size == off) {
+        f->s[i - 1].size += size;
+        if (i < f->n && f->s[i - 1].off + f->s[i - 1].size == f->s[i].off) {
+            f->s[i - 1].size += f->s[i].size;
+            fl_remove(f, i);
+        }
+        return true;
+    }
+    if (i < f->n && off + size == f->s[i].off) {
+        f->s[i].off = off;
+        f->s[i].size += size;
+        return true;
+    }
+    return fl_push(f, i, (seg_t){off, size});
+}
+
+static bool is_storage(const tg_tensor *t) {
+    return !t->base && !(t->flags & TG_TF_PARAM) && t->op != TG_OP_GRAD_ACC;
+}
+
+/* In-place candidate: an input of t whose buffer t may overwrite. */
+static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const int64_t *last) {
+    if (!(tg__op_flags(t->op) & TG_OPF_INPLACE)) return -1;
+    for (int i = 0; i < t->nsrc; i++) {
+        const tg_tensor *s = t->src[i];
+        if (!s || s->base || !is_storage(s) || (s->flags & (TG_TF_KEEP | TG_TF_INPUT)) ||
+            s->op == TG_OP_NONE || s->block < 0 || s->dtype != t->dtype ||
+            tg_tensor_numel(s) != tg_tensor_numel(t) || last[s->id] != t->pos ||
+            blocks[s->block].last != t->pos)
+            continue;
+        /* no other input may read the same buffer through a different view */
+        bool shared = false;
+        for (int j = 0; j < t->nsrc; j++)
+            if (t->src[j] && t->src[j] != s && tg__root(t->src[j])->block == s->block) shared = true;
+        if (!shared) return s->block;
+    }
+    return -1;
+}
+
+tg_status tg__plan(tg_graph *g) {
+    if (g->status != TG_OK) return tg_error_set(g->status, "%s", g->msg);
+    int64_t n = g->n;
+    for (int64_t i = 0; i < n; i++) {
+        tg_tensor *t = g->nodes[i];
+        t->flags &= ~(uint32_t)TG_TF_NEEDED;
+        t->pos = -1;
+        t->block = -1;
+    }
+    for (int64_t i = n - 1; i >= 0; i--) {
+        tg_tensor *t = g->nodes[i];
+        if (t->flags & (TG_TF_KEEP | TG_TF_SINK)) t->flags |= TG_TF_NEEDED;
+        if (!(t->flags & TG_TF_NEEDED)) continue;
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k]) t->src[k]->flags |= TG_TF_NEEDED;
+        if (t->base) t->base->flags |= TG_TF_NEEDED;
+    }
+    free(g->order);
+    g->order = malloc((size_t)(n ? n : 1) * sizeof *g->order);
+    block_t *blocks = malloc((size_t)(n ? n : 1) * sizeof *blocks);
+    free(g->block_off);
+    g->block_off = NULL;
+    if (!g->order || !blocks) {
+        free(blocks);
+        return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory for %lld nodes", (long long)n);
+    }
+    int64_t ne = 0, nb = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (g->nodes[i]->flags & TG_TF_NEEDED) {
+            g->nodes[i]->pos = ne;
+            g->order[ne++] = i;
+        }
+    g->nexec = ne;
+    /* liveness of every storage tensor: its last reader (directly or through a view) */
+    int64_t *last = malloc((size_t)(n ? n : 1) * sizeof *last);
+    if (!last) {
+        free(blocks);
+        return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
+    }
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        last[t->id] = (t->flags & TG_TF_KEEP) ? ne : p;
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k] && last[tg__root(t->src[k])->id] < p) last[tg__root(t->src[k])->id] = p;
+        if (t->base && (t->flags & TG_TF_KEEP)) last[t->base->id] = ne;
+    }
+    /* blocks, in execution order; in-place ops join their input's block */
+    size_t total = 0;
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        if (!is_storage(t)) continue;
+        size_t sz = align_up(tg__nbytes(t));
+        total += sz;
+        int64_t ib = g->planner ? inplace_block(t, blocks, last) : -1;
+        if (ib >= 0) {
+            t->block = ib;
+            if (blocks[ib].last < last[t->id]) blocks[ib].last = last[t->id];
+        } else {
+            t->block = nb;
+            blocks[nb++] = (block_t){sz, 0, p, last[t->id]};
+        }
+    }
+    free(last);
+    /* offsets */
+    freelist_t fl = {0};
+    if (!g->planner) {
+        for (int64_t b = 0; b < nb; b++) {
+            blocks[b].off = fl.top;
+            fl.top += blocks[b].size;
+        }
+    } else {
+        /* blocks are numbered in definition order; sweep positions */
+        int64_t *by_last = malloc((size_t)(nb ? nb : 1) * sizeof *by_last);
+        int64_t *cnt = calloc((size_t)ne + 2, sizeof *cnt);
+        if (!by_last || !cnt) {
+            free(by_last);
+            free(cnt);
+            free(blocks);
+            return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
+        }
+        /* counting sort of blocks by last use */
+        for (int64_t b = 0; b < nb; b++) cnt[blocks[b].last + 1]++;
+        for (int64_t i = 1; i <= ne + 1; i++) cnt[i] += cnt[i - 1];
+        for (int64_t b = 0; b < nb; b++) by_last[cnt[blocks[b].last]++] = b;
+        int64_t nextdef = 0, nextfree = 0;
+        bool ok = true;
+        for (int64_t p = 0; p < ne && ok; p++) {
+            while (nextdef < nb && blocks[nextdef].def == p) {
+                blocks[nextdef].off = fl_alloc(&fl, blocks[nextdef].size);
+                nextdef++;
+            }
+            while (nextfree < nb && blocks[by_last[nextfree]].last <= p) {
+                block_t *bl = &blocks[by_last[nextfree++]];
+                ok = ok && fl_free(&fl, bl->off, bl->size);
+            }
+        }
+        free(by_last);
+        free(cnt);
+        free(fl.s);
+        if (!ok) {
+            free(blocks);
+            return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
+        }
+    }
+    g->block_off = malloc((size_t)(nb ? nb : 1) * sizeof *g->block_off);
+    if (!g->block_off) {
+        free(blocks);
+        return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
+    }
+    for (int64_t b = 0; b < nb; b++) g->block_off[b] = blocks[b].off;
+    free(blocks);
+    g->nblocks = nb;
+    g->peak = fl.top;
+    g->total = total;
+    g->planned = true;
+    g->ran = false;
+    return TG_OK;
+}
+
+tg_status tg_graph_plan(tg_graph *g, tg_backend *b) {
+    (void)b;
+    if (!g) return tg_error_set(TG_ERR_INVALID, "tg_graph_plan: graph is NULL");
+    return tg__plan(g);
+}

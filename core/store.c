@@ -1,0 +1,180 @@
+/* The parameter store: named persistent f32 tensors and their gradients on a backend. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tg-impl.h"
+
+tg_status tg_store_new(tg_backend *b, tg_store **out) {
+    if (!b || !out) return tg_error_set(TG_ERR_INVALID, "tg_store_new: backend or out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return tg_error_set(TG_ERR_NOMEM, "tg_store_new: out of memory");
+    (*out)->backend = b;
+    return TG_OK;
+}
+
+void tg_store_free(tg_store *s) {
+    if (!s) return;
+    tg_backend *b = s->backend;
+    for (int64_t i = 0; i < s->n; i++) {
+        size_t bytes = (size_t)s->p[i].numel * sizeof(float);
+        if (s->p[i].data) b->vt->free(b, s->p[i].data, bytes);
+        if (s->p[i].grad) b->vt->free(b, s->p[i].grad, bytes);
+    }
+    free(s->p);
+    free(s);
+}
+
+tg_backend *tg_store_backend(const tg_store *s) { return s->backend; }
+
+int64_t tg_store_find(const tg_store *s, const char *name) {
+    if (!s || !name) return -1;
+    for (int64_t i = 0; i < s->n; i++)
+        if (strcmp(s->p[i].name, name) == 0) return i;
+    return -1;
+}
+
+tg_status tg_store_add(tg_store *s, const char *name, int ndim, const int64_t *shape,
+                       const float *init, bool trainable) {
+    if (!s || !name) return tg_error_set(TG_ERR_INVALID, "tg_store_add: store or name is NULL");
+    if (!name[0] || strlen(name) >= sizeof s->p[0].name)
+        return tg_error_set(TG_ERR_INVALID, "tg_store_add: name '%s' empty or longer than %zu bytes",
+                            name, sizeof s->p[0].name - 1);
+    if (tg_store_find(s, name) >= 0)
+        return tg_error_set(TG_ERR_INVALID, "tg_store_add: parameter '%s' already exists", name);
+    if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim > 0 && !shape))
+        return tg_error_set(TG_ERR_SHAPE, "tg_store_add: '%s': bad number of dimensions %d", name, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] <= 0)
+            return tg_error_set(TG_ERR_SHAPE, "tg_store_add: '%s': dimension %d is %lld", name, i,
+                                (long long)shape[i]);
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 64;
+        tg_param_entry *p = realloc(s->p, (size_t)cap * sizeof *p);
+        if (!p) return tg_error_set(TG_ERR_NOMEM, "tg_store_add: out of memory");
+        s->p = p;
+        s->cap = cap;
+    }
+    tg_param_entry *e = &s->p[s->n];
+    memset(e, 0, sizeof *e);
+    strcpy(e->name, name);
+    e->ndim = ndim;
+    for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
+    e->numel = tg__numel(ndim, shape);
+    e->trainable = trainable;
+    tg_backend *b = s->backend;
+    size_t bytes = (size_t)e->numel * sizeof(float);
+    e->data = b->vt->alloc(b, bytes);
+    if (!e->data) return tg_error_prefix(TG_ERR_NOMEM, "tg_store_add: '%s'", name);
+    tg_status st = init ? b->vt->copy_in(b, e->data, init, bytes) : b->vt->memset0(b, e->data, bytes);
+    if (st == TG_OK && trainable) {
+        e->grad = b->vt->alloc(b, bytes);
+        st = e->grad ? b->vt->memset0(b, e->grad, bytes) : TG_ERR_NOMEM;
+    }
+    if (st != TG_OK) {
+        if (e->data) b->vt->free(b, e->data, bytes);
+        if (e->grad) b->vt->free(b, e->grad, bytes);
+        return tg_error_prefix(st, "tg_store_add: '%s'", name);
+    }
+    s->n++;
+    return TG_OK;
+}
+
+int64_t tg_store_count(const tg_store *s) { return s ? s->n : 0; }
+const char *tg_store_name(const tg_store *s, int64_t i) {
+    return (s && i >= 0 && i < s->n) ? s->p[i].name : NULL;
+}
+int tg_store_shape(const tg_store *s, int64_t i, int64_t shape[TG_MAX_DIMS]) {
+    if (!s || i < 0 || i >= s->n) return -1;
+    for (int k = 0; k < s->p[i].ndim; k++) shape[k] = s->p[i].shape[k];
+    return s->p[i].ndim;
+}
+int64_t tg_store_numel(const tg_store *s, int64_t i) {
+    return (s && i >= 0 && i < s->n) ? s->p[i].numel : -1;
+}
+bool tg_store_trainable(const tg_store *s, int64_t i) {
+    return s && i >= 0 && i < s->n && s->p[i].trainable;
+}
+int64_t tg_store_total_numel(const tg_store *s) {
+    int64_t n = 0;
+    for (int64_t i = 0; s && i < s->n; i++) n += s->p[i].numel;
+    return n;
+}
+
+static tg_status check_index(const tg_store *s, int64_t i, int64_t n, const void *buf,
+                             const char *fn, bool want_grad) {
+    if (!s || !buf) return tg_error_set(TG_ERR_INVALID, "%s: store or buffer is NULL", fn);
+    if (i < 0 || i >= s->n)
+        return tg_error_set(TG_ERR_NOT_FOUND, "%s: no parameter %lld (store has %lld)", fn,
+                            (long long)i, (long long)s->n);
+    if (n != s->p[i].numel)
+        return tg_error_set(TG_ERR_SHAPE, "%s: '%s' has %lld elements, %lld given", fn,
+                            s->p[i].name, (long long)s->p[i].numel, (long long)n);
+    if (want_grad && !s->p[i].grad)
+        return tg_error_set(TG_ERR_STATE, "%s: '%s' is not trainable", fn, s->p[i].name);
+    return TG_OK;
+}
+
+tg_status tg_store_read(const tg_store *s, int64_t i, float *dst, int64_t n) {
+    tg_status st = check_index(s, i, n, dst, "tg_store_read", false);
+    return st ? st : s->backend->vt->copy_out(s->backend, dst, s->p[i].data, (size_t)n * 4);
+}
+tg_status tg_store_write(tg_store *s, int64_t i, const float *src, int64_t n) {
+    tg_status st = check_index(s, i, n, src, "tg_store_write", false);
+    return st ? st : s->backend->vt->copy_in(s->backend, s->p[i].data, src, (size_t)n * 4);
+}
+tg_status tg_store_read_grad(const tg_store *s, int64_t i, float *dst, int64_t n) {
+    tg_status st = check_index(s, i, n, dst, "tg_store_read_grad", true);
+    return st ? st : s->backend->vt->copy_out(s->backend, dst, s->p[i].grad, (size_t)n * 4);
+}
+tg_status tg_store_write_grad(tg_store *s, int64_t i, const float *src, int64_t n) {
+    tg_status st = check_index(s, i, n, src, "tg_store_write_grad", true);
+    return st ? st : s->backend->vt->copy_in(s->backend, s->p[i].grad, src, (size_t)n * 4);
+}
+
+tg_status tg_store_zero_grad(tg_store *s) {
+    if (!s) return tg_error_set(TG_ERR_INVALID, "tg_store_zero_grad: store is NULL");
+    for (int64_t i = 0; i < s->n; i++) {
+        if (!s->p[i].grad) continue;
+        tg_status st = s->backend->vt->memset0(s->backend, s->p[i].grad, (size_t)s->p[i].numel * 4);
+        if (st) return st;
+    }
+    return TG_OK;
+}
+
+tg_status tg_store_grad_norm(tg_store *s, double *norm) {
+    if (!s || !norm) return tg_error_set(TG_ERR_INVALID, "tg_store_grad_norm: NULL argument");
+    double total = 0.0;
+    for (int64_t i = 0; i < s->n; i++) {
+        if (!s->p[i].grad) continue;
+        double part;
+        tg_status st = s->backend->vt->sumsq(s->backend, s->p[i].grad, s->p[i].numel, &part);
+        if (st) return st;
+        total += part;
+    }
+    *norm = sqrt(total);
+    return TG_OK;
+}
+
+tg_status tg_store_scale_grad(tg_store *s, float factor) {
+    if (!s) return tg_error_set(TG_ERR_INVALID, "tg_store_scale_grad: store is NULL");
+    for (int64_t i = 0; i < s->n; i++) {
+        if (!s->p[i].grad) continue;
+        tg_status st = s->backend->vt->scale(s->backend, s->p[i].grad, s->p[i].numel, factor);
+        if (st) return st;
+    }
+    return TG_OK;
+}
+
+tg_status tg_store_clip_grad(tg_store *s, double max_norm, double *norm_out) {
+    if (!(max_norm > 0.0))
+        return tg_error_set(TG_ERR_INVALID, "tg_store_clip_grad: max_norm %g must be > 0", max_norm);
+    double norm;
+    tg_status st = tg_store_grad_norm(s, &norm);
+    if (st) return st;
+    if (norm_out) *norm_out = norm;
+    if (!isfinite(norm))
+        return tg_error_set(TG_ERR_NUMERIC, "tg_store_clip_grad: gradient norm is %g", norm);
+    if (norm > max_norm) return tg_store_scale_grad(s, (float)(max_norm / norm));
+    return TG_OK;
+}

@@ -1,0 +1,156 @@
+/* Internal structures of the core: tensors, graphs, stores and the backend table.
+ * Not installed; shared by core/, autograd/, backends/ and train/. */
+#ifndef TG_IMPL_H
+#define TG_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tg/tg.h"
+
+#define TG_MAX_SRC 8
+#define TG_ALIGN 64
+
+/* tensor flags */
+enum {
+    TG_TF_INPUT = 1u << 0,    /* leaf with host data copied in at run time */
+    TG_TF_PARAM = 1u << 1,    /* leaf bound to a store parameter */
+    TG_TF_KEEP = 1u << 2,     /* value survives the run */
+    TG_TF_REQ_GRAD = 1u << 3, /* depends on something that requires a gradient */
+    TG_TF_SINK = 1u << 4,     /* side effect: always executed */
+    TG_TF_NEEDED = 1u << 5,   /* planner: reached from a root */
+    TG_TF_WANT_GRAD = 1u << 6 /* input whose gradient the user asked for */
+};
+
+struct tg_tensor {
+    tg_graph *graph;
+    int64_t id; /* creation index: srcs always have smaller ids */
+    tg_op op;
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    int64_t stride[TG_MAX_DIMS]; /* in elements */
+    int nsrc;
+    tg_tensor *src[TG_MAX_SRC]; /* entries may be NULL for optional inputs */
+    int32_t pi[8];              /* op parameters */
+    float pf[4];
+    int64_t pl[4];
+    tg_tensor *base;  /* storage owner when this is a view, else NULL */
+    int64_t offset;   /* element offset into the storage owner (views) */
+    uint32_t flags;
+    tg_tensor *grad;  /* gradient being accumulated (backward) */
+    void *data;       /* resolved at run time */
+    void *host;       /* INPUT: host copy owned by the graph */
+    tg_store *store;  /* PARAM / GRAD_ACC */
+    int64_t param;    /* index in store */
+    /* planner */
+    int64_t pos;      /* position in execution order (-1: not executed) */
+    int64_t block;    /* storage block index (-1: none) */
+    char name[64];
+};
+
+struct tg_graph {
+    tg_tensor **nodes;
+    int64_t n, cap;
+    void **chunks; /* tensors are allocated in chunks; pointers stay stable */
+    int64_t nchunks, chunk_used;
+    tg_status status;
+    char msg[512];
+    bool training, grad_enabled, planner, backward_done;
+    uint64_t seed;
+    int32_t next_stream;
+    /* plan */
+    bool planned, ran;
+    tg_backend *plan_backend;
+    int64_t *order, nexec;
+    size_t peak, total;
+    int64_t nblocks;
+    size_t *block_off; /* offset of each storage block in the workspace */
+    void *ws;
+    size_t ws_size;
+    tg_backend *ws_backend;
+};
+
+typedef struct tg_param_entry {
+    char name[128];
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    int64_t numel;
+    bool trainable;
+    float *data; /* backend memory */
+    float *grad; /* backend memory, NULL if not trainable */
+} tg_param_entry;
+
+struct tg_store {
+    tg_backend *backend;
+    tg_param_entry *p;
+    int64_t n, cap;
+};
+
+/* The backend table (STYLE.md: a table of function pointers plus a capability query). */
+typedef struct tg_backend_vtable {
+    const char *name;
+    void *(*alloc)(tg_backend *b, size_t bytes); /* NULL + error set on failure */
+    void (*free)(tg_backend *b, void *p, size_t bytes);
+    tg_status (*copy_in)(tg_backend *b, void *dst, const void *src, size_t bytes);
+    tg_status (*copy_out)(tg_backend *b, void *dst, const void *src, size_t bytes);
+    tg_status (*memset0)(tg_backend *b, void *dst, size_t bytes);
+    bool (*supports_op)(tg_backend *b, tg_op op);
+    tg_status (*run_node)(tg_backend *b, tg_tensor *node);
+    tg_status (*sync)(tg_backend *b);
+    /* optimizer and store maths on backend memory */
+    tg_status (*optim_update)(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
+                              float *w, const float *g, float *m, float *v, int64_t n);
+    tg_status (*sumsq)(tg_backend *b, const float *x, int64_t n, double *out);
+    tg_status (*scale)(tg_backend *b, float *x, int64_t n, float s);
+    void (*destroy)(tg_backend *b);
+} tg_backend_vtable;
+
+struct tg_backend {
+    const tg_backend_vtable *vt;
+    int nthreads;
+    size_t in_use, peak;
+    void *impl;
+};
+
+/* ---- core helpers (core/graph.c, core/tensor.c) ---- */
+tg_tensor *tg__new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *shape);
+/* Attach inputs (NULL allowed for optional ones) and propagate REQ_GRAD. */
+void tg__set_src(tg_tensor *t, int nsrc, tg_tensor *const *src);
+/* A view of x with a new shape/strides/offset (relative to x's own offset). */
+tg_tensor *tg__view(tg_tensor *x, tg_op op, int ndim, const int64_t *shape,
+                    const int64_t *stride, int64_t extra_offset);
+/* Record a build error on g (first one wins); always returns NULL. */
+tg_tensor *tg__fail(tg_graph *g, tg_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bool tg__is_contiguous(const tg_tensor *t);
+void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t tg__numel(int ndim, const int64_t *shape);
+/* Normalise a possibly negative axis; -1 if out of range. */
+int tg__axis(int axis, int ndim);
+/* NumPy broadcast of two shapes into out (returns false if incompatible). */
+bool tg__broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
+bool tg__same_shape(const tg_tensor *a, const tg_tensor *b);
+/* x itself if contiguous, else a CONT copy. */
+tg_tensor *tg__cont(tg_tensor *x);
+/* Storage owner of t (t itself if not a view). */
+static inline tg_tensor *tg__root(tg_tensor *t) { return t->base ? t->base : t; }
+static inline size_t tg__nbytes(const tg_tensor *t) {
+    return (size_t)tg__numel(t->ndim, t->shape) * tg_dtype_size(t->dtype);
+}
+
+/* op table (core/op_table.c) */
+enum { TG_OPF_INPLACE = 1, TG_OPF_VIEW = 2, TG_OPF_BACKWARD_ONLY = 4, TG_OPF_NO_GRAD = 8 };
+unsigned tg__op_flags(tg_op op);
+
+/* autograd: gradient rule of a node (autograd/grad_rules.c) */
+typedef void (*tg_grad_rule)(tg_tensor *node, tg_tensor *dy);
+tg_grad_rule tg__grad_rule(tg_op op);
+/* Add `contrib` to src's gradient, summing broadcast dimensions away. */
+void tg__accum_grad(tg_tensor *src, tg_tensor *contrib);
+
+/* backend memory accounting helpers (core/backend.c) */
+void tg__backend_account(tg_backend *b, ptrdiff_t delta);
+
+#endif

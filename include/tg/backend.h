@@ -1,0 +1,48 @@
+/* tgraph — backends: where tensors live and ops run.
+ *
+ * A backend is created once and shared by stores and graph runs. The CPU backend is always
+ * present; the CUDA backend exists when the library was built with it (tg_backend_cuda_new
+ * then needs a GPU at run time). */
+#ifndef TG_BACKEND_H
+#define TG_BACKEND_H
+
+#include <stdbool.h>
+
+#include "tg/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_backend tg_backend;
+
+/* A CPU backend using `nthreads` OpenMP threads (0: the TG_NUM_THREADS environment variable,
+ * else all cores). OpenBLAS is kept at one thread: tgraph splits GEMMs across its own threads so
+ * the two thread pools never oversubscribe the cores. Writes the new backend to *out; the
+ * caller frees it with tg_backend_free. */
+tg_status tg_backend_cpu_new(int nthreads, tg_backend **out);
+
+/* A CUDA backend on device `device` (TG_ERR_UNSUPPORTED if built without CUDA, TG_ERR_BACKEND
+ * with CUDA's message if no usable GPU). */
+tg_status tg_backend_cuda_new(int device, tg_backend **out);
+
+/* True if this build includes the CUDA backend. */
+bool tg_have_cuda(void);
+
+/* Free a backend (NULL is allowed). Stores and graphs using it must be freed first. */
+void tg_backend_free(tg_backend *b);
+
+/* "cpu" or "cuda". */
+const char *tg_backend_name(const tg_backend *b);
+
+/* Thread count of a CPU backend (1 for others); set it (n >= 1). */
+int tg_backend_threads(const tg_backend *b);
+tg_status tg_backend_set_threads(tg_backend *b, int n);
+
+/* Peak bytes ever held by the backend's allocator (graph workspaces plus stores). */
+size_t tg_backend_peak_bytes(const tg_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,82 @@
+/* tgraph — graphs: define, then run.
+ *
+ * A model builds a fresh graph for every batch: leaves (inputs, constants, parameters from a
+ * store), then ops (ops.h), then optionally tg_backward (autograd.h). tg_graph_run plans memory
+ * for the whole graph (forward and backward together) and executes it on a backend.
+ *
+ * Errors while building are recorded on the graph: a graph-building call that fails returns
+ * NULL and later calls given NULL return NULL too, so a builder checks once, at the end, with
+ * tg_graph_status(). Graphs grow as needed: there is no node limit and no arena to size. */
+#ifndef TG_GRAPH_H
+#define TG_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tg/backend.h"
+#include "tg/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_graph tg_graph;
+typedef struct tg_store tg_store;
+
+/* A new empty graph; NULL only when out of memory. Free with tg_graph_free. */
+tg_graph *tg_graph_new(void);
+/* Free the graph, its tensors and its workspace (NULL is allowed). */
+void tg_graph_free(tg_graph *g);
+
+/* TG_OK, or the first error recorded while building (its message in *msg if msg != NULL;
+ * the string is owned by the graph). */
+tg_status tg_graph_status(const tg_graph *g, const char **msg);
+
+/* Training mode (default true): dropout active. In inference mode dropout is the identity. */
+void tg_graph_set_training(tg_graph *g, bool training);
+bool tg_graph_training(const tg_graph *g);
+/* Gradient mode (default true): parameters require gradients. Off = inference mode: no tensor
+ * requires a gradient and tg_backward is an error. */
+void tg_graph_set_grad_enabled(tg_graph *g, bool enabled);
+/* Seed of the counter-based RNG that dropout draws from (default 0). Each dropout op gets its
+ * own stream id in creation order, so the same seed and graph give the same masks on every
+ * backend. */
+void tg_graph_set_seed(tg_graph *g, uint64_t seed);
+/* Memory planner on (default) or off (every intermediate gets its own buffer: for tests). */
+void tg_graph_set_planner(tg_graph *g, bool enabled);
+
+/* Leaves. Input data is copied at the call (the caller keeps ownership of `data`). */
+tg_tensor *tg_input(tg_graph *g, tg_dtype dtype, int ndim, const int64_t *shape, const void *data);
+/* A tensor filled with `value`. */
+tg_tensor *tg_full(tg_graph *g, float value, int ndim, const int64_t *shape);
+/* The parameter `name` of a store, as a leaf of this graph. If the graph is in gradient mode
+ * and the parameter is trainable, tg_backward accumulates its gradient into the store. */
+tg_tensor *tg_param(tg_graph *g, tg_store *store, const char *name);
+
+/* Ask for d(loss)/d(t) of a leaf input: call before building ops on t. tg_grad(g, t) then
+ * returns the gradient tensor after tg_backward. Returns t. */
+tg_tensor *tg_requires_grad(tg_tensor *t);
+
+/* Keep t's value after tg_graph_run, readable with tg_tensor_read. Returns t. */
+tg_tensor *tg_keep(tg_tensor *t);
+
+/* Plan memory without running (the run plans too). Needs a backend for its alignment rules. */
+tg_status tg_graph_plan(tg_graph *g, tg_backend *b);
+/* Bytes of the planned workspace (peak of live intermediates), and what they would be with
+ * every intermediate in a buffer of its own. Valid after tg_graph_plan or tg_graph_run. */
+size_t tg_graph_peak_bytes(const tg_graph *g);
+size_t tg_graph_total_bytes(const tg_graph *g);
+/* Number of nodes built, and number executed by the last plan (unused branches are pruned). */
+int64_t tg_graph_node_count(const tg_graph *g);
+int64_t tg_graph_exec_count(const tg_graph *g);
+
+/* Execute the graph on backend b (the backend of any store it uses). Computes everything needed
+ * by kept tensors and parameter-gradient accumulation. A graph may be run again (same values,
+ * gradients accumulate again). */
+tg_status tg_graph_run(tg_graph *g, tg_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/* tgraph — optimizers over a parameter store: SGD with momentum, Adam, AdamW. */
+#ifndef TG_OPTIM_H
+#define TG_OPTIM_H
+
+#include <stdint.h>
+
+#include "tg/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tg_optim_kind {
+    TG_OPTIM_SGD = 0,  /* v = momentum*v + g; w -= lr*(v + wd*w) (wd as L2 in the gradient) */
+    TG_OPTIM_ADAM = 1, /* Kingma & Ba, bias-corrected; weight decay added to the gradient */
+    TG_OPTIM_ADAMW = 2 /* Loshchilov & Hutter: decoupled decay w -= lr*wd*w */
+} tg_optim_kind;
+
+typedef struct tg_optim_config {
+    tg_optim_kind kind;
+    float momentum;     /* SGD */
+    float beta1, beta2; /* Adam */
+    float eps;
+    float weight_decay;
+} tg_optim_config;
+
+typedef struct tg_optim tg_optim;
+
+/* Defaults of SPEC.md: Adam, beta1 0.9, beta2 0.98, eps 1e-9, no weight decay. */
+tg_optim_config tg_optim_defaults(tg_optim_kind kind);
+
+/* An optimizer for every trainable parameter of s (borrowed; must outlive it). State (moments)
+ * is allocated on the store's backend. */
+tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out);
+void tg_optim_free(tg_optim *o);
+/* One update with learning rate lr from the gradients in the store (not zeroed here). */
+tg_status tg_optim_step(tg_optim *o, float lr);
+/* Number of steps taken. */
+int64_t tg_optim_steps(const tg_optim *o);
+
+/* The optimizer state as host arrays, for checkpoints: moments of parameter i (n = numel);
+ * `which` 0 = first moment / momentum, 1 = second moment. */
+tg_status tg_optim_read_state(const tg_optim *o, int64_t i, int which, float *dst, int64_t n);
+tg_status tg_optim_write_state(tg_optim *o, int64_t i, int which, const float *src, int64_t n);
+void tg_optim_set_steps(tg_optim *o, int64_t steps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tgraph: install what is missing, configure, build (-Werror) and run every test.
+#   ./test.sh              release build in build/, all suites
+#   ./test.sh --sanitize   the same under AddressSanitizer + UBSan, in build-sanitize/
+#   ./test.sh --suite S    only meson test suite S (e.g. cpu, gpu, data)
+# Exits non-zero on any failure and ends with a line "N passed, N failed" (Check test counts).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+sanitize=0
+suite=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --sanitize) sanitize=1 ;;
+    --suite) shift; suite=(--suite "$1") ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+./tools/install_deps.sh build
+
+if [ $sanitize = 1 ]; then
+    dir=build-sanitize
+    opts=(-Db_sanitize=address,undefined -Dbuildtype=debugoptimized -Db_lundef=false)
+    # OpenMP's runtime keeps thread pools alive at exit: not our leaks
+    export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+else
+    dir=build
+    opts=(-Dbuildtype=release)
+fi
+
+if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "${opts[@]}"
+fi
+ninja -C "$dir"
+
+set +e
+meson test -C "$dir" --print-errorlogs --num-processes 2 "${suite[@]}"
+rc=$?
+set -e
+
+# Check's own summaries, and one total line
+passed=0
+failed=0
+for log in "$dir"/meson-logs/testlog.txt; do
+    [ -f "$log" ] || continue
+    while read -r line; do
+        echo "$line"
+        # "100%: Checks: 46, Failures: 0, Errors: 0"
+        c=$(echo "$line" | sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p')
+        if [ -n "$c" ]; then
+            set -- $c
+            passed=$((passed + $1 - $2 - $3))
+            failed=$((failed + $2 + $3))
+        fi
+    done < <(grep -E "Checks: [0-9]+, Failures" "$log")
+done
+echo "$passed passed, $failed failed"
+if [ $rc -ne 0 ] || [ $failed -ne 0 ]; then
+    echo "test.sh: FAILED (meson test exit $rc)" >&2
+    exit 1
+fi

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Install the Debian packages tgraph needs, only those that are missing.
+#   tools/install_deps.sh build   compiler, meson, OpenBLAS, Check, MPI
+#   tools/install_deps.sh run     build + data packages (CMUdict) + gnuplot + PyTorch (peer)
+# Without root, it names what is missing and returns 1 (the caller decides what to do).
+set -eu
+what=${1:-build}
+pkgs="gcc meson ninja-build pkg-config libopenblas-dev check python3 libopenmpi-dev openmpi-bin"
+if [ "$what" = run ]; then
+    pkgs="$pkgs pocketsphinx-en-us gnuplot-nox python3-torch"
+fi
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "install_deps: missing Debian packages:$missing (run as root, or: apt-get install$missing)" >&2
+    exit 1
+fi
+echo "install_deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,102 @@
+/* Corpus chrF (Popović 2015) as sacreBLEU 2.x computes it by default (metrics/chrf.py:
+ * char_order 6, word_order 0, beta 2, whitespace False, lowercase False, eps_smoothing False).
+ *
+ * Per sentence: delete whitespace (''.join(line.split())), then for n = 1..6 take the
+ * character n-gram multisets H_n, R_n of hypothesis and reference and record
+ *   [ |H_n| if R_n is non-empty else 0,  |R_n|,  Σ_g min(H_n(g), R_n(g)) ].
+ * These triples are summed over the corpus; _compute_f_score then averages precision and
+ * recall over the "effective" orders (both counts > 0) and combines them once:
+ *   chrF = 100 · (1 + β²) P R / (β² P + R).
+ * Characters are code points, so "ñ" is one character whether it takes 2 bytes or not. */
+#include "tg/metrics.h"
+#include "train/metrics-impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHAR_ORDER 6
+#define BETA 2
+
+/* Code points of s without its whitespace, into *cp (grown as needed). */
+static tg_status code_points(const char *s, uint32_t **cp, size_t *cap, size_t *count) {
+    size_t len = strlen(s), pos = 0, m = 0;
+    if (len > *cap) { /* a code point takes at least one byte */
+        uint32_t *v = realloc(*cp, (len ? len : 1) * sizeof *v);
+        if (!v) return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu characters)", len);
+        *cp = v;
+        *cap = len;
+    }
+    while (pos < len) {
+        uint32_t c;
+        if (tg__utf8_next(s, len, &pos, &c) != 0)
+            return tg_error_set(TG_ERR_FORMAT, "invalid UTF-8 at offset %zu", pos);
+        if (!tg__is_space(c)) (*cp)[m++] = c;
+    }
+    *count = m;
+    return TG_OK;
+}
+
+tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_t n,
+                         tg_metric_chrf_result *out) {
+    static const char fn[] = "tg_metric_chrf";
+    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    if (st != TG_OK) return st;
+
+    /* stats[k] = {hyp n-grams, ref n-grams, matches} of order k + 1, summed over sentences */
+    int64_t stats[CHAR_ORDER][3];
+    memset(stats, 0, sizeof stats);
+    uint32_t *hc = NULL, *rc = NULL;
+    size_t hcap = 0, rcap = 0, i = 0;
+    tg__ngram_scratch sc;
+    memset(&sc, 0, sizeof sc);
+    for (; st == TG_OK && i < n; i++) {
+        size_t nh = 0, nr = 0;
+        st = code_points(hyps[i], &hc, &hcap, &nh);
+        if (st == TG_OK) st = code_points(refs[i], &rc, &rcap, &nr);
+        for (int k = 0; st == TG_OK && k < CHAR_ORDER; k++) {
+            int64_t ht, rt, m;
+            st = tg__ngram_match(hc, nh, rc, nr, k + 1, &sc, &ht, &rt, &m);
+            stats[k][0] += rt > 0 ? ht : 0; /* "hyp_count if ref_ngrams else 0" */
+            stats[k][1] += rt;
+            stats[k][2] += m;
+        }
+    }
+    free(hc);
+    free(rc);
+    tg__ngram_scratch_free(&sc);
+    if (st != TG_OK) return tg_error_prefix(st, "%s: sentence %zu", fn, i - 1);
+
+    /* CHRF._compute_f_score with eps_smoothing False, in the same order of operations. */
+    const double factor = BETA * BETA;
+    double avg_prec = 0.0, avg_rec = 0.0, score = 0.0;
+    int eff = 0;
+    for (int k = 0; k < CHAR_ORDER; k++) {
+        int64_t n_hyp = stats[k][0], n_ref = stats[k][1], n_match = stats[k][2];
+        if (n_hyp > 0 && n_ref > 0) {
+            avg_prec += (double)n_match / (double)n_hyp;
+            avg_rec += (double)n_match / (double)n_ref;
+            eff++;
+        }
+    }
+    if (eff > 0) {
+        avg_prec /= eff;
+        avg_rec /= eff;
+    }
+    if (avg_prec + avg_rec != 0.0) {
+        score = (1 + factor) * avg_prec * avg_rec;
+        score /= (factor * avg_prec) + avg_rec;
+        score *= 100;
+    }
+
+    tg_metric_chrf_result r;
+    memset(&r, 0, sizeof r);
+    r.score = score;
+    r.precision = 100.0 * avg_prec;
+    r.recall = 100.0 * avg_rec;
+    r.effective_order = eff;
+    snprintf(r.signature, sizeof r.signature,
+             "nrefs:1|case:mixed|eff:yes|nc:%d|nw:0|space:no|version:tgraph", CHAR_ORDER);
+    *out = r;
+    return TG_OK;
+}

@@ -1,0 +1,98 @@
+/* Internals shared by the metric files (bleu.c, chrf.c, edit_distance.c, metrics_text.c).
+ * Not installed, not part of the public API: names carry the tg__ prefix.
+ *
+ * Text model: every metric takes UTF-8 C strings. Splitting into words follows Python's
+ * str.split() with no argument (what sacreBLEU does), i.e. on the 29 Unicode code points for
+ * which str.isspace() is true, not only on ASCII blanks: U+00A0 (no-break space) separates
+ * words in sacreBLEU and therefore here too. */
+#ifndef TG_METRICS_IMPL_H
+#define TG_METRICS_IMPL_H
+
+#include "tg/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A word: a byte range inside a caller's string (not NUL-terminated, not owned). */
+typedef struct tg__tok {
+    const char *p;
+    size_t len;
+} tg__tok;
+
+/* A growable array of words; free with tg__toks_free(). */
+typedef struct tg__toks {
+    tg__tok *v;
+    size_t n, cap;
+} tg__toks;
+
+/* A growable byte buffer, always NUL-terminated once anything was appended. */
+typedef struct tg__buf {
+    char *p;
+    size_t len, cap;
+} tg__buf;
+
+/* The longest n-gram any metric here counts (chrF's default character order). */
+#define TG__NGRAM_MAX 6
+
+/* An n-gram as up to TG__NGRAM_MAX symbols (token ids or code points); unused slots are 0. */
+typedef struct tg__ngram {
+    uint32_t s[TG__NGRAM_MAX];
+} tg__ngram;
+
+/* Scratch space for n-gram counting, reused across segments; free with tg__ngram_scratch_free. */
+typedef struct tg__ngram_scratch {
+    tg__ngram *h, *r;
+    size_t hcap, rcap;
+} tg__ngram_scratch;
+
+/* Decode one code point of valid UTF-8 at s[*pos] (len bytes in all), advancing *pos.
+ * Returns 0, or -1 (and leaves *pos) on a malformed, overlong, surrogate or > U+10FFFF
+ * sequence — the same sequences Python's strict UTF-8 decoder rejects. */
+int tg__utf8_next(const char *s, size_t len, size_t *pos, uint32_t *cp);
+
+/* TG_OK if s is valid UTF-8, else TG_ERR_FORMAT with "<fn>: <what>[<idx>] is not valid UTF-8
+ * (byte 0x.. at offset ..)". */
+tg_status tg__utf8_check(const char *fn, const char *what, size_t idx, const char *s);
+
+/* 1 if Python's str.isspace() is true for the code point. */
+int tg__is_space(uint32_t cp);
+
+/* Length of s[0, len) after Python's str.rstrip() (trailing Unicode whitespace removed).
+ * s must be valid UTF-8. */
+size_t tg__rstrip_len(const char *s, size_t len);
+
+/* Replace out's contents by the words of s[0, len) (valid UTF-8), split like str.split(). */
+tg_status tg__split(const char *s, size_t len, tg__toks *out);
+void tg__toks_free(tg__toks *t);
+
+/* sacreBLEU's 13a tokenization of s[0, len) (valid UTF-8) into out (replaced): the tokens
+ * joined by single spaces, NUL-terminated (see tokenize_13a.c). */
+tg_status tg__tokenize_13a(const char *s, size_t len, tg__buf *out);
+
+/* Argument checks shared by the corpus metrics: hyps, refs (if check_refs) and out non-NULL,
+ * n >= 1, every sentence non-NULL and valid UTF-8. Errors name fn and the sentence. */
+tg_status tg__check_corpus(const char *fn, const char *const *hyps, const char *const *refs,
+                           int check_refs, size_t n, const void *out);
+
+/* Buffer helpers; each returns TG_OK or TG_ERR_NOMEM. */
+tg_status tg__buf_reserve(tg__buf *b, size_t extra);
+tg_status tg__buf_append(tg__buf *b, const char *p, size_t n);
+void tg__buf_free(tg__buf *b);
+
+/* Count the order-n n-grams of hyp[0, nh) and ref[0, nr) (1 <= n <= TG__NGRAM_MAX):
+ * *hyp_total = nh - n + 1 (or 0), *ref_total likewise, and *match = sum over distinct n-grams
+ * g of min(count_hyp(g), count_ref(g)) — the "clipped" matches of BLEU and chrF. Counting is
+ * done by sorting both lists and merging them, so it needs no hash table and is
+ * deterministic. */
+tg_status tg__ngram_match(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, int n,
+                          tg__ngram_scratch *sc, int64_t *hyp_total, int64_t *ref_total,
+                          int64_t *match);
+void tg__ngram_scratch_free(tg__ngram_scratch *sc);
+
+/* Levenshtein distance between two word sequences (unit cost for insertion, deletion and
+ * substitution; words equal when their bytes are equal). *row must be NULL or a block from an
+ * earlier call with *rowcap entries; it is grown with realloc and the caller frees it. */
+tg_status tg__levenshtein(const tg__toks *a, const tg__toks *b, int64_t **row, size_t *rowcap,
+                          int64_t *dist);
+
+#endif

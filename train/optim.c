@@ -1,0 +1,137 @@
+/* Optimizers over a store: the update itself runs on the store's backend (one fused pass per
+ * parameter); this file owns the state buffers and the step count. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tg-impl.h"
+
+struct tg_optim {
+    tg_store *store;
+    tg_optim_config cfg;
+    int64_t steps;
+    float **m, **v; /* per parameter, NULL where unused */
+};
+
+tg_optim_config tg_optim_defaults(tg_optim_kind kind) {
+    tg_optim_config c = {.kind = kind, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.98f,
+                         .eps = 1e-9f, .weight_decay = 0.0f};
+    if (kind == TG_OPTIM_ADAMW) c.weight_decay = 0.01f;
+    return c;
+}
+
+static tg_status check_config(const tg_optim_config *c) {
+    if (c->kind < TG_OPTIM_SGD || c->kind > TG_OPTIM_ADAMW)
+        return tg_error_set(TG_ERR_INVALID, "tg_optim_new: unknown optimizer kind %d", (int)c->kind);
+    if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
+        return tg_error_set(TG_ERR_INVALID, "tg_optim_new: momentum %g outside [0, 1)", (double)c->momentum);
+    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        return tg_error_set(TG_ERR_INVALID, "tg_optim_new: betas (%g, %g) outside [0, 1)",
+                            (double)c->beta1, (double)c->beta2);
+    if (!(c->eps > 0.0f)) return tg_error_set(TG_ERR_INVALID, "tg_optim_new: eps must be > 0");
+    if (!(c->weight_decay >= 0.0f))
+        return tg_error_set(TG_ERR_INVALID, "tg_optim_new: weight decay %g < 0", (double)c->weight_decay);
+    return TG_OK;
+}
+
+void tg_optim_free(tg_optim *o) {
+    if (!o) return;
+    tg_backend *b = o->store->backend;
+    for (int64_t i = 0; i < o->store->n; i++) {
+        size_t bytes = (size_t)o->store->p[i].numel * 4;
+        if (o->m && o->m[i]) b->vt->free(b, o->m[i], bytes);
+        if (o->v && o->v[i]) b->vt->free(b, o->v[i], bytes);
+    }
+    free(o->m);
+    free(o->v);
+    free(o);
+}
+
+static float *zeros(tg_backend *b, int64_t n) {
+    float *p = b->vt->alloc(b, (size_t)n * 4);
+    if (p && b->vt->memset0(b, p, (size_t)n * 4) != TG_OK) {
+        b->vt->free(b, p, (size_t)n * 4);
+        return NULL;
+    }
+    return p;
+}
+
+tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out) {
+    if (!s || !cfg || !out) return tg_error_set(TG_ERR_INVALID, "tg_optim_new: NULL argument");
+    *out = NULL;
+    tg_status st = check_config(cfg);
+    if (st) return st;
+    tg_optim *o = calloc(1, sizeof *o);
+    if (!o) return tg_error_set(TG_ERR_NOMEM, "tg_optim_new: out of memory");
+    o->store = s;
+    o->cfg = *cfg;
+    int64_t n = s->n ? s->n : 1;
+    o->m = calloc((size_t)n, sizeof *o->m);
+    o->v = calloc((size_t)n, sizeof *o->v);
+    if (!o->m || !o->v) {
+        tg_optim_free(o);
+        return tg_error_set(TG_ERR_NOMEM, "tg_optim_new: out of memory");
+    }
+    bool need_m = cfg->kind != TG_OPTIM_SGD || cfg->momentum > 0.0f;
+    bool need_v = cfg->kind != TG_OPTIM_SGD;
+    for (int64_t i = 0; i < s->n; i++) {
+        if (!s->p[i].trainable) continue;
+        if ((need_m && !(o->m[i] = zeros(s->backend, s->p[i].numel))) ||
+            (need_v && !(o->v[i] = zeros(s->backend, s->p[i].numel)))) {
+            tg_optim_free(o);
+            return tg_error_prefix(TG_ERR_NOMEM, "tg_optim_new: state of '%s'", s->p[i].name);
+        }
+    }
+    *out = o;
+    return TG_OK;
+}
+
+tg_status tg_optim_step(tg_optim *o, float lr) {
+    if (!o) return tg_error_set(TG_ERR_INVALID, "tg_optim_step: optimizer is NULL");
+    if (!(lr >= 0.0f) || lr != lr)
+        return tg_error_set(TG_ERR_INVALID, "tg_optim_step: learning rate %g must be >= 0", (double)lr);
+    o->steps++;
+    tg_store *s = o->store;
+    for (int64_t i = 0; i < s->n; i++) {
+        tg_param_entry *e = &s->p[i];
+        if (!e->trainable) continue;
+        tg_status st = s->backend->vt->optim_update(s->backend, &o->cfg, lr, o->steps, e->data,
+                                                    e->grad, o->m[i], o->v[i], e->numel);
+        if (st) return tg_error_prefix(st, "tg_optim_step: '%s'", e->name);
+    }
+    return TG_OK;
+}
+
+int64_t tg_optim_steps(const tg_optim *o) { return o ? o->steps : 0; }
+void tg_optim_set_steps(tg_optim *o, int64_t steps) {
+    if (o) o->steps = steps;
+}
+
+static tg_status state_check(const tg_optim *o, int64_t i, int which, int64_t n, float ***arr) {
+    if (!o || i < 0 || i >= o->store->n || which < 0 || which > 1)
+        return tg_error_set(TG_ERR_INVALID, "tg_optim state: bad parameter index %lld or slot %d",
+                            (long long)i, which);
+    if (n != o->store->p[i].numel)
+        return tg_error_set(TG_ERR_SHAPE, "tg_optim state: '%s' has %lld elements, %lld given",
+                            o->store->p[i].name, (long long)o->store->p[i].numel, (long long)n);
+    *arr = which ? o->v : o->m;
+    if (!(*arr)[i])
+        return tg_error_set(TG_ERR_NOT_FOUND, "tg_optim state: '%s' has no slot %d", o->store->p[i].name,
+                            which);
+    return TG_OK;
+}
+
+tg_status tg_optim_read_state(const tg_optim *o, int64_t i, int which, float *dst, int64_t n) {
+    float **arr = NULL;
+    tg_status st = state_check(o, i, which, n, &arr);
+    if (st) return st;
+    tg_backend *b = o->store->backend;
+    return b->vt->copy_out(b, dst, arr[i], (size_t)n * 4);
+}
+
+tg_status tg_optim_write_state(tg_optim *o, int64_t i, int which, const float *src, int64_t n) {
+    float **arr = NULL;
+    tg_status st = state_check(o, i, which, n, &arr);
+    if (st) return st;
+    tg_backend *b = o->store->backend;
+    return b->vt->copy_in(b, arr[i], src, (size_t)n * 4);
+}
