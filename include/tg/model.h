@@ -1,0 +1,126 @@
+/* tgraph — the Transformer model zoo (SPEC.md §1, §2, §4).
+ *
+ * A model is a configuration, two vocabularies and a parameter store. Building the graph for a
+ * batch is one call; the attention variant is a configuration field, so every attention of the
+ * Transformer (encoder self, decoder self, cross) uses it. */
+#ifndef TG_MODEL_H
+#define TG_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tg/graph.h"
+#include "tg/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- vocabularies: ids <pad>=0, <unk>=1, <s>=2, </s>=3 come first (SPEC §4) ---- */
+enum { TG_PAD = 0, TG_UNK = 1, TG_BOS = 2, TG_EOS = 3 };
+
+typedef struct tg_vocab tg_vocab;
+/* A vocabulary holding the four special tokens. */
+tg_status tg_vocab_new(tg_vocab **out);
+void tg_vocab_free(tg_vocab *v);
+/* Add a token (no spaces, valid UTF-8) if absent; its id in *id (may be NULL). */
+tg_status tg_vocab_add(tg_vocab *v, const char *token, int32_t *id);
+/* Id of a token, TG_UNK if absent. */
+int32_t tg_vocab_id(const tg_vocab *v, const char *token);
+/* Token of an id (NULL if out of range); owned by the vocabulary. */
+const char *tg_vocab_token(const tg_vocab *v, int32_t id);
+int64_t tg_vocab_size(const tg_vocab *v);
+/* Split a line on spaces/tabs into ids (unknown -> <unk>); *ids is malloc'ed, caller frees. */
+tg_status tg_vocab_encode(const tg_vocab *v, const char *line, int32_t **ids, int64_t *n);
+
+/* ---- configuration ---- */
+typedef enum tg_attn_kind {
+    TG_ATTN_MHA = 0,
+    TG_ATTN_FIXED_HEAD,
+    TG_ATTN_TALKING_HEADS,
+    TG_ATTN_INTERACTING,
+    TG_ATTN_INTERACTING_PAIRWISE,
+} tg_attn_kind;
+
+typedef struct tg_model_config {
+    int64_t d_model, heads, enc_layers, dec_layers, d_ff;
+    tg_attn_kind attention;
+    int64_t head_dim;         /* fixed_head: per-head width d_p (0 = d_model/heads) */
+    bool interacting_literal; /* interacting: the paper's all-pairs form instead of summed query */
+    bool pre_norm;            /* norm=pre (default post) */
+    bool learned_pos;         /* pos=learned (default sinusoidal) */
+    bool share_embeddings;    /* one table for source, target and output */
+    bool tie_output;          /* output projection = target embedding (default true) */
+    bool gelu;                /* activation=gelu (default relu) */
+    int64_t max_len;          /* longest sequence (tokens incl. specials) */
+    float dropout, attn_dropout, ffn_dropout, label_smoothing;
+    int64_t src_vocab, tgt_vocab; /* sizes (filled from the vocabularies) */
+} tg_model_config;
+
+/* The paper's base model defaults: N=6, d=512, d_ff=2048, h=8, dropout 0.1, post-LN, sinusoidal,
+ * label smoothing 0.1, max_len 256. */
+tg_model_config tg_model_config_default(void);
+/* Check every field; the message names the first bad one. */
+tg_status tg_model_config_check(const tg_model_config *c);
+const char *tg_attn_kind_name(tg_attn_kind k);
+tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
+/* Per-head query/key width of the configuration (d_p for fixed_head, d/h otherwise). */
+int64_t tg_model_head_dim(const tg_model_config *c);
+/* h_max = floor(d / mean_len) (SPEC §2.4; the interacting-head paper's head-count bound). */
+int64_t tg_model_max_heads(int64_t d_model, double mean_len);
+
+/* ---- the model ---- */
+typedef struct tg_model tg_model;
+
+/* A freshly initialised model (SPEC §1 initialisation, seeded). Takes ownership of the
+ * vocabularies (src and tgt may be the same pointer: a joint vocabulary); cfg's vocab sizes are
+ * set from them. */
+tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
+                       uint64_t seed, tg_model **out);
+void tg_model_free(tg_model *m);
+const tg_model_config *tg_model_cfg(const tg_model *m);
+tg_store *tg_model_store(tg_model *m);
+const tg_vocab *tg_model_src_vocab(const tg_model *m);
+const tg_vocab *tg_model_tgt_vocab(const tg_model *m);
+tg_backend *tg_model_backend(const tg_model *m);
+
+/* Checkpoints in the SPEC §4 safetensors format (usable alone; written atomically). */
+tg_status tg_model_save(const tg_model *m, const char *path);
+tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out);
+
+/* ---- batches (SPEC §4 token conventions) ---- */
+typedef struct tg_batch {
+    int64_t size, src_len, tgt_len; /* B, S (incl. </s>), T (incl. <s> / </s>) */
+    int32_t *src;                   /* [B, S]: tokens + </s>, right-padded with <pad> */
+    int32_t *tgt_in;                /* [B, T]: <s> + tokens (NULL for inference) */
+    int32_t *tgt_out;               /* [B, T]: tokens + </s> */
+    int64_t src_tokens, tgt_tokens; /* non-pad counts */
+} tg_batch;
+
+/* Build a batch from n sentences of token ids (without specials). tgt may be NULL. */
+tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
+                         const int32_t *const *tgt, const int64_t *tgt_n);
+void tg_batch_free(tg_batch *b);
+
+/* ---- graphs ---- */
+/* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). */
+tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b);
+/* Mean label-smoothed cross-entropy over non-pad target tokens (scalar). */
+tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
+/* log P(target | source) per sentence (SPEC §4: natural log, </s> included, dropout off). */
+tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores);
+
+/* ---- pieces for decoding and tests ---- */
+/* Encoder output [B, S, d] and the source padding mask [B, 1, 1, S] (1 = masked) it used. */
+tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
+                           tg_tensor **src_mask);
+/* One attention sub-layer of the configured variant, parameters under `prefix` (e.g.
+ * "encoder.layers.0.self_attn"): xq [B,n,d], xkv [B,m,d], mask broadcastable to [B,1,n,m]
+ * (1 = masked, or NULL). Returns [B,n,d]. */
+tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
+                              tg_tensor *xkv, tg_tensor *mask);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

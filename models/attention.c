@@ -1,0 +1,134 @@
+/* The attention variants of SPEC §2, one interface: attend(X_q [B,n,d], X_kv [B,m,d], mask).
+ * Masks broadcast to [B,1,n,m] with 1 = masked; a masked logit is -inf before the softmax and
+ * a fully masked row gives zeros (the softmax kernel guarantees it). */
+#include <math.h>
+#include <stdio.h>
+
+#include "models/model-impl.h"
+
+static tg_tensor *param(tg_model *m, tg_graph *g, const char *prefix, const char *suffix) {
+    char name[192];
+    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    return tg_param(g, m->store, name);
+}
+
+static tg_tensor *proj(tg_model *m, tg_graph *g, const char *prefix, const char *which, tg_tensor *x) {
+    char p[192];
+    snprintf(p, sizeof p, "%s.%s", prefix, which);
+    return tg__linear(m, g, p, x, true);
+}
+
+/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (SPEC §4). The copy makes
+ * the batch of per-head products one uniform stride for the GEMM engine. */
+static tg_tensor *split_heads(tg_tensor *x, int64_t h, int64_t w) {
+    if (!x) return NULL;
+    int64_t s[4] = {tg_tensor_dim(x, 0), tg_tensor_dim(x, 1), h, w};
+    static const int perm[4] = {0, 2, 1, 3};
+    return tg_contiguous(tg_permute(tg_reshape(x, 4, s), perm));
+}
+
+/* [B, h, n, w] -> [B, n, h*w] */
+static tg_tensor *merge_heads(tg_tensor *x) {
+    if (!x) return NULL;
+    static const int perm[4] = {0, 2, 1, 3};
+    int64_t s[3] = {tg_tensor_dim(x, 0), tg_tensor_dim(x, 2), tg_tensor_dim(x, 1) * tg_tensor_dim(x, 3)};
+    return tg_reshape(tg_permute(x, perm), 3, s);
+}
+
+void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
+                 tg_tensor **v) {
+    int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
+    *k = split_heads(proj(m, g, prefix, "k_proj", xkv), h, dk);
+    *v = split_heads(proj(m, g, prefix, "v_proj", xkv), h, dk);
+}
+
+/* softmax(S + mask) with attention dropout */
+static tg_tensor *probs(tg_model *m, tg_tensor *s, tg_tensor *mask) {
+    if (mask) s = tg_masked_fill(s, mask, -INFINITY);
+    return tg_dropout(tg_softmax(s), m->cfg.attn_dropout);
+}
+
+/* Talking-heads (Shazeer et al. 2020): logits mixed across heads by P_l before the softmax
+ * (mask added after mixing), probabilities mixed by P_w after it (not renormalised).
+ * Mixing L_j = sum_i J_i P[i, j] is one GEMM P^T [h,h] x J [B, h, n*m]. */
+static tg_tensor *mix_heads(tg_tensor *p, tg_tensor *x) {
+    if (!x) return NULL;
+    int64_t s4[TG_MAX_DIMS], s3[3];
+    tg_tensor_shape(x, s4);
+    s3[0] = s4[0];
+    s3[1] = s4[1];
+    s3[2] = s4[2] * s4[3];
+    return tg_reshape(tg_matmul(p, tg_reshape(x, 3, s3), true, false), 4, s4);
+}
+
+tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
+                         tg_tensor *v, tg_tensor *mask) {
+    const tg_model_config *c = &m->cfg;
+    int64_t h = c->heads, dk = tg_model_head_dim(c);
+    float scale = 1.0f / sqrtf((float)dk);
+    tg_tensor *q = proj(m, g, prefix, "q_proj", xq);
+    if (!q || !k || !v) return NULL;
+    int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = tg_tensor_dim(k, 2);
+    tg_tensor *o = NULL;
+    switch (c->attention) {
+    case TG_ATTN_MHA:
+    case TG_ATTN_FIXED_HEAD: {
+        tg_tensor *s = tg_scale(tg_matmul(split_heads(q, h, dk), k, false, true), scale);
+        o = tg_matmul(probs(m, s, mask), v, false, false);
+        break;
+    }
+    case TG_ATTN_TALKING_HEADS: {
+        tg_tensor *j = tg_scale(tg_matmul(split_heads(q, h, dk), k, false, true), scale);
+        tg_tensor *l = mix_heads(param(m, g, prefix, "pre_softmax_proj"), j);
+        if (mask) l = tg_masked_fill(l, mask, -INFINITY);
+        tg_tensor *w = tg_softmax(l);
+        tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), w);
+        o = tg_matmul(tg_dropout(u, c->attn_dropout), v, false, false);
+        break;
+    }
+    case TG_ATTN_INTERACTING: {
+        tg_tensor *s;
+        if (c->interacting_literal) {
+            /* the paper's Algorithm 1: all h^2 products Q_i K_j^T, summed over query heads i */
+            int64_t q5[5] = {B, h, 1, n, dk}, k5[5] = {B, 1, h, mk, dk};
+            tg_tensor *pairs = tg_matmul(tg_reshape(split_heads(q, h, dk), 5, q5), tg_reshape(k, 5, k5),
+                                         false, true);
+            s = tg_sum(pairs, 1, false);
+        } else {
+            /* sum_i Q_i K_j^T = (sum_i Q_i) K_j^T: one product per key head */
+            int64_t q4[4] = {B, n, h, dk}, qs[4] = {B, 1, n, dk};
+            tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
+            s = tg_matmul(tg_reshape(qsum, 4, qs), k, false, true);
+        }
+        o = tg_matmul(probs(m, tg_scale(s, scale), mask), v, false, false);
+        break;
+    }
+    case TG_ATTN_INTERACTING_PAIRWISE: {
+        /* A_ij = softmax(Q_i K_j^T / sqrt(d_k) + mask), O_ij = A_ij V_j, head_i = Concat_j O_ij,
+         * concatenated i-major: column (i*h + j)*d_v + c of W_O meets channel c of O_ij */
+        int64_t q5[5] = {B, h, 1, n, dk}, k5[5] = {B, 1, h, mk, dk};
+        tg_tensor *s = tg_scale(tg_matmul(tg_reshape(split_heads(q, h, dk), 5, q5), tg_reshape(k, 5, k5),
+                                          false, true), scale);
+        tg_tensor *m5 = NULL;
+        if (mask) {
+            int64_t ms[TG_MAX_DIMS];
+            tg_tensor_shape(mask, ms);
+            int64_t s5[5] = {ms[0], 1, 1, ms[2], ms[3]};
+            m5 = tg_reshape(mask, 5, s5);
+        }
+        tg_tensor *a = probs(m, s, m5);
+        tg_tensor *o5 = tg_matmul(a, tg_reshape(v, 5, k5), false, false); /* [B,h,h,n,dv] */
+        static const int perm[5] = {0, 3, 1, 2, 4};
+        int64_t flat[3] = {B, n, h * h * dk};
+        return proj(m, g, prefix, "out_proj", tg_reshape(tg_permute(o5, perm), 3, flat));
+    }
+    }
+    return proj(m, g, prefix, "out_proj", merge_heads(o));
+}
+
+tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
+                              tg_tensor *xkv, tg_tensor *mask) {
+    tg_tensor *k, *v;
+    tg__attn_kv(m, g, prefix, xkv, &k, &v);
+    return tg__attn_core(m, g, prefix, xq, k, v, mask);
+}

@@ -1,0 +1,282 @@
+/* Model checkpoints in SPEC §4's format: safetensors, F32 tensors under the parameter names,
+ * and __metadata__ holding format = "tgraph", config (JSON), src_vocab and tgt_vocab (JSON
+ * arrays of tokens, index = id). A checkpoint is usable alone. Unknown config keys are
+ * ignored; missing required keys and shapes that disagree with the config are errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model-impl.h"
+#include "tg/json.h"
+#include "tg/safetensors.h"
+
+static tg_status set(tg_json *obj, const char *key, tg_json *v) {
+    if (!v) return tg_error_set(TG_ERR_NOMEM, "checkpoint: out of memory");
+    return tg_json_object_set(obj, key, v);
+}
+
+static tg_status config_json(const tg_model_config *c, char **out) {
+    tg_json *o = tg_json_new_object();
+    if (!o) return tg_error_set(TG_ERR_NOMEM, "checkpoint: out of memory");
+    tg_status st = TG_OK;
+#define NUM(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_number((double)(v)))
+#define STR(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_string(v, strlen(v)))
+#define BOOL(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_bool(v))
+    NUM("d_model", c->d_model);
+    NUM("heads", c->heads);
+    NUM("enc_layers", c->enc_layers);
+    NUM("dec_layers", c->dec_layers);
+    NUM("d_ff", c->d_ff);
+    STR("attention", tg_attn_kind_name(c->attention));
+    if (st == TG_OK)
+        st = set(o, "head_dim", c->attention == TG_ATTN_FIXED_HEAD ? tg_json_new_number((double)tg_model_head_dim(c))
+                                                                 : tg_json_new_null());
+    STR("norm", c->pre_norm ? "pre" : "post");
+    STR("pos", c->learned_pos ? "learned" : "sinusoidal");
+    NUM("max_len", c->max_len);
+    BOOL("share_embeddings", c->share_embeddings);
+    STR("activation", c->gelu ? "gelu" : "relu");
+    NUM("dropout", c->dropout);
+    NUM("label_smoothing", c->label_smoothing);
+    /* tgraph's own extras (other readers ignore unknown keys) */
+    BOOL("tie_output", c->tie_output);
+    NUM("attn_dropout", c->attn_dropout);
+    NUM("ffn_dropout", c->ffn_dropout);
+    BOOL("interacting_literal", c->interacting_literal);
+#undef NUM
+#undef STR
+#undef BOOL
+    if (st == TG_OK) st = tg_json_print(o, 0, out, NULL);
+    tg_json_free(o);
+    return st;
+}
+
+static tg_status vocab_json(const tg_vocab *v, char **out) {
+    tg_json *a = tg_json_new_array();
+    if (!a) return tg_error_set(TG_ERR_NOMEM, "checkpoint: out of memory");
+    tg_status st = TG_OK;
+    for (int32_t i = 0; st == TG_OK && i < tg_vocab_size(v); i++) {
+        const char *t = tg_vocab_token(v, i);
+        tg_json *s = tg_json_new_string(t, strlen(t));
+        st = s ? tg_json_array_append(a, s) : tg_error_set(TG_ERR_NOMEM, "checkpoint: out of memory");
+    }
+    if (st == TG_OK) st = tg_json_print(a, 0, out, NULL);
+    tg_json_free(a);
+    return st;
+}
+
+tg_status tg_model_save(const tg_model *m, const char *path) {
+    if (!m || !path) return tg_error_set(TG_ERR_INVALID, "tg_model_save: NULL argument");
+    tg_st_writer *w = tg_st_writer_new();
+    char *cfg = NULL, *sv = NULL, *tv = NULL;
+    float *buf = NULL;
+    tg_status st = w ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_model_save: out of memory");
+    if (st == TG_OK) st = config_json(&m->cfg, &cfg);
+    if (st == TG_OK) st = vocab_json(m->src, &sv);
+    if (st == TG_OK) st = vocab_json(m->tgt, &tv);
+    if (st == TG_OK) st = tg_st_writer_set_metadata(w, "format", "tgraph");
+    if (st == TG_OK) st = tg_st_writer_set_metadata(w, "config", cfg);
+    if (st == TG_OK) st = tg_st_writer_set_metadata(w, "src_vocab", sv);
+    if (st == TG_OK) st = tg_st_writer_set_metadata(w, "tgt_vocab", tv);
+    for (int64_t i = 0; st == TG_OK && i < tg_store_count(m->store); i++) {
+        int64_t n = tg_store_numel(m->store, i), shape[TG_MAX_DIMS];
+        int nd = tg_store_shape(m->store, i, shape);
+        float *p = realloc(buf, (size_t)n * sizeof *p);
+        if (!p) {
+            st = tg_error_set(TG_ERR_NOMEM, "tg_model_save: out of memory");
+            break;
+        }
+        buf = p;
+        st = tg_store_read(m->store, i, buf, n);
+        if (st == TG_OK)
+            st = tg_st_writer_add(w, tg_store_name(m->store, i), TG_ST_F32, nd, shape, buf);
+    }
+    if (st == TG_OK) st = tg_st_writer_save(w, path);
+    free(buf);
+    free(cfg);
+    free(sv);
+    free(tv);
+    tg_st_writer_free(w);
+    return st;
+}
+
+/* ---- loading ---- */
+
+static tg_status get_int(const tg_json *o, const char *key, int64_t *v, const char *path) {
+    const tg_json *x = tg_json_get(o, key);
+    if (!x) return tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config lacks required key '%s'", path, key);
+    if (tg_json_int64(x, v) != TG_OK)
+        return tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key '%s' is not an integer", path, key);
+    return TG_OK;
+}
+
+static tg_status get_str(const tg_json *o, const char *key, const char **v, const char *path) {
+    const tg_json *x = tg_json_get(o, key);
+    if (!x || tg_json_kind(x) != TG_JSON_STRING)
+        return tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key '%s' missing or not a string", path, key);
+    *v = tg_json_string(x);
+    return TG_OK;
+}
+
+static float get_float(const tg_json *o, const char *key, float dflt) {
+    const tg_json *x = tg_json_get(o, key);
+    return tg_json_kind(x) == TG_JSON_NUMBER ? (float)tg_json_number(x) : dflt;
+}
+
+static bool get_bool(const tg_json *o, const char *key, bool dflt) {
+    const tg_json *x = tg_json_get(o, key);
+    return tg_json_kind(x) == TG_JSON_BOOL ? tg_json_bool(x) != 0 : dflt;
+}
+
+static tg_status parse_config(const char *text, const char *path, bool has_out_proj, tg_model_config *c) {
+    tg_json *o = NULL;
+    if (!text) return tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': no 'config' in __metadata__", path);
+    tg_status st = tg_json_parse(text, strlen(text), &o);
+    if (st) return tg_error_prefix(st, "checkpoint '%s': config", path);
+    *c = tg_model_config_default();
+    const char *att = NULL, *norm = NULL, *pos = NULL, *act = NULL;
+    if (tg_json_kind(o) != TG_JSON_OBJECT) st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config is not an object", path);
+    if (st == TG_OK) st = get_int(o, "d_model", &c->d_model, path);
+    if (st == TG_OK) st = get_int(o, "heads", &c->heads, path);
+    if (st == TG_OK) st = get_int(o, "enc_layers", &c->enc_layers, path);
+    if (st == TG_OK) st = get_int(o, "dec_layers", &c->dec_layers, path);
+    if (st == TG_OK) st = get_int(o, "d_ff", &c->d_ff, path);
+    if (st == TG_OK) st = get_int(o, "max_len", &c->max_len, path);
+    if (st == TG_OK) st = get_str(o, "attention", &att, path);
+    if (st == TG_OK) st = tg_attn_kind_parse(att, &c->attention);
+    if (st == TG_OK) st = get_str(o, "norm", &norm, path);
+    if (st == TG_OK) st = get_str(o, "pos", &pos, path);
+    if (st == TG_OK && strcmp(norm, "post") && strcmp(norm, "pre"))
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': norm '%s' is not post or pre", path, norm);
+    if (st == TG_OK && strcmp(pos, "sinusoidal") && strcmp(pos, "learned"))
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': pos '%s' is not sinusoidal or learned", path, pos);
+    if (st == TG_OK) {
+        const tg_json *a = tg_json_get(o, "activation");
+        act = tg_json_kind(a) == TG_JSON_STRING ? tg_json_string(a) : "relu";
+        if (strcmp(act, "relu") && strcmp(act, "gelu"))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu or gelu", path, act);
+    }
+    if (st == TG_OK && c->attention == TG_ATTN_FIXED_HEAD) st = get_int(o, "head_dim", &c->head_dim, path);
+    if (st == TG_OK) {
+        if (!tg_json_get(o, "share_embeddings"))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config lacks required key 'share_embeddings'", path);
+        c->pre_norm = !strcmp(norm, "pre");
+        c->learned_pos = !strcmp(pos, "learned");
+        c->gelu = act && !strcmp(act, "gelu");
+        c->share_embeddings = get_bool(o, "share_embeddings", false);
+        /* SPEC §4: out_proj.weight exists only when the output projection is not tied */
+        c->tie_output = get_bool(o, "tie_output", !has_out_proj);
+        c->interacting_literal = get_bool(o, "interacting_literal", false);
+        c->dropout = get_float(o, "dropout", 0.1f);
+        c->attn_dropout = get_float(o, "attn_dropout", c->dropout);
+        c->ffn_dropout = get_float(o, "ffn_dropout", 0.0f);
+        c->label_smoothing = get_float(o, "label_smoothing", 0.1f);
+    }
+    tg_json_free(o);
+    return st;
+}
+
+static tg_status parse_vocab(const char *text, const char *key, const char *path, tg_vocab **out) {
+    *out = NULL;
+    if (!text) return tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': no '%s' in __metadata__", path, key);
+    tg_json *a = NULL;
+    tg_status st = tg_json_parse(text, strlen(text), &a);
+    if (st) return tg_error_prefix(st, "checkpoint '%s': %s", path, key);
+    static const char *specials[4] = {"<pad>", "<unk>", "<s>", "</s>"};
+    if (tg_json_kind(a) != TG_JSON_ARRAY || tg_json_size(a) < 4)
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': %s is not an array of at least 4 tokens", path, key);
+    for (size_t i = 0; st == TG_OK && i < 4; i++)
+        if (tg_json_kind(tg_json_at(a, i)) != TG_JSON_STRING || strcmp(tg_json_string(tg_json_at(a, i)), specials[i]))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': %s entry %zu must be %s", path, key, i, specials[i]);
+    tg_vocab *v = NULL;
+    if (st == TG_OK) st = tg_vocab_new(&v);
+    for (size_t i = 4; st == TG_OK && i < tg_json_size(a); i++) {
+        const tg_json *t = tg_json_at(a, i);
+        int32_t id;
+        if (tg_json_kind(t) != TG_JSON_STRING) {
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': %s entry %zu is not a string", path, key, i);
+            break;
+        }
+        st = tg_vocab_add(v, tg_json_string(t), &id);
+        if (st == TG_OK && (size_t)id != i)
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': %s token '%s' appears twice", path, key,
+                              tg_json_string(t));
+    }
+    tg_json_free(a);
+    if (st) {
+        tg_vocab_free(v);
+        return st;
+    }
+    *out = v;
+    return TG_OK;
+}
+
+tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
+    if (!path || !b || !out) return tg_error_set(TG_ERR_INVALID, "tg_model_load: NULL argument");
+    *out = NULL;
+    tg_st_file *f = NULL;
+    tg_status st = tg_st_open(path, &f);
+    if (st) return st;
+    const char *fmt = tg_st_metadata(f, "format");
+    if (!fmt || strcmp(fmt, "tgraph"))
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': __metadata__ format is '%s', expected 'tgraph'", path,
+                          fmt ? fmt : "(absent)");
+    tg_model_config c;
+    tg_vocab *sv = NULL, *tv = NULL;
+    size_t out_idx;
+    bool has_out_proj = tg_st_find(f, "out_proj.weight", &out_idx) == TG_OK;
+    tg_error_clear();
+    if (st == TG_OK) st = parse_config(tg_st_metadata(f, "config"), path, has_out_proj, &c);
+    if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "src_vocab"), "src_vocab", path, &sv);
+    if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "tgt_vocab"), "tgt_vocab", path, &tv);
+    tg_model *m = NULL;
+    if (st == TG_OK && c.share_embeddings) { /* a joint vocabulary: one object for both sides */
+        tg_vocab_free(tv);
+        tv = sv;
+    }
+    if (st == TG_OK) {
+        st = tg_model_new(&c, sv, tv, b, 0, &m);
+        if (st) st = tg_error_prefix(st, "checkpoint '%s'", path);
+        sv = tv = NULL; /* owned by the model, even when tg_model_new fails */
+    }
+    float *buf = NULL;
+    for (int64_t i = 0; st == TG_OK && i < tg_store_count(m->store); i++) {
+        const char *name = tg_store_name(m->store, i);
+        size_t k;
+        int64_t shape[TG_MAX_DIMS];
+        int nd = tg_store_shape(m->store, i, shape);
+        if (tg_st_find(f, name, &k) != TG_OK) {
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': parameter '%s' is missing", path, name);
+            break;
+        }
+        const int64_t *fs = tg_st_tensor_shape(f, k);
+        bool same = tg_st_tensor_ndim(f, k) == nd;
+        for (int d = 0; same && d < nd; d++) same = fs[d] == shape[d];
+        if (!same) {
+            char a[96], e[96];
+            st = tg_error_set(TG_ERR_SHAPE, "checkpoint '%s': parameter '%s' has shape %s, the config implies %s", path,
+                              name, tg_shape_str(a, sizeof a, tg_st_tensor_ndim(f, k), fs),
+                              tg_shape_str(e, sizeof e, nd, shape));
+            break;
+        }
+        int64_t n = tg_store_numel(m->store, i);
+        float *p = realloc(buf, (size_t)n * sizeof *p);
+        if (!p) {
+            st = tg_error_set(TG_ERR_NOMEM, "tg_model_load: out of memory");
+            break;
+        }
+        buf = p;
+        st = tg_st_read_f32(f, k, buf, (size_t)n);
+        if (st == TG_OK) st = tg_store_write(m->store, i, buf, n);
+    }
+    free(buf);
+    tg_st_close(f);
+    if (st) {
+        tg_model_free(m);
+        if (tv != sv) tg_vocab_free(tv);
+        tg_vocab_free(sv);
+        return st;
+    }
+    *out = m;
+    return TG_OK;
+}

@@ -1,0 +1,92 @@
+/* Model configuration: defaults (the paper's base model), validation, names. */
+#include <math.h>
+#include <string.h>
+
+#include "models/model-impl.h"
+
+static const char *const kind_names[] = {"mha", "fixed_head", "talking_heads", "interacting",
+                                         "interacting_pairwise"};
+
+tg_model_config tg_model_config_default(void) {
+    tg_model_config c = {0};
+    c.d_model = 512;
+    c.heads = 8;
+    c.enc_layers = 6;
+    c.dec_layers = 6;
+    c.d_ff = 2048;
+    c.attention = TG_ATTN_MHA;
+    c.tie_output = true;
+    c.max_len = 256;
+    c.dropout = 0.1f;
+    c.attn_dropout = 0.1f;
+    c.ffn_dropout = 0.0f;
+    c.label_smoothing = 0.1f;
+    return c;
+}
+
+const char *tg_attn_kind_name(tg_attn_kind k) {
+    return (k >= TG_ATTN_MHA && k <= TG_ATTN_INTERACTING_PAIRWISE) ? kind_names[k] : "unknown";
+}
+
+tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out) {
+    for (int k = 0; name && k <= TG_ATTN_INTERACTING_PAIRWISE; k++)
+        if (strcmp(name, kind_names[k]) == 0) {
+            *out = (tg_attn_kind)k;
+            return TG_OK;
+        }
+    return tg_error_set(TG_ERR_INVALID,
+                        "unknown attention kind '%s' (mha, fixed_head, talking_heads, interacting, "
+                        "interacting_pairwise)",
+                        name ? name : "(null)");
+}
+
+int64_t tg_model_head_dim(const tg_model_config *c) {
+    if (c->attention == TG_ATTN_FIXED_HEAD && c->head_dim > 0) return c->head_dim;
+    return c->heads > 0 ? c->d_model / c->heads : 0;
+}
+
+int64_t tg_model_max_heads(int64_t d_model, double mean_len) {
+    if (!(mean_len > 0.0) || d_model <= 0) return 0;
+    return (int64_t)floor((double)d_model / mean_len);
+}
+
+#define RANGE(cond, ...)                                                 \
+    if (!(cond)) return tg_error_set(TG_ERR_INVALID, "model config: " __VA_ARGS__)
+
+tg_status tg_model_config_check(const tg_model_config *c) {
+    if (!c) return tg_error_set(TG_ERR_INVALID, "model config: NULL");
+    RANGE(c->d_model >= 1 && c->d_model <= 65536, "d_model %lld outside [1, 65536]", (long long)c->d_model);
+    RANGE(c->heads >= 1 && c->heads <= 1024, "heads %lld outside [1, 1024]", (long long)c->heads);
+    RANGE(c->enc_layers >= 0 && c->enc_layers <= 256, "enc_layers %lld outside [0, 256]", (long long)c->enc_layers);
+    RANGE(c->dec_layers >= 1 && c->dec_layers <= 256, "dec_layers %lld outside [1, 256]", (long long)c->dec_layers);
+    RANGE(c->d_ff >= 1 && c->d_ff <= 1 << 20, "d_ff %lld outside [1, 1048576]", (long long)c->d_ff);
+    RANGE(c->attention >= TG_ATTN_MHA && c->attention <= TG_ATTN_INTERACTING_PAIRWISE,
+          "unknown attention kind %d", (int)c->attention);
+    if (c->attention == TG_ATTN_FIXED_HEAD) {
+        RANGE(c->head_dim >= 0 && c->head_dim <= 65536, "head_dim %lld outside [0, 65536]", (long long)c->head_dim);
+    } else {
+        RANGE(c->d_model % c->heads == 0, "d_model %lld is not a multiple of heads %lld (%s)",
+              (long long)c->d_model, (long long)c->heads, tg_attn_kind_name(c->attention));
+    }
+    RANGE(c->max_len >= 2 && c->max_len <= 1 << 20, "max_len %lld outside [2, 1048576]", (long long)c->max_len);
+    RANGE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout %g outside [0, 1)", (double)c->dropout);
+    RANGE(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f, "attn_dropout %g outside [0, 1)", (double)c->attn_dropout);
+    RANGE(c->ffn_dropout >= 0.0f && c->ffn_dropout < 1.0f, "ffn_dropout %g outside [0, 1)", (double)c->ffn_dropout);
+    RANGE(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f, "label_smoothing %g outside [0, 1)",
+          (double)c->label_smoothing);
+    RANGE(c->src_vocab >= 5 && c->tgt_vocab >= 5, "vocabularies need at least one token besides the 4 specials");
+    RANGE(!c->share_embeddings || c->src_vocab == c->tgt_vocab,
+          "share_embeddings needs one joint vocabulary (sizes %lld and %lld)", (long long)c->src_vocab,
+          (long long)c->tgt_vocab);
+    return TG_OK;
+}
+
+const char *tg__src_embed_name(const tg_model_config *c) {
+    return c->share_embeddings ? "embed.weight" : "src_embed.weight";
+}
+const char *tg__tgt_embed_name(const tg_model_config *c) {
+    return c->share_embeddings ? "embed.weight" : "tgt_embed.weight";
+}
+const char *tg__out_proj_name(const tg_model_config *c) {
+    return (c->share_embeddings || c->tie_output) ? tg__tgt_embed_name(c) : "out_proj.weight";
+}

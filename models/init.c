@@ -1,0 +1,124 @@
+/* Parameters of a model, created under SPEC §4's names with SPEC §1's initialisation:
+ * Xavier-uniform matrices, zero biases, LayerNorm gain 1 / bias 0, embeddings N(0, d^-1/2),
+ * talking-heads mixing matrices the identity (so training starts as MHA). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/model-impl.h"
+
+typedef enum { INIT_XAVIER, INIT_ZERO, INIT_ONE, INIT_EMBED, INIT_EYE } init_kind;
+
+static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int64_t cols,
+                     init_kind k) {
+    int64_t shape[2] = {rows, cols};
+    int ndim = cols > 0 ? 2 : 1;
+    int64_t n = rows * (cols > 0 ? cols : 1);
+    float *w = malloc((size_t)n * sizeof *w);
+    if (!w) return tg_error_set(TG_ERR_NOMEM, "model init: out of memory for '%s'", name);
+    double a = cols > 0 ? sqrt(6.0 / (double)(rows + cols)) : 0.0;
+    double sd = 1.0 / sqrt((double)m->cfg.d_model);
+    for (int64_t i = 0; i < n; i++) {
+        switch (k) {
+        case INIT_XAVIER: w[i] = (float)((2.0 * tg_rng_uniform(r) - 1.0) * a); break;
+        case INIT_ZERO: w[i] = 0.0f; break;
+        case INIT_ONE: w[i] = 1.0f; break;
+        case INIT_EMBED: w[i] = (float)(tg_rng_normal(r) * sd); break;
+        case INIT_EYE: w[i] = (i / cols == i % cols) ? 1.0f : 0.0f; break;
+        }
+    }
+    tg_status st = tg_store_add(m->store, name, ndim, shape, w, true);
+    free(w);
+    return st;
+}
+
+#define TRY(x)                   \
+    do {                         \
+        tg_status st_ = (x);     \
+        if (st_) return st_;     \
+    } while (0)
+
+static tg_status linear(tg_model *m, tg_rng *r, const char *prefix, int64_t out, int64_t in) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    TRY(add(m, r, name, out, in, INIT_XAVIER));
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return add(m, r, name, out, 0, INIT_ZERO);
+}
+
+static tg_status norm(tg_model *m, tg_rng *r, const char *prefix) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    TRY(add(m, r, name, m->cfg.d_model, 0, INIT_ONE));
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return add(m, r, name, m->cfg.d_model, 0, INIT_ZERO);
+}
+
+static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
+    const tg_model_config *c = &m->cfg;
+    int64_t d = c->d_model, h = c->heads, dk = tg_model_head_dim(c);
+    char name[160];
+    static const char *proj[3] = {"q_proj", "k_proj", "v_proj"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, proj[i]);
+        TRY(linear(m, r, name, h * dk, d));
+    }
+    /* interacting_pairwise concatenates h*h sub-outputs of width d_v: W_O is [d, h*d] */
+    int64_t in = c->attention == TG_ATTN_INTERACTING_PAIRWISE ? h * h * dk : h * dk;
+    snprintf(name, sizeof name, "%s.out_proj", prefix);
+    TRY(linear(m, r, name, d, in));
+    if (c->attention == TG_ATTN_TALKING_HEADS) {
+        snprintf(name, sizeof name, "%s.pre_softmax_proj", prefix);
+        TRY(add(m, r, name, h, h, INIT_EYE));
+        snprintf(name, sizeof name, "%s.post_softmax_proj", prefix);
+        TRY(add(m, r, name, h, h, INIT_EYE));
+    }
+    return TG_OK;
+}
+
+tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
+    const tg_model_config *c = &m->cfg;
+    tg_rng r;
+    tg_rng_init(&r, seed);
+    char p[160];
+    if (c->share_embeddings) {
+        TRY(add(m, &r, "embed.weight", c->tgt_vocab, c->d_model, INIT_EMBED));
+    } else {
+        TRY(add(m, &r, "src_embed.weight", c->src_vocab, c->d_model, INIT_EMBED));
+        TRY(add(m, &r, "tgt_embed.weight", c->tgt_vocab, c->d_model, INIT_EMBED));
+    }
+    if (c->learned_pos) TRY(add(m, &r, "pos_embed.weight", c->max_len, c->d_model, INIT_EMBED));
+    for (int64_t l = 0; l < c->enc_layers; l++) {
+        snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
+        TRY(attention(m, &r, p));
+        snprintf(p, sizeof p, "encoder.layers.%lld.ffn.fc1", (long long)l);
+        TRY(linear(m, &r, p, c->d_ff, c->d_model));
+        snprintf(p, sizeof p, "encoder.layers.%lld.ffn.fc2", (long long)l);
+        TRY(linear(m, &r, p, c->d_model, c->d_ff));
+        for (int k = 1; k <= 2; k++) {
+            snprintf(p, sizeof p, "encoder.layers.%lld.norm%d", (long long)l, k);
+            TRY(norm(m, &r, p));
+        }
+    }
+    for (int64_t l = 0; l < c->dec_layers; l++) {
+        snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
+        TRY(attention(m, &r, p));
+        snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
+        TRY(attention(m, &r, p));
+        snprintf(p, sizeof p, "decoder.layers.%lld.ffn.fc1", (long long)l);
+        TRY(linear(m, &r, p, c->d_ff, c->d_model));
+        snprintf(p, sizeof p, "decoder.layers.%lld.ffn.fc2", (long long)l);
+        TRY(linear(m, &r, p, c->d_model, c->d_ff));
+        for (int k = 1; k <= 3; k++) {
+            snprintf(p, sizeof p, "decoder.layers.%lld.norm%d", (long long)l, k);
+            TRY(norm(m, &r, p));
+        }
+    }
+    if (c->pre_norm) {
+        if (c->enc_layers > 0) TRY(norm(m, &r, "encoder.norm"));
+        TRY(norm(m, &r, "decoder.norm"));
+    }
+    if (!c->share_embeddings && !c->tie_output)
+        TRY(add(m, &r, "out_proj.weight", c->tgt_vocab, c->d_model, INIT_XAVIER));
+    return TG_OK;
+}

@@ -1,0 +1,118 @@
+/* Layers of the Transformer (SPEC §1) from primitive ops: linear, layer norm, FFN, embeddings
+ * with positions, masks, and the residual wiring of a sub-layer (post-LN or pre-LN). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/model-impl.h"
+
+static tg_tensor *param(tg_model *m, tg_graph *g, const char *prefix, const char *suffix) {
+    char name[192];
+    snprintf(name, sizeof name, "%s%s%s", prefix, suffix[0] ? "." : "", suffix);
+    return tg_param(g, m->store, name);
+}
+
+/* y = x W^T + b with W [out, in] (PyTorch layout); x [..., in] is flattened to 2-D so that the
+ * weight gradient is one GEMM, not a batch of them summed afterwards. */
+tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias) {
+    tg_tensor *w = param(m, g, prefix, "weight");
+    if (!x || !w) return NULL;
+    int64_t shape[TG_MAX_DIMS];
+    int nd = tg_tensor_shape(x, shape);
+    int64_t flat[2] = {-1, shape[nd - 1]};
+    tg_tensor *y = tg_matmul(tg_reshape(x, 2, flat), w, false, true);
+    if (bias) y = tg_add(y, param(m, g, prefix, "bias"));
+    shape[nd - 1] = tg_tensor_dim(w, 0);
+    return tg_reshape(y, nd, shape);
+}
+
+tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
+    return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), 1e-5f);
+}
+
+/* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0) */
+tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
+    char p[192];
+    snprintf(p, sizeof p, "%s.fc1", prefix);
+    tg_tensor *h = tg__linear(m, g, p, x, true);
+    h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
+    h = tg_dropout(h, m->cfg.ffn_dropout);
+    snprintf(p, sizeof p, "%s.fc2", prefix);
+    return tg__linear(m, g, p, h, true);
+}
+
+/* Sinusoidal encoding, interleaved (SPEC §1): PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+ * PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). */
+static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) {
+    float *pe = malloc((size_t)(len * d) * sizeof *pe);
+    if (!pe) {
+        tg_error_set(TG_ERR_NOMEM, "positional encoding: out of memory");
+        return NULL;
+    }
+    for (int64_t p = 0; p < len; p++)
+        for (int64_t i = 0; i < d; i += 2) {
+            double ang = (double)(p + offset) / pow(10000.0, (double)i / (double)d);
+            pe[p * d + i] = (float)sin(ang);
+            if (i + 1 < d) pe[p * d + i + 1] = (float)cos(ang);
+        }
+    int64_t s[2] = {len, d};
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 2, s, pe);
+    free(pe);
+    return t;
+}
+
+tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids, int64_t B,
+                     int64_t len, int64_t offset) {
+    const tg_model_config *c = &m->cfg;
+    if (offset + len > c->max_len) {
+        tg_error_set(TG_ERR_INVALID, "sequence of %lld tokens exceeds max_len %lld",
+                     (long long)(offset + len), (long long)c->max_len);
+        return NULL;
+    }
+    int64_t s[2] = {B, len};
+    tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
+    x = tg_scale(x, sqrtf((float)c->d_model));
+    tg_tensor *pos;
+    if (c->learned_pos) {
+        int32_t *pid = malloc((size_t)len * sizeof *pid);
+        if (!pid) return NULL;
+        for (int64_t i = 0; i < len; i++) pid[i] = (int32_t)(offset + i);
+        pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_input(g, TG_DTYPE_I32, 1, &len, pid));
+        free(pid);
+    } else {
+        pos = sinusoid(g, offset, len, c->d_model);
+    }
+    return tg_dropout(tg_add(x, pos), c->dropout);
+}
+
+tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len) {
+    float *mk = malloc((size_t)(B * len) * sizeof *mk);
+    if (!mk) return NULL;
+    for (int64_t i = 0; i < B * len; i++) mk[i] = ids[i] == TG_PAD ? 1.0f : 0.0f;
+    int64_t s[4] = {B, 1, 1, len};
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
+    free(mk);
+    return t;
+}
+
+tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {
+    float *mk = malloc((size_t)(B * T * T) * sizeof *mk);
+    if (!mk) return NULL;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < T; j++)
+                mk[(b * T + i) * T + j] = (j > i || ids[b * T + j] == TG_PAD) ? 1.0f : 0.0f;
+    int64_t s[4] = {B, 1, T, T};
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
+    free(mk);
+    return t;
+}
+
+/* post-LN (the paper): LN(x + Dropout(f(x))); pre-LN: x + Dropout(f(LN(x))) */
+tg_tensor *tg__residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
+                        tg_tensor *x, tg__sublayer_fn f, void *ctx) {
+    float p = m->cfg.dropout;
+    if (m->cfg.pre_norm)
+        return tg_add(x, tg_dropout(f(m, g, prefix, tg__layer_norm(m, g, norm_name, x), ctx), p));
+    return tg__layer_norm(m, g, norm_name, tg_add(x, tg_dropout(f(m, g, prefix, x, ctx), p)));
+}

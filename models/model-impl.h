@@ -1,0 +1,52 @@
+/* Internal structures of the model zoo. */
+#ifndef TG_MODEL_IMPL_H
+#define TG_MODEL_IMPL_H
+
+#include "core/tg-impl.h"
+#include "tg/model.h"
+
+struct tg_model {
+    tg_model_config cfg;
+    tg_vocab *src, *tgt; /* tgt == src for a joint vocabulary */
+    tg_store *store;
+    tg_backend *backend;
+};
+
+/* parameter names of SPEC §4 */
+const char *tg__src_embed_name(const tg_model_config *c);
+const char *tg__tgt_embed_name(const tg_model_config *c);
+const char *tg__out_proj_name(const tg_model_config *c);
+
+/* layers (models/layers.c); parameters are looked up in the model's store by name */
+tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias);
+tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
+tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
+/* token embedding * sqrt(d) + positions [offset, offset+len), then dropout */
+tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids, int64_t B,
+                     int64_t len, int64_t offset);
+/* padding mask [B,1,1,len] from ids (1 where <pad>) */
+tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len);
+/* decoder self-attention mask [B,1,T,T]: causal or padded keys */
+tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T);
+
+/* a sub-layer with residual, norm and dropout (SPEC §1 wiring); f computes the sub-layer */
+typedef tg_tensor *(*tg__sublayer_fn)(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x,
+                                      void *ctx);
+tg_tensor *tg__residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
+                        tg_tensor *x, tg__sublayer_fn f, void *ctx);
+
+/* the decoder stack on embedded targets; memory [B,S,d] */
+tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
+                      tg_tensor *src_mask, tg_tensor *self_mask);
+
+/* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
+ * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv] */
+void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
+                 tg_tensor **v);
+tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
+                         tg_tensor *k, tg_tensor *v, tg_tensor *mask);
+
+/* parameter initialisation (models/init.c) */
+tg_status tg__model_init_params(tg_model *m, uint64_t seed);
+
+#endif

@@ -1,0 +1,157 @@
+/* The encoder–decoder Transformer (SPEC §1): model lifetime, encoder and decoder stacks,
+ * logits, loss and scores. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/model-impl.h"
+
+tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
+                       uint64_t seed, tg_model **out) {
+    tg_model *m = (cfg && src && tgt && b && out) ? calloc(1, sizeof *m) : NULL;
+    if (!m) { /* the vocabularies are owned even on failure */
+        if (tgt != src) tg_vocab_free(tgt);
+        tg_vocab_free(src);
+        if (out) *out = NULL;
+        return tg_error_set(cfg && b && out ? TG_ERR_NOMEM : TG_ERR_INVALID,
+                            "tg_model_new: NULL argument or out of memory");
+    }
+    *out = NULL;
+    m->cfg = *cfg;
+    m->cfg.src_vocab = tg_vocab_size(src);
+    m->cfg.tgt_vocab = tg_vocab_size(tgt);
+    m->src = src;
+    m->tgt = tgt;
+    m->backend = b;
+    tg_status st = tg_model_config_check(&m->cfg);
+    if (st == TG_OK) st = tg_store_new(b, &m->store);
+    if (st == TG_OK) st = tg__model_init_params(m, seed);
+    if (st) {
+        tg_model_free(m);
+        return st;
+    }
+    *out = m;
+    return TG_OK;
+}
+
+void tg_model_free(tg_model *m) {
+    if (!m) return;
+    tg_store_free(m->store);
+    if (m->tgt != m->src) tg_vocab_free(m->tgt);
+    tg_vocab_free(m->src);
+    free(m);
+}
+
+const tg_model_config *tg_model_cfg(const tg_model *m) { return &m->cfg; }
+tg_store *tg_model_store(tg_model *m) { return m->store; }
+const tg_vocab *tg_model_src_vocab(const tg_model *m) { return m->src; }
+const tg_vocab *tg_model_tgt_vocab(const tg_model *m) { return m->tgt; }
+tg_backend *tg_model_backend(const tg_model *m) { return m->backend; }
+
+typedef struct {
+    tg_tensor *kv; /* NULL: self-attention on the (normed) input */
+    tg_tensor *mask;
+} attn_ctx;
+
+static tg_tensor *attn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
+    attn_ctx *a = ctx;
+    return tg_model_attention(m, g, prefix, x, a->kv ? a->kv : x, a->mask);
+}
+
+static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
+    (void)ctx;
+    return tg__ffn(m, g, prefix, x);
+}
+
+tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
+                           tg_tensor **src_mask) {
+    const tg_model_config *c = &m->cfg;
+    tg_tensor *mask = tg__pad_mask(g, src, B, S);
+    if (src_mask) *src_mask = mask;
+    tg_tensor *x = tg__embed(m, g, tg__src_embed_name(c), src, B, S, 0);
+    char p[160], n[160];
+    for (int64_t l = 0; l < c->enc_layers; l++) {
+        attn_ctx a = {NULL, mask};
+        snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
+        snprintf(n, sizeof n, "encoder.layers.%lld.norm1", (long long)l);
+        x = tg__residual(m, g, n, p, x, attn_sublayer, &a);
+        snprintf(p, sizeof p, "encoder.layers.%lld.ffn", (long long)l);
+        snprintf(n, sizeof n, "encoder.layers.%lld.norm2", (long long)l);
+        x = tg__residual(m, g, n, p, x, ffn_sublayer, NULL);
+    }
+    if (c->pre_norm && c->enc_layers > 0) x = tg__layer_norm(m, g, "encoder.norm", x);
+    return x;
+}
+
+tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory, tg_tensor *src_mask,
+                      tg_tensor *self_mask) {
+    const tg_model_config *c = &m->cfg;
+    char p[160], n[160];
+    for (int64_t l = 0; l < c->dec_layers; l++) {
+        attn_ctx self = {NULL, self_mask}, cross = {memory, src_mask};
+        snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
+        snprintf(n, sizeof n, "decoder.layers.%lld.norm1", (long long)l);
+        y = tg__residual(m, g, n, p, y, attn_sublayer, &self);
+        snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
+        snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
+        y = tg__residual(m, g, n, p, y, attn_sublayer, &cross);
+        snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
+        snprintf(n, sizeof n, "decoder.layers.%lld.norm3", (long long)l);
+        y = tg__residual(m, g, n, p, y, ffn_sublayer, NULL);
+    }
+    if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
+    return y;
+}
+
+/* logits = decoder_out · E^T (no bias), E the (tied) output matrix [V, d] */
+static tg_tensor *output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
+    int64_t flat[2] = {-1, m->cfg.d_model};
+    return tg_matmul(tg_reshape(y, 2, flat), tg_param(g, m->store, tg__out_proj_name(&m->cfg)), false, true);
+}
+
+tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
+    if (!m || !g || !b || !b->tgt_in) {
+        tg_error_set(TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
+        return NULL;
+    }
+    tg_tensor *src_mask;
+    tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);
+    tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
+    tg_tensor *self_mask = tg__causal_mask(g, b->tgt_in, b->size, b->tgt_len);
+    return output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));
+}
+
+tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b) {
+    tg_tensor *logits = tg_model_logits(m, g, b);
+    if (!logits) return NULL;
+    int64_t n = b->size * b->tgt_len;
+    tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+    return tg_cross_entropy(logits, y, m->cfg.label_smoothing, TG_PAD, TG_REDUCE_MEAN);
+}
+
+tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores) {
+    if (!m || !b || !scores || !b->tgt_out)
+        return tg_error_set(TG_ERR_INVALID, "tg_model_score: NULL argument or batch without targets");
+    tg_graph *g = tg_graph_new();
+    if (!g) return TG_ERR_NOMEM;
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    int64_t n = b->size * b->tgt_len;
+    float *nll = malloc((size_t)n * sizeof *nll);
+    tg_tensor *logits = tg_model_logits(m, g, b);
+    /* per-token -log softmax(logits)[target] over the whole vocabulary; pads give 0 */
+    tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+    tg_tensor *tok = tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_NONE));
+    tg_status st = nll ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_model_score: out of memory");
+    if (st == TG_OK && !tok) st = tg_graph_status(g, NULL);
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) st = tg_tensor_read(tok, nll, (size_t)n * sizeof *nll);
+    if (st == TG_OK)
+        for (int64_t i = 0; i < b->size; i++) {
+            double s = 0.0;
+            for (int64_t t = 0; t < b->tgt_len; t++) s -= nll[i * b->tgt_len + t];
+            scores[i] = s;
+        }
+    free(nll);
+    tg_graph_free(g);
+    return st;
+}
