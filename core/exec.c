@@ -1,9 +1,35 @@
 /* Running a planned graph on a backend, and reading results back. */
 #include <math.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/tg-impl.h"
+
+/* Per-op time of runs while TG_PROFILE is set in the environment (printed by
+ * tg_profile_report): where a step's time goes, without an external profiler. */
+static double prof_sec[TG_OP_COUNT];
+static int64_t prof_calls[TG_OP_COUNT];
+static int prof_on = -1;
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void tg_profile_report(void *out_) {
+    FILE *out = out_;
+    double total = 0;
+    for (int op = 0; op < TG_OP_COUNT; op++) total += prof_sec[op];
+    if (total <= 0) return;
+    fprintf(out, "%-20s %10s %10s %7s\n", "op", "calls", "ms", "share");
+    for (int op = 0; op < TG_OP_COUNT; op++)
+        if (prof_calls[op])
+            fprintf(out, "%-20s %10lld %10.1f %6.1f%%\n", tg_op_name((tg_op)op), (long long)prof_calls[op],
+                    1e3 * prof_sec[op], 100.0 * prof_sec[op] / total);
+}
 
 tg_status tg__plan(tg_graph *g);
 
@@ -71,6 +97,15 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
             st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
         } else if (t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW)) {
             continue;
+        } else if (prof_on) {
+            if (prof_on < 0) prof_on = getenv("TG_PROFILE") != NULL;
+            double t0 = prof_on ? now_sec() : 0.0;
+            st = b->vt->run_node(b, t);
+            if (prof_on) {
+                b->vt->sync(b);
+                prof_sec[t->op] += now_sec() - t0;
+                prof_calls[t->op]++;
+            }
         } else {
             st = b->vt->run_node(b, t);
         }

@@ -76,6 +76,10 @@ int64_t tg_graph_exec_count(const tg_graph *g);
  * gradients accumulate again). */
 tg_status tg_graph_run(tg_graph *g, tg_backend *b);
 
+/* With TG_PROFILE set in the environment, graph runs time every op; this prints the totals per
+ * op (calls, milliseconds, share) to `out` (a FILE *). */
+void tg_profile_report(void *out);
+
 #ifdef __cplusplus
 }
 #endif

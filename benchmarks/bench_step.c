@@ -1,0 +1,139 @@
+/* Training-step benchmark: forward + label-smoothed cross-entropy + backward + Adam of the
+ * Transformer on random token batches, the same shapes as benchmarks/peer/train_step.py
+ * (every source and target exactly --src-len / --tgt-len positions, </s> included).
+ * Prints one JSON object: ms_per_step (median of --steps timed steps after --warmup-steps),
+ * tokens_per_s (target tokens per second at the median), peak_rss_mib, workspace bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "tg/model.h"
+#include "tg/tg.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static long opt(int argc, char **argv, const char *name, long dflt) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name)) return strtol(argv[i + 1], NULL, 10);
+    return dflt;
+}
+
+static const char *sopt(int argc, char **argv, const char *name, const char *dflt) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name)) return argv[i + 1];
+    return dflt;
+}
+
+static tg_vocab *vocab(long n) {
+    tg_vocab *v;
+    if (tg_vocab_new(&v)) return NULL;
+    for (long i = 4; i < n; i++) {
+        char t[32];
+        snprintf(t, sizeof t, "w%ld", i);
+        tg_vocab_add(v, t, NULL);
+    }
+    return v;
+}
+
+#define CHECK(x)                                                        \
+    do {                                                                \
+        if ((x) != TG_OK) {                                             \
+            fprintf(stderr, "bench_step: %s\n", tg_error_message());    \
+            return 1;                                                   \
+        }                                                               \
+    } while (0)
+
+int main(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: bench_step [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --attention mha\n"
+               "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
+               "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3]\n");
+        return 0;
+    }
+    tg_model_config c = tg_model_config_default();
+    c.d_model = opt(argc, argv, "--d-model", 256);
+    c.heads = opt(argc, argv, "--heads", 4);
+    c.enc_layers = c.dec_layers = opt(argc, argv, "--layers", 3);
+    c.d_ff = opt(argc, argv, "--d-ff", 1024);
+    c.head_dim = opt(argc, argv, "--head-dim", 0);
+    c.interacting_literal = opt(argc, argv, "--literal", 0) != 0;
+    CHECK(tg_attn_kind_parse(sopt(argc, argv, "--attention", "mha"), &c.attention));
+    long B = opt(argc, argv, "--batch", 128), S = opt(argc, argv, "--src-len", 10);
+    long T = opt(argc, argv, "--tgt-len", 10), steps = opt(argc, argv, "--steps", 20);
+    long warm = opt(argc, argv, "--warmup-steps", 3), threads = opt(argc, argv, "--threads", 2);
+    c.max_len = (S > T ? S : T) + 2;
+    tg_backend *be;
+    CHECK(tg_backend_cpu_new((int)threads, &be));
+    tg_model *m;
+    CHECK(tg_model_new(&c, vocab(opt(argc, argv, "--src-vocab", 30)), vocab(opt(argc, argv, "--tgt-vocab", 45)),
+                       be, 1, &m));
+    c = *tg_model_cfg(m); /* vocabulary sizes filled in */
+    tg_optim_config oc = tg_optim_defaults(TG_OPTIM_ADAM);
+    tg_optim *o;
+    CHECK(tg_optim_new(tg_model_store(m), &oc, &o));
+    tg_rng r;
+    tg_rng_init(&r, 1);
+    int32_t *src = malloc(sizeof(int32_t) * (size_t)(B * S)), *tgt = malloc(sizeof(int32_t) * (size_t)(B * T));
+    const int32_t **sp = malloc(sizeof *sp * (size_t)B), **tp = malloc(sizeof *tp * (size_t)B);
+    int64_t *sn = malloc(sizeof *sn * (size_t)B), *tn = malloc(sizeof *tn * (size_t)B);
+    double *ms = malloc(sizeof *ms * (size_t)steps);
+    size_t ws = 0;
+    for (long step = 0; step < warm + steps; step++) {
+        for (long i = 0; i < B; i++) {
+            for (long k = 0; k < S - 1; k++) src[i * S + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.src_vocab - 4);
+            for (long k = 0; k < T - 1; k++) tgt[i * T + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.tgt_vocab - 4);
+            sp[i] = src + i * S;
+            tp[i] = tgt + i * T;
+            sn[i] = S - 1;
+            tn[i] = T - 1;
+        }
+        tg_batch b;
+        CHECK(tg_batch_build(&b, B, sp, sn, tp, tn));
+        double t0 = now();
+        tg_graph *g = tg_graph_new();
+        tg_graph_set_seed(g, (uint64_t)step);
+        tg_tensor *loss = tg_keep(tg_model_loss(m, g, &b));
+        CHECK(tg_backward(g, loss));
+        CHECK(tg_graph_run(g, be));
+        float lr = 1e-4f;
+        CHECK(tg_optim_step(o, lr));
+        CHECK(tg_store_zero_grad(tg_model_store(m)));
+        ws = tg_graph_peak_bytes(g);
+        tg_graph_free(g);
+        if (step >= warm) ms[step - warm] = 1e3 * (now() - t0);
+        tg_batch_free(&b);
+    }
+    if (getenv("TG_PROFILE")) tg_profile_report(stderr);
+    qsort(ms, (size_t)steps, sizeof *ms, cmp);
+    double med = ms[steps / 2];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
+           "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": %lld, "
+           "\"threads\": %ld}\n",
+           tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
+           (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,
+           (long long)tg_store_total_numel(tg_model_store(m)), threads);
+    tg_optim_free(o);
+    tg_model_free(m);
+    tg_backend_free(be);
+    free(src);
+    free(tgt);
+    free(sp);
+    free(tp);
+    free(sn);
+    free(tn);
+    free(ms);
+    return 0;
+}
