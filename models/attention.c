@@ -27,6 +27,8 @@ static tg_tensor *split_heads(tg_tensor *x, int64_t h, int64_t w) {
     return tg_contiguous(tg_permute(tg_reshape(x, 4, s), perm));
 }
 
+tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w) { return split_heads(x, h, w); }
+
 /* [B, h, n, w] -> [B, n, h*w] */
 static tg_tensor *merge_heads(tg_tensor *x) {
     if (!x) return NULL;

@@ -1,0 +1,100 @@
+/* tgraph — decoding a Transformer (SPEC.md §1 "Decoding"): greedy and beam search with the GNMT
+ * length penalty, batched over sentences, on an incremental decoder that caches keys and values.
+ *
+ * Two layers:
+ *  - tg_decoder: the model side. The encoder runs once; each tg_decoder_step feeds one token per
+ *    hypothesis ("row") and returns the next-token logits. In cached mode every decoder layer
+ *    keeps the self-attention keys/values of earlier positions and the cross-attention
+ *    keys/values of the memory in backend buffers, so a step costs O(current length). In full
+ *    mode (the reference) every step re-runs the decoder stack over the whole prefix through the
+ *    same code that scores and trains.
+ *  - tg_decode / tg_decode_full: the search (greedy or beam) on top of a decoder.
+ *
+ * Lengths: the maximum output length of a source of S tokens (without </s>) is
+ * L = min(floor(max_len_a * S + max_len_b), model max_len) tokens counting </s> (at least 1);
+ * a hypothesis that reaches L tokens without </s> stops there and is marked unfinished. */
+#ifndef TG_DECODE_H
+#define TG_DECODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tg/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the incremental decoder ---- */
+typedef struct tg_decoder tg_decoder;
+
+/* Encode n sources (token ids without specials; </s> is appended, shorter ones are padded) and
+ * prepare a decoder for up to max_rows hypotheses per step and max_steps steps (positions).
+ * cached = false gives the no-cache reference (full re-run of the decoder each step). The model
+ * is borrowed and must outlive the decoder; src is copied. Free with tg_decoder_free. */
+tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+                         int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out);
+void tg_decoder_free(tg_decoder *d);
+
+/* One step: `rows` hypotheses (1..max_rows) each append one decoder input token. At step 0,
+ * parent[r] is the sentence (0..n-1) of row r; at later steps parent[r] is the row of the
+ * previous step that row r continues (rows may be dropped, duplicated and reordered: beam
+ * search). tokens[r] is the token at this position (<s> at step 0, then the previous choice;
+ * never <pad>). Writes the logits of the next token, [rows, V_tgt] row-major, into the
+ * caller's array `logits`. */
+tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
+                          float *logits);
+/* Steps taken so far (= the position of the next token). */
+int64_t tg_decoder_steps(const tg_decoder *d);
+
+/* ---- search ---- */
+typedef enum tg_decode_strategy {
+    TG_DECODE_AUTO = 0, /* greedy when beam == 1, else beam search */
+    TG_DECODE_GREEDY,   /* argmax at every step (beam ignored) */
+    TG_DECODE_BEAM,     /* beam search, also for beam == 1 */
+} tg_decode_strategy;
+
+typedef struct tg_decode_options {
+    int64_t beam;       /* beam size K >= 1 (default 4, the paper's) */
+    double alpha;       /* length penalty exponent >= 0 (default 0.6) */
+    double max_len_a;   /* maximum output length = a * source length + b (defaults 1, 50) */
+    int64_t max_len_b;
+    int64_t nbest;      /* hypotheses returned per sentence, 1..beam (default 1) */
+    tg_decode_strategy strategy;
+} tg_decode_options;
+
+/* beam 4, alpha 0.6, a = 1, b = 50, nbest 1, TG_DECODE_AUTO. */
+tg_decode_options tg_decode_options_default(void);
+
+/* GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting </s>. */
+double tg_decode_length_penalty(int64_t len, double alpha);
+
+typedef struct tg_hypothesis {
+    int32_t *ids;    /* target ids, without <s> and </s> (malloc'ed; owned by the result) */
+    int64_t len;     /* number of ids */
+    double logprob;  /* log P(Y|X), natural log, </s> included when finished */
+    double score;    /* logprob / lp(Y), |Y| = len + finished */
+    bool finished;   /* ended with </s> (false: stopped at the maximum length) */
+} tg_hypothesis;
+
+typedef struct tg_nbest {
+    int64_t count;     /* 1..nbest hypotheses (fewer only for a tiny vocabulary) */
+    tg_hypothesis *hyp; /* best first: finished ones by score, then unfinished ones by score */
+} tg_nbest;
+
+/* Decode n sentences (token ids of the source vocabulary, without specials) in one batch with
+ * the incremental decoder. Greedy and beam search never emit <pad> or <s> (log P is still over
+ * the whole vocabulary). On success *out is a malloc'ed array of n results, freed with
+ * tg_decode_free(*out, n). opts may be NULL (the defaults). */
+tg_status tg_decode(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+                    const tg_decode_options *opts, tg_nbest **out);
+/* The same search on the no-cache reference decoder (slow; for tests and checks). */
+tg_status tg_decode_full(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+                         const tg_decode_options *opts, tg_nbest **out);
+/* Free the results of tg_decode (NULL is allowed). */
+void tg_decode_free(tg_nbest *r, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

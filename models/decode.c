@@ -1,0 +1,401 @@
+/* The incremental decoder (SPEC §1 "Decoding"): the encoder runs once, then one small graph per
+ * step feeds one token per hypothesis ("row") through the decoder stack.
+ *
+ * Cached mode. Graphs are define-then-run and die after a step, so the caches live outside
+ * them, in a private parameter store on the model's backend (non-trainable entries: persistent
+ * backend buffers that a step graph reads as tg_param leaves):
+ *  - self.L.{k,v}  [max_steps * max_rows, w]: the projected keys/values (w = h * d_k, heads
+ *    not yet split) that row r computed at step t, in table row t * max_rows + r;
+ *  - cross.L.{k,v} [n * S, w]: the keys/values of the memory, computed once by the encoder
+ *    graph, row i * S + s for sentence i, source position s.
+ * A step gathers what each row needs with tg_embedding (a row lookup): its own ancestors'
+ * self keys/values at steps 0..t-1 (beam search reorders rows, so row r's history is a chain of
+ * parents, kept on the host as slot indices) and its sentence's memory keys/values; it appends
+ * the keys/values of the new position, and after the run the new rows (kept) are copied into
+ * the tables at step t. Nothing is ever moved when beams are reordered, and a step reads
+ * O(t + S) rows per hypothesis and layer: the attention itself costs that much anyway.
+ * The attention core is the model's own (tg__attn_core), so all five variants work unchanged:
+ * they only need projected K/V; the query is the one new position, and every cached key
+ * precedes it, so self-attention needs no mask.
+ *
+ * Full mode (the reference for tests): the memory is cached, but every step re-runs the whole
+ * decoder stack (tg__decode, the code that scores and trains) over each row's whole prefix
+ * with the causal mask, and keeps the logits of the last position. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model-impl.h"
+#include "tg/decode.h"
+
+struct tg_decoder {
+    tg_model *m;
+    bool cached;
+    int64_t n, S;               /* sentences, padded source length (incl. </s>) */
+    int32_t *src;               /* [n, S] */
+    int64_t max_rows, max_steps;
+    int64_t step, rows;         /* steps taken; rows of the last step */
+    int64_t w;                  /* heads * head width: one projected key row */
+    int64_t *sent, *sent_next;  /* [max_rows] sentence of each row */
+    int32_t *hist, *hist_next;  /* [max_rows, max_steps] cached: slot of the row's ancestor at
+                                 * each step; full: the row's tokens so far */
+    tg_store *cache;            /* cached: self/cross K/V tables; full: memory [n * S, d] */
+    float *buf;                 /* host staging for new K/V rows [max_rows * w] */
+};
+
+static tg_status nomem(const char *what) {
+    return tg_error_set(TG_ERR_NOMEM, "tg_decoder: out of memory (%s)", what);
+}
+
+/* TG_OK if the graph was built and `out` exists; else the build error as the thread's error
+ * (some builders report only there, returning NULL without marking the graph). */
+static tg_status built(const tg_graph *g, const tg_tensor *out) {
+    const char *msg;
+    tg_status st = tg_graph_status(g, &msg);
+    if (st != TG_OK) return tg_error_set(st, "%s", msg);
+    return out ? TG_OK : tg_error_prefix(TG_ERR_INVALID, "building the graph");
+}
+
+/* Write n floats at element offset `off` of cache entry `name` (a copy into backend memory;
+ * the public store API only writes whole entries). */
+static tg_status cache_write(tg_store *s, const char *name, int64_t off, const float *src, int64_t n) {
+    int64_t i = tg_store_find(s, name);
+    if (i < 0) return tg_error_set(TG_ERR_NOT_FOUND, "tg_decoder: no cache entry '%s'", name);
+    if (off < 0 || off + n > s->p[i].numel)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder: write of [%lld, %lld) outside cache '%s'",
+                            (long long)off, (long long)(off + n), name);
+    return s->backend->vt->copy_in(s->backend, s->p[i].data + off, src, (size_t)n * sizeof(float));
+}
+
+/* Run the encoder once; keep what the steps need: the cross-attention keys/values of every
+ * decoder layer (cached) or the memory itself (full). */
+static tg_status encode(tg_decoder *d) {
+    tg_model *m = d->m;
+    const tg_model_config *c = &m->cfg;
+    int64_t L = c->dec_layers, n = d->n, S = d->S;
+    tg_graph *g = tg_graph_new();
+    if (!g) return nomem("graph");
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    tg_tensor *mem = tg_model_encode(m, g, d->src, n, S, NULL);
+    int64_t nk = d->cached ? 2 * L : 1;
+    tg_tensor **keep = calloc((size_t)nk + 1, sizeof *keep);
+    if (!keep) {
+        tg_graph_free(g);
+        return nomem("encoder outputs");
+    }
+    char p[192];
+    if (d->cached) {
+        for (int64_t l = 0; l < L; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn.%s", (long long)l, kv ? "v_proj" : "k_proj");
+                keep[2 * l + kv] = tg_keep(tg__linear(m, g, p, mem, true));
+            }
+    } else {
+        keep[0] = tg_keep(mem);
+    }
+    tg_status st = TG_OK;
+    for (int64_t k = 0; st == TG_OK && k < nk; k++) st = built(g, keep[k]);
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    int64_t width = d->cached ? d->w : c->d_model;
+    float *host = st == TG_OK ? malloc((size_t)(n * S * width) * sizeof *host) : NULL;
+    if (st == TG_OK && !host) st = nomem("encoder outputs");
+    for (int64_t k = 0; st == TG_OK && k < nk; k++) {
+        int64_t shape[2] = {n * S, width};
+        if (d->cached)
+            snprintf(p, sizeof p, "cross.%lld.%c", (long long)(k / 2), k % 2 ? 'v' : 'k');
+        else
+            snprintf(p, sizeof p, "memory");
+        st = tg_tensor_read(keep[k], host, (size_t)(n * S * width) * sizeof *host);
+        if (st == TG_OK) st = tg_store_add(d->cache, p, 2, shape, host, false);
+    }
+    free(host);
+    free(keep);
+    tg_graph_free(g);
+    return st == TG_OK ? TG_OK : tg_error_prefix(st, "tg_decoder: encoder");
+}
+
+tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+                         int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out) {
+    if (out) *out = NULL;
+    if (!m || !src || !src_n || !out)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: NULL argument");
+    const tg_model_config *c = &m->cfg;
+    if (n < 1 || max_rows < 1 || max_steps < 1)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: %lld sentences, %lld rows, %lld steps (each must be >= 1)",
+                            (long long)n, (long long)max_rows, (long long)max_steps);
+    if (max_steps > c->max_len)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: %lld steps exceed the model's max_len %lld",
+                            (long long)max_steps, (long long)c->max_len);
+    int64_t S = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (src_n[i] < 0 || (src_n[i] > 0 && !src[i]))
+            return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: sentence %lld: bad length or NULL ids", (long long)i);
+        if (src_n[i] + 1 > c->max_len)
+            return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: sentence %lld has %lld tokens (+ </s>), the model's max_len is %lld",
+                                (long long)i, (long long)src_n[i], (long long)c->max_len);
+        for (int64_t k = 0; k < src_n[i]; k++)
+            if (src[i][k] < 0 || src[i][k] >= c->src_vocab)
+                return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: sentence %lld, token %lld: id %d outside the source vocabulary (%lld)",
+                                    (long long)i, (long long)k, src[i][k], (long long)c->src_vocab);
+        if (src_n[i] + 1 > S) S = src_n[i] + 1;
+    }
+    tg_decoder *d = calloc(1, sizeof *d);
+    if (!d) return nomem("decoder");
+    d->m = m;
+    d->cached = cached;
+    d->n = n;
+    d->S = S;
+    d->max_rows = max_rows;
+    d->max_steps = max_steps;
+    d->w = c->heads * tg_model_head_dim(c);
+    d->src = calloc((size_t)(n * S), sizeof *d->src);
+    d->sent = malloc((size_t)max_rows * sizeof *d->sent);
+    d->sent_next = malloc((size_t)max_rows * sizeof *d->sent_next);
+    d->hist = malloc((size_t)(max_rows * max_steps) * sizeof *d->hist);
+    d->hist_next = malloc((size_t)(max_rows * max_steps) * sizeof *d->hist_next);
+    d->buf = cached ? malloc((size_t)(max_rows * d->w) * sizeof *d->buf) : NULL;
+    tg_status st = TG_OK;
+    if (!d->src || !d->sent || !d->sent_next || !d->hist || !d->hist_next || (cached && !d->buf))
+        st = nomem("buffers");
+    if (st == TG_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            if (src_n[i] > 0) memcpy(d->src + i * S, src[i], (size_t)src_n[i] * sizeof *d->src);
+            d->src[i * S + src_n[i]] = TG_EOS;
+        }
+        st = tg_store_new(m->backend, &d->cache);
+    }
+    /* self-attention tables, zero-filled; only rows written by earlier steps are ever read */
+    char name[64];
+    int64_t shape[2] = {max_steps * max_rows, d->w};
+    for (int64_t l = 0; st == TG_OK && cached && l < c->dec_layers; l++)
+        for (int kv = 0; st == TG_OK && kv < 2; kv++) {
+            snprintf(name, sizeof name, "self.%lld.%c", (long long)l, kv ? 'v' : 'k');
+            st = tg_store_add(d->cache, name, 2, shape, NULL, false);
+        }
+    if (st == TG_OK) st = encode(d);
+    if (st != TG_OK) {
+        tg_decoder_free(d);
+        return st;
+    }
+    *out = d;
+    return TG_OK;
+}
+
+void tg_decoder_free(tg_decoder *d) {
+    if (!d) return;
+    tg_store_free(d->cache);
+    free(d->src);
+    free(d->sent);
+    free(d->sent_next);
+    free(d->hist);
+    free(d->hist_next);
+    free(d->buf);
+    free(d);
+}
+
+int64_t tg_decoder_steps(const tg_decoder *d) { return d ? d->step : 0; }
+
+/* ---- one step ---- */
+
+typedef struct {
+    tg_decoder *d;
+    int64_t layer;
+    tg_tensor *ids;        /* self: [R, t] table rows of the ancestors; cross: [R, S] */
+    tg_tensor *mask;       /* cross: [R, 1, 1, S] source padding */
+    tg_tensor **new_k, **new_v; /* self: the new position's projections, kept */
+} step_ctx;
+
+static tg_tensor *cache_rows(tg_graph *g, tg_decoder *d, const char *kind, int64_t layer, char kv,
+                             tg_tensor *ids) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.%lld.%c", kind, (long long)layer, kv);
+    return tg_embedding(tg_param(g, d->cache, name), ids);
+}
+
+/* Self-attention of the new position over positions 0..t: cached K/V rows of the ancestors,
+ * then this position's own K/V ([R, 1, w] each, kept for the cache). */
+static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
+    step_ctx *s = ctx;
+    char p[192];
+    snprintf(p, sizeof p, "%s.k_proj", prefix);
+    tg_tensor *k = *s->new_k = tg_keep(tg__linear(m, g, p, x, true));
+    snprintf(p, sizeof p, "%s.v_proj", prefix);
+    tg_tensor *v = *s->new_v = tg_keep(tg__linear(m, g, p, x, true));
+    if (s->ids) {
+        tg_tensor *kk[2] = {cache_rows(g, s->d, "self", s->layer, 'k', s->ids), k};
+        tg_tensor *vv[2] = {cache_rows(g, s->d, "self", s->layer, 'v', s->ids), v};
+        k = tg_concat(kk, 2, 1);
+        v = tg_concat(vv, 2, 1);
+    }
+    int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
+    return tg__attn_core(m, g, prefix, x, tg__split_heads(k, h, dk), tg__split_heads(v, h, dk), NULL);
+}
+
+/* Cross-attention over the memory keys/values computed once by the encoder graph. */
+static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
+    step_ctx *s = ctx;
+    int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
+    tg_tensor *k = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
+    tg_tensor *v = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
+    return tg__attn_core(m, g, prefix, x, k, v, s->mask);
+}
+
+static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
+    (void)ctx;
+    return tg__ffn(m, g, prefix, x);
+}
+
+/* logits = y E^T (SPEC §1: no bias), y [R, T, d] -> [R*T, V] */
+static tg_tensor *logits_of(tg_model *m, tg_graph *g, tg_tensor *y) {
+    int64_t flat[2] = {-1, m->cfg.d_model};
+    return tg_matmul(tg_reshape(y, 2, flat), tg_param(g, m->store, tg__out_proj_name(&m->cfg)), false, true);
+}
+
+/* Row-indexed inputs shared by both modes: table rows of each row's sentence in the memory
+ * tables ([R, S]) and the source padding mask ([R, 1, 1, S]). */
+static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, tg_tensor **ids, tg_tensor **mask) {
+    int64_t S = d->S;
+    int32_t *mi = malloc((size_t)(R * S) * sizeof *mi);
+    float *mk = malloc((size_t)(R * S) * sizeof *mk);
+    if (!mi || !mk) {
+        free(mi);
+        free(mk);
+        return nomem("step inputs");
+    }
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t s = 0; s < S; s++) {
+            int64_t i = d->sent_next[r];
+            mi[r * S + s] = (int32_t)(i * S + s);
+            mk[r * S + s] = d->src[i * S + s] == TG_PAD ? 1.0f : 0.0f;
+        }
+    int64_t si[2] = {R, S}, sm[4] = {R, 1, 1, S};
+    *ids = tg_input(g, TG_DTYPE_I32, 2, si, mi);
+    *mask = tg_input(g, TG_DTYPE_F32, 4, sm, mk);
+    free(mi);
+    free(mk);
+    return TG_OK;
+}
+
+/* Cached step at position t: builds, runs, returns logits and appends the new K/V rows. */
+static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_t *tokens, float *logits) {
+    tg_model *m = d->m;
+    const tg_model_config *c = &m->cfg;
+    int64_t t = d->step, L = c->dec_layers, T = d->max_steps;
+    tg_tensor *self_ids = NULL, *cross_ids = NULL, *mask = NULL;
+    if (t > 0) {
+        int32_t *ids = malloc((size_t)(R * t) * sizeof *ids);
+        if (!ids) return nomem("step inputs");
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t k = 0; k < t; k++) ids[r * t + k] = (int32_t)(k * d->max_rows + d->hist_next[r * T + k]);
+        int64_t s[2] = {R, t};
+        self_ids = tg_input(g, TG_DTYPE_I32, 2, s, ids);
+        free(ids);
+    }
+    tg_status st = memory_inputs(g, d, R, &cross_ids, &mask);
+    if (st) return st;
+    tg_tensor **nk = calloc((size_t)(2 * L + 1), sizeof *nk);
+    if (!nk) return nomem("step outputs");
+    tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tokens, R, 1, t);
+    char p[160], nn[160];
+    for (int64_t l = 0; l < L; l++) {
+        step_ctx self = {d, l, self_ids, NULL, &nk[2 * l], &nk[2 * l + 1]};
+        step_ctx cross = {d, l, cross_ids, mask, NULL, NULL};
+        snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
+        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm1", (long long)l);
+        y = tg__residual(m, g, nn, p, y, self_sublayer, &self);
+        snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
+        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm2", (long long)l);
+        y = tg__residual(m, g, nn, p, y, cross_sublayer, &cross);
+        snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
+        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm3", (long long)l);
+        y = tg__residual(m, g, nn, p, y, ffn_sublayer, NULL);
+    }
+    if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
+    tg_tensor *out = tg_keep(logits_of(m, g, y));
+    st = built(g, out);
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) st = tg_tensor_read(out, logits, (size_t)(R * c->tgt_vocab) * sizeof *logits);
+    /* append: row r's keys/values at step t go to table row t * max_rows + r */
+    for (int64_t k = 0; st == TG_OK && k < 2 * L; k++) {
+        st = tg_tensor_read(nk[k], d->buf, (size_t)(R * d->w) * sizeof *d->buf);
+        snprintf(p, sizeof p, "self.%lld.%c", (long long)(k / 2), k % 2 ? 'v' : 'k');
+        if (st == TG_OK) st = cache_write(d->cache, p, t * d->max_rows * d->w, d->buf, R * d->w);
+    }
+    free(nk);
+    return st;
+}
+
+/* Full step: the decoder stack over every row's whole prefix [R, t+1], as in training. */
+static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits) {
+    tg_model *m = d->m;
+    const tg_model_config *c = &m->cfg;
+    int64_t T = d->step + 1, V = c->tgt_vocab;
+    int32_t *tok = malloc((size_t)(R * T) * sizeof *tok);
+    if (!tok) return nomem("step inputs");
+    for (int64_t r = 0; r < R; r++) memcpy(tok + r * T, d->hist_next + r * d->max_steps, (size_t)T * sizeof *tok);
+    tg_tensor *ids, *mask;
+    tg_status st = memory_inputs(g, d, R, &ids, &mask);
+    if (st) {
+        free(tok);
+        return st;
+    }
+    tg_tensor *mem = tg_embedding(tg_param(g, d->cache, "memory"), ids);
+    tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tok, R, T, 0);
+    tg_tensor *y2 = tg__decode(m, g, y, mem, mask, tg__causal_mask(g, tok, R, T));
+    int64_t s3[3] = {R, T, V};
+    tg_tensor *out = tg_keep(tg_contiguous(tg_slice(tg_reshape(logits_of(m, g, y2), 3, s3), 1, T - 1, T)));
+    free(tok);
+    st = built(g, out);
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) st = tg_tensor_read(out, logits, (size_t)(R * V) * sizeof *logits);
+    return st;
+}
+
+tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
+                          float *logits) {
+    if (!d || !parent || !tokens || !logits)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: NULL argument");
+    const tg_model_config *c = &d->m->cfg;
+    int64_t t = d->step, T = d->max_steps;
+    if (t >= T)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: step %lld beyond the %lld steps the decoder was made for",
+                            (long long)t, (long long)T);
+    if (rows < 1 || rows > d->max_rows)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: %lld rows (1..%lld allowed)", (long long)rows,
+                            (long long)d->max_rows);
+    int64_t up = t == 0 ? d->n : d->rows;
+    for (int64_t r = 0; r < rows; r++) {
+        if (parent[r] < 0 || parent[r] >= up)
+            return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: row %lld: parent %d outside [0, %lld)", (long long)r,
+                                parent[r], (long long)up);
+        if (tokens[r] <= TG_PAD || tokens[r] >= c->tgt_vocab)
+            return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: row %lld: token %d is <pad> or outside the target vocabulary (%lld)",
+                                (long long)r, tokens[r], (long long)c->tgt_vocab);
+    }
+    /* row bookkeeping: sentence and history (ancestor slots, or tokens) of every new row */
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t p = parent[r];
+        d->sent_next[r] = t == 0 ? p : d->sent[p];
+        if (t > 0) memcpy(d->hist_next + r * T, d->hist + p * T, (size_t)t * sizeof *d->hist);
+        d->hist_next[r * T + t] = d->cached ? (int32_t)r : tokens[r];
+    }
+    tg_graph *g = tg_graph_new();
+    if (!g) return nomem("graph");
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    tg_status st = d->cached ? step_cached(d, g, rows, tokens, logits) : step_full(d, g, rows, logits);
+    tg_graph_free(g);
+    if (st != TG_OK) return tg_error_prefix(st, "tg_decoder_step %lld", (long long)t);
+    /* commit: the new rows become the current ones */
+    int64_t *s = d->sent;
+    d->sent = d->sent_next;
+    d->sent_next = s;
+    int32_t *h = d->hist;
+    d->hist = d->hist_next;
+    d->hist_next = h;
+    d->rows = rows;
+    d->step++;
+    return TG_OK;
+}

@@ -1,0 +1,8 @@
+/* The sub-commands of the `tg` program. Each takes the arguments after `tg` (argv[0] is the
+ * sub-command's name), prints errors to stderr and returns the process exit status. */
+#ifndef TG_TOOLS_COMMANDS_H
+#define TG_TOOLS_COMMANDS_H
+
+int tg_cmd_translate(int argc, char **argv);
+
+#endif
