@@ -198,7 +198,13 @@ tg_tensor *tg_requires_grad(tg_tensor *t) {
 
 tg_tensor *tg_keep(tg_tensor *t) {
     if (!t) return NULL;
-    t->flags |= TG_TF_KEEP;
-    t->graph->planned = false;
+    if (!(t->flags & TG_TF_KEEP)) {
+        t->flags |= TG_TF_KEEP;
+        /* Kept only now: if the graph already ran, the planner may have reused this tensor's
+         * buffer, so it must not be readable until the next run (tg_tensor_read requires
+         * NEEDED, which the next plan sets again). Parameters live in the store: unaffected. */
+        if (!(t->flags & TG_TF_PARAM)) t->flags &= ~(uint32_t)TG_TF_NEEDED;
+        t->graph->planned = false;
+    }
     return t;
 }

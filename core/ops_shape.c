@@ -1,5 +1,6 @@
 /* Shape rules of the layout ops: views (reshape, permute, slice) cost nothing; contiguous,
  * concat, pad, expand and sum_to copy. Gradients: autograd/grad_rules.c. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/tg-impl.h"
@@ -132,13 +133,22 @@ static tg_tensor *concat_some(tg_tensor *const *xs, int n, int a) {
 }
 
 tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis) {
-    if (!xs || n < 1) return NULL;
+    if (!xs || n < 1) { /* no tensor, so no graph to record on: the thread's message only */
+        tg_error_set(TG_ERR_INVALID, "tg_concat: no inputs (n = %d)", n);
+        return NULL;
+    }
     for (int i = 0; i < n; i++) CHECK1(xs[i]);
     tg_graph *g = xs[0]->graph;
+    for (int i = 1; i < n; i++)
+        if (xs[i]->graph != g)
+            return tg__fail(g, TG_ERR_INVALID, "tg_concat: input %d belongs to a different graph", i);
     int a = tg__axis(axis, xs[0]->ndim);
     if (a < 0) return tg__fail(g, TG_ERR_INVALID, "tg_concat: axis %d out of range", axis);
     for (int i = 1; i < n; i++) {
-        bool ok = xs[i]->ndim == xs[0]->ndim && xs[i]->dtype == xs[0]->dtype;
+        if (xs[i]->dtype != xs[0]->dtype)
+            return tg__fail(g, TG_ERR_DTYPE, "tg_concat: input %d is %s, input 0 is %s", i,
+                            tg_dtype_name(xs[i]->dtype), tg_dtype_name(xs[0]->dtype));
+        bool ok = xs[i]->ndim == xs[0]->ndim;
         for (int d = 0; ok && d < xs[0]->ndim; d++)
             if (d != a && xs[i]->shape[d] != xs[0]->shape[d]) ok = false;
         if (!ok) {
@@ -148,16 +158,23 @@ tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis) {
         }
     }
     if (n == 1) return xs[0];
-    /* More inputs than a node holds: concatenate in groups, then the groups. */
+    /* More inputs than a node holds: concatenate in groups, then the groups (recursively:
+     * more than TG_MAX_SRC^2 inputs make more than TG_MAX_SRC groups). */
     if (n > TG_MAX_SRC) {
-        tg_tensor *parts[TG_MAX_SRC];
-        int np = 0;
-        for (int i = 0; i < n; i += TG_MAX_SRC) {
-            int k = n - i < TG_MAX_SRC ? n - i : TG_MAX_SRC;
-            parts[np++] = k == 1 ? xs[i] : concat_some(xs + i, k, a);
-            CHECK1(parts[np - 1]);
+        int np = (n + TG_MAX_SRC - 1) / TG_MAX_SRC;
+        tg_tensor **parts = malloc((size_t)np * sizeof *parts);
+        if (!parts) return tg__fail(g, TG_ERR_NOMEM, "tg_concat: out of memory for %d inputs", n);
+        for (int j = 0; j < np; j++) {
+            int i = j * TG_MAX_SRC, k = n - i < TG_MAX_SRC ? n - i : TG_MAX_SRC;
+            parts[j] = k == 1 ? xs[i] : concat_some(xs + i, k, a);
+            if (!parts[j]) {
+                free(parts);
+                return NULL;
+            }
         }
-        return tg_concat(parts, np, a);
+        tg_tensor *t = tg_concat(parts, np, a);
+        free(parts);
+        return t;
     }
     return concat_some(xs, n, a);
 }
