@@ -31,7 +31,7 @@ void tg_profile_report(void *out_) {
                     1e3 * prof_sec[op], 100.0 * prof_sec[op] / total);
 }
 
-tg_status tg__plan(tg_graph *g);
+tg_status tg__plan(tg_graph *g, tg_backend *b);
 
 void tg__graph_release_workspace(tg_graph *g) {
     if (g->ws && g->ws_backend) g->ws_backend->vt->free(g->ws_backend, g->ws, g->ws_size);
@@ -46,7 +46,7 @@ static tg_status bind_data(tg_graph *g) {
         tg_tensor *t = g->nodes[g->order[p]];
         if (t->flags & TG_TF_PARAM) {
             t->data = t->store->p[t->param].data;
-        } else if (t->op == TG_OP_GRAD_ACC) {
+        } else if (t->op == TG_OP_GRAD_ACC || (t->flags & TG_TF_ACCUM)) {
             t->data = t->store->p[t->param].grad;
         } else if (t->base) {
             t->data = (char *)t->base->data + (size_t)t->offset * tg_dtype_size(t->dtype);
@@ -63,8 +63,9 @@ static tg_status bind_data(tg_graph *g) {
 tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
     if (!g || !b) return tg_error_set(TG_ERR_INVALID, "tg_graph_run: graph or backend is NULL");
     if (g->status != TG_OK) return tg_error_set(g->status, "%s", g->msg);
-    if (!g->planned) {
-        tg_status st = tg__plan(g);
+    if (!g->planned || g->plan_backend != b) {
+        g->plan_backend = b;
+        tg_status st = tg__plan(g, b);
         if (st) return st;
     }
     /* a backend that lacks an op says so: no silent fallback */
@@ -95,7 +96,7 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
         tg_tensor *t = g->nodes[g->order[p]];
         if (t->flags & TG_TF_INPUT) {
             st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
-        } else if (t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW)) {
+        } else if (t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW) || (t->flags & TG_TF_FUSED)) {
             continue;
         } else if (prof_on) {
             if (prof_on < 0) prof_on = getenv("TG_PROFILE") != NULL;

@@ -97,7 +97,23 @@ static bool fl_free(freelist_t *f, size_t off, size_t size) {
 }
 
 static bool is_storage(const tg_tensor *t) {
-    return !t->base && !(t->flags & TG_TF_PARAM) && t->op != TG_OP_GRAD_ACC;
+    return !t->base && !(t->flags & (TG_TF_PARAM | TG_TF_ACCUM)) && t->op != TG_OP_GRAD_ACC;
+}
+
+/* Gradient-accumulation fusion: a parameter gradient produced by a matmul or sum_to that
+ * nothing else reads is written by that op straight into the store's gradient buffer
+ * (adding, as grad_acc would), so it needs no workspace and no extra pass. */
+static void fuse_grad_acc(tg_graph *g, const int64_t *readers) {
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *a = g->nodes[g->order[p]], *s = a->src[0];
+        if (a->op != TG_OP_GRAD_ACC || !s || s->base || (s->flags & (TG_TF_KEEP | TG_TF_ACCUM)) ||
+            (s->op != TG_OP_MATMUL && s->op != TG_OP_SUM_TO) || readers[s->id] != 1)
+            continue;
+        s->flags |= TG_TF_ACCUM;
+        s->store = a->store;
+        s->param = a->param;
+        a->flags |= TG_TF_FUSED;
+    }
 }
 
 /* In-place candidate: an input of t whose buffer t may overwrite. */
@@ -119,12 +135,13 @@ static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const in
     return -1;
 }
 
-tg_status tg__plan(tg_graph *g) {
+tg_status tg__plan(tg_graph *g, tg_backend *b) {
     if (g->status != TG_OK) return tg_error_set(g->status, "%s", g->msg);
     int64_t n = g->n;
     for (int64_t i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        t->flags &= ~(uint32_t)TG_TF_NEEDED;
+        t->flags &= ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED);
+        if (t->op != TG_OP_GRAD_ACC && !(t->flags & TG_TF_PARAM)) t->store = NULL;
         t->pos = -1;
         t->block = -1;
     }
@@ -154,10 +171,21 @@ tg_status tg__plan(tg_graph *g) {
     g->nexec = ne;
     /* liveness of every storage tensor: its last reader (directly or through a view) */
     int64_t *last = malloc((size_t)(n ? n : 1) * sizeof *last);
-    if (!last) {
+    int64_t *readers = calloc((size_t)(n ? n : 1), sizeof *readers);
+    if (!last || !readers) {
+        free(last);
+        free(readers);
         free(blocks);
         return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
     }
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k]) readers[tg__root(t->src[k])->id]++;
+        if (t->base) readers[t->base->id]++;
+    }
+    if (b && b->vt->accumulates) fuse_grad_acc(g, readers);
+    free(readers);
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         last[t->id] = (t->flags & TG_TF_KEEP) ? ne : p;
@@ -239,7 +267,7 @@ tg_status tg__plan(tg_graph *g) {
 }
 
 tg_status tg_graph_plan(tg_graph *g, tg_backend *b) {
-    (void)b;
     if (!g) return tg_error_set(TG_ERR_INVALID, "tg_graph_plan: graph is NULL");
-    return tg__plan(g);
+    g->plan_backend = b;
+    return tg__plan(g, b);
 }

@@ -20,7 +20,9 @@ enum {
     TG_TF_REQ_GRAD = 1u << 3, /* depends on something that requires a gradient */
     TG_TF_SINK = 1u << 4,     /* side effect: always executed */
     TG_TF_NEEDED = 1u << 5,   /* planner: reached from a root */
-    TG_TF_WANT_GRAD = 1u << 6 /* input whose gradient the user asked for */
+    TG_TF_WANT_GRAD = 1u << 6, /* input whose gradient the user asked for */
+    TG_TF_ACCUM = 1u << 7,     /* planner: writes by adding into a store gradient (fused grad_acc) */
+    TG_TF_FUSED = 1u << 8      /* planner: a grad_acc whose work its input does (skipped) */
 };
 
 struct tg_tensor {
@@ -105,6 +107,9 @@ typedef struct tg_backend_vtable {
     tg_status (*sumsq)(tg_backend *b, const float *x, int64_t n, double *out);
     tg_status (*scale)(tg_backend *b, float *x, int64_t n, float s);
     void (*destroy)(tg_backend *b);
+    /* matmul and sum_to kernels honour TG_TF_ACCUM (add into their output instead of
+     * overwriting it), so the planner may fuse a parameter's grad_acc into its producer */
+    bool accumulates;
 } tg_backend_vtable;
 
 struct tg_backend {

@@ -196,6 +196,7 @@ static const tg_backend_vtable cpu_vtable = {
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .destroy = cpu_destroy,
+    .accumulates = true,
 };
 
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {

@@ -79,7 +79,7 @@ tg_status tg_cpu_matmul(tg_backend *bk, tg_tensor *t) {
             offc += k * cst[i];
         }
         tg_cpu_gemm_batched(inner, oa.trans, ob.trans, M, N, K, 1.0f, A + offa, oa.ld, sa, B + offb,
-                            ob.ld, sb, 0.0f, C + offc, N, sc, bk->nthreads);
+                            ob.ld, sb, (t->flags & TG_TF_ACCUM) ? 1.0f : 0.0f, C + offc, N, sc, bk->nthreads);
     }
     return TG_OK;
 }

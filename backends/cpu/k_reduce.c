@@ -16,14 +16,15 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
     *n = x->shape[axis];
 }
 
-static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t inner, int nt) {
+/* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
+static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t inner, int nt, bool acc) {
     if (inner == 1) {
 #pragma omp parallel for num_threads(nt) schedule(static) if (outer * n > TG_PAR_MIN)
         for (int64_t r = 0; r < outer; r++) {
             const float *xr = x + r * n;
             double s = 0.0; /* long rows (sum of all elements): accumulate in double */
             for (int64_t k = 0; k < n; k++) s += xr[k];
-            o[r] = (float)s;
+            o[r] = acc ? o[r] + (float)s : (float)s;
         }
         return;
     }
@@ -33,17 +34,19 @@ static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t
 #pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
     for (int64_t w = 0; w < outer * nblk; w++) {
         int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
-        float *orow = o + r * inner;
+        float *orow = o + r * inner, part[CB];
         const float *xr = x + r * n * inner;
-        for (int64_t c = c0; c < c1; c++) orow[c] = 0.0f;
+        for (int64_t c = c0; c < c1; c++) part[c - c0] = 0.0f;
         for (int64_t k = 0; k < n; k++)
-            for (int64_t c = c0; c < c1; c++) orow[c] += xr[k * inner + c];
+            for (int64_t c = c0; c < c1; c++) part[c - c0] += xr[k * inner + c];
+        for (int64_t c = c0; c < c1; c++) orow[c] = acc ? orow[c] + part[c - c0] : part[c - c0];
     }
 }
 
 /* sum_to: reduce x to t's shape. Common cases (leading or trailing dims summed) become one
  * sum_axis; the general case loops over the reduced index space of each output element. */
 static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
+    bool acc = (t->flags & TG_TF_ACCUM) != 0;
     int nd = x->ndim, off = nd - t->ndim;
     bool red[TG_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
@@ -60,7 +63,7 @@ static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
         int64_t R = 1, C = 1;
         for (int i = 0; i < lead; i++) R *= x->shape[i];
         for (int i = lead; i < nd; i++) C *= x->shape[i];
-        sum_axis(x->data, t->data, 1, R, C, nt);
+        sum_axis(x->data, t->data, 1, R, C, nt, acc);
         return;
     }
     int64_t xs[TG_MAX_DIMS], s = 1;
@@ -80,20 +83,20 @@ static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
             base += (q % x->shape[i]) * xs[i];
             q /= x->shape[i];
         }
-        float acc = 0.0f;
+        float sum = 0.0f;
         int64_t idx[TG_MAX_DIMS] = {0};
         for (int64_t k = 0; k < nred; k++) {
             int64_t ofs = base;
             for (int i = 0; i < nd; i++)
                 if (red[i]) ofs += idx[i] * xs[i];
-            acc += xp[ofs];
+            sum += xp[ofs];
             for (int i = nd - 1; i >= 0; i--) {
                 if (!red[i]) continue;
                 if (++idx[i] < x->shape[i]) break;
                 idx[i] = 0;
             }
         }
-        o[e] = acc;
+        o[e] = acc ? o[e] + sum : sum;
     }
 }
 
@@ -104,7 +107,7 @@ tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t) {
     switch (t->op) {
     case TG_OP_SUM:
         split3(x, t->pi[0], &outer, &n, &inner);
-        sum_axis(x->data, t->data, outer, n, inner, nt);
+        sum_axis(x->data, t->data, outer, n, inner, nt, false);
         return TG_OK;
     case TG_OP_SUM_TO: sum_to(t, x, nt); return TG_OK;
     case TG_OP_MAX: {

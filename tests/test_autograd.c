@@ -1,0 +1,102 @@
+/* Parameter gradients through the store: values against closed forms, accumulation over
+ * runs, and the planner's fused accumulation (a matmul / sum_to writing straight into the
+ * store's gradient) against the unfused path (forced by keeping the gradient tensor). */
+#include <stdlib.h>
+
+#include "core/tg-impl.h"
+#include "tg_check.h"
+
+static tg_backend *B;
+static void setup(void) { ck_assert_int_eq(tg_backend_cpu_new(2, &B), TG_OK); }
+static void teardown(void) { tg_backend_free(B); }
+
+enum { N = 5, I = 4, O = 3 };
+
+/* loss = sum((x W^T + b) * R): dW = R^T x, db = column sums of R */
+static void run_linear(tg_store *s, const float *x, const float *R, bool keep_grads, int runs) {
+    tg_graph *g = tg_graph_new();
+    int64_t sx[2] = {N, I}, sr[2] = {N, O};
+    tg_tensor *w = tg_param(g, s, "w"), *b = tg_param(g, s, "b");
+    tg_tensor *y = tg_add(tg_matmul(tg_input(g, TG_DTYPE_F32, 2, sx, x), w, false, true), b);
+    tg_tensor *loss = tg_sum_all(tg_mul(y, tg_input(g, TG_DTYPE_F32, 2, sr, R)));
+    ck_assert_int_eq(tg_backward(g, loss), TG_OK);
+    if (keep_grads) {
+        ck_assert_ptr_nonnull(tg_grad(g, w));
+        ck_assert_ptr_nonnull(tg_grad(g, b));
+    }
+    for (int r = 0; r < runs; r++) ck_assert_msg(tg_graph_run(g, B) == TG_OK, "%s", tg_error_message());
+    /* fused: the weight and bias gradients are not workspace tensors */
+    bool fused = false;
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->nodes[i]->flags & TG_TF_FUSED) fused = true;
+    ck_assert_int_eq(fused, !keep_grads);
+    tg_graph_free(g);
+}
+
+static tg_store *make_store(void) {
+    tg_store *s;
+    ck_assert_int_eq(tg_store_new(B, &s), TG_OK);
+    float w[O * I], b[O];
+    for (int i = 0; i < O * I; i++) w[i] = 0.1f * (float)(i - 5);
+    for (int i = 0; i < O; i++) b[i] = (float)i;
+    int64_t sw[2] = {O, I}, sb[1] = {O};
+    ck_assert_int_eq(tg_store_add(s, "w", 2, sw, w, true), TG_OK);
+    ck_assert_int_eq(tg_store_add(s, "b", 1, sb, b, true), TG_OK);
+    return s;
+}
+
+START_TEST(test_param_grads_closed_form_and_accumulation) {
+    float x[N * I], R[N * O];
+    for (int i = 0; i < N * I; i++) x[i] = (float)((i * 7) % 11) - 5.0f;
+    for (int i = 0; i < N * O; i++) R[i] = (float)((i * 3) % 5) - 2.0f;
+    for (int keep = 0; keep <= 1; keep++)
+        for (int runs = 1; runs <= 2; runs++) {
+            tg_store *s = make_store();
+            /* a non-zero starting gradient: accumulation must add to it */
+            float g0[O * I], gb0[O];
+            for (int i = 0; i < O * I; i++) g0[i] = 0.5f;
+            for (int i = 0; i < O; i++) gb0[i] = -1.0f;
+            ck_assert_int_eq(tg_store_write_grad(s, 0, g0, O * I), TG_OK);
+            ck_assert_int_eq(tg_store_write_grad(s, 1, gb0, O), TG_OK);
+            run_linear(s, x, R, keep, runs);
+            float gw[O * I], gb[O];
+            ck_assert_int_eq(tg_store_read_grad(s, 0, gw, O * I), TG_OK);
+            ck_assert_int_eq(tg_store_read_grad(s, 1, gb, O), TG_OK);
+            for (int o = 0; o < O; o++) {
+                double db = 0;
+                for (int n = 0; n < N; n++) db += R[n * O + o];
+                tg_assert_close(gb[o], gb0[o] + runs * db, 1e-5, 1e-6);
+                for (int i = 0; i < I; i++) {
+                    double dw = 0;
+                    for (int n = 0; n < N; n++) dw += R[n * O + o] * x[n * I + i];
+                    tg_assert_close(gw[o * I + i], g0[o * I + i] + runs * dw, 1e-4, 1e-6);
+                }
+            }
+            tg_store_free(s);
+        }
+}
+END_TEST
+
+/* a trainable parameter that the loss does not reach keeps a zero gradient */
+START_TEST(test_unused_param_gradient_stays_zero) {
+    tg_store *s = make_store();
+    int64_t su[1] = {7};
+    ck_assert_int_eq(tg_store_add(s, "unused", 1, su, NULL, true), TG_OK);
+    float x[N * I] = {1}, R[N * O] = {1};
+    run_linear(s, x, R, false, 1);
+    float gu[7];
+    ck_assert_int_eq(tg_store_read_grad(s, 2, gu, 7), TG_OK);
+    for (int i = 0; i < 7; i++) ck_assert(gu[i] == 0.0f);
+    tg_store_free(s);
+}
+END_TEST
+
+Suite *tg_test_suite(void) {
+    Suite *s = suite_create("autograd");
+    TCase *tc = tcase_create("params");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_param_grads_closed_form_and_accumulation);
+    tcase_add_test(tc, test_unused_param_gradient_stays_zero);
+    suite_add_tcase(s, tc);
+    return s;
+}
