@@ -3,6 +3,12 @@
 #ifndef TG_TOOLS_COMMANDS_H
 #define TG_TOOLS_COMMANDS_H
 
+int tg_cmd_prep(int argc, char **argv);
+int tg_cmd_train(int argc, char **argv);
 int tg_cmd_translate(int argc, char **argv);
+int tg_cmd_score(int argc, char **argv);
+int tg_cmd_eval(int argc, char **argv);
+int tg_cmd_inspect(int argc, char **argv);
+int tg_cmd_average(int argc, char **argv);
 
 #endif

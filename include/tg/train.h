@@ -1,0 +1,305 @@
+/* tgraph — training: learning-rate schedules, corpora and batching, the training loop, training
+ * state for bit-exact resumption, and checkpoint averaging (SPEC.md §1 "Training recipe").
+ *
+ * The pieces, bottom up:
+ *   tg_lr_*       learning rate as a function of the step (noam, constant, inverse-sqrt, cosine)
+ *   tg_lines_*    a text file read whole and validated (UTF-8, no empty lines)
+ *   tg_vocab_build / tg_corpus_*   vocabularies from text, and parallel corpora of token ids
+ *   tg_batcher_*  length-bucketed batches to a token budget, shuffled from a seed per epoch
+ *   tg_train_grad one gradient over k accumulated batches
+ *   tg_trainer_*  the loop: accumulation, clipping, schedule, dev evaluation, JSON-lines
+ *                 metrics, progress display, periodic checkpoints, stop on request, resume
+ *   tg_checkpoint_average   parameter mean of k checkpoints
+ *
+ * Reproducibility: with the same seed, data, configuration and thread count, a run is bit-exact,
+ * and a run stopped and resumed from its state file gives the same bits as one run straight. */
+#ifndef TG_TRAIN_H
+#define TG_TRAIN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tg/model.h"
+#include "tg/optim.h"
+#include "tg/rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- learning-rate schedules (train/schedule.c) ------------------------------------------- */
+
+typedef enum tg_lr_kind {
+    /* Vaswani et al.: factor · d^-0.5 · min(step^-0.5, step · warmup^-1.5) */
+    TG_LR_NOAM = 0,
+    /* lr, after a linear warmup lr · step / warmup when warmup > 0 */
+    TG_LR_CONSTANT,
+    /* fairseq's inverse_sqrt: lr · step / warmup during warmup, then lr · sqrt(warmup / step)
+     * (with warmup 0: lr / sqrt(step)) */
+    TG_LR_INVERSE_SQRT,
+    /* linear warmup to lr, then min_lr + (lr - min_lr) · (1 + cos(π · t)) / 2 with
+     * t = (step - warmup) / (total_steps - warmup), min_lr after total_steps */
+    TG_LR_COSINE,
+} tg_lr_kind;
+
+typedef struct tg_lr_schedule {
+    tg_lr_kind kind;
+    double lr;           /* peak / base rate (all but noam) */
+    double factor;       /* noam's factor (the paper: 1) */
+    int64_t d_model;     /* noam's d */
+    int64_t warmup;      /* warmup steps (noam needs >= 1) */
+    int64_t total_steps; /* cosine: the step where the rate reaches min_lr */
+    double min_lr;       /* cosine floor */
+} tg_lr_schedule;
+
+/* The paper's schedule: noam, factor 1, warmup 4000, for d_model d. */
+tg_lr_schedule tg_lr_schedule_default(int64_t d_model);
+/* Check a schedule's fields; the message names the first bad one. */
+tg_status tg_lr_schedule_check(const tg_lr_schedule *s);
+/* The learning rate of step `step` (counted from 1; step < 1 is treated as 1). */
+double tg_lr_at(const tg_lr_schedule *s, int64_t step);
+/* "noam", "constant", "inverse_sqrt", "cosine"; parse accepts '-' for '_' too. */
+const char *tg_lr_kind_name(tg_lr_kind k);
+tg_status tg_lr_kind_parse(const char *name, tg_lr_kind *out);
+
+/* ---- text files (train/data.c) ------------------------------------------------------------- */
+
+/* The lines of a text file, without their '\n' (and a '\r' before it). */
+typedef struct tg_lines {
+    int64_t n;
+    char **line; /* n pointers into one buffer */
+    char *buf;
+    char *path; /* copy of the path, for messages */
+} tg_lines;
+
+/* Read a whole file. Every line must be valid UTF-8 without NUL bytes; unless allow_empty, a
+ * line that is empty or only white space is an error. Errors name the file and the line (and
+ * the byte for bad UTF-8): "'a.src' line 3: empty line". On success *out owns the memory
+ * (tg_lines_free); on failure *out is zeroed. */
+tg_status tg_lines_read(const char *path, bool allow_empty, tg_lines *out);
+void tg_lines_free(tg_lines *l);
+/* Both files must have the same number of lines: "'a.src' has 10 lines but 'a.tgt' has 9". */
+tg_status tg_lines_check_parallel(const tg_lines *a, const tg_lines *b);
+
+/* ---- tokenisation and vocabularies ---- */
+
+/* Tokens of a line: runs of non-white-space (words), or with chars = true every Unicode
+ * character, where each run of white space between characters becomes the token "▁" (U+2581,
+ * as sentencepiece writes a space). */
+typedef struct tg_text_options {
+    bool chars;
+} tg_text_options;
+
+/* Split line into tokens: *toks (malloc'ed array of malloc'ed strings; free with
+ * tg_tokens_free) and their count *n. The line must be valid UTF-8. */
+tg_status tg_tokenize(const char *line, const tg_text_options *opt, char ***toks, int64_t *n);
+void tg_tokens_free(char **toks, int64_t n);
+
+/* A vocabulary of every token that occurs at least min_count (>= 1) times in the given texts
+ * (one or more files: two for a joint vocabulary), after the four specials, ordered by
+ * descending count and then by byte order (so it does not depend on the order of lines).
+ * max_size > 0 keeps only the most frequent max_size - 4 tokens. *out is owned by the caller. */
+tg_status tg_vocab_build(const tg_lines *const *texts, int ntexts, const tg_text_options *opt,
+                         int64_t min_count, int64_t max_size, tg_vocab **out);
+/* Write a vocabulary as one token per line (the specials included, index = id), atomically;
+ * read one back (the first four lines must be the specials). */
+tg_status tg_vocab_save(const tg_vocab *v, const char *path);
+tg_status tg_vocab_read(const char *path, tg_vocab **out);
+
+/* ---- parallel corpora of token ids ---- */
+
+typedef struct tg_corpus tg_corpus;
+
+typedef struct tg_corpus_options {
+    tg_text_options text;
+    /* Longest sentence the model takes, in tokens including </s> (tg_model_config.max_len).
+     * 0 = no limit. */
+    int64_t max_len;
+    /* A longer sentence pair is skipped and counted (training) or is an error naming the line
+     * (scoring). */
+    bool skip_long;
+} tg_corpus_options;
+
+/* Encode parallel lines with the vocabularies (unknown tokens -> <unk>). src and tgt must have
+ * the same line count (else the tg_lines_check_parallel error). tgt may be NULL for a
+ * source-only corpus. The vocabularies are borrowed for the call only. *out is owned by the
+ * caller (tg_corpus_free). */
+tg_status tg_corpus_new(const tg_lines *src, const tg_lines *tgt, const tg_vocab *src_vocab,
+                        const tg_vocab *tgt_vocab, const tg_corpus_options *opt, tg_corpus **out);
+/* A corpus from token ids already encoded (without specials), copied: for tests and synthetic
+ * tasks. tgt and tgt_n may be NULL. */
+tg_status tg_corpus_from_ids(int64_t n, const int32_t *const *src, const int64_t *src_n,
+                             const int32_t *const *tgt, const int64_t *tgt_n, tg_corpus **out);
+void tg_corpus_free(tg_corpus *c);
+/* Number of sentence pairs kept, and of pairs skipped as too long. */
+int64_t tg_corpus_size(const tg_corpus *c);
+int64_t tg_corpus_skipped(const tg_corpus *c);
+/* Line number (1-based, in the input files) of kept pair i. */
+int64_t tg_corpus_line(const tg_corpus *c, int64_t i);
+/* Ids of pair i (without specials), owned by the corpus; *n gets the length. tgt is NULL for a
+ * source-only corpus. */
+const int32_t *tg_corpus_src(const tg_corpus *c, int64_t i, int64_t *n);
+const int32_t *tg_corpus_tgt(const tg_corpus *c, int64_t i, int64_t *n);
+/* A 64-bit fingerprint of the ids (FNV-1a), to check on resume that the data are the same. */
+uint64_t tg_corpus_hash(const tg_corpus *c);
+/* Build the batch of pairs idx[0..n) (tg_batch_build; free with tg_batch_free). */
+tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_batch *out);
+
+typedef struct tg_corpus_stats {
+    int64_t pairs;
+    int64_t src_tokens, tgt_tokens; /* without </s> */
+    int64_t src_max, tgt_max;       /* longest sentence, without </s> */
+    double src_mean, tgt_mean;      /* mean tokens per sentence, without </s> (+1 with it) */
+    /* n̄ of SPEC §2.4: mean tokens per sequence over both sides pooled, without </s>
+     * (source-only corpus: the source mean) */
+    double mean_len;
+} tg_corpus_stats;
+void tg_corpus_stats_get(const tg_corpus *c, tg_corpus_stats *out);
+
+/* ---- batching ---- */
+
+typedef struct tg_batcher tg_batcher;
+
+/* Batches of corpus c (borrowed; must outlive the batcher). Each epoch: the pair indices are
+ * shuffled with an RNG seeded from (seed, epoch) (when shuffle is true), stably sorted by
+ * (source length, target length), cut greedily into batches whose padded size
+ * B · (S + T) (S, T the longest source/target in the batch, </s> and <s> included) stays within
+ * max_tokens — a pair alone over the budget forms a batch of its own — and the batch order is
+ * shuffled. Without shuffle, pairs keep their order within a length and the batches come in
+ * length order. Every pair is in exactly one batch per epoch; the epoch's batches depend only
+ * on (seed, epoch), so a position (epoch, index) is the whole state. */
+tg_status tg_batcher_new(const tg_corpus *c, int64_t max_tokens, uint64_t seed, bool shuffle,
+                         tg_batcher **out);
+void tg_batcher_free(tg_batcher *b);
+/* The next batch (moving to the next epoch after the last batch of one). *out is owned by the
+ * caller (tg_batch_free). */
+tg_status tg_batcher_next(tg_batcher *b, tg_batch *out);
+/* Pair indices of the batch last returned (owned by the batcher, valid until the next call). */
+const int64_t *tg_batcher_last(const tg_batcher *b, int64_t *n);
+/* Current position: completed epochs and the index of the next batch within the epoch. */
+int64_t tg_batcher_epoch(const tg_batcher *b);
+int64_t tg_batcher_index(const tg_batcher *b);
+/* Number of batches of an epoch (the same for every epoch). */
+int64_t tg_batcher_count(const tg_batcher *b);
+/* Jump to a position (for resuming). */
+tg_status tg_batcher_seek(tg_batcher *b, int64_t epoch, int64_t index);
+
+/* ---- one gradient over accumulated batches (train/trainer.c) ------------------------------ */
+
+typedef struct tg_grad_info {
+    double loss;        /* label-smoothed loss, mean over the k batches' target tokens */
+    double nll;         /* the same without smoothing (cross-entropy per token) */
+    int64_t src_tokens; /* non-pad tokens of the k batches */
+    int64_t tgt_tokens;
+    int64_t sentences;
+} tg_grad_info;
+
+/* Add to the store's gradients d(L)/dθ with L = Σ_b Σ_tokens loss / Σ_b tgt_tokens over the k
+ * batches: the gradient of one batch holding all k (the mean over every target token), so k
+ * accumulated half-batches equal one full batch up to float rounding. Gradients are not zeroed
+ * first. Batch b runs with dropout seed seeds[b] (seeds may be NULL: seed 0); training mode
+ * (dropout on) when `training`. Batches and seeds are borrowed. */
+tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k,
+                        const uint64_t *seeds, bool training, tg_grad_info *info);
+
+/* Loss over a whole corpus, dropout off, no gradients: label-smoothed loss and NLL per target
+ * token (perplexity = exp(nll)). Batches of max_tokens as tg_batcher without shuffling. */
+typedef struct tg_eval_info {
+    double loss, nll, ppl;
+    int64_t tgt_tokens, sentences;
+} tg_eval_info;
+tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out);
+
+/* ---- the training loop ---- */
+
+typedef enum tg_progress_mode {
+    TG_PROGRESS_AUTO = 0, /* a bar when the log stream is a terminal, else plain lines */
+    TG_PROGRESS_BAR,
+    TG_PROGRESS_LINES,
+    TG_PROGRESS_NONE,
+} tg_progress_mode;
+
+typedef struct tg_train_config {
+    tg_optim_config optim; /* SPEC §1: Adam 0.9 / 0.98 / 1e-9 */
+    tg_lr_schedule lr;
+    int64_t max_tokens;    /* token budget of one batch (padded source + target tokens) */
+    int64_t accum;         /* batches accumulated per optimizer step (>= 1) */
+    double clip;           /* global gradient-norm clipping threshold, 0 = off */
+    /* Stop conditions, 0 = unlimited (at least one of the three must be set). */
+    int64_t max_steps;
+    int64_t max_epochs;
+    double max_minutes;
+    uint64_t seed;         /* data order and dropout (the model's init seed is separate) */
+    bool shuffle;          /* default true */
+    int64_t eval_interval; /* steps between dev evaluations (0: only at the end) */
+    int64_t save_interval; /* steps between checkpoints (0: only at the end) */
+    int64_t log_interval;  /* steps between metrics lines (>= 1) */
+    int64_t keep_checkpoints; /* also keep the last N checkpoints as checkpoint-<step>.safetensors */
+    const char *out_dir;   /* model.safetensors, state.safetensors, metrics.jsonl; NULL = no files */
+    FILE *log;             /* progress output (NULL: stderr) */
+    tg_progress_mode progress;
+} tg_train_config;
+
+/* Defaults: SPEC §1's Adam and noam schedule (d_model from the model when 0), 4096 tokens,
+ * accum 1, no clipping, seed 1, shuffle, log every 100 steps, no limits set. */
+tg_train_config tg_train_config_default(void);
+tg_status tg_train_config_check(const tg_train_config *c);
+/* The configuration as compact JSON (stored in the state file); *out malloc'ed, caller frees. */
+tg_status tg_train_config_json(const tg_train_config *c, char **out);
+
+typedef struct tg_trainer tg_trainer;
+
+/* A trainer of model m (borrowed) on corpus train (borrowed; dev may be NULL). The optimizer
+ * state is created here. cfg is copied (out_dir and log are borrowed). */
+tg_status tg_trainer_new(tg_model *m, const tg_corpus *train, const tg_corpus *dev,
+                         const tg_train_config *cfg, tg_trainer **out);
+void tg_trainer_free(tg_trainer *t);
+
+typedef struct tg_step_info {
+    int64_t step;    /* optimizer steps done, this one included */
+    int64_t epoch;   /* completed epochs */
+    double lr;
+    double grad_norm; /* before clipping */
+    tg_grad_info grad;
+} tg_step_info;
+
+/* One optimizer step: k = accum batches, gradient, clipping, lr of the new step, update. */
+tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info);
+
+/* Steps until a stop condition or until *stop (may be NULL; set it from a signal handler)
+ * becomes non-zero; evaluates, logs and saves on the way and saves at the end (when out_dir
+ * is set). Returns TG_ERR_INTERRUPTED after saving when stopped through the flag. */
+tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop);
+
+/* Evaluate on the dev corpus (TG_ERR_STATE if there is none); appends a metrics line. */
+tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out);
+
+/* Write the model checkpoint and then the training state (train/state.c), each atomically:
+ * dir/model.safetensors and dir/state.safetensors. */
+tg_status tg_trainer_save(tg_trainer *t, const char *dir);
+/* Restore the training state written by tg_trainer_save into a trainer built on the same data
+ * with the model loaded from the same directory: optimizer moments and step count, batch
+ * position, RNG. Checks that the model and the data are those of the saved run. */
+tg_status tg_trainer_load_state(tg_trainer *t, const char *state_path);
+
+/* Extra metadata for the state file (key and value copied; e.g. the tool's options, so that a
+ * resumed run can restore them). Keys "format", "state" and "train_config" are reserved. */
+tg_status tg_trainer_set_metadata(tg_trainer *t, const char *key, const char *value);
+
+int64_t tg_trainer_steps(const tg_trainer *t);
+int64_t tg_trainer_epoch(const tg_trainer *t);
+tg_model *tg_trainer_model(tg_trainer *t);
+
+/* ---- checkpoint averaging (train/average.c) ----------------------------------------------- */
+
+/* out = element-wise mean of the parameters of the k >= 1 checkpoints paths[0..k) (accumulated
+ * in double), which must have the same configuration, vocabularies, names and shapes; the
+ * first one's metadata is kept. Written atomically. */
+tg_status tg_checkpoint_average(const char *const *paths, int64_t k, const char *out_path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

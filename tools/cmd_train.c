@@ -1,0 +1,498 @@
+/* `tg train`: train a Transformer on a parallel corpus (SPEC.md §1 training recipe).
+ *
+ * Writes into --out DIR: model.safetensors (the SPEC §4 checkpoint), state.safetensors (optimizer
+ * moments, position in the data, RNG: `--resume` continues bit-exactly) and metrics.jsonl (one
+ * JSON object per line: train / dev / end events), each checkpoint written atomically.
+ *
+ * Order of work, so that bad input leaves no files behind: parse and check every option, read
+ * and check every data file (UTF-8, no empty lines, parallel line counts), build the vocabularies
+ * and the model configuration, and only then create DIR and train. Option precedence: command
+ * line, then --config FILE (JSON), then (with --resume) the options the resumed run stored, then
+ * the defaults. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tg/json.h"
+#include "tg/safetensors.h"
+#include "tg/train.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+static const char SYNOPSIS[] =
+    "--train-src FILE --train-tgt FILE [--dev-src FILE --dev-tgt FILE] --out DIR\n"
+    "                (--steps N | --epochs N | --minutes M) [model and training options] [--config FILE] [--resume]";
+static const char DESCRIPTION[] =
+    "Train an encoder-decoder Transformer. Writes DIR/model.safetensors, DIR/state.safetensors and\n"
+    "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
+    "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
+    "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).";
+
+static volatile sig_atomic_t stop_flag = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_flag = 1;
+}
+
+typedef struct {
+    /* data */
+    const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
+    bool joint, chars, resume, overwrite;
+    int64_t min_count, max_vocab;
+    /* model */
+    int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len;
+    const char *attention, *norm, *pos, *activation;
+    bool interacting_literal, share_embeddings, tie_output;
+    double dropout, attn_dropout, ffn_dropout, label_smoothing;
+    /* training */
+    const char *optimizer, *schedule, *progress, *backend;
+    double beta1, beta2, eps, weight_decay, momentum, lr, factor, min_lr, clip, minutes;
+    int64_t warmup, max_tokens, accum, steps, epochs, seed, eval_interval, save_interval, log_interval, keep, threads;
+    bool shuffle;
+} train_opts;
+
+#define MODEL_OPTION_NAMES                                                                                      \
+    "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal",     \
+        "norm", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", "ffn-dropout", \
+        "label-smoothing", "max-len", "joint", "chars", "min-count", "max-vocab", "src-vocab", "tgt-vocab"
+
+static void defaults(train_opts *o) {
+    memset(o, 0, sizeof *o);
+    tg_model_config m = tg_model_config_default();
+    o->d_model = m.d_model;
+    o->heads = m.heads;
+    o->enc_layers = m.enc_layers;
+    o->dec_layers = m.dec_layers;
+    o->d_ff = m.d_ff;
+    o->max_len = m.max_len;
+    o->attention = "mha";
+    o->norm = "post";
+    o->pos = "sinusoidal";
+    o->activation = "relu";
+    o->tie_output = true;
+    o->dropout = m.dropout;
+    o->attn_dropout = m.attn_dropout;
+    o->ffn_dropout = m.ffn_dropout;
+    o->label_smoothing = m.label_smoothing;
+    tg_train_config t = tg_train_config_default();
+    o->optimizer = "adam";
+    o->beta1 = t.optim.beta1;
+    o->beta2 = t.optim.beta2;
+    o->eps = 1e-9; /* t.optim.eps is a float */
+    o->momentum = t.optim.momentum;
+    o->schedule = "noam";
+    o->lr = 1e-3;
+    o->factor = 1.0;
+    o->warmup = 4000;
+    o->max_tokens = t.max_tokens;
+    o->accum = 1;
+    o->seed = 1;
+    o->shuffle = true;
+    o->log_interval = t.log_interval;
+    o->progress = "auto";
+    o->backend = "cpu";
+    o->min_count = 1;
+}
+
+/* The option table over *o; returns the number of entries written (opts has room for 80). */
+static void table(train_opts *o, tg_opt *t) {
+    const double BIG = 1e15;
+    tg_opt v[] = {
+        {"train-src", TG_OPT_STRING, &o->train_src, 0, 0, NULL, "FILE", "training source sentences (required)", 0, 0},
+        {"train-tgt", TG_OPT_STRING, &o->train_tgt, 0, 0, NULL, "FILE", "training target sentences (required)", 0, 0},
+        {"dev-src", TG_OPT_STRING, &o->dev_src, 0, 0, NULL, "FILE", "dev source sentences (loss at intervals)", 0, 0},
+        {"dev-tgt", TG_OPT_STRING, &o->dev_tgt, 0, 0, NULL, "FILE", "dev target sentences", 0, 0},
+        {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
+        {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
+        {"resume", TG_OPT_BOOL, &o->resume, 0, 0, NULL, NULL, "continue the run saved in --out", 0, 0},
+        {"overwrite", TG_OPT_BOOL, &o->overwrite, 0, 0, NULL, NULL, "start anew even if --out holds a model", 0, 0},
+        {"joint", TG_OPT_BOOL, &o->joint, 0, 0, NULL, NULL, "one vocabulary for both sides", 0, 0},
+        {"chars", TG_OPT_BOOL, &o->chars, 0, 0, NULL, NULL, "tokens are characters", 0, 0},
+        {"min-count", TG_OPT_INT, &o->min_count, 1, 1e9, NULL, "N", "vocabulary: tokens seen >= N times", 0, 0},
+        {"max-vocab", TG_OPT_INT, &o->max_vocab, 0, 1e9, NULL, "N", "vocabulary: at most N entries (0: all)", 0, 0},
+        {"src-vocab", TG_OPT_STRING, &o->src_vocab, 0, 0, NULL, "FILE", "source vocabulary from tg prep --out", 0, 0},
+        {"tgt-vocab", TG_OPT_STRING, &o->tgt_vocab, 0, 0, NULL, "FILE", "target vocabulary from tg prep --out", 0, 0},
+        {"d-model", TG_OPT_INT, &o->d_model, 1, 65536, NULL, "D", "model width", 0, 0},
+        {"heads", TG_OPT_INT, &o->heads, 1, 1024, NULL, "H", "attention heads", 0, 0},
+        {"enc-layers", TG_OPT_INT, &o->enc_layers, 0, 256, NULL, "N", "encoder layers", 0, 0},
+        {"dec-layers", TG_OPT_INT, &o->dec_layers, 1, 256, NULL, "N", "decoder layers", 0, 0},
+        {"d-ff", TG_OPT_INT, &o->d_ff, 1, 1 << 20, NULL, "N", "feed-forward width", 0, 0},
+        {"attention", TG_OPT_CHOICE, &o->attention, 0, 0, "mha|fixed_head|talking_heads|interacting|interacting_pairwise",
+         NULL, "attention variant (SPEC.md 2)", 0, 0},
+        {"head-dim", TG_OPT_INT, &o->head_dim, 0, 65536, NULL, "N", "fixed_head: per-head width (0: d/h)", 0, 0},
+        {"interacting-literal", TG_OPT_BOOL, &o->interacting_literal, 0, 0, NULL, NULL,
+         "interacting: the paper's all-pairs form", 0, 0},
+        {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
+        {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned", NULL, "positional encoding", 0, 0},
+        {"share-embeddings", TG_OPT_BOOL, &o->share_embeddings, 0, 0, NULL, NULL,
+         "one table for source, target and output (unset: as --joint)", 0, 0},
+        {"tie-output", TG_OPT_BOOL, &o->tie_output, 0, 0, NULL, NULL, "output projection = target embedding", 0, 0},
+        {"activation", TG_OPT_CHOICE, &o->activation, 0, 0, "relu|gelu", NULL, "feed-forward activation", 0, 0},
+        {"dropout", TG_OPT_FLOAT, &o->dropout, 0, 0.99, NULL, "P", "dropout", 0, 0},
+        {"attn-dropout", TG_OPT_FLOAT, &o->attn_dropout, 0, 0.99, NULL, "P", "attention dropout (unset: as --dropout)", 0, 0},
+        {"ffn-dropout", TG_OPT_FLOAT, &o->ffn_dropout, 0, 0.99, NULL, "P", "dropout on the FFN hidden layer", 0, 0},
+        {"label-smoothing", TG_OPT_FLOAT, &o->label_smoothing, 0, 0.99, NULL, "E", "label smoothing", 0, 0},
+        {"max-len", TG_OPT_INT, &o->max_len, 2, 1 << 20, NULL, "N",
+         "longest sequence incl. </s>; longer training pairs are skipped", 0, 0},
+        {"optimizer", TG_OPT_CHOICE, &o->optimizer, 0, 0, "adam|adamw|sgd", NULL, "optimizer", 0, 0},
+        {"beta1", TG_OPT_FLOAT, &o->beta1, 0, 0.999999, NULL, "B", "Adam beta1", 0, 0},
+        {"beta2", TG_OPT_FLOAT, &o->beta2, 0, 0.999999, NULL, "B", "Adam beta2", 0, 0},
+        {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E", "Adam epsilon", 0, 0},
+        {"weight-decay", TG_OPT_FLOAT, &o->weight_decay, 0, 10, NULL, "W",
+         "weight decay (AdamW: decoupled; default 0, 0.01 with adamw)", 0, 0},
+        {"momentum", TG_OPT_FLOAT, &o->momentum, 0, 0.999999, NULL, "M", "SGD momentum", 0, 0},
+        {"schedule", TG_OPT_CHOICE, &o->schedule, 0, 0, "noam|constant|inverse_sqrt|inverse-sqrt|cosine", NULL,
+         "learning-rate schedule", 0, 0},
+        {"lr", TG_OPT_FLOAT, &o->lr, 1e-12, 100, NULL, "LR", "peak learning rate (all schedules but noam)", 0, 0},
+        {"factor", TG_OPT_FLOAT, &o->factor, 1e-12, 1e6, NULL, "F", "noam factor", 0, 0},
+        {"warmup", TG_OPT_INT, &o->warmup, 0, BIG, NULL, "N", "warmup steps", 0, 0},
+        {"min-lr", TG_OPT_FLOAT, &o->min_lr, 0, 100, NULL, "LR", "cosine: final learning rate", 0, 0},
+        {"max-tokens", TG_OPT_INT, &o->max_tokens, 1, BIG, NULL, "N",
+         "token budget per batch (padded source + target tokens)", 0, 0},
+        {"accum", TG_OPT_INT, &o->accum, 1, 65536, NULL, "K", "batches accumulated per step", 0, 0},
+        {"clip", TG_OPT_FLOAT, &o->clip, 0, 1e9, NULL, "C", "gradient-norm clipping (0: off)", 0, 0},
+        {"steps", TG_OPT_INT, &o->steps, 0, BIG, NULL, "N", "stop after N optimizer steps in total", 0, 0},
+        {"epochs", TG_OPT_INT, &o->epochs, 0, 1e9, NULL, "N", "stop after N epochs", 0, 0},
+        {"minutes", TG_OPT_FLOAT, &o->minutes, 0, 1e9, NULL, "M", "stop after M minutes of training in total", 0, 0},
+        {"seed", TG_OPT_INT, &o->seed, 0, 9007199254740992.0, NULL, "S", "initialisation, data order, dropout", 0, 0},
+        {"shuffle", TG_OPT_BOOL, &o->shuffle, 0, 0, NULL, NULL, "shuffle the data every epoch", 0, 0},
+        {"eval-interval", TG_OPT_INT, &o->eval_interval, 0, BIG, NULL, "N", "dev loss every N steps (0: at the end)", 0, 0},
+        {"save-interval", TG_OPT_INT, &o->save_interval, 0, BIG, NULL, "N", "checkpoint every N steps (0: at the end)", 0, 0},
+        {"log-interval", TG_OPT_INT, &o->log_interval, 1, BIG, NULL, "N", "metrics line every N steps", 0, 0},
+        {"keep-checkpoints", TG_OPT_INT, &o->keep, 0, 1e6, NULL, "N",
+         "also keep the last N checkpoints as checkpoint-STEP.safetensors (for tg average)", 0, 0},
+        {"threads", TG_OPT_INT, &o->threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
+        {"backend", TG_OPT_CHOICE, &o->backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        {"progress", TG_OPT_CHOICE, &o->progress, 0, 0, "auto|bar|lines|none", NULL,
+         "progress display on stderr (auto: a bar on a terminal)", 0, 0},
+        {0},
+    };
+    memcpy(t, v, sizeof v);
+}
+
+static bool file_exists(const char *dir, const char *name) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* Model configuration from the options; vocab sizes filled later. */
+static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_model_config *c) {
+    *c = tg_model_config_default();
+    c->d_model = o->d_model;
+    c->heads = o->heads;
+    c->enc_layers = o->enc_layers;
+    c->dec_layers = o->dec_layers;
+    c->d_ff = o->d_ff;
+    c->head_dim = o->head_dim;
+    c->max_len = o->max_len;
+    if (tg_attn_kind_parse(o->attention, &c->attention) != TG_OK)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+    c->interacting_literal = o->interacting_literal;
+    c->pre_norm = !strcmp(o->norm, "pre");
+    c->learned_pos = !strcmp(o->pos, "learned");
+    c->gelu = !strcmp(o->activation, "gelu");
+    c->share_embeddings = tg_cli_find(t, "share-embeddings")->set ? o->share_embeddings : o->joint;
+    c->tie_output = o->tie_output;
+    c->dropout = (float)o->dropout;
+    c->attn_dropout = (float)(tg_cli_find(t, "attn-dropout")->set ? o->attn_dropout : o->dropout);
+    c->ffn_dropout = (float)o->ffn_dropout;
+    c->label_smoothing = (float)o->label_smoothing;
+    if (c->share_embeddings && !o->joint)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
+    if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--head-dim applies to --attention fixed_head only");
+    tg_model_config chk = *c;
+    chk.src_vocab = chk.tgt_vocab = 5; /* the sizes are checked once the vocabularies exist */
+    if (tg_model_config_check(&chk) != TG_OK) return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+    return 0;
+}
+
+static int train_config(const char *cmd, const train_opts *o, tg_opt *t, tg_train_config *c) {
+    *c = tg_train_config_default();
+    c->optim = tg_optim_defaults(!strcmp(o->optimizer, "adamw") ? TG_OPTIM_ADAMW
+                                 : !strcmp(o->optimizer, "sgd") ? TG_OPTIM_SGD
+                                                                : TG_OPTIM_ADAM);
+    c->optim.beta1 = (float)o->beta1;
+    c->optim.beta2 = (float)o->beta2;
+    c->optim.eps = (float)o->eps;
+    c->optim.momentum = (float)o->momentum;
+    if (tg_cli_find(t, "weight-decay")->set) c->optim.weight_decay = (float)o->weight_decay;
+    if (tg_lr_kind_parse(o->schedule, &c->lr.kind) != TG_OK)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+    c->lr.lr = o->lr;
+    c->lr.factor = o->factor;
+    c->lr.warmup = o->warmup;
+    c->lr.min_lr = o->min_lr;
+    c->lr.d_model = o->d_model;
+    c->lr.total_steps = o->steps;
+    c->max_tokens = o->max_tokens;
+    c->accum = o->accum;
+    c->clip = o->clip;
+    c->max_steps = o->steps;
+    c->max_epochs = o->epochs;
+    c->max_minutes = o->minutes;
+    c->seed = (uint64_t)o->seed;
+    c->shuffle = o->shuffle;
+    c->eval_interval = o->eval_interval;
+    c->save_interval = o->save_interval;
+    c->log_interval = o->log_interval;
+    c->keep_checkpoints = o->keep;
+    c->out_dir = o->out;
+    c->progress = !strcmp(o->progress, "bar")     ? TG_PROGRESS_BAR
+                  : !strcmp(o->progress, "lines") ? TG_PROGRESS_LINES
+                  : !strcmp(o->progress, "none")  ? TG_PROGRESS_NONE
+                                                  : TG_PROGRESS_AUTO;
+    if (c->max_steps == 0 && c->max_epochs == 0 && c->max_minutes == 0.0)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "no stop condition: give --steps, --epochs or --minutes");
+    if (c->lr.kind == TG_LR_COSINE && c->max_steps == 0)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--schedule cosine needs --steps (its length)");
+    if (c->lr.kind == TG_LR_NOAM && c->lr.warmup < 1)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--schedule noam needs --warmup >= 1");
+    if (c->lr.kind == TG_LR_COSINE && c->lr.min_lr > c->lr.lr)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--min-lr %g exceeds --lr %g", c->lr.min_lr, c->lr.lr);
+    if (tg_train_config_check(c) != TG_OK) return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+    return 0;
+}
+
+/* Vocabularies for a new run: from files, or built from the training data. */
+static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_lines *lt, tg_vocab **sv,
+                             tg_vocab **tv) {
+    tg_text_options to = {.chars = o->chars};
+    const tg_lines *both[2] = {ls, lt}, *tl[1] = {lt};
+    tg_status st = TG_OK;
+    *sv = *tv = NULL;
+    if (o->src_vocab) st = tg_vocab_read(o->src_vocab, sv);
+    else st = tg_vocab_build(both, o->joint ? 2 : 1, &to, o->min_count, o->max_vocab, sv);
+    if (st) return st;
+    if (o->joint) {
+        *tv = *sv;
+        return TG_OK;
+    }
+    if (o->tgt_vocab) st = tg_vocab_read(o->tgt_vocab, tv);
+    else st = tg_vocab_build(tl, 1, &to, o->min_count, o->max_vocab, tv);
+    return st;
+}
+
+/* Options the resumed run stored in its state file, applied where the command line is silent. */
+static int restore_options(const char *cmd, tg_opt *t, const char *state_path, tg_json **keep) {
+    tg_st_file *f;
+    if (tg_st_open(state_path, &f) != TG_OK)
+        return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "cannot resume: %s", tg_error_message());
+    const char *js = tg_st_metadata(f, "tool_options");
+    int rc = 0;
+    if (!js) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "cannot resume: '%s' has no stored tg options", state_path);
+    else if (tg_cli_apply_json(cmd, t, js, strlen(js), state_path, false, keep))
+        rc = TG_EXIT_RUNTIME;
+    tg_st_close(f);
+    return rc;
+}
+
+int tg_cmd_train(int argc, char **argv) {
+    const char *cmd = "train";
+    train_opts o;
+    defaults(&o);
+    tg_opt t[80];
+    table(&o, t);
+    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    int rc = tg_cli_parse(cmd, t, argc, argv, NULL, 0, NULL);
+    if (rc == TG_CLI_HELP) return TG_EXIT_OK;
+    if (rc) return TG_EXIT_USAGE;
+
+    tg_json *cfg_json = NULL, *state_json = NULL;
+    char *cfg_text = NULL, state_path[4096] = "", model_path[4096] = "";
+    tg_lines ls = {0}, lt = {0}, ds = {0}, dt = {0};
+    tg_vocab *sv = NULL, *tv = NULL;
+    tg_model *m = NULL;
+    tg_backend *be = NULL;
+    tg_corpus *train = NULL, *dev = NULL;
+    tg_trainer *tr = NULL;
+    char *opts_json = NULL;
+    bool created_dir = false;
+    tg_status st = TG_OK;
+    rc = TG_EXIT_OK;
+
+    if (o.config) {
+        size_t len;
+        if (!(cfg_text = tg_cli_read_file(o.config, &len))) {
+            rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "cannot read config '%s': %s", o.config, strerror(errno));
+            goto done;
+        }
+        if (tg_cli_apply_json(cmd, t, cfg_text, len, o.config, true, &cfg_json)) {
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (!o.out) {
+        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--out DIR is required (see tg train --help)");
+        goto done;
+    }
+    snprintf(state_path, sizeof state_path, "%s/state.safetensors", o.out);
+    snprintf(model_path, sizeof model_path, "%s/model.safetensors", o.out);
+    if (o.resume) {
+        if ((rc = restore_options(cmd, t, state_path, &state_json))) goto done;
+        static const char *model_opts[] = {MODEL_OPTION_NAMES};
+        for (size_t i = 0; i < sizeof model_opts / sizeof *model_opts; i++)
+            if (tg_cli_find(t, model_opts[i])->on_cli)
+                fprintf(stderr, "tg train: warning: --%s is ignored with --resume (the model and its vocabularies "
+                                "come from the checkpoint)\n", model_opts[i]);
+    }
+    if (!o.train_src || !o.train_tgt) {
+        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--train-src and --train-tgt are required (see tg train --help)");
+        goto done;
+    }
+    if (!o.dev_src != !o.dev_tgt) {
+        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--dev-src and --dev-tgt go together");
+        goto done;
+    }
+    if (o.resume && o.overwrite) {
+        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--resume and --overwrite exclude each other");
+        goto done;
+    }
+    if (o.joint && o.tgt_vocab) {
+        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--joint takes one vocabulary: give --src-vocab only");
+        goto done;
+    }
+    tg_model_config mc;
+    tg_train_config tc;
+    if ((rc = model_config(cmd, &o, t, &mc)) || (rc = train_config(cmd, &o, t, &tc))) goto done;
+    if (!o.resume && !o.overwrite && (file_exists(o.out, "model.safetensors") || file_exists(o.out, "state.safetensors"))) {
+        rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME,
+                         "'%s' already holds a model: continue it with --resume or start anew with --overwrite", o.out);
+        goto done;
+    }
+
+    /* data: read and check everything before writing anything */
+    st = tg_lines_read(o.train_src, false, &ls);
+    if (st == TG_OK) st = tg_lines_read(o.train_tgt, false, &lt);
+    if (st == TG_OK) st = tg_lines_check_parallel(&ls, &lt);
+    if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_src, false, &ds);
+    if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_tgt, false, &dt);
+    if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
+    if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
+    if (st) goto done;
+    st = !strcmp(o.backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)o.threads, &be);
+    if (st) goto done;
+    if (o.resume) {
+        st = tg_model_load(model_path, be, &m);
+        if (st) {
+            st = tg_error_prefix(st, "cannot resume");
+            goto done;
+        }
+        mc = *tg_model_cfg(m);
+    } else {
+        st = make_vocabs(&o, &ls, &lt, &sv, &tv);
+        if (st) goto done;
+        mc.src_vocab = tg_vocab_size(sv);
+        mc.tgt_vocab = tg_vocab_size(tv);
+        if (tg_model_config_check(&mc) != TG_OK) {
+            st = tg_error_prefix(TG_ERR_INVALID, "vocabulary");
+            goto done;
+        }
+    }
+    const tg_vocab *vs = m ? tg_model_src_vocab(m) : sv, *vt = m ? tg_model_tgt_vocab(m) : tv;
+    tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
+    st = tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
+    if (st == TG_OK && o.dev_src) st = tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    if (st) goto done;
+    if (tg_corpus_size(train) == 0) {
+        st = tg_error_set(TG_ERR_INVALID, "every training pair is longer than --max-len %lld", (long long)mc.max_len);
+        goto done;
+    }
+    if (dev && tg_corpus_size(dev) == 0) {
+        st = tg_error_set(TG_ERR_INVALID, "every dev pair is longer than --max-len %lld", (long long)mc.max_len);
+        goto done;
+    }
+    tg_corpus_stats cs;
+    tg_corpus_stats_get(train, &cs);
+    int64_t hmax = tg_model_max_heads(mc.d_model, cs.mean_len);
+    fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
+            (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,
+            mc.share_embeddings ? " (shared)" : "", (long long)hmax);
+    if (tg_corpus_skipped(train))
+        fprintf(stderr, "tg train: skipped %lld training pairs longer than max_len %lld (tokens + </s>)\n",
+                (long long)tg_corpus_skipped(train), (long long)mc.max_len);
+    if (dev && tg_corpus_skipped(dev))
+        fprintf(stderr, "tg train: skipped %lld dev pairs longer than max_len %lld\n", (long long)tg_corpus_skipped(dev),
+                (long long)mc.max_len);
+    if (mc.heads > hmax)
+        fprintf(stderr, "tg train: warning: %lld heads > h_max = floor(%lld / %.2f) = %lld of the training data "
+                        "(SPEC.md 2.4: heads narrower than the mean sequence length hit the low-rank bottleneck)\n",
+                (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
+
+    if (!m) {
+        st = tg_model_new(&mc, sv, tv, be, (uint64_t)o.seed, &m);
+        sv = tv = NULL; /* owned by the model, even on failure */
+        if (st) goto done;
+    }
+    tc.lr.d_model = mc.d_model;
+    /* everything checked: now the output directory */
+    if (mkdir(o.out, 0777) == 0) created_dir = true;
+    else if (errno != EEXIST) {
+        st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", o.out, strerror(errno));
+        goto done;
+    }
+    st = tg_trainer_new(m, train, dev, &tc, &tr);
+    if (st) goto done;
+    static const char *not_stored[] = {"resume", "overwrite", "config", "out", NULL};
+    if (tg_cli_to_json(t, not_stored, &opts_json) != 0) {
+        st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    st = tg_trainer_set_metadata(tr, "tool_options", opts_json);
+    if (st == TG_OK && o.resume) {
+        st = tg_trainer_load_state(tr, state_path);
+        if (st) st = tg_error_prefix(st, "cannot resume");
+        else fprintf(stderr, "tg train: resuming at step %lld, epoch %lld\n", (long long)tg_trainer_steps(tr),
+                     (long long)tg_trainer_epoch(tr));
+    }
+    if (st) goto done;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    st = tg_trainer_run(tr, &stop_flag);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (st == TG_ERR_INTERRUPTED) {
+        fprintf(stderr, "tg train: %s (continue with --resume)\n", tg_error_message());
+        rc = TG_EXIT_INTERRUPTED;
+        st = TG_OK;
+    } else if (st == TG_OK) {
+        fprintf(stderr, "tg train: done at step %lld, epoch %lld; model in %s\n", (long long)tg_trainer_steps(tr),
+                (long long)tg_trainer_epoch(tr), model_path);
+    }
+done:
+    if (st) {
+        rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
+        /* leave nothing behind in a directory this run created and never saved into */
+        if (created_dir && !file_exists(o.out, "model.safetensors")) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/metrics.jsonl", o.out);
+            unlink(p);
+            rmdir(o.out);
+        }
+    }
+    tg_trainer_free(tr);
+    tg_corpus_free(train);
+    tg_corpus_free(dev);
+    tg_model_free(m);
+    if (tv != sv) tg_vocab_free(tv);
+    tg_vocab_free(sv);
+    tg_backend_free(be);
+    tg_lines_free(&ls);
+    tg_lines_free(&lt);
+    tg_lines_free(&ds);
+    tg_lines_free(&dt);
+    tg_json_free(cfg_json);
+    tg_json_free(state_json);
+    free(cfg_text);
+    free(opts_json);
+    return rc;
+}

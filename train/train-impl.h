@@ -1,0 +1,39 @@
+/* Internal structure of the trainer, shared by train/trainer.c (the loop) and train/state.c (the
+ * training state file). */
+#ifndef TG_TRAIN_IMPL_H
+#define TG_TRAIN_IMPL_H
+
+#include "tg/train.h"
+
+#define TG_TRAIN_MAX_META 8
+
+struct tg_trainer {
+    tg_model *m;
+    const tg_corpus *train, *dev;
+    tg_train_config cfg;
+    char *out_dir; /* copy of cfg.out_dir (NULL: no files) */
+    tg_optim *opt;
+    tg_batcher *bt;
+    tg_rng drop_rng; /* draws one dropout seed per batch */
+    int64_t step;    /* optimizer steps done */
+    int64_t tokens;  /* target tokens trained on, all runs */
+    double elapsed_before; /* seconds of training in earlier runs (restored from state) */
+    double run_start;      /* monotonic clock at the start of tg_trainer_run */
+    int64_t steps_at_start;
+    FILE *metrics; /* out_dir/metrics.jsonl while running */
+    char *meta_key[TG_TRAIN_MAX_META], *meta_val[TG_TRAIN_MAX_META];
+    int nmeta;
+    /* progress: sums since the last log line */
+    double win_loss, win_nll, win_tokens_t, win_time0;
+    int64_t win_tokens;
+    double last_bar;
+    double last_loss, last_lr;
+    bool bar_open; /* a progress bar is on the current terminal line */
+};
+
+/* Seconds on the monotonic clock. */
+double tg__train_now(void);
+/* FNV-1a over every parameter's float bytes, in store order. */
+tg_status tg__model_hash(tg_model *m, uint64_t *out);
+
+#endif

@@ -1,0 +1,512 @@
+/* The training loop (SPEC.md §1 "Training recipe"): gradient accumulation over k batches,
+ * global-norm clipping, the learning-rate schedule, dev-set evaluation, JSON-lines metrics,
+ * a progress display, periodic checkpoints and a clean stop on request.
+ *
+ * Reproducibility: everything random in a step comes from the batcher's (seed, epoch) shuffle
+ * and from one dropout seed per batch drawn from a counter-based RNG whose (seed, counter) is
+ * saved in the training state; so a resumed run repeats exactly what the straight run does. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tg/autograd.h"
+#include "tg/json.h"
+#include "tg/ops.h"
+#include "train/train-impl.h"
+
+double tg__train_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- configuration -------------------------------------------------------------------------- */
+
+tg_train_config tg_train_config_default(void) {
+    tg_train_config c;
+    memset(&c, 0, sizeof c);
+    c.optim = tg_optim_defaults(TG_OPTIM_ADAM);
+    c.lr = tg_lr_schedule_default(0);
+    c.max_tokens = 4096;
+    c.accum = 1;
+    c.seed = 1;
+    c.shuffle = true;
+    c.log_interval = 100;
+    return c;
+}
+
+tg_status tg_train_config_check(const tg_train_config *c) {
+    if (!c) return tg_error_set(TG_ERR_INVALID, "train config: NULL");
+    if (c->max_tokens < 1)
+        return tg_error_set(TG_ERR_INVALID, "train config: token budget %lld < 1", (long long)c->max_tokens);
+    if (c->accum < 1 || c->accum > 65536)
+        return tg_error_set(TG_ERR_INVALID, "train config: accum %lld outside [1, 65536]", (long long)c->accum);
+    if (!(c->clip >= 0.0) || !isfinite(c->clip))
+        return tg_error_set(TG_ERR_INVALID, "train config: clip %g must be >= 0", c->clip);
+    if (c->max_steps < 0 || c->max_epochs < 0 || !(c->max_minutes >= 0.0))
+        return tg_error_set(TG_ERR_INVALID, "train config: negative step, epoch or time limit");
+    if (c->max_steps == 0 && c->max_epochs == 0 && c->max_minutes == 0.0)
+        return tg_error_set(TG_ERR_INVALID, "train config: no stop condition (set steps, epochs or minutes)");
+    if (c->eval_interval < 0 || c->save_interval < 0 || c->log_interval < 1 || c->keep_checkpoints < 0)
+        return tg_error_set(TG_ERR_INVALID, "train config: intervals must be >= 0 (log interval >= 1)");
+    if (c->progress < TG_PROGRESS_AUTO || c->progress > TG_PROGRESS_NONE)
+        return tg_error_set(TG_ERR_INVALID, "train config: unknown progress mode %d", (int)c->progress);
+    return tg_lr_schedule_check(&c->lr);
+}
+
+static const char *optim_name(tg_optim_kind k) {
+    return k == TG_OPTIM_SGD ? "sgd" : k == TG_OPTIM_ADAMW ? "adamw" : "adam";
+}
+
+tg_status tg_train_config_json(const tg_train_config *c, char **out) {
+    if (!c || !out) return tg_error_set(TG_ERR_INVALID, "tg_train_config_json: NULL argument");
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf,
+                     "{\"optimizer\":\"%s\",\"beta1\":%.9g,\"beta2\":%.9g,\"eps\":%.9g,\"weight_decay\":%.9g,"
+                     "\"momentum\":%.9g,\"schedule\":\"%s\",\"lr\":%.17g,\"factor\":%.17g,\"warmup\":%lld,"
+                     "\"min_lr\":%.17g,\"total_steps\":%lld,\"max_tokens\":%lld,\"accum\":%lld,\"clip\":%.17g,"
+                     "\"steps\":%lld,\"epochs\":%lld,\"minutes\":%.17g,\"seed\":%llu,\"shuffle\":%s,"
+                     "\"eval_interval\":%lld,\"save_interval\":%lld,\"log_interval\":%lld,"
+                     "\"keep_checkpoints\":%lld}",
+                     optim_name(c->optim.kind), (double)c->optim.beta1, (double)c->optim.beta2,
+                     (double)c->optim.eps, (double)c->optim.weight_decay, (double)c->optim.momentum,
+                     tg_lr_kind_name(c->lr.kind), c->lr.lr, c->lr.factor, (long long)c->lr.warmup, c->lr.min_lr,
+                     (long long)c->lr.total_steps, (long long)c->max_tokens, (long long)c->accum, c->clip,
+                     (long long)c->max_steps, (long long)c->max_epochs, c->max_minutes,
+                     (unsigned long long)c->seed, c->shuffle ? "true" : "false", (long long)c->eval_interval,
+                     (long long)c->save_interval, (long long)c->log_interval, (long long)c->keep_checkpoints);
+    if (n < 0 || n >= (int)sizeof buf) return tg_error_set(TG_ERR_INVALID, "tg_train_config_json: too long");
+    *out = strdup(buf);
+    return *out ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_train_config_json: out of memory");
+}
+
+/* ---- one gradient over k batches ----------------------------------------------------------- */
+
+/* Build and run the graph of one batch: the summed label-smoothed loss scaled by 1/total (so
+ * the k gradients add up to the gradient of the mean over all k batches' tokens), backward
+ * when `grad`, and the summed loss and NLL read back. */
+static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64_t seed, bool training, bool grad,
+                            double *loss_sum, double *nll_sum) {
+    tg_graph *g = tg_graph_new();
+    if (!g) return tg_error_set(TG_ERR_NOMEM, "tg_train: out of memory");
+    tg_graph_set_training(g, training);
+    tg_graph_set_grad_enabled(g, grad);
+    tg_graph_set_seed(g, seed);
+    float ls = tg_model_cfg(m)->label_smoothing;
+    int64_t n = b->size * b->tgt_len;
+    tg_tensor *logits = tg_model_logits(m, g, b);
+    tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+    tg_tensor *loss = tg_keep(tg_cross_entropy(logits, y, ls, TG_PAD, TG_REDUCE_SUM));
+    tg_tensor *nll = ls != 0.0f ? tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_SUM)) : loss;
+    tg_status st = tg_graph_status(g, NULL);
+    if (st == TG_OK && grad) st = tg_backward(g, tg_scale(loss, (float)scale));
+    if (st == TG_OK) st = tg_graph_status(g, NULL);
+    if (st == TG_OK) st = tg_graph_run(g, tg_model_backend(m));
+    float l = 0.0f, q = 0.0f;
+    if (st == TG_OK) st = tg_tensor_read(loss, &l, sizeof l);
+    if (st == TG_OK) st = tg_tensor_read(nll, &q, sizeof q);
+    tg_graph_free(g);
+    *loss_sum = l;
+    *nll_sum = q;
+    return st;
+}
+
+tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k, const uint64_t *seeds,
+                        bool training, tg_grad_info *info) {
+    if (!m || !batches || k < 1) return tg_error_set(TG_ERR_INVALID, "tg_train_grad: no batches");
+    tg_grad_info gi = {0};
+    for (int64_t i = 0; i < k; i++) {
+        if (!batches[i] || !batches[i]->tgt_out)
+            return tg_error_set(TG_ERR_INVALID, "tg_train_grad: batch %lld has no targets", (long long)i);
+        gi.src_tokens += batches[i]->src_tokens;
+        gi.tgt_tokens += batches[i]->tgt_tokens;
+        gi.sentences += batches[i]->size;
+    }
+    if (gi.tgt_tokens < 1) return tg_error_set(TG_ERR_INVALID, "tg_train_grad: no target tokens");
+    double scale = 1.0 / (double)gi.tgt_tokens, ls = 0.0, nl = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        double l, q;
+        tg_status st = batch_loss(m, batches[i], scale, seeds ? seeds[i] : 0, training, true, &l, &q);
+        if (st) return st;
+        ls += l;
+        nl += q;
+    }
+    gi.loss = ls * scale;
+    gi.nll = nl * scale;
+    if (info) *info = gi;
+    return TG_OK;
+}
+
+tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out) {
+    if (!m || !c || !out) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: NULL argument");
+    if (!tg_corpus_tgt(c, 0, NULL)) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: corpus has no targets");
+    tg_batcher *bt;
+    tg_status st = tg_batcher_new(c, max_tokens, 0, false, &bt);
+    if (st) return st;
+    tg_eval_info e = {0};
+    double ls = 0.0, nl = 0.0;
+    for (int64_t i = 0; st == TG_OK && i < tg_batcher_count(bt); i++) {
+        tg_batch b;
+        st = tg_batcher_next(bt, &b);
+        if (st) break;
+        double l, q;
+        st = batch_loss(m, &b, 1.0, 0, false, false, &l, &q);
+        ls += l;
+        nl += q;
+        e.tgt_tokens += b.tgt_tokens;
+        e.sentences += b.size;
+        tg_batch_free(&b);
+    }
+    tg_batcher_free(bt);
+    if (st) return st;
+    e.loss = ls / (double)e.tgt_tokens;
+    e.nll = nl / (double)e.tgt_tokens;
+    e.ppl = exp(e.nll);
+    *out = e;
+    return TG_OK;
+}
+
+/* ---- the trainer ---------------------------------------------------------------------------- */
+
+void tg_trainer_free(tg_trainer *t) {
+    if (!t) return;
+    tg_optim_free(t->opt);
+    tg_batcher_free(t->bt);
+    if (t->metrics) fclose(t->metrics);
+    for (int i = 0; i < t->nmeta; i++) {
+        free(t->meta_key[i]);
+        free(t->meta_val[i]);
+    }
+    free(t->out_dir);
+    free(t);
+}
+
+tg_status tg_trainer_new(tg_model *m, const tg_corpus *train, const tg_corpus *dev, const tg_train_config *cfg,
+                         tg_trainer **out) {
+    if (!m || !train || !cfg || !out) return tg_error_set(TG_ERR_INVALID, "tg_trainer_new: NULL argument");
+    *out = NULL;
+    if (!tg_corpus_tgt(train, 0, NULL))
+        return tg_error_set(TG_ERR_INVALID, "tg_trainer_new: the training corpus is empty or has no targets");
+    if (dev && (tg_corpus_size(dev) < 1 || !tg_corpus_tgt(dev, 0, NULL)))
+        return tg_error_set(TG_ERR_INVALID, "tg_trainer_new: the dev corpus is empty or has no targets");
+    tg_train_config c = *cfg;
+    if (c.lr.d_model == 0) c.lr.d_model = tg_model_cfg(m)->d_model;
+    if (c.lr.kind == TG_LR_COSINE && c.lr.total_steps == 0) c.lr.total_steps = c.max_steps;
+    tg_status st = tg_train_config_check(&c);
+    if (st) return st;
+    tg_trainer *t = calloc(1, sizeof *t);
+    if (!t) return tg_error_set(TG_ERR_NOMEM, "tg_trainer_new: out of memory");
+    t->m = m;
+    t->train = train;
+    t->dev = dev;
+    t->cfg = c;
+    if (c.out_dir && !(t->out_dir = strdup(c.out_dir))) st = tg_error_set(TG_ERR_NOMEM, "tg_trainer_new: out of memory");
+    t->cfg.out_dir = t->out_dir;
+    /* the dropout RNG is keyed apart from the batcher's shuffle, both from the one seed */
+    tg_rng_init(&t->drop_rng, c.seed ^ 0xD80F0D80F0D80F0Dull);
+    if (st == TG_OK) st = tg_optim_new(tg_model_store(m), &c.optim, &t->opt);
+    if (st == TG_OK) st = tg_batcher_new(train, c.max_tokens, c.seed, c.shuffle, &t->bt);
+    if (st == TG_OK) st = tg_store_zero_grad(tg_model_store(m));
+    if (st) {
+        tg_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return TG_OK;
+}
+
+tg_status tg_trainer_set_metadata(tg_trainer *t, const char *key, const char *value) {
+    if (!t || !key || !value) return tg_error_set(TG_ERR_INVALID, "tg_trainer_set_metadata: NULL argument");
+    if (!strcmp(key, "format") || !strcmp(key, "state") || !strcmp(key, "train_config"))
+        return tg_error_set(TG_ERR_INVALID, "tg_trainer_set_metadata: key '%s' is reserved", key);
+    int i = 0;
+    while (i < t->nmeta && strcmp(t->meta_key[i], key)) i++;
+    if (i == TG_TRAIN_MAX_META) return tg_error_set(TG_ERR_INVALID, "tg_trainer_set_metadata: too many keys");
+    char *v = strdup(value), *k = i < t->nmeta ? t->meta_key[i] : strdup(key);
+    if (!v || !k) {
+        free(v);
+        if (i == t->nmeta) free(k);
+        return tg_error_set(TG_ERR_NOMEM, "tg_trainer_set_metadata: out of memory");
+    }
+    if (i < t->nmeta) free(t->meta_val[i]);
+    else t->nmeta++;
+    t->meta_key[i] = k;
+    t->meta_val[i] = v;
+    return TG_OK;
+}
+
+int64_t tg_trainer_steps(const tg_trainer *t) { return t ? t->step : 0; }
+int64_t tg_trainer_epoch(const tg_trainer *t) { return t ? tg_batcher_epoch(t->bt) : 0; }
+tg_model *tg_trainer_model(tg_trainer *t) { return t ? t->m : NULL; }
+
+tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
+    if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_step: NULL trainer");
+    int64_t k = t->cfg.accum;
+    tg_batch *b = calloc((size_t)k, sizeof *b);
+    const tg_batch **bp = malloc((size_t)k * sizeof *bp);
+    uint64_t *seeds = malloc((size_t)k * sizeof *seeds);
+    tg_status st = (b && bp && seeds) ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_trainer_step: out of memory");
+    int64_t got = 0;
+    for (; st == TG_OK && got < k; got++) {
+        st = tg_batcher_next(t->bt, &b[got]);
+        if (st) break;
+        bp[got] = &b[got];
+        uint64_t hi = tg_rng_u32(&t->drop_rng);
+        seeds[got] = (hi << 32) | tg_rng_u32(&t->drop_rng);
+    }
+    tg_step_info si = {0};
+    tg_store *s = tg_model_store(t->m);
+    if (st == TG_OK) st = tg_train_grad(t->m, bp, k, seeds, true, &si.grad);
+    if (st == TG_OK) {
+        st = t->cfg.clip > 0.0 ? tg_store_clip_grad(s, t->cfg.clip, &si.grad_norm) : tg_store_grad_norm(s, &si.grad_norm);
+        if (st == TG_OK && !isfinite(si.grad_norm))
+            st = tg_error_set(TG_ERR_NUMERIC, "gradient norm is %g", si.grad_norm);
+        if (st) st = tg_error_prefix(st, "step %lld", (long long)(t->step + 1));
+    }
+    if (st == TG_OK) {
+        si.lr = tg_lr_at(&t->cfg.lr, t->step + 1);
+        st = tg_optim_step(t->opt, (float)si.lr);
+    }
+    tg_status z = tg_store_zero_grad(s);
+    if (st == TG_OK) st = z;
+    if (st == TG_OK) {
+        t->step++;
+        t->tokens += si.grad.tgt_tokens;
+        si.step = t->step;
+        si.epoch = tg_batcher_epoch(t->bt);
+        if (info) *info = si;
+    }
+    for (int64_t i = 0; i < got; i++) tg_batch_free(&b[i]);
+    free(b);
+    free(bp);
+    free(seeds);
+    return st;
+}
+
+/* ---- metrics and progress ---- */
+
+static void json_num(FILE *f, const char *key, double x) {
+    if (isfinite(x)) fprintf(f, ",\"%s\":%.9g", key, x);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
+static double elapsed(const tg_trainer *t) { return t->elapsed_before + (tg__train_now() - t->run_start); }
+
+static void fmt_time(char *buf, size_t n, double s) {
+    if (!(s >= 0.0) || !isfinite(s)) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    long v = (long)(s + 0.5);
+    if (v >= 3600) snprintf(buf, n, "%ldh%02ldm", v / 3600, (v / 60) % 60);
+    else if (v >= 60) snprintf(buf, n, "%ldm%02lds", v / 60, v % 60);
+    else snprintf(buf, n, "%lds", v);
+}
+
+/* Seconds left: the nearest of the step, epoch and time limits, at this run's pace. */
+static double eta(const tg_trainer *t) {
+    double run = tg__train_now() - t->run_start;
+    int64_t done = t->step - t->steps_at_start;
+    if (done < 1 || run <= 0.0) return NAN;
+    double per_step = run / (double)done, best = INFINITY;
+    if (t->cfg.max_steps > 0) best = fmin(best, (double)(t->cfg.max_steps - t->step) * per_step);
+    if (t->cfg.max_epochs > 0) {
+        double nb = (double)tg_batcher_count(t->bt);
+        double left = ((double)(t->cfg.max_epochs - tg_batcher_epoch(t->bt)) * nb - (double)tg_batcher_index(t->bt));
+        best = fmin(best, left / (double)t->cfg.accum * per_step);
+    }
+    if (t->cfg.max_minutes > 0.0) best = fmin(best, t->cfg.max_minutes * 60.0 - elapsed(t));
+    return best < 0.0 ? 0.0 : best;
+}
+
+static FILE *log_stream(const tg_trainer *t) { return t->cfg.log ? t->cfg.log : stderr; }
+
+static bool use_bar(const tg_trainer *t) {
+    if (t->cfg.progress == TG_PROGRESS_BAR) return true;
+    return t->cfg.progress == TG_PROGRESS_AUTO && isatty(fileno(log_stream(t)));
+}
+
+static void end_bar(tg_trainer *t) {
+    if (t->bar_open) fputc('\n', log_stream(t));
+    t->bar_open = false;
+}
+
+static void draw_bar(tg_trainer *t, double tok_s) {
+    FILE *f = log_stream(t);
+    char e[32], bar[24] = "";
+    fmt_time(e, sizeof e, eta(t));
+    if (t->cfg.max_steps > 0) {
+        int w = 20, fill = (int)((double)w * (double)t->step / (double)t->cfg.max_steps);
+        if (fill > w) fill = w;
+        for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+        bar[w] = '\0';
+        fprintf(f, "\r\033[Kstep %lld/%lld [%s]", (long long)t->step, (long long)t->cfg.max_steps, bar);
+    } else {
+        fprintf(f, "\r\033[Kstep %lld epoch %lld", (long long)t->step, (long long)tg_batcher_epoch(t->bt));
+    }
+    fprintf(f, " loss %.4f lr %.3g %.0f tok/s ETA %s", t->last_loss, t->last_lr, tok_s, e);
+    fflush(f);
+    t->bar_open = true;
+}
+
+static void log_train(tg_trainer *t, const tg_step_info *si, bool line) {
+    double now = tg__train_now(), span = now - t->win_time0;
+    double tok_s = span > 0.0 ? (double)t->win_tokens / span : 0.0;
+    if (use_bar(t) && t->cfg.progress != TG_PROGRESS_NONE && (line || now - t->last_bar > 0.2)) {
+        draw_bar(t, tok_s);
+        t->last_bar = now;
+    }
+    if (!line) return;
+    double loss = t->win_tokens_t > 0 ? t->win_loss / t->win_tokens_t : NAN;
+    double nll = t->win_tokens_t > 0 ? t->win_nll / t->win_tokens_t : NAN;
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"event\":\"train\",\"step\":%lld,\"epoch\":%lld", (long long)si->step,
+                (long long)si->epoch);
+        json_num(t->metrics, "epoch_progress",
+                 (double)tg_batcher_index(t->bt) / (double)tg_batcher_count(t->bt));
+        json_num(t->metrics, "loss", loss);
+        json_num(t->metrics, "nll", nll);
+        json_num(t->metrics, "lr", si->lr);
+        json_num(t->metrics, "grad_norm", si->grad_norm);
+        fprintf(t->metrics, ",\"tgt_tokens\":%lld", (long long)t->tokens);
+        json_num(t->metrics, "tokens_per_s", tok_s);
+        json_num(t->metrics, "elapsed_s", elapsed(t));
+        fprintf(t->metrics, "}\n");
+        fflush(t->metrics);
+    }
+    if (!use_bar(t) && t->cfg.progress != TG_PROGRESS_NONE) {
+        char e[32], el[32];
+        fmt_time(e, sizeof e, eta(t));
+        fmt_time(el, sizeof el, elapsed(t));
+        fprintf(log_stream(t), "step %lld epoch %lld loss %.4f lr %.3g grad-norm %.3g %.0f tok/s elapsed %s ETA %s\n",
+                (long long)si->step, (long long)si->epoch, loss, si->lr, si->grad_norm, tok_s, el, e);
+        fflush(log_stream(t));
+    }
+    t->win_loss = t->win_nll = t->win_tokens_t = 0.0;
+    t->win_tokens = 0;
+    t->win_time0 = now;
+}
+
+tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
+    if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_eval: NULL trainer");
+    if (!t->dev) return tg_error_set(TG_ERR_STATE, "tg_trainer_eval: no dev corpus");
+    tg_eval_info e;
+    tg_status st = tg_train_evaluate(t->m, t->dev, t->cfg.max_tokens, &e);
+    if (st) return tg_error_prefix(st, "dev evaluation at step %lld", (long long)t->step);
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"event\":\"dev\",\"step\":%lld,\"epoch\":%lld", (long long)t->step,
+                (long long)tg_batcher_epoch(t->bt));
+        json_num(t->metrics, "loss", e.loss);
+        json_num(t->metrics, "nll", e.nll);
+        json_num(t->metrics, "ppl", e.ppl);
+        fprintf(t->metrics, ",\"tgt_tokens\":%lld,\"sentences\":%lld", (long long)e.tgt_tokens,
+                (long long)e.sentences);
+        json_num(t->metrics, "elapsed_s", elapsed(t));
+        fprintf(t->metrics, "}\n");
+        fflush(t->metrics);
+    }
+    if (t->cfg.progress != TG_PROGRESS_NONE) {
+        end_bar(t);
+        fprintf(log_stream(t), "dev step %lld: loss %.4f nll %.4f ppl %.3f (%lld sentences)\n", (long long)t->step,
+                e.loss, e.nll, e.ppl, (long long)e.sentences);
+        fflush(log_stream(t));
+    }
+    if (out) *out = e;
+    return TG_OK;
+}
+
+/* ---- checkpoints kept by step number ---- */
+
+static tg_status keep_checkpoint(tg_trainer *t) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/checkpoint-%lld.safetensors", t->out_dir, (long long)t->step);
+    tg_status st = tg_model_save(t->m, path);
+    if (st) return st;
+    /* delete the oldest beyond the last keep_checkpoints; the steps are ours, so look them up
+     * by number downwards from the current step instead of listing the directory */
+    int64_t kept = 0;
+    for (int64_t s = t->step; s >= 1; s--) {
+        snprintf(path, sizeof path, "%s/checkpoint-%lld.safetensors", t->out_dir, (long long)s);
+        if (access(path, F_OK) != 0) continue;
+        if (++kept > t->cfg.keep_checkpoints) unlink(path);
+    }
+    return TG_OK;
+}
+
+static tg_status save_all(tg_trainer *t) {
+    tg_status st = tg_trainer_save(t, t->out_dir);
+    if (st == TG_OK && t->cfg.keep_checkpoints > 0) st = keep_checkpoint(t);
+    return st;
+}
+
+tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
+    if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_run: NULL trainer");
+    tg_status st = TG_OK;
+    if (t->out_dir) {
+        if (mkdir(t->out_dir, 0777) != 0 && errno != EEXIST)
+            return tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", t->out_dir, strerror(errno));
+        char path[4096];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", t->out_dir);
+        if (!(t->metrics = fopen(path, "a")))
+            return tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    }
+    t->run_start = t->win_time0 = tg__train_now();
+    t->last_bar = 0.0;
+    t->steps_at_start = t->step;
+    int64_t last_eval = -1, last_save = -1;
+    bool interrupted = false;
+    tg_step_info si = {0};
+    for (;;) {
+        if (stop && *stop) {
+            interrupted = true;
+            break;
+        }
+        if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps) break;
+        if (t->cfg.max_epochs > 0 && tg_batcher_epoch(t->bt) >= t->cfg.max_epochs) break;
+        if (t->cfg.max_minutes > 0.0 && elapsed(t) >= t->cfg.max_minutes * 60.0) break;
+        st = tg_trainer_step(t, &si);
+        if (st) break;
+        t->win_loss += si.grad.loss * (double)si.grad.tgt_tokens;
+        t->win_nll += si.grad.nll * (double)si.grad.tgt_tokens;
+        t->win_tokens_t += (double)si.grad.tgt_tokens;
+        t->win_tokens += si.grad.src_tokens + si.grad.tgt_tokens;
+        t->last_loss = si.grad.loss;
+        t->last_lr = si.lr;
+        log_train(t, &si, t->step % t->cfg.log_interval == 0);
+        if (t->dev && t->cfg.eval_interval > 0 && t->step % t->cfg.eval_interval == 0) {
+            st = tg_trainer_eval(t, NULL);
+            if (st) break;
+            last_eval = t->step;
+        }
+        if (t->out_dir && t->cfg.save_interval > 0 && t->step % t->cfg.save_interval == 0) {
+            st = save_all(t);
+            if (st) break;
+            last_save = t->step;
+        }
+    }
+    if (st == TG_OK && t->win_tokens_t > 0) log_train(t, &si, true); /* the last partial window */
+    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted) st = tg_trainer_eval(t, NULL);
+    if (st == TG_OK && t->out_dir && last_save != t->step) st = save_all(t);
+    end_bar(t);
+    if (t->metrics) {
+        if (st == TG_OK) {
+            fprintf(t->metrics, "{\"event\":\"%s\",\"step\":%lld,\"epoch\":%lld", interrupted ? "interrupted" : "end",
+                    (long long)t->step, (long long)tg_batcher_epoch(t->bt));
+            json_num(t->metrics, "elapsed_s", elapsed(t));
+            fprintf(t->metrics, "}\n");
+        }
+        fclose(t->metrics);
+        t->metrics = NULL;
+    }
+    t->elapsed_before += tg__train_now() - t->run_start;
+    t->run_start = tg__train_now();
+    if (st == TG_OK && interrupted)
+        return tg_error_set(TG_ERR_INTERRUPTED, "interrupted at step %lld%s%s", (long long)t->step,
+                            t->out_dir ? "; checkpoint saved in " : "", t->out_dir ? t->out_dir : "");
+    return st;
+}
