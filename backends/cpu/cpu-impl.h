@@ -20,10 +20,29 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t);        /* softmax, log-softm
 tg_status tg_cpu_matmul(tg_backend *b, tg_tensor *t);
 tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t);          /* embedding, cross-entropy, grad_acc */
 
-/* A vectorisable exp for float (Cephes-style range reduction and polynomial, ~2 ulp). */
+/* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
+ * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces
+ * down the rest of the expression and, once the loop is if-converted, evaluates that constant
+ * branch too; for exp that branch divides or multiplies by ~1e38 and yields subnormals, which
+ * cost a microcode assist per element (6 ns per GELU element instead of 2.5). */
+static inline float tg_clampf(float x, float lo, float hi) {
+    union {
+        float f;
+        uint32_t u;
+    } a = {x}, l = {lo}, h = {hi};
+    uint32_t mlo = -(uint32_t)(x < lo), mhi = -(uint32_t)(x > hi);
+    a.u = (a.u & ~(mlo | mhi)) | (l.u & mlo) | (h.u & mhi);
+    return a.f;
+}
+
+/* A vectorisable exp for float (Cephes-style range reduction and polynomial, ~2 ulp).
+ * x is clamped to [-87.3, 88.37] (about FLT_MIN; n <= 127 keeps the largest result finite).
+ * n = round(x / ln 2) by adding and subtracting 1.5 * 2^23 (float addition rounds to the
+ * nearest integer there; |x / ln 2| < 2^22): roundf() would be a libm call in a build without
+ * SSE4.1 and keep every loop that calls this from vectorising. */
 static inline float tg_fast_expf(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    float n = __builtin_roundf(x * 1.44269504088896341f);
+    x = tg_clampf(x, -87.3f, 88.37f);
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;

@@ -4,39 +4,118 @@
 
 #include "backends/cpu/cpu-impl.h"
 
-/* softmax / log-softmax of one row. Entries at -inf get probability 0 (log-prob -inf); a row
- * that is entirely -inf gives zeros (softmax) or -inf (log-softmax), never NaN. */
+/* Row reductions in a fixed order: element j goes to accumulator j % 8 and the 8 are
+ * combined pairwise at the end. The order depends only on the row length (results do not
+ * depend on threads), and unlike a single running sum, which float rules keep serial, the 8
+ * accumulators live in vector registers. Rows shorter than SHORT_ROW (attention over ~10
+ * keys) are summed serially: setting up and combining 8 accumulators costs more there. */
+enum { SHORT_ROW = 16 };
+#define ACC8_COMBINE(acc)                                                                          \
+    ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) +                                             \
+     (((acc)[2] + (acc)[6]) + ((acc)[3] + (acc)[7])))
+
+static inline float row_sum(const float *v, int64_t n) {
+    if (n < SHORT_ROW) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < n; j++) s += v[j];
+        return s;
+    }
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += v[j + k];
+    for (int k = 0; j < n; j++, k++) acc[k] += v[j];
+    return ACC8_COMBINE(acc);
+}
+
+static inline float row_dot(const float *a, const float *b, int64_t n) {
+    if (n < SHORT_ROW) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < n; j++) s += a[j] * b[j];
+        return s;
+    }
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += a[j + k] * b[j + k];
+    for (int k = 0; j < n; j++, k++) acc[k] += a[j] * b[j];
+    return ACC8_COMBINE(acc);
+}
+
+/* sum of exp(x - m), without storing the exponentials (the output may be x itself) */
+static inline float row_sum_exp(const float *x, int64_t n, float m) {
+    if (n < SHORT_ROW) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < n; j++) s += tg_fast_expf(x[j] - m);
+        return s;
+    }
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += tg_fast_expf(x[j + k] - m);
+    for (int k = 0; j < n; j++, k++) acc[k] += tg_fast_expf(x[j] - m);
+    return ACC8_COMBINE(acc);
+}
+
+/* the maximum (exact in any order; NaNs are skipped as by a serial scan) */
+static inline float row_max(const float *v, int64_t n) {
+    if (n < SHORT_ROW) {
+        float m = -INFINITY;
+        for (int64_t j = 0; j < n; j++) m = v[j] > m ? v[j] : m;
+        return m;
+    }
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                    -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] = v[j + k] > acc[k] ? v[j + k] : acc[k];
+    for (int k = 0; j < n; j++, k++) acc[k] = v[j] > acc[k] ? v[j] : acc[k];
+    float m = acc[0];
+    for (int k = 1; k < 8; k++) m = acc[k] > m ? acc[k] : m;
+    return m;
+}
+
+/* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
+ * would keep the loop scalar (see tg_clampf in cpu-impl.h). */
+static inline float zero_if_neg_inf(float x, float e) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {e};
+    v.u &= -(uint32_t)(x != -INFINITY);
+    return v.f;
+}
+
+/* softmax / log-softmax of one row (y may be x: in place). Entries at -inf get probability 0
+ * (log-prob -inf); a row that is entirely -inf gives zeros (softmax) or -inf (log-softmax),
+ * never NaN. */
 static void softmax_row(const float *x, float *y, int64_t n, bool log_out) {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    float m = row_max(x, n);
     if (m == -INFINITY) {
         for (int64_t j = 0; j < n; j++) y[j] = log_out ? -INFINITY : 0.0f;
         return;
     }
-    float s = 0.0f;
     if (log_out) {
-        for (int64_t j = 0; j < n; j++) s += tg_fast_expf(x[j] - m);
-        float lse = m + logf(s);
+        float lse = m + logf(row_sum_exp(x, n, m));
         for (int64_t j = 0; j < n; j++) y[j] = x[j] - lse;
     } else {
-        for (int64_t j = 0; j < n; j++) {
-            float e = x[j] == -INFINITY ? 0.0f : tg_fast_expf(x[j] - m);
-            y[j] = e;
-            s += e;
-        }
-        float inv = 1.0f / s;
+        /* exponentials first (no reduction in this loop, so it vectorises), then their sum */
+        for (int64_t j = 0; j < n; j++) y[j] = zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
+        float inv = 1.0f / row_sum(y, n);
         for (int64_t j = 0; j < n; j++) y[j] *= inv;
     }
 }
 
 /* mean and 1/sqrt(var + eps) of a row (two passes: stable for large means) */
 static void row_stats(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    float s = 0.0f;
-    for (int64_t j = 0; j < d; j++) s += x[j];
-    float mu = s / (float)d, v = 0.0f;
-    for (int64_t j = 0; j < d; j++) v += (x[j] - mu) * (x[j] - mu);
+    float mu = row_sum(x, d) / (float)d;
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += (x[j + k] - mu) * (x[j + k] - mu);
+    for (int k = 0; j < d; j++, k++) acc[k] += (x[j] - mu) * (x[j] - mu);
     *mean = mu;
-    *rstd = 1.0f / sqrtf(v / (float)d + eps);
+    *rstd = 1.0f / sqrtf((ACC8_COMBINE(acc)) / (float)d + eps);
 }
 
 tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
@@ -61,13 +140,13 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
 #pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
         for (int64_t r = 0; r < rows; r++) {
             const float *yr = y + r * d, *gr = dy + r * d;
-            float *xr = o + r * d, s = 0.0f;
+            float *xr = o + r * d;
             if (lg) {
-                for (int64_t j = 0; j < d; j++) s += gr[j];
+                float s = row_sum(gr, d);
                 for (int64_t j = 0; j < d; j++)
-                    xr[j] = gr[j] - (yr[j] == -INFINITY ? 0.0f : tg_fast_expf(yr[j])) * s;
+                    xr[j] = gr[j] - zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
             } else {
-                for (int64_t j = 0; j < d; j++) s += gr[j] * yr[j];
+                float s = row_dot(gr, yr, d);
                 for (int64_t j = 0; j < d; j++) xr[j] = yr[j] * (gr[j] - s);
             }
         }
@@ -100,16 +179,23 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
 #pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * d, *gr = dy + r * d;
-            float *dx = o + r * d, mu, rs, sg = 0.0f, sgx = 0.0f;
+            float *dx = o + r * d, mu, rs, ag[8] = {0}, agx[8] = {0};
             row_stats(xr, d, eps, &mu, &rs);
-            for (int64_t j = 0; j < d; j++) {
+            /* sums of g and g * xhat, 8 accumulators each (see row_sum) */
+            int64_t j = 0;
+            for (; j + 8 <= d; j += 8)
+                for (int k = 0; k < 8; k++) {
+                    float gj = gm ? gr[j + k] * gm[j + k] : gr[j + k];
+                    ag[k] += gj;
+                    agx[k] += gj * (xr[j + k] - mu) * rs;
+                }
+            for (int k = 0; j < d; j++, k++) {
                 float gj = gm ? gr[j] * gm[j] : gr[j];
-                sg += gj;
-                sgx += gj * (xr[j] - mu) * rs;
+                ag[k] += gj;
+                agx[k] += gj * (xr[j] - mu) * rs;
             }
-            sg /= (float)d;
-            sgx /= (float)d;
-            for (int64_t j = 0; j < d; j++) {
+            float sg = (ACC8_COMBINE(ag)) / (float)d, sgx = (ACC8_COMBINE(agx)) / (float)d;
+            for (j = 0; j < d; j++) {
                 float gj = gm ? gr[j] * gm[j] : gr[j];
                 dx[j] = rs * (gj - sg - (xr[j] - mu) * rs * sgx);
             }
