@@ -15,20 +15,27 @@
  *
  * Per product the work is M·N·K multiply-adds. OpenBLAS reaches its 72–78 GFLOP/s per core
  * only once a call is big enough to amortise its per-call cost (argument checks, buffer
- * set-up, packing of both operands: a few microseconds) and it never splits a small call
- * across threads. Our micro-kernel has almost no per-call cost, reads op(A) (and op(B) when
- * not transposed) in place and runs at a similar per-core rate while the operands sit in
- * L1/L2, but it does no cache blocking of its own beyond the 16-column panel of op(B).
- * So:
+ * set-up, packing of both operands: microseconds) and it never splits a small call across
+ * threads. Our micro-kernel has almost no per-call cost, reads op(A) (and op(B) when not
+ * transposed) in place and runs at a similar per-core rate while a 16-column panel of op(B)
+ * sits in L1, but it does no cache blocking beyond that panel. So:
  *
- *     M·N·K <= TG_GEMM_SMALL_MNK  ->  small path (our kernel, parallel over products × rows)
- *     otherwise                   ->  BLAS path (cblas_sgemm per product or per block)
+ *     M·N·K <= 2^21                ->  small path (our kernel, parallel over products × blocks)
+ *     N <= 64 and K <= 256 (any M) ->  small path
+ *     otherwise                    ->  BLAS path (cblas_sgemm per product or per block)
  *
- * The threshold, 128·128·128 = 2^21 (4.2 MFLOP per product, ~50 µs on one core), is where the
- * two rates cross on the Zen 3 machines in benchmarks/bench_gemm.c: every attention product
- * (n <= 128, head width <= 128) is far below it, every projection (M = tokens >= 1000,
- * K, N = model widths >= 256) far above it. */
+ * 2^21 = 128·128·128 (4.2 MFLOP per product, ~50 µs on one core) is about where the two
+ * paths cross on the 2-core Zen 3 machines (96³–128³: within noise of each other, batch 1 or
+ * 8, 2 threads); every attention product (n <= 128, head width <= 128) is below it, every
+ * projection (M = tokens >= 1000, K, N = model widths >= 256) far above it. The second line
+ * is for tall, narrow products (M·256 × 256·N with N <= 64: a logits layer over a small
+ * vocabulary, 4096×64×64): op(B) is at most 64 KiB, our kernel streams op(A) in place at most
+ * 4 times, while OpenBLAS packs all of op(A) for a handful of columns; measured 1.1–1.5× faster
+ * than the split BLAS path there. nthreads does not enter: the crossing is per core and both
+ * paths use every thread. */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
+#define TG_GEMM_SMALL_MAX_N 64
+#define TG_GEMM_SMALL_MAX_K 256
 
 /* Below this many flops in the whole call the BLAS path stays on the calling thread. */
 #define TG_GEMM_BLAS_SERIAL_FLOPS (1 << 18)
@@ -37,17 +44,25 @@
  * on OpenBLAS's register-tile boundaries (16 for its Haswell/Zen sgemm kernel). */
 #define TG_GEMM_BLAS_ALIGN 16
 
-static int64_t imin(int64_t x, int64_t y) { return x < y ? x : y; }
-static int64_t imax(int64_t x, int64_t y) { return x > y ? x : y; }
+static int64_t imin(int64_t x, int64_t y) {
+    return x < y ? x : y;
+}
+static int64_t imax(int64_t x, int64_t y) {
+    return x > y ? x : y;
+}
 
 bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g) {
     if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return true;
     if (g->K > 0 && g->alpha != 0.0f) return false;
     /* C = beta*C; beta 0 writes zeros whatever C held (NaN included). */
-    for (int64_t b = 0; b < g->batch; b++)
+    for (int64_t t = 0; t < tg_cpu_gemm_count(g); t++)
         for (int64_t i = 0; i < g->M; i++) {
-            float *cr = g->c + b * g->stride_c + i * g->ldc;
-            for (int64_t j = 0; j < g->N; j++) cr[j] = g->beta == 0.0f ? 0.0f : g->beta * cr[j];
+            const float *A, *B;
+            float *C;
+            tg_cpu_gemm_product(g, t, &A, &B, &C);
+            float *cr = C + i * g->ldc;
+            for (int64_t j = 0; j < g->N; j++)
+                cr[j] = g->beta == 0.0f ? 0.0f : g->beta * cr[j];
         }
     return true;
 }
@@ -55,7 +70,9 @@ bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g) {
 tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads) {
     (void)nthreads; /* the crossing point is per core; both paths use every thread */
     const double mnk = (double)g->M * (double)g->N * (double)g->K;
-    return mnk <= TG_GEMM_SMALL_MNK ? TG_CPU_GEMM_SMALL : TG_CPU_GEMM_BLAS;
+    if (mnk <= TG_GEMM_SMALL_MNK) return TG_CPU_GEMM_SMALL;
+    if (g->N <= TG_GEMM_SMALL_MAX_N && g->K <= TG_GEMM_SMALL_MAX_K) return TG_CPU_GEMM_SMALL;
+    return TG_CPU_GEMM_BLAS;
 }
 
 /* One cblas_sgemm on a (block of a) product. CBLAS insists on ld >= the stored row length
@@ -71,13 +88,15 @@ static void blas_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                 c, (blasint)ldc);
 }
 
-/* Product bi cut into at most nthreads blocks of rows of C (columns when N > M: the thread
- * then re-reads all of op(A) rather than all of op(B), the smaller of the two). The cut
- * depends only on the shape and nthreads, so results are reproducible for a thread count. */
-static void blas_split(const tg_cpu_gemm_args *g, int64_t bi, int nthreads) {
-    const float *A = g->a + bi * g->stride_a;
-    const float *B = g->b + bi * g->stride_b;
-    float *C = g->c + bi * g->stride_c;
+/* Product t cut into at most nthreads blocks of rows of C (columns when N > M: each thread
+ * then re-reads all of op(A) rather than all of op(B), the smaller of the two), one per thread.
+ * The cut depends only on the shape and nthreads, so results are reproducible for a thread
+ * count. (Cutting into 4 blocks per thread handed out dynamically, for balance on a shared
+ * machine, measured no better: each extra block re-packs the shared operand.) */
+static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads) {
+    const float *A, *B;
+    float *C;
+    tg_cpu_gemm_product(g, t, &A, &B, &C);
     const bool by_rows = g->M >= g->N;
     const int64_t dim = by_rows ? g->M : g->N;
     const int64_t units = (dim + TG_GEMM_BLAS_ALIGN - 1) / TG_GEMM_BLAS_ALIGN;
@@ -85,9 +104,9 @@ static void blas_split(const tg_cpu_gemm_args *g, int64_t bi, int nthreads) {
     const int64_t chunk = (units + parts - 1) / parts * TG_GEMM_BLAS_ALIGN;
     parts = (dim + chunk - 1) / chunk;
 
-#pragma omp parallel for num_threads((int)parts) schedule(static) if (parts > 1)
-    for (int64_t t = 0; t < parts; t++) {
-        const int64_t lo = t * chunk, len = imin(chunk, dim - lo);
+#pragma omp parallel for num_threads((int)parts) schedule(static, 1) if (parts > 1)
+    for (int64_t part = 0; part < parts; part++) {
+        const int64_t lo = part * chunk, len = imin(chunk, dim - lo);
         if (by_rows)
             blas_call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha,
                       g->trans_a ? A + lo : A + lo * g->lda, g->lda, B, g->ldb, g->beta,
@@ -101,21 +120,25 @@ static void blas_split(const tg_cpu_gemm_args *g, int64_t bi, int nthreads) {
 void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads) {
     if (tg_cpu_gemm_trivial(g)) return;
     if (nthreads < 1) nthreads = 1;
-    const double flops = 2.0 * (double)g->batch * (double)g->M * (double)g->N * (double)g->K;
+    const int64_t batch = tg_cpu_gemm_count(g);
+    const double flops = 2.0 * (double)batch * (double)g->M * (double)g->N * (double)g->K;
     if (flops < TG_GEMM_BLAS_SERIAL_FLOPS) nthreads = 1;
-    const int64_t batch = g->batch;
 
     /* Whole products per thread when they share out evenly (or nearly: >= 4 per thread);
      * otherwise every thread takes a block of each product in turn. */
     if (nthreads > 1 && batch >= nthreads && (batch % nthreads == 0 || batch >= 4 * nthreads)) {
 #pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int64_t bi = 0; bi < batch; bi++)
-            blas_call(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha,
-                      g->a + bi * g->stride_a, g->lda, g->b + bi * g->stride_b, g->ldb, g->beta,
-                      g->c + bi * g->stride_c, g->ldc);
+        for (int64_t t = 0; t < batch; t++) {
+            const float *A, *B;
+            float *C;
+            tg_cpu_gemm_product(g, t, &A, &B, &C);
+            blas_call(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, A, g->lda, B, g->ldb,
+                      g->beta, C, g->ldc);
+        }
         return;
     }
-    for (int64_t bi = 0; bi < batch; bi++) blas_split(g, bi, nthreads);
+    for (int64_t t = 0; t < batch; t++)
+        blas_split(g, t, nthreads);
 }
 
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads) {
@@ -126,13 +149,57 @@ void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthre
         tg_cpu_gemm_blas(g, nthreads);
 }
 
-void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
-                         int64_t K, float alpha, const float *a, int64_t lda, int64_t stride_a,
-                         const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
-                         int64_t ldc, int64_t stride_c, int nthreads) {
-    const tg_cpu_gemm_args g = {
-        .batch = batch, .M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
-        .alpha = alpha, .beta = beta, .a = a, .lda = lda, .stride_a = stride_a,
-        .b = b, .ldb = ldb, .stride_b = stride_b, .c = c, .ldc = ldc, .stride_c = stride_c};
+void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, int64_t ostride_c,
+                          int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                          int64_t K, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                          const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                          int64_t ldc, int64_t stride_c, int nthreads) {
+    if (outer <= 0) return;
+    const tg_cpu_gemm_args g = {.outer = outer,
+                                .ostride_a = ostride_a,
+                                .ostride_b = ostride_b,
+                                .ostride_c = ostride_c,
+                                .batch = batch,
+                                .M = M,
+                                .N = N,
+                                .K = K,
+                                .trans_a = trans_a,
+                                .trans_b = trans_b,
+                                .alpha = alpha,
+                                .beta = beta,
+                                .a = a,
+                                .lda = lda,
+                                .stride_a = stride_a,
+                                .b = b,
+                                .ldb = ldb,
+                                .stride_b = stride_b,
+                                .c = c,
+                                .ldc = ldc,
+                                .stride_c = stride_c};
+    tg_cpu_gemm_run(&g, TG_CPU_GEMM_AUTO, nthreads);
+}
+
+void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                         float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                         int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                         int64_t stride_c, int nthreads) {
+    const tg_cpu_gemm_args g = {.outer = 1,
+                                .batch = batch,
+                                .M = M,
+                                .N = N,
+                                .K = K,
+                                .trans_a = trans_a,
+                                .trans_b = trans_b,
+                                .alpha = alpha,
+                                .beta = beta,
+                                .a = a,
+                                .lda = lda,
+                                .stride_a = stride_a,
+                                .b = b,
+                                .ldb = ldb,
+                                .stride_b = stride_b,
+                                .c = c,
+                                .ldc = ldc,
+                                .stride_c = stride_c};
     tg_cpu_gemm_run(&g, TG_CPU_GEMM_AUTO, nthreads);
 }

@@ -1,7 +1,8 @@
 /* The CPU backend's matrix-multiply engine (internal header).
  *
  * Every matmul of tgraph on the CPU — forward and backward, the batched attention products
- * and the big projections — goes through tg_cpu_gemm_batched(). It has two engines:
+ * and the big projections — goes through tg_cpu_gemm_batched() (or tg_cpu_gemm_batched2(),
+ * its two-level-batch form for strided head views). It has two engines:
  *
  *  - the BLAS path (gemm.c): OpenBLAS cblas_sgemm, always on ONE OpenBLAS thread (the library
  *    calls openblas_set_num_threads(1) at start-up), with the parallelism ours: OpenMP threads
@@ -10,8 +11,9 @@
  *    therefore never fight over the cores.
  *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
  *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over
- *    (product, block of rows) tasks. It is for the many small products of attention, where
- *    OpenBLAS's per-call overhead dominates and it does not split the work across threads.
+ *    (product, block of rows or columns) tasks. It is for the many small products of
+ *    attention, where OpenBLAS's per-call overhead dominates and it does not split the work
+ *    across threads, and for tall, narrow products.
  *
  * The rule that picks the path is in tg_cpu_gemm_choose() (gemm.c).
  *
@@ -33,15 +35,31 @@
  * separate the products (C[b] must not overlap). beta 0 ignores whatever C holds (NaN
  * included); any other beta scales it. nthreads: OpenMP threads to use (>=1; values < 1 are
  * taken as 1). Pointers are borrowed; nothing is allocated on the heap. */
-void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
-                         int64_t K, float alpha, const float *a, int64_t lda, int64_t stride_a,
-                         const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
-                         int64_t ldc, int64_t stride_c, int nthreads);
+void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                         float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                         int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                         int64_t stride_c, int nthreads);
+
+/* The same with two levels of batch: product (o, i), o < outer, i < batch, has A at
+ * a + o*ostride_a + i*stride_a, B at b + o*ostride_b + i*stride_b, C at c + o*ostride_c +
+ * i*stride_c. For strided views whose batch dimensions do not merge into one stride — the
+ * heads of a [B, n, h, dk] tensor seen as [B, h, n, dk] are dk apart, the sequences n·h·dk —
+ * so that all B·h products are one call, shared out over the threads together (a call per
+ * sequence would hand each call only h small products, too few to split). Any of the six
+ * strides may be 0 for A and B (broadcast). outer or batch <= 0: nothing to do.
+ * tg_cpu_gemm_batched() is outer = 1. */
+void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, int64_t ostride_c,
+                          int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                          int64_t K, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                          const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                          int64_t ldc, int64_t stride_c, int nthreads);
 
 /* ---- Below: the pieces, exposed for tests and benchmarks. ---- */
 
-/* The arguments of tg_cpu_gemm_batched() in one struct (same meanings). */
+/* The arguments of tg_cpu_gemm_batched2() in one struct (same meanings). outer <= 0 counts as
+ * 1, so a zero-initialised struct describes a one-level batch. */
 typedef struct tg_cpu_gemm_args {
+    int64_t outer, ostride_a, ostride_b, ostride_c;
     int64_t batch, M, N, K;
     bool trans_a, trans_b;
     float alpha, beta;
@@ -58,6 +76,20 @@ typedef enum tg_cpu_gemm_path {
     TG_CPU_GEMM_SMALL,    /* our micro-kernel, parallel over (product, row block) */
     TG_CPU_GEMM_BLAS      /* cblas_sgemm per product or per block of one product */
 } tg_cpu_gemm_path;
+
+/* Number of products: max(outer, 1) * batch. */
+static inline int64_t tg_cpu_gemm_count(const tg_cpu_gemm_args *g) {
+    return (g->outer > 1 ? g->outer : 1) * g->batch;
+}
+
+/* Where product t (0 <= t < tg_cpu_gemm_count(g)) of the call lives: (o, i) = divmod(t, batch). */
+static inline void tg_cpu_gemm_product(const tg_cpu_gemm_args *g, int64_t t, const float **a,
+                                       const float **b, float **c) {
+    const int64_t o = t / g->batch, i = t % g->batch;
+    *a = g->a + o * g->ostride_a + i * g->stride_a;
+    *b = g->b + o * g->ostride_b + i * g->stride_b;
+    *c = g->c + o * g->ostride_c + i * g->stride_c;
+}
 
 /* The path tg_cpu_gemm_batched() takes for these arguments (never TG_CPU_GEMM_AUTO). */
 tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);

@@ -6,8 +6,8 @@
  * Blocking (the GotoBLAS/BLIS scheme reduced to what small products need):
  *   C is cut into MR×NR = 6×16 tiles. A tile's 6×16 sums live in 12 AVX registers
  *   (6 rows × 2 vectors of 8) for the whole k loop; each k step broadcasts 6 elements of op(A),
- *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators hide the 4-cycle FMA
- *   latency on Zen 3's two FMA pipes, and 8 loads per 12 FMAs stay under its load ports.
+ *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators cover the 4-cycle FMA
+ *   latency of Zen 3's two FMA pipes, and 8 loads per 12 FMAs stay within its load ports.
  *   Edge tiles use the same code with mr < 6 rows (the unused accumulators are compiled out)
  *   and an 8-wide panel when at most 8 columns remain.
  *
@@ -15,21 +15,23 @@
  *   op(A) is never copied: the kernel reads element (i,p) at a[i*rs + p*cs], i.e. rs = lda,
  *   cs = 1 when !trans_a (6 row streams) and rs = 1, cs = lda when trans_a (6 consecutive
  *   floats per k — already the layout a packed panel would have).
- *   op(B) is read in place when !trans_b and the panel is full (row p of the panel is 16
+ *   op(B) is read in place when !trans_b and the panel is full (row p of the panel is 8 or 16
  *   consecutive floats of B). Otherwise — trans_b (Q·Kᵀ) or the last, narrower panel — a
  *   KC×16 block of op(B) is packed into a contiguous, zero-padded buffer on the stack
  *   (transposed with 8×8 AVX shuffles when trans_b), so the kernel never reads past the end
- *   of B and needs no masked loads. Packing is at most KC = 256 rows of k at a time; a product
- *   with a longer packed K is accumulated into C chunk by chunk (beta only on the first chunk).
+ *   of B and needs no masked loads in its loop. Packing takes at most KC = 256 values of k at
+ *   a time; a product with a longer packed K is accumulated into C chunk by chunk (beta only
+ *   on the first chunk).
  *
- * Parallelism: tasks are (product b, block of rows of C), statically scheduled. Each element of
- * C is summed over k by one thread in a fixed order whatever the partition, so results do not
- * even depend on the thread count (they do depend on AVX2 vs the portable kernel).
+ * Parallelism: tasks are (product b, block of rows or columns of C), handed out dynamically (so a
+ * core that the shared machine takes away for a while does not stall the others). Each element of
+ * C is summed over k by one thread in a fixed order whatever the partition and whichever
+ * thread runs it, so results do not depend on the thread count or the schedule (they do
+ * depend on AVX2 vs the portable kernel).
  */
 #include "backends/cpu/gemm.h"
 
 #include <omp.h>
-#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -41,67 +43,74 @@
 enum {
     MR = 6,   /* rows of a register tile */
     NR = 16,  /* columns of a register tile (two AVX vectors) */
-    KC = 256, /* rows of k packed at a time: KC×NR floats = 16 KiB, half of Zen 3's L1d */
+    KC = 256, /* values of k packed at a time: KC×NR floats = 16 KiB, half of Zen 3's L1d */
 };
 
 /* Below this many flops in the whole batched call we stay on the calling thread: waking the
  * OpenMP team costs a few microseconds, the time of ~2^17 flops. */
 #define TG_GEMM_SMALL_SERIAL_FLOPS (1 << 17)
 
-/* One ISA's kernel and transposing packer, called through pointers by the generic driver.
- * kern: C[0:mr, 0:nc] = alpha * Σ_p a[i*rs + p*cs] * b[p*ldbp + j] + beta * C (beta 0: C is
- * not read), for a panel of b that is w = 8 or 16 floats wide (columns nc..w-1 are padding).
- * pack_bt: buf[p*w + j] = src[j*ld + p] for p < kc, j < nc; zero for nc <= j < w. */
+/* One ISA's kernel and packers, called through pointers by the generic driver.
+ * kern: for the m rows of C at c (tiles of MR rows, the last one shorter) and the nc columns
+ * of one panel of op(B) that is w = 8 or 16 floats wide (columns nc..w-1 are padding):
+ *     C[i][j] = alpha * sum_p a[i*rs + p*cs] * b[p*ldbp + j] + beta * C[i][j]
+ * with beta 0 not reading C. ab = {alpha, beta}, passed in memory so that the two floats are
+ * not held in vector registers through the k loop (12 accumulators + 2 vectors of B + 1
+ * broadcast already take 15 of the 16; with alpha and beta there too, GCC spilled one
+ * accumulator and the kernel ran at half speed).
+ * pack_b:  buf[p*w + j] = src[p*ld + j]  for p < kc, j < nc; zero for nc <= j < w.
+ * pack_bt: buf[p*w + j] = src[j*ld + p]  (the same for a transposed B). */
 typedef struct small_isa {
-    void (*kern)(int mr, int w, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
-                 const float *b, int64_t ldbp, float *c, int64_t ldc, float alpha, float beta);
+    void (*kern)(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
+                 const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab);
+    void (*pack_b)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
     void (*pack_bt)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
 } small_isa;
 
 /* ---------------------------------------------------------------- portable kernel ---- */
 
-static void kern_portable(int mr, int w, int nc, int64_t kc, const float *a, int64_t rs,
+static void kern_portable(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs,
                           int64_t cs, const float *b, int64_t ldbp, float *c, int64_t ldc,
-                          float alpha, float beta) {
-    float acc[MR][NR];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < w; j++) acc[i][j] = 0.0f;
-    for (int64_t p = 0; p < kc; p++) {
-        const float *bp = b + p * ldbp;
+                          const float *ab) {
+    const float alpha = ab[0], beta = ab[1];
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+        const int mr = m - i0 < MR ? (int)(m - i0) : MR;
+        const float *at = a + i0 * rs;
+        float acc[MR][NR];
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < w; j++)
+                acc[i][j] = 0.0f;
+        for (int64_t p = 0; p < kc; p++) {
+            const float *bp = b + p * ldbp;
+            for (int i = 0; i < mr; i++) {
+                const float ai = at[i * rs + p * cs];
+                for (int j = 0; j < w; j++)
+                    acc[i][j] += ai * bp[j];
+            }
+        }
         for (int i = 0; i < mr; i++) {
-            float ai = a[i * rs + p * cs];
-            for (int j = 0; j < w; j++) acc[i][j] += ai * bp[j];
-        }
-    }
-    for (int i = 0; i < mr; i++) {
-        float *cr = c + i * ldc;
-        for (int j = 0; j < nc; j++) {
-            float t = alpha * acc[i][j];
-            cr[j] = beta == 0.0f ? t : beta * cr[j] + t;
+            float *cr = c + (i0 + i) * ldc;
+            for (int j = 0; j < nc; j++) {
+                const float t = alpha * acc[i][j];
+                cr[j] = beta == 0.0f ? t : beta * cr[j] + t;
+            }
         }
     }
 }
 
-static void pack_bt_portable(const float *src, int64_t ld, int64_t kc, int nc, int w,
-                             float *buf) {
-    for (int j = 0; j < nc; j++) {
-        const float *s = src + j * ld;
-        for (int64_t p = 0; p < kc; p++) buf[p * w + j] = s[p];
-    }
+static void pack_b_portable(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf) {
     for (int64_t p = 0; p < kc; p++)
-        for (int j = nc; j < w; j++) buf[p * w + j] = 0.0f;
+        for (int j = 0; j < w; j++)
+            buf[p * w + j] = j < nc ? src[p * ld + j] : 0.0f;
 }
 
-static const small_isa isa_portable = {kern_portable, pack_bt_portable};
-
-/* Non-transposed op(B) panel that cannot be read in place (the narrower last panel): copy
- * kc rows of nc floats, zero-padded to w. */
-static void pack_b(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf) {
-    for (int64_t p = 0; p < kc; p++) {
-        memcpy(buf + p * w, src + p * ld, (size_t)nc * sizeof(float));
-        memset(buf + p * w + nc, 0, (size_t)(w - nc) * sizeof(float));
-    }
+static void pack_bt_portable(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf) {
+    for (int64_t p = 0; p < kc; p++)
+        for (int j = 0; j < w; j++)
+            buf[p * w + j] = j < nc ? src[j * ld + p] : 0.0f;
 }
+
+static const small_isa isa_portable = {kern_portable, pack_b_portable, pack_bt_portable};
 
 /* ------------------------------------------------------------------ AVX2+FMA kernel ---- */
 #if TG_GEMM_X86
@@ -124,39 +133,41 @@ store_row_avx2(float *cr, __m256 x0, __m256 x1, int nv, int nc, float alpha, flo
         }
         return;
     }
-    /* Partial row: whole vectors first, then the rest one float at a time (the same FMA
-     * rounding as the vector path). */
+    /* Partial row: a whole vector if there is one, then the rest one float at a time (the same
+     * FMA rounding as the vector path). */
     float t[16];
     _mm256_storeu_ps(t, x0);
     _mm256_storeu_ps(t + 8, x1);
     int j = 0;
     if (nc >= 8) {
-        _mm256_storeu_ps(cr, beta == 0.0f ? x0
-                                          : _mm256_fmadd_ps(_mm256_set1_ps(beta),
-                                                            _mm256_loadu_ps(cr), x0));
+        _mm256_storeu_ps(
+            cr, beta == 0.0f ? x0 : _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(cr), x0));
         j = 8;
     }
-    for (; j < nc; j++)
-        cr[j] = beta == 0.0f ? t[j]
-                             : _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(beta), _mm_set_ss(cr[j]),
-                                                          _mm_set_ss(t[j])));
+    if (beta == 0.0f)
+        for (; j < nc; j++)
+            cr[j] = t[j];
+    else
+        for (; j < nc; j++)
+            cr[j] =
+                _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(beta), _mm_set_ss(cr[j]), _mm_set_ss(t[j])));
 }
 
 /* The tile kernel, specialised by the constants mr (1..6) and nv (1 or 2 vectors) at each
  * call site in kern_avx2(): the `if (mr > i)` / `if (nv > 1)` tests fold away, leaving
  * mr*nv accumulators in registers. */
-#define TG_ROW(i)                                                                          \
-    if (mr > i) {                                                                          \
-        const __m256 ai = _mm256_broadcast_ss(a + (i)*rs + p * cs);                        \
-        c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);                                        \
-        if (nv > 1) c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);                            \
+#define TG_ROW(i)                                                                                  \
+    if (mr > i) {                                                                                  \
+        const __m256 ai = _mm256_broadcast_ss(a + (i)*rs + p * cs);                                \
+        c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);                                                \
+        if (nv > 1) c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);                                    \
     }
-#define TG_STORE(i)                                                                        \
+#define TG_STORE(i)                                                                                \
     if (mr > i) store_row_avx2(c + (i)*ldc, c##i##0, c##i##1, nv, nc, alpha, beta);
 
 static inline __attribute__((always_inline)) TG_AVX2 void
 tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
-          const float *b, int64_t ldbp, float *c, int64_t ldc, float alpha, float beta) {
+          const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t p = 0; p < kc; p++) {
@@ -164,124 +175,218 @@ tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_
         const __m256 b1 = nv > 1 ? _mm256_loadu_ps(b + p * ldbp + 8) : b0;
         TG_ROW(0) TG_ROW(1) TG_ROW(2) TG_ROW(3) TG_ROW(4) TG_ROW(5)
     }
+    const float alpha = ab[0], beta = ab[1];
     TG_STORE(0) TG_STORE(1) TG_STORE(2) TG_STORE(3) TG_STORE(4) TG_STORE(5)
 }
 #undef TG_ROW
 #undef TG_STORE
 
-TG_AVX2 static void kern_avx2(int mr, int w, int nc, int64_t kc, const float *a, int64_t rs,
+/* All the tiles of one panel of op(B): whole 6-row tiles, then the shorter last one. The
+ * switch turns the run-time tile shape into the compile-time one tile_avx2() is built for. */
+TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs,
                               int64_t cs, const float *b, int64_t ldbp, float *c, int64_t ldc,
-                              float alpha, float beta) {
-#define TG_CASE(m, v)                                                                      \
-    case m: tile_avx2(m, v, nc, kc, a, rs, cs, b, ldbp, c, ldc, alpha, beta); break;
+                              const float *ab) {
+    int64_t i = 0;
+#define TG_TILE(mr, nv) tile_avx2(mr, nv, nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
     if (w == 16) {
-        switch (mr) {
-            TG_CASE(6, 2) TG_CASE(5, 2) TG_CASE(4, 2) TG_CASE(3, 2) TG_CASE(2, 2) TG_CASE(1, 2)
+        for (; i + MR <= m; i += MR)
+            TG_TILE(6, 2);
+        switch (m - i) {
+        case 5:
+            TG_TILE(5, 2);
+            break;
+        case 4:
+            TG_TILE(4, 2);
+            break;
+        case 3:
+            TG_TILE(3, 2);
+            break;
+        case 2:
+            TG_TILE(2, 2);
+            break;
+        case 1:
+            TG_TILE(1, 2);
+            break;
         }
     } else {
-        switch (mr) {
-            TG_CASE(6, 1) TG_CASE(5, 1) TG_CASE(4, 1) TG_CASE(3, 1) TG_CASE(2, 1) TG_CASE(1, 1)
+        for (; i + MR <= m; i += MR)
+            TG_TILE(6, 1);
+        switch (m - i) {
+        case 5:
+            TG_TILE(5, 1);
+            break;
+        case 4:
+            TG_TILE(4, 1);
+            break;
+        case 3:
+            TG_TILE(3, 1);
+            break;
+        case 2:
+            TG_TILE(2, 1);
+            break;
+        case 1:
+            TG_TILE(1, 1);
+            break;
         }
     }
-#undef TG_CASE
+#undef TG_TILE
+}
+
+/* Non-transposed panel that cannot be read in place (the narrower last one): row by row,
+ * whole vectors, a masked load for the last partial vector (masked-off lanes read as zero and
+ * are not touched in memory, so nothing past the end of B is read), zeros beyond. */
+TG_AVX2 static void pack_b_avx2(const float *src, int64_t ld, int64_t kc, int nc, int w,
+                                float *buf) {
+    const int full = nc >> 3, rem = nc & 7;
+    const __m256i mask =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = src + p * ld;
+        float *d = buf + p * w;
+        int v = 0;
+        for (; v < full; v++)
+            _mm256_storeu_ps(d + 8 * v, _mm256_loadu_ps(s + 8 * v));
+        if (rem) {
+            _mm256_storeu_ps(d + 8 * v, _mm256_maskload_ps(s + 8 * v, mask));
+            v++;
+        }
+        for (; 8 * v < w; v++)
+            _mm256_storeu_ps(d + 8 * v, _mm256_setzero_ps());
+    }
 }
 
 /* Transposing pack: 8 rows of B (8 columns of op(B)) × 8 values of k at a time through the
- * classic unpack / shuffle / permute2f128 8×8 transpose; edges one float at a time. */
+ * classic unpack / shuffle / permute2f128 8×8 transpose; rows past nc enter as zero vectors,
+ * so the padding comes out of the same shuffles. The last kc % 8 values one at a time. */
 TG_AVX2 static void pack_bt_avx2(const float *src, int64_t ld, int64_t kc, int nc, int w,
                                  float *buf) {
-    int j = 0;
-    for (; j + 8 <= nc; j += 8) {
+    const __m256 z = _mm256_setzero_ps();
+    for (int j = 0; j < w; j += 8) {
+        const int rem = nc - j; /* columns of this group that exist (<= 0: all padding) */
         const float *s = src + j * ld;
+        float *d = buf + j;
+        if (rem <= 0) {
+            for (int64_t p = 0; p < kc; p++)
+                _mm256_storeu_ps(d + p * w, z);
+            continue;
+        }
         int64_t p = 0;
         for (; p + 8 <= kc; p += 8) {
-            __m256 r0 = _mm256_loadu_ps(s + 0 * ld + p), r1 = _mm256_loadu_ps(s + 1 * ld + p);
-            __m256 r2 = _mm256_loadu_ps(s + 2 * ld + p), r3 = _mm256_loadu_ps(s + 3 * ld + p);
-            __m256 r4 = _mm256_loadu_ps(s + 4 * ld + p), r5 = _mm256_loadu_ps(s + 5 * ld + p);
-            __m256 r6 = _mm256_loadu_ps(s + 6 * ld + p), r7 = _mm256_loadu_ps(s + 7 * ld + p);
-            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-            float *d = buf + p * w + j;
-            _mm256_storeu_ps(d + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(d + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(d + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(d + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(d + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(d + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(d + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(d + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
+#define TG_LD(q) (rem > (q) ? _mm256_loadu_ps(s + (q)*ld + p) : z)
+            const __m256 r0 = TG_LD(0), r1 = TG_LD(1), r2 = TG_LD(2), r3 = TG_LD(3);
+            const __m256 r4 = TG_LD(4), r5 = TG_LD(5), r6 = TG_LD(6), r7 = TG_LD(7);
+#undef TG_LD
+            const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = d + p * w;
+            _mm256_storeu_ps(o + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
         }
         for (; p < kc; p++)
-            for (int jj = 0; jj < 8; jj++) buf[p * w + j + jj] = s[jj * ld + p];
+            for (int q = 0; q < 8; q++)
+                d[p * w + q] = q < rem ? s[q * ld + p] : 0.0f;
     }
-    for (; j < nc; j++) {
-        const float *s = src + j * ld;
-        for (int64_t p = 0; p < kc; p++) buf[p * w + j] = s[p];
-    }
-    if (nc < w)
-        for (int64_t p = 0; p < kc; p++)
-            for (int jj = nc; jj < w; jj++) buf[p * w + jj] = 0.0f;
 }
 
-static const small_isa isa_avx2 = {kern_avx2, pack_bt_avx2};
+static const small_isa isa_avx2 = {kern_avx2, pack_b_avx2, pack_bt_avx2};
 
 static bool have_avx2_fma(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
-static bool have_avx2_fma(void) { return false; }
+static bool have_avx2_fma(void) {
+    return false;
+}
 #endif
 
-const char *tg_cpu_gemm_small_isa(void) { return have_avx2_fma() ? "avx2+fma" : "portable"; }
+const char *tg_cpu_gemm_small_isa(void) {
+    return have_avx2_fma() ? "avx2+fma" : "portable";
+}
 
 /* ------------------------------------------------------------------------ driver ---- */
 
-static int64_t imin(int64_t x, int64_t y) { return x < y ? x : y; }
+static int64_t imin(int64_t x, int64_t y) {
+    return x < y ? x : y;
+}
 
-/* Rows [i0, i1) of product bi. */
+/* Whether `rows` rows of a matrix with leading dimension ld, one or two cache lines of each,
+ * stay in half of Zen 3's L1d (32 KiB, 8 ways × 64 sets of 64-byte lines; set = address bits
+ * 6..11). Rows a multiple of 4 KiB apart all land in one set, 2 KiB apart in two: a 16-float
+ * panel of B read in place with ldb = 512 (a head of a d = 512 model as a strided view) keeps
+ * only 16 lines in L1: 32×64×32 products with ldb = 512 ran at ~30 GFLOP/s on one core read in
+ * place, ~60 packed. */
+static bool fits_l1(int64_t ld, int64_t rows) {
+    int64_t g = 4096, x = (ld * 4) % 4096; /* gcd(ld*4 mod 4096, 4096): a power of two */
+    if (x != 0) g = x & -x;
+    if (g < 64) g = 64; /* rows not line-aligned spread over every set */
+    const int64_t lines_per_row = (ld * 4) % 64 == 0 ? 1 : 2;
+    return rows * lines_per_row <= 8 * (4096 / g) / 2;
+}
+
+/* Rows [i0, i1) × columns [j0, j1) of product bi (j0 a multiple of NR): for each panel of
+ * op(B) (in place or packed, a chunk of k at a time), all the row tiles. */
 static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t bi, int64_t i0,
-                        int64_t i1) {
+                        int64_t i1, int64_t j0, int64_t j1) {
     float buf[KC * NR] __attribute__((aligned(32)));
-    const float *A = g->a + bi * g->stride_a;
-    const float *B = g->b + bi * g->stride_b;
-    float *C = g->c + bi * g->stride_c;
-    const int64_t N = g->N, K = g->K, lda = g->lda, ldb = g->ldb, ldc = g->ldc;
+    const float *A, *B;
+    float *C;
+    tg_cpu_gemm_product(g, bi, &A, &B, &C);
+    const int64_t K = g->K, lda = g->lda, ldb = g->ldb, ldc = g->ldc;
     const int64_t rs = g->trans_a ? 1 : lda, cs = g->trans_a ? lda : 1;
+    const bool b_fits = fits_l1(ldb, K);
 
-    for (int64_t j0 = 0; j0 < N; j0 += NR) {
-        const int nc = (int)imin(NR, N - j0);
+    for (int64_t j = j0; j < j1; j += NR) {
+        const int nc = (int)imin(NR, j1 - j);
         const int w = nc > 8 ? 16 : 8;
-        /* A full-width panel of a non-transposed B is read in place, all of K at once. */
-        const bool direct = !g->trans_b && nc == w;
+        /* A full-width panel of a non-transposed B is read in place, all of K at once, when
+         * its K rows stay in L1 across the row tiles. */
+        const bool direct = !g->trans_b && nc == w && b_fits;
         const int64_t kstep = direct ? K : KC;
         for (int64_t p0 = 0; p0 < K; p0 += kstep) {
             const int64_t kc = imin(kstep, K - p0);
             const float *bp = buf;
             int64_t ldbp = w;
             if (direct) {
-                bp = B + p0 * ldb + j0;
+                bp = B + p0 * ldb + j;
                 ldbp = ldb;
             } else if (g->trans_b) {
-                isa->pack_bt(B + j0 * ldb + p0, ldb, kc, nc, w, buf);
+                isa->pack_bt(B + j * ldb + p0, ldb, kc, nc, w, buf);
             } else {
-                pack_b(B + p0 * ldb + j0, ldb, kc, nc, w, buf);
+                isa->pack_b(B + p0 * ldb + j, ldb, kc, nc, w, buf);
             }
             /* Later chunks of k add to what the first chunk wrote. */
-            const float beta = p0 == 0 ? g->beta : 1.0f;
-            for (int64_t i = i0; i < i1; i += MR) {
-                const int mr = (int)imin(MR, i1 - i);
-                const float *ap = g->trans_a ? A + p0 * lda + i : A + i * lda + p0;
-                isa->kern(mr, w, nc, kc, ap, rs, cs, bp, ldbp, C + i * ldc + j0, ldc, g->alpha,
-                          beta);
-            }
+            const float ab[2] = {g->alpha, p0 == 0 ? g->beta : 1.0f};
+            const float *ap = g->trans_a ? A + p0 * lda + i0 : A + i0 * lda + p0;
+            isa->kern(i1 - i0, w, nc, kc, ap, rs, cs, bp, ldbp, C + i0 * ldc + j, ldc, ab);
         }
     }
+}
+
+/* How the products are cut into tasks: each product into `blocks` blocks of `size` rows
+ * (by_cols false) or columns (by_cols true). */
+typedef struct split {
+    bool by_cols;
+    int64_t blocks, size;
+} split;
+
+static void run_task(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t) {
+    const int64_t bi = t / sp.blocks, lo = (t % sp.blocks) * sp.size;
+    if (sp.by_cols)
+        small_block(g, isa, bi, 0, g->M, lo, imin(lo + sp.size, g->N));
+    else
+        small_block(g, isa, bi, lo, imin(lo + sp.size, g->M), 0, g->N);
 }
 
 void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable) {
@@ -293,25 +398,33 @@ void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable) {
     (void)portable;
 #endif
     if (nthreads < 1) nthreads = 1;
-    const int64_t batch = g->batch, M = g->M;
-    const double flops = 2.0 * (double)batch * (double)M * (double)g->N * (double)g->K;
+    const int64_t batch = tg_cpu_gemm_count(g), M = g->M, N = g->N;
+    const double flops = 2.0 * (double)batch * (double)M * (double)N * (double)g->K;
     if (flops < TG_GEMM_SMALL_SERIAL_FLOPS) nthreads = 1;
 
-    /* Tasks: (product, block of rows). With a batch of at least 4 products per thread the
-     * products alone balance the threads; otherwise cut each product into row blocks (whole
-     * 6-row tiles) so that there are about 4 tasks per thread. */
-    const int64_t mpanels = (M + MR - 1) / MR;
-    int64_t mblocks = 1;
-    if (nthreads > 1 && batch < 4 * (int64_t)nthreads)
-        mblocks = imin(mpanels, (4 * (int64_t)nthreads + batch - 1) / batch);
-    const int64_t rows = (mpanels + mblocks - 1) / mblocks * MR;
-    mblocks = (M + rows - 1) / rows;
-    const int64_t ntasks = batch * mblocks;
-    const int nt = (int)imin(nthreads, ntasks);
-
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t t = 0; t < ntasks; t++) {
-        const int64_t bi = t / mblocks, i0 = (t % mblocks) * rows;
-        small_block(g, isa, bi, i0, imin(i0 + rows, M));
+    /* Tasks. With a batch of at least 4 products per thread the products alone balance the
+     * threads. Otherwise each product is cut into about 4·threads/batch blocks of whole tiles,
+     * along its longer side in tiles: rows (6 per tile) or columns (16 per tile). Cutting a
+     * wide product into rows would make every task pack all of op(B) for a few row tiles. */
+    const int64_t mtiles = (M + MR - 1) / MR, ntiles = (N + NR - 1) / NR;
+    split sp = {ntiles > mtiles, 1, ntiles > mtiles ? N : M};
+    if (nthreads > 1 && batch < 4 * (int64_t)nthreads) {
+        const int64_t tiles = sp.by_cols ? ntiles : mtiles, unit = sp.by_cols ? NR : MR;
+        const int64_t want = imin(tiles, (4 * (int64_t)nthreads + batch - 1) / batch);
+        sp.size = (tiles + want - 1) / want * unit;
+        sp.blocks = ((sp.by_cols ? N : M) + sp.size - 1) / sp.size;
     }
+    const int64_t ntasks = batch * sp.blocks;
+    const int nt = (int)imin(nthreads, ntasks);
+    if (nt <= 1) {
+        for (int64_t t = 0; t < ntasks; t++)
+            run_task(g, isa, sp, t);
+        return;
+    }
+    /* Dynamic hand-out in chunks of ~1/8 of a thread's share: cheap (one atomic per chunk)
+     * and it keeps both cores busy when the other processes of a shared machine take one. */
+    const int chunk = (int)(ntasks / (8 * (int64_t)nt) > 0 ? ntasks / (8 * (int64_t)nt) : 1);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk)
+    for (int64_t t = 0; t < ntasks; t++)
+        run_task(g, isa, sp, t);
 }

@@ -1,0 +1,464 @@
+/* Tests of the CPU GEMM engine (backends/cpu/gemm.c, gemm_small.c) against a naive
+ * double-precision reference.
+ *
+ * Tolerance (relative, float32): for every element
+ *     |c - ref| <= 1e-5 * sqrt(K) * (|alpha| * sum_p |a_ip * b_pj| + |beta * c0_ij|) + 1e-30,
+ * i.e. relative to the magnitude of the terms summed, so that cancellation cannot hide or fake
+ * an error. Rounding in a K-term float32 sum is ~6e-8 * sqrt(K) of that scale on average and at
+ * most ~6e-8 * K; a wrong index, a missing or doubled term, a stale chunk or a garbage lane
+ * gives errors of order 1 of that scale.
+ *
+ * Every shape is run on each engine: the small path with the AVX2 kernel ("small"), the small
+ * path forced onto the portable kernel ("portable"), the BLAS path ("blas") and the automatic
+ * choice ("auto"). */
+#include "backends/cpu/gemm.h"
+#include "tg_check.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { ENG_SMALL, ENG_PORTABLE, ENG_BLAS, ENG_AUTO, ENG_COUNT };
+static const char *eng_name[ENG_COUNT] = {"small", "portable", "blas", "auto"};
+
+static void run_engine(int eng, const tg_cpu_gemm_args *g, int nthreads) {
+    switch (eng) {
+    case ENG_SMALL:
+        tg_cpu_gemm_small(g, nthreads, false);
+        break;
+    case ENG_PORTABLE:
+        tg_cpu_gemm_small(g, nthreads, true);
+        break;
+    case ENG_BLAS:
+        tg_cpu_gemm_blas(g, nthreads);
+        break;
+    default:
+        tg_cpu_gemm_batched(g->batch, g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->a,
+                            g->lda, g->stride_a, g->b, g->ldb, g->stride_b, g->beta, g->c, g->ldc,
+                            g->stride_c, nthreads);
+    }
+}
+
+/* Deterministic uniform values in [-1, 1). */
+static uint64_t rng_state = 88172645463325252ull;
+static float frand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* A test problem: buffers sized from the strides, padding (beyond the M×K, K×N, M×N parts
+ * each ld and stride covers) filled with NaN so that any read of it shows. */
+typedef struct problem {
+    tg_cpu_gemm_args g;
+    float *a, *b, *c, *c0; /* c0: C before the call */
+    size_t na, nb, nc;
+} problem;
+
+static size_t span(int64_t batch, int64_t stride, int64_t rows, int64_t ld) {
+    int64_t nb = stride == 0 ? 1 : batch;
+    return (size_t)((nb - 1) * stride + (rows - 1) * ld + ld);
+}
+
+/* pad: extra columns in every ld; sa/sb: 0 broadcasts A / B, 1 gives each product its own
+ * (with a gap of 7 floats between consecutive matrices). */
+static problem make(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    float beta, int64_t pad, int sa, int sb, bool nan_c) {
+    problem pr;
+    memset(&pr, 0, sizeof pr);
+    tg_cpu_gemm_args *g = &pr.g;
+    g->batch = batch, g->M = M, g->N = N, g->K = K, g->trans_a = ta, g->trans_b = tb;
+    g->alpha = alpha, g->beta = beta;
+    int64_t ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+    if (ra < 1) ra = 1;
+    if (rb < 1) rb = 1;
+    g->lda = ca + pad, g->ldb = cb + pad, g->ldc = N + pad;
+    g->stride_a = sa ? ra * g->lda + 7 : 0;
+    g->stride_b = sb ? rb * g->ldb + 7 : 0;
+    g->stride_c = M * g->ldc + 7;
+    pr.na = span(batch, g->stride_a, ra, g->lda);
+    pr.nb = span(batch, g->stride_b, rb, g->ldb);
+    pr.nc = span(batch, g->stride_c, M, g->ldc);
+    pr.a = malloc(pr.na * sizeof(float));
+    pr.b = malloc(pr.nb * sizeof(float));
+    pr.c = malloc(pr.nc * sizeof(float));
+    pr.c0 = malloc(pr.nc * sizeof(float));
+    ck_assert(pr.a && pr.b && pr.c && pr.c0);
+    for (size_t i = 0; i < pr.na; i++)
+        pr.a[i] = NAN;
+    for (size_t i = 0; i < pr.nb; i++)
+        pr.b[i] = NAN;
+    for (size_t i = 0; i < pr.nc; i++)
+        pr.c0[i] = NAN;
+    int64_t nba = sa ? batch : 1, nbb = sb ? batch : 1;
+    for (int64_t x = 0; x < nba; x++)
+        for (int64_t r = 0; r < ra; r++)
+            for (int64_t q = 0; q < ca; q++)
+                pr.a[x * g->stride_a + r * g->lda + q] = frand();
+    for (int64_t x = 0; x < nbb; x++)
+        for (int64_t r = 0; r < rb; r++)
+            for (int64_t q = 0; q < cb; q++)
+                pr.b[x * g->stride_b + r * g->ldb + q] = frand();
+    for (int64_t x = 0; x < batch; x++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                pr.c0[x * g->stride_c + i * g->ldc + j] = nan_c ? NAN : frand();
+    g->a = pr.a, g->b = pr.b, g->c = pr.c;
+    return pr;
+}
+
+static void release(problem *pr) {
+    free(pr->a), free(pr->b), free(pr->c), free(pr->c0);
+}
+
+/* Run engine eng on a fresh copy of C and compare with the double reference; padding of C
+ * (outside the M×N parts) must come back untouched (still NaN). Returns the worst error in
+ * units of the tolerance (<= 1 passes), after asserting. */
+static double check(problem *pr, int eng, int nthreads) {
+    const tg_cpu_gemm_args *g = &pr->g;
+    memcpy(pr->c, pr->c0, pr->nc * sizeof(float));
+    run_engine(eng, g, nthreads);
+    const double tol = 1e-5 * sqrt((double)(g->K > 1 ? g->K : 1));
+    double worst = 0.0;
+    for (int64_t x = 0; x < g->batch; x++) {
+        const float *A = g->a + x * g->stride_a, *B = g->b + x * g->stride_b;
+        for (int64_t i = 0; i < g->M; i++)
+            for (int64_t j = 0; j < g->N; j++) {
+                double s = 0.0, mag = 0.0;
+                for (int64_t p = 0; p < g->K; p++) {
+                    double av = g->trans_a ? A[p * g->lda + i] : A[i * g->lda + p];
+                    double bv = g->trans_b ? B[j * g->ldb + p] : B[p * g->ldb + j];
+                    s += av * bv;
+                    mag += fabs(av * bv);
+                }
+                size_t at = (size_t)(x * g->stride_c + i * g->ldc + j);
+                double ref = g->alpha * s, scale = fabs(g->alpha) * mag;
+                if (g->beta != 0.0f) {
+                    ref += (double)g->beta * pr->c0[at];
+                    scale += fabs((double)g->beta * pr->c0[at]);
+                }
+                double err = fabs((double)pr->c[at] - ref);
+                double bound = tol * scale + 1e-30;
+                /* ck_abort_msg only on failure: every ck_assert costs Check a pipe write. */
+                if (!(err <= bound))
+                    ck_abort_msg("%s: batch %lld %s%s M=%lld N=%lld K=%lld: C[%lld][%lld][%lld] = "
+                                 "%.9g, reference %.9g (error %.3g > bound %.3g)",
+                                 eng_name[eng], (long long)g->batch, g->trans_a ? "T" : "N",
+                                 g->trans_b ? "T" : "N", (long long)g->M, (long long)g->N,
+                                 (long long)g->K, (long long)x, (long long)i, (long long)j,
+                                 pr->c[at], ref, err, bound);
+                if (err / bound > worst) worst = err / bound;
+            }
+    }
+    /* C's padding: every float not in some product's M×N block must still be NaN. */
+    for (size_t at = 0; at < pr->nc; at++) {
+        int64_t x = (int64_t)at / g->stride_c, r = (int64_t)at % g->stride_c;
+        bool inside = x < g->batch && r / g->ldc < g->M && r % g->ldc < g->N;
+        if (!inside && !isnan(pr->c[at]))
+            ck_abort_msg("%s wrote C's padding at %zu", eng_name[eng], at);
+    }
+    return worst;
+}
+
+static void check_all(problem *pr, int nthreads) {
+    for (int eng = 0; eng < ENG_COUNT; eng++)
+        check(pr, eng, nthreads);
+}
+
+static void setup(void) {
+    openblas_set_num_threads(1);
+}
+
+/* All four transpose combinations, shapes that cover full and partial 6×16 tiles. */
+START_TEST(test_transposes) {
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        problem pr = make(3, ta, tb, 17, 33, 65, 1.0f, 0.0f, 0, 1, 1, false);
+        check_all(&pr, 2);
+        release(&pr);
+    }
+}
+END_TEST
+
+/* Odd sizes 1, 3, 17, 33, 65 in every dimension, every transpose combination. */
+START_TEST(test_odd_sizes) {
+    static const int64_t sz[] = {1, 3, 17, 33, 65};
+    for (int t = 0; t < 4; t++)
+        for (int im = 0; im < 5; im++)
+            for (int in = 0; in < 5; in++)
+                for (int ik = 0; ik < 5; ik++) {
+                    problem pr =
+                        make(2, t & 1, t & 2, sz[im], sz[in], sz[ik], 0.75f, 0.0f, 0, 1, 1, false);
+                    check_all(&pr, 2);
+                    release(&pr);
+                }
+}
+END_TEST
+
+/* Panel widths exactly 8, 16, 24, 32 (full 8-wide panels read in place) and row counts around
+ * multiples of 6. */
+START_TEST(test_tile_edges) {
+    static const int64_t ns[] = {8, 16, 24, 32, 40}, ms[] = {5, 6, 7, 12, 13};
+    for (int t = 0; t < 4; t++)
+        for (int x = 0; x < 5; x++)
+            for (int y = 0; y < 5; y++) {
+                problem pr = make(2, t & 1, t & 2, ms[y], ns[x], 16, 1.0f, 1.0f, 0, 1, 1, false);
+                check_all(&pr, 2);
+                release(&pr);
+            }
+}
+END_TEST
+
+/* Strided batches with stride 0 broadcasting A, or B, over the batch. */
+START_TEST(test_broadcast) {
+    for (int t = 0; t < 4; t++) {
+        problem pa = make(5, t & 1, t & 2, 10, 12, 16, 1.0f, 0.0f, 3, 0, 1, false);
+        problem pb = make(5, t & 1, t & 2, 10, 12, 16, 1.0f, 0.0f, 3, 1, 0, false);
+        problem big = make(3, t & 1, t & 2, 130, 140, 150, 1.0f, 0.0f, 0, 1, 0, false);
+        ck_assert_int_eq(pa.g.stride_a, 0);
+        ck_assert_int_eq(pb.g.stride_b, 0);
+        check_all(&pa, 2);
+        check_all(&pb, 2);
+        check_all(&big, 2);
+        release(&pa), release(&pb), release(&big);
+    }
+}
+END_TEST
+
+/* beta = 1 accumulates into C (and a general beta scales it), with alpha != 1. */
+START_TEST(test_beta_accumulate) {
+    for (int t = 0; t < 4; t++) {
+        problem p1 = make(4, t & 1, t & 2, 19, 21, 23, 0.5f, 1.0f, 0, 1, 1, false);
+        problem p2 = make(4, t & 1, t & 2, 19, 21, 23, -2.0f, 0.25f, 0, 1, 1, false);
+        problem p3 = make(2, t & 1, t & 2, 140, 150, 160, 0.5f, 1.0f, 0, 1, 1, false);
+        check_all(&p1, 2);
+        check_all(&p2, 2);
+        check_all(&p3, 2);
+        release(&p1), release(&p2), release(&p3);
+    }
+}
+END_TEST
+
+/* beta = 0 must not read C: C full of NaN gives finite results on every path. */
+START_TEST(test_beta0_nan) {
+    for (int t = 0; t < 4; t++) {
+        problem p = make(3, t & 1, t & 2, 13, 29, 31, 1.0f, 0.0f, 0, 1, 1, true);
+        problem q = make(1, t & 1, t & 2, 200, 150, 100, 1.0f, 0.0f, 0, 1, 1, true);
+        check_all(&p, 2);
+        check_all(&q, 2);
+        for (size_t i = 0; i < 13 * 29; i++)
+            if (!isfinite(p.c[i])) ck_abort_msg("C[%zu] = %g is not finite", i, p.c[i]);
+        release(&p), release(&q);
+    }
+}
+END_TEST
+
+/* lda > K, ldb > N, ldc > N: padding (NaN) is neither read nor written. */
+START_TEST(test_padding) {
+    for (int t = 0; t < 4; t++) {
+        problem p = make(3, t & 1, t & 2, 17, 33, 65, 1.0f, 1.0f, 5, 1, 1, false);
+        problem q = make(2, t & 1, t & 2, 130, 131, 132, 1.0f, 0.0f, 9, 1, 1, false);
+        check_all(&p, 2);
+        check_all(&q, 2);
+        release(&p), release(&q);
+    }
+}
+END_TEST
+
+/* Large shapes take the BLAS path: a Transformer projection and its two backward products,
+ * and a batch that is split inside each product (3 products on 2 threads) or shared out; a
+ * tall, narrow product (3000×40, K 200) takes the small path whatever its size. */
+START_TEST(test_large_blas) {
+    /* Forward Y = X·W (1280×256 · 256×1024), dX = dY·Wᵀ, dW = Xᵀ·dY. */
+    problem fw = make(1, false, false, 1280, 1024, 256, 1.0f, 0.0f, 0, 1, 1, false);
+    problem dx = make(1, false, true, 1280, 256, 1024, 1.0f, 0.0f, 0, 1, 1, false);
+    problem dw = make(1, true, false, 256, 1024, 1280, 1.0f, 1.0f, 0, 1, 1, false);
+    problem *ps[3] = {&fw, &dx, &dw};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(tg_cpu_gemm_choose(&ps[i]->g, 2), TG_CPU_GEMM_BLAS);
+        check(ps[i], ENG_AUTO, 2);
+        release(ps[i]);
+    }
+    for (int t = 0; t < 4; t++) {
+        problem p3 = make(3, t & 1, t & 2, 150, 170, 190, 1.0f, 0.0f, 0, 1, 1, false);
+        problem p4 = make(4, t & 1, t & 2, 150, 170, 190, 1.0f, 0.0f, 0, 1, 1, false);
+        problem pc = make(1, t & 1, t & 2, 40, 300, 200, 1.0f, 0.0f, 0, 1, 1, false);
+        problem tall = make(1, t & 1, t & 2, 3000, 40, 200, 1.0f, 1.0f, 0, 1, 1, false);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&p3.g, 2), TG_CPU_GEMM_BLAS);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&pc.g, 2), TG_CPU_GEMM_BLAS);
+        check(&p3, ENG_AUTO, 2);
+        check(&p4, ENG_AUTO, 2);
+        check(&pc, ENG_AUTO, 2); /* N > M: split by columns */
+        ck_assert_int_eq(tg_cpu_gemm_choose(&tall.g, 2), TG_CPU_GEMM_SMALL);
+        check(&tall, ENG_AUTO, 2);
+        release(&p3), release(&p4), release(&pc), release(&tall);
+    }
+}
+END_TEST
+
+/* Long K: where op(B) is packed (transposed, or rows too far apart to read in place) the
+ * small path takes 256 values of k at a time and accumulates chunk after chunk into C; the
+ * first chunk alone sees beta (0 here, over a C full of NaN). */
+START_TEST(test_long_k) {
+    for (int t = 0; t < 4; t++) {
+        problem p = make(2, t & 1, t & 2, 7, 19, 600, 1.0f, 0.0f, 2, 1, 1, true); /* NaN C */
+        problem q = make(2, t & 1, t & 2, 5, 9, 3000, -1.5f, 1.0f, 0, 1, 1, false);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&q.g, 2), TG_CPU_GEMM_SMALL);
+        check_all(&p, 2);
+        check_all(&q, 2);
+        release(&p), release(&q);
+    }
+}
+END_TEST
+
+/* Attention shapes take the small path; projection shapes the BLAS path. */
+START_TEST(test_path_rule) {
+    tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+    g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 64, .K = 10};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 256, .K = 256};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 4096, .N = 64, .K = 64}; /* tall and narrow */
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 65, .K = 256};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
+    ck_assert(strcmp(tg_cpu_gemm_small_isa(), "avx2+fma") == 0 ||
+              strcmp(tg_cpu_gemm_small_isa(), "portable") == 0);
+}
+END_TEST
+
+/* Nothing to multiply: K = 0 or alpha = 0 give C = beta*C (zeros for beta 0, whatever C held);
+ * M = 0 touches nothing. */
+START_TEST(test_degenerate) {
+    for (int eng = 0; eng < ENG_COUNT; eng++) {
+        float c[6] = {NAN, NAN, NAN, 1.0f, 2.0f, 3.0f}, a[1] = {NAN}, b[1] = {NAN};
+        tg_cpu_gemm_args g = {.batch = 1,
+                              .M = 1,
+                              .N = 3,
+                              .K = 0,
+                              .alpha = 1.0f,
+                              .beta = 0.0f,
+                              .a = a,
+                              .lda = 1,
+                              .b = b,
+                              .ldb = 3,
+                              .c = c,
+                              .ldc = 3,
+                              .stride_c = 3};
+        run_engine(eng, &g, 2);
+        for (int j = 0; j < 3; j++)
+            ck_assert_float_eq(c[j], 0.0f);
+        g.c = c + 3, g.beta = 2.0f, g.K = 1, g.alpha = 0.0f;
+        run_engine(eng, &g, 2);
+        ck_assert_float_eq(c[3], 2.0f);
+        ck_assert_float_eq(c[5], 6.0f);
+        g.M = 0, g.beta = 0.0f;
+        run_engine(eng, &g, 2);
+        ck_assert_float_eq(c[4], 4.0f);
+    }
+}
+END_TEST
+
+/* Bit-identical results: the same call twice on each path; the small path is also identical
+ * across thread counts (each element's k sum is done by one thread in the same order). */
+START_TEST(test_deterministic) {
+    problem p = make(64, false, true, 33, 33, 64, 1.0f, 0.0f, 0, 1, 1, false);
+    problem q = make(1, true, false, 300, 400, 500, 1.0f, 0.0f, 0, 1, 1, false);
+    size_t bytes = p.nc * sizeof(float), qbytes = q.nc * sizeof(float);
+    float *ref = malloc(bytes), *qref = malloc(qbytes);
+    ck_assert(ref && qref);
+    check(&p, ENG_SMALL, 1);
+    memcpy(ref, p.c, bytes);
+    for (int nt = 2; nt <= 3; nt++) {
+        check(&p, ENG_SMALL, nt);
+        ck_assert_msg(memcmp(ref, p.c, bytes) == 0, "small path differs at %d threads", nt);
+    }
+    check(&q, ENG_BLAS, 2);
+    memcpy(qref, q.c, qbytes);
+    check(&q, ENG_BLAS, 2);
+    ck_assert_msg(memcmp(qref, q.c, qbytes) == 0, "BLAS path differs between two runs");
+    free(ref), free(qref);
+    release(&p), release(&q);
+}
+END_TEST
+
+/* Two batch levels (tg_cpu_gemm_batched2): the heads of [Bo, n, h, dk] tensors, as attention
+ * reads them through strided views: product (o, i) = sequence o, head i; rows of every
+ * operand h·width floats apart. Also an outer stride 0 (one matrix per head, shared by all
+ * sequences). Reference computed here with explicit index arithmetic. */
+START_TEST(test_two_level_batch) {
+    const int64_t Bo = 5, h = 3;
+    static const int64_t shapes[][3] = {{10, 10, 16}, {32, 16, 32}, {7, 33, 9}, {150, 140, 130}};
+    for (int si = 0; si < 4; si++)
+        for (int t = 0; t < 4; t++)
+            for (int bcast = 0; bcast < 2; bcast++) {
+                const bool ta = t & 1, tb = t & 2;
+                const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                const int64_t ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+                const int64_t lda = h * ca, ldb = h * cb, ldc = h * N;
+                const int64_t osa = ra * lda, osb = bcast ? 0 : rb * ldb, osc = M * ldc;
+                float *a = malloc(sizeof(float) * (size_t)(Bo * osa));
+                float *b = malloc(sizeof(float) * (size_t)(Bo * rb * ldb));
+                float *c = malloc(sizeof(float) * (size_t)(Bo * osc));
+                ck_assert(a && b && c);
+                for (int64_t x = 0; x < Bo * osa; x++)
+                    a[x] = frand();
+                for (int64_t x = 0; x < Bo * rb * ldb; x++)
+                    b[x] = frand();
+                for (int64_t x = 0; x < Bo * osc; x++)
+                    c[x] = NAN;
+                tg_cpu_gemm_batched2(Bo, osa, osb, osc, h, ta, tb, M, N, K, 1.0f, a, lda, ca, b,
+                                     ldb, cb, 0.0f, c, ldc, N, 2);
+                const double tol = 1e-5 * sqrt((double)K);
+                for (int64_t o = 0; o < Bo; o++)
+                    for (int64_t hi = 0; hi < h; hi++)
+                        for (int64_t i = 0; i < M; i++)
+                            for (int64_t j = 0; j < N; j++) {
+                                double s = 0.0, mag = 0.0;
+                                for (int64_t p = 0; p < K; p++) {
+                                    double av = ta ? a[o * osa + p * lda + hi * ca + i]
+                                                   : a[o * osa + i * lda + hi * ca + p];
+                                    double bv = tb ? b[o * osb + j * ldb + hi * cb + p]
+                                                   : b[o * osb + p * ldb + hi * cb + j];
+                                    s += av * bv;
+                                    mag += fabs(av * bv);
+                                }
+                                double got = c[o * osc + i * ldc + hi * N + j];
+                                if (!(fabs(got - s) <= tol * mag + 1e-30))
+                                    ck_abort_msg("batched2 %s%s %lldx%lldx%lld bcast %d: C(%lld,"
+                                                 "%lld)[%lld][%lld] = %.9g, reference %.9g",
+                                                 ta ? "T" : "N", tb ? "T" : "N", (long long)M,
+                                                 (long long)N, (long long)K, bcast, (long long)o,
+                                                 (long long)hi, (long long)i, (long long)j, got, s);
+                            }
+                free(a), free(b), free(c);
+            }
+}
+END_TEST
+
+Suite *tg_test_suite(void) {
+    Suite *s = suite_create("gemm");
+    TCase *tc = tcase_create("gemm");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_transposes);
+    tcase_add_test(tc, test_odd_sizes);
+    tcase_add_test(tc, test_tile_edges);
+    tcase_add_test(tc, test_broadcast);
+    tcase_add_test(tc, test_beta_accumulate);
+    tcase_add_test(tc, test_beta0_nan);
+    tcase_add_test(tc, test_padding);
+    tcase_add_test(tc, test_large_blas);
+    tcase_add_test(tc, test_long_k);
+    tcase_add_test(tc, test_path_rule);
+    tcase_add_test(tc, test_degenerate);
+    tcase_add_test(tc, test_deterministic);
+    tcase_add_test(tc, test_two_level_batch);
+    suite_add_tcase(s, tc);
+    return s;
+}
