@@ -1,0 +1,59 @@
+/* Host side of the CUDA backend (C only; not installed): the backend's private state and the
+ * helpers shared by cuda.c (backend object, allocator, copies, store maths) and cuda_ops.c
+ * (one function per op). */
+#ifndef TG_CUDA_HOST_H
+#define TG_CUDA_HOST_H
+
+#include <cublas_v2.h>
+
+#include "backends/cuda/cuda-impl.h"
+#include "core/tg-impl.h"
+
+/* Size classes of the caching allocator: 256 bytes, then for 2^e < bytes <= 2^(e+1) four
+ * classes k * 2^(e-2), k = 5..8 (class_of in cuda.c): at most 25 % waste. e < 64 gives at
+ * most 1 + 56 * 4 classes. */
+#define TGCU_NCLASS 232
+
+typedef struct tgcu_block {
+    void *ptr;
+    struct tgcu_block *next;
+} tgcu_block;
+
+typedef struct tgcu_impl {
+    int device;
+    cudaStream_t stream;      /* every kernel, copy and cuBLAS call goes on this one stream */
+    cublasHandle_t blas;
+    bool tf32;                /* TG_CUDA_TF32=1: cuBLAS may use TF32 tensor cores */
+    tgcu_block *cache[TGCU_NCLASS]; /* freed device blocks kept for reuse, per size class */
+    size_t cached_bytes;
+    int64_t *dev_check;       /* 2 int64 on the device: results of id checks */
+    int64_t *host_pinned;     /* 4 int64 of page-locked host memory for small read-backs */
+    /* Host-to-device copies are staged through this page-locked buffer so that copy_in can
+     * return without waiting: the caller's buffer is copied into it on the host, the device
+     * copy is enqueued, and a region is written again only after the stream has been
+     * synchronised (staged_used goes back to 0 at every full synchronisation). */
+    char *staging;
+    size_t staging_size, staged_used;
+} tgcu_impl;
+
+/* A tg status for a CUDA error (TG_OK for cudaSuccess): TG_ERR_NOMEM for out-of-memory,
+ * else TG_ERR_BACKEND, with cudaGetErrorString's text after "cuda backend: <what>: ".
+ * Clears the runtime's last-error slot so a handled error does not resurface later. */
+tg_status tgcu_status(cudaError_t e, const char *what);
+tg_status tgcu_blas_status(cublasStatus_t s, const char *what);
+
+/* Device memory from the backend's caching allocator (NULL + error set on failure); free
+ * with the same byte count. Blocks are reused in stream order, so a block freed right after
+ * enqueueing the kernel that uses it is safe. */
+void *tgcu_alloc(tg_backend *b, size_t bytes);
+void tgcu_free(tg_backend *b, void *p, size_t bytes);
+
+/* Copy `bytes` of device memory to host memory and wait for it (ordered after everything
+ * enqueued so far). */
+tg_status tgcu_read_back(tg_backend *b, void *dst, const void *src, size_t bytes);
+
+/* Run one node (cuda_ops.c). */
+tg_status tgcu_run_node(tg_backend *b, tg_tensor *t);
+bool tgcu_supports_op(tg_op op);
+
+#endif

@@ -1,0 +1,556 @@
+/* The CUDA backend's ops: each node becomes launcher arguments (index spaces, row counts,
+ * parameters from t->pi/pf/pl with the conventions of core/ops_*.c), or a cuBLAS call for
+ * matmul. Inputs are contiguous except matmul operands (row- or column-contiguous views) and
+ * the source of a contiguous copy; outputs are contiguous. */
+#include <limits.h>
+#include <string.h>
+
+#include "backends/cuda/cuda-host.h"
+
+#define F32(t) ((float *)(t)->data)
+#define STREAM(b) (((tgcu_impl *)(b)->impl)->stream)
+
+/* Right-aligned broadcast strides of contiguous x against output shape t (0 where x is 1),
+ * as tg_cpu_bcast_strides. */
+static void bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st) {
+    int off = t->ndim - x->ndim;
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int xi = i - off;
+        int64_t d = xi >= 0 ? x->shape[xi] : 1;
+        st[i] = (d == 1) ? 0 : s;
+        s *= d;
+    }
+}
+
+/* An index space over `shape` read through strides sa and sb: size-1 dimensions dropped and
+ * neighbours merged where both operands step uniformly across them, so that a same-shape op
+ * becomes one flat dimension and a bias add becomes [rows, cols]. */
+static void make_index(int nd, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                       tgcu_index *ix) {
+    int m = 0;
+    for (int i = 0; i < nd; i++) {
+        if (shape[i] == 1) continue;
+        if (m > 0 && ix->sa[m - 1] == sa[i] * shape[i] && ix->sb[m - 1] == sb[i] * shape[i]) {
+            ix->shape[m - 1] *= shape[i]; /* dimension i continues dimension m-1 */
+            ix->sa[m - 1] = sa[i];
+            ix->sb[m - 1] = sb[i];
+        } else {
+            ix->shape[m] = shape[i];
+            ix->sa[m] = sa[i];
+            ix->sb[m] = sb[i];
+            m++;
+        }
+    }
+    if (m == 0) { /* a single element */
+        ix->shape[0] = 1;
+        ix->sa[0] = ix->sb[0] = 0;
+        m = 1;
+    }
+    ix->nd = m;
+}
+
+/* x viewed as [outer, n, inner] around `axis`. */
+static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) *inner *= x->shape[i];
+    *n = x->shape[axis];
+}
+
+/* ---- elementwise ---- */
+
+static tg_status binary(tg_backend *b, tg_tensor *t, int op) {
+    int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
+    tgcu_index ix;
+    bcast_strides(t->src[0], t, sa);
+    bcast_strides(t->src[1], t, sb);
+    make_index(t->ndim, t->shape, sa, sb, &ix);
+    return tgcu_status(tgcu_binary(STREAM(b), op, F32(t), F32(t->src[0]), F32(t->src[1]), &ix,
+                                   tg_tensor_numel(t)),
+                       tg_op_name(t->op));
+}
+
+static tg_status unary(tg_backend *b, tg_tensor *t, int op) {
+    return tgcu_status(tgcu_unary(STREAM(b), op, F32(t), F32(t->src[0]), tg_tensor_numel(t),
+                                  t->pf[0], t->pf[1]),
+                       tg_op_name(t->op));
+}
+
+static tg_status masked_fill(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *m = t->src[1];
+    int64_t sx[TG_MAX_DIMS], sm[TG_MAX_DIMS];
+    tgcu_index ix;
+    tg__contiguous_strides(t->ndim, t->shape, sx);
+    bcast_strides(m, t, sm);
+    make_index(t->ndim, t->shape, sx, sm, &ix);
+    return tgcu_status(tgcu_masked_fill(STREAM(b), F32(t), F32(t->src[0]), m->data,
+                                        m->dtype == TG_DTYPE_I32, &ix, tg_tensor_numel(t), t->pf[0]),
+                       "masked_fill");
+}
+
+/* Dropout parameters (core/ops_math.c): pf[0] = p, pi[0] = stream id, pi[1..2] = seed words. */
+static tg_status dropout(tg_backend *b, tg_tensor *t) {
+    float p = t->pf[0], keep_scale = 1.0f / (1.0f - p);
+    return tgcu_status(tgcu_dropout(STREAM(b), F32(t), F32(t->src[0]), tg_tensor_numel(t), p,
+                                    keep_scale, (uint32_t)t->pi[0], (uint32_t)t->pi[1],
+                                    (uint32_t)t->pi[2]),
+                       "dropout");
+}
+
+/* ---- layout ---- */
+
+static tg_status strided_copy(tg_backend *b, tg_tensor *t, const int64_t *src_strides) {
+    int64_t zero[TG_MAX_DIMS] = {0};
+    tgcu_index ix;
+    make_index(t->ndim, t->shape, src_strides, zero, &ix);
+    return tgcu_status(tgcu_strided_copy(STREAM(b), t->data, t->src[0]->data, &ix,
+                                         tg_tensor_numel(t)),
+                       tg_op_name(t->op));
+}
+
+/* Concat and pad: the output as [outer, len_axis * inner]; input k fills a column range of
+ * every row, a 2-D copy (pad zero-fills first). */
+static tg_status concat_pad(tg_backend *b, tg_tensor *t) {
+    cudaStream_t s = STREAM(b);
+    int a = t->pi[0];
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < a; i++) outer *= t->shape[i];
+    for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
+    int64_t orow = t->shape[a] * inner;
+    char *o = t->data;
+    tg_status st = TG_OK;
+    if (t->op == TG_OP_PAD && tg_tensor_numel(t) > 0)
+        st = tgcu_status(cudaMemsetAsync(o, 0, (size_t)(outer * orow) * 4, s), "pad");
+    int64_t col = t->op == TG_OP_PAD ? t->pl[0] * inner : 0;
+    for (int k = 0; k < t->nsrc && st == TG_OK; k++) {
+        const tg_tensor *src = t->src[k];
+        int64_t srow = src->shape[a] * inner;
+        const char *sp = src->data;
+        if (outer > 0 && srow > 0) {
+            cudaError_t e;
+            if (outer == 1) {
+                e = cudaMemcpyAsync(o + col * 4, sp, (size_t)srow * 4, cudaMemcpyDeviceToDevice, s);
+            } else if (orow * 4 <= INT_MAX) {
+                e = cudaMemcpy2DAsync(o + col * 4, (size_t)orow * 4, sp, (size_t)srow * 4,
+                                      (size_t)srow * 4, (size_t)outer, cudaMemcpyDeviceToDevice, s);
+            } else { /* rows too long for a 2-D copy's pitch: one copy per row */
+                e = cudaSuccess;
+                for (int64_t r = 0; r < outer && e == cudaSuccess; r++)
+                    e = cudaMemcpyAsync(o + (r * orow + col) * 4, sp + r * srow * 4, (size_t)srow * 4,
+                                        cudaMemcpyDeviceToDevice, s);
+            }
+            st = tgcu_status(e, tg_op_name(t->op));
+        }
+        col += srow;
+    }
+    return st;
+}
+
+/* ---- reductions ---- */
+
+static tg_status sum_axis(tg_backend *b, const float *x, float *o, int64_t outer, int64_t n,
+                          int64_t inner, const char *what) {
+    int64_t np = tgcu_sum_axis_scratch(outer, n, inner);
+    size_t bytes = (size_t)np * sizeof(float);
+    float *part = NULL;
+    if (np > 0 && !(part = tgcu_alloc(b, bytes))) return tg_error_prefix(TG_ERR_NOMEM, "%s", what);
+    tg_status st = tgcu_status(tgcu_sum_axis(STREAM(b), x, o, outer, n, inner, part), what);
+    if (part) tgcu_free(b, part, bytes); /* reused only by later work on the same stream */
+    return st;
+}
+
+/* sum_to: the CPU's two cases (backends/cpu/k_reduce.c): a leading block of summed dims with
+ * the rest kept is one column sum; anything else sums each output's reduced index space. */
+static tg_status sum_to(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int nd = x->ndim, off = nd - t->ndim;
+    bool red[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int ti = i - off;
+        red[i] = ti < 0 || (t->shape[ti] == 1 && x->shape[i] != 1);
+    }
+    int lead = 0;
+    while (lead < nd && red[lead]) lead++;
+    bool rest_kept = true;
+    for (int i = lead; i < nd; i++)
+        if (red[i]) rest_kept = false;
+    if (rest_kept) {
+        int64_t R = 1, C = 1;
+        for (int i = 0; i < lead; i++) R *= x->shape[i];
+        for (int i = lead; i < nd; i++) C *= x->shape[i];
+        return sum_axis(b, x->data, t->data, 1, R, C, "sum_to");
+    }
+    tgcu_sumto d;
+    memset(&d, 0, sizeof d);
+    d.nd = nd;
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        d.shape[i] = x->shape[i];
+        d.stride[i] = s;
+        d.red[i] = red[i];
+        s *= x->shape[i];
+    }
+    int64_t nout = tg_tensor_numel(t), nred = tg_tensor_numel(x) / (nout ? nout : 1);
+    return tgcu_status(tgcu_sum_to(STREAM(b), x->data, t->data, &d, nout, nred), "sum_to");
+}
+
+static tg_status reduce(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int64_t outer, n, inner;
+    switch (t->op) {
+    case TG_OP_SUM:
+        split3(x, t->pi[0], &outer, &n, &inner);
+        return sum_axis(b, x->data, t->data, outer, n, inner, "sum");
+    case TG_OP_SUM_TO: return sum_to(b, t);
+    case TG_OP_MAX:
+        split3(x, t->pi[0], &outer, &n, &inner);
+        return tgcu_status(tgcu_max_axis(STREAM(b), x->data, t->data, outer, n, inner), "max");
+    default: /* TG_OP_MAX_BACK: srcs x, y = max (keepdim), dy (keepdim) */
+        split3(x, t->pi[0], &outer, &n, &inner);
+        return tgcu_status(tgcu_max_back(STREAM(b), x->data, t->src[1]->data, t->src[2]->data,
+                                         t->data, outer, n, inner),
+                           "max_back");
+    }
+}
+
+/* ---- rows ---- */
+
+static tg_status rows(tg_backend *b, tg_tensor *t) {
+    cudaStream_t s = STREAM(b);
+    int64_t n = tg_tensor_numel(t);
+    int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, nr = d ? n / d : 0;
+    const char *what = tg_op_name(t->op);
+    switch (t->op) {
+    case TG_OP_SOFTMAX:
+    case TG_OP_LOG_SOFTMAX:
+        return tgcu_status(tgcu_softmax(s, F32(t->src[0]), F32(t), nr, d,
+                                        t->op == TG_OP_LOG_SOFTMAX),
+                           what);
+    case TG_OP_SOFTMAX_BACK:
+    case TG_OP_LOG_SOFTMAX_BACK: /* srcs: y (the forward output), dy */
+        return tgcu_status(tgcu_softmax_back(s, F32(t->src[0]), F32(t->src[1]), F32(t), nr, d,
+                                             t->op == TG_OP_LOG_SOFTMAX_BACK),
+                           what);
+    case TG_OP_LAYER_NORM: /* srcs: x, gamma (or NULL), beta (or NULL); pf[0] = eps */
+        return tgcu_status(tgcu_layer_norm(s, F32(t->src[0]), t->src[1] ? F32(t->src[1]) : NULL,
+                                           t->src[2] ? F32(t->src[2]) : NULL, F32(t), nr, d,
+                                           t->pf[0]),
+                           what);
+    default: /* TG_OP_LAYER_NORM_BACK: srcs x, gamma (or NULL), dy */
+        return tgcu_status(tgcu_layer_norm_back(s, F32(t->src[0]),
+                                                t->src[1] ? F32(t->src[1]) : NULL, F32(t->src[2]),
+                                                F32(t), nr, d, t->pf[0]),
+                           what);
+    }
+}
+
+/* ---- matmul (cuBLAS) ---- */
+
+typedef struct {
+    bool trans;
+    int64_t ld;
+    int64_t bstride[TG_MAX_DIMS]; /* per output batch dim, 0 where broadcast */
+} operand;
+
+/* The stored matrix [r, c] of x (its last two dims) as a row-major GEMM operand: read in
+ * place with its row stride, or, when its columns are contiguous (a transposed view), as the
+ * transpose of a row-major [c, r] (backends/cpu/k_matmul.c, describe()). */
+static void describe(const tg_tensor *x, bool trans, int nb, operand *op) {
+    int n = x->ndim;
+    int64_t r = x->shape[n - 2], c = x->shape[n - 1];
+    int64_t rs = x->stride[n - 2], cs = x->stride[n - 1];
+    if (cs == 1) {
+        op->trans = trans;
+        op->ld = r == 1 ? c : rs;
+    } else if (c == 1) {
+        op->trans = trans;
+        op->ld = rs;
+    } else {
+        op->trans = !trans;
+        op->ld = cs;
+    }
+    int off = nb - (n - 2);
+    for (int i = 0; i < nb; i++) {
+        int xi = i - off;
+        op->bstride[i] = (xi < 0 || x->shape[xi] == 1) ? 0 : x->stride[xi];
+    }
+}
+
+/* Row-major C = op(A) op(B) through column-major cuBLAS: a row-major matrix is the column-major
+ * matrix of its transpose, so C^T = op(B)^T op(A)^T is one column-major GEMM with the operands
+ * swapped (m = N, n = M) and the same transpose flags. Batch dims collapse into one strided
+ * batched call where every operand's strides stay uniform, as on the CPU. */
+static tg_status matmul(tg_backend *bk, tg_tensor *t) {
+    tgcu_impl *c = bk->impl;
+    const tg_tensor *a = t->src[0], *b = t->src[1];
+    int nb = t->ndim - 2;
+    int64_t M = t->shape[nb], N = t->shape[nb + 1];
+    int64_t K = a->shape[a->ndim - (t->pi[0] ? 2 : 1)];
+    int64_t nout = tg_tensor_numel(t);
+    if (nout == 0) return TG_OK;
+    if (K == 0) /* an empty sum: zeros */
+        return tgcu_status(cudaMemsetAsync(t->data, 0, (size_t)nout * 4, c->stream), "matmul");
+    operand oa, ob;
+    describe(a, t->pi[0], nb, &oa);
+    describe(b, t->pi[1], nb, &ob);
+    /* BLAS wants ld >= the stored column count; only degenerate 1-row/1-column views can be
+     * below it, and for them any larger ld addresses the same elements. */
+    int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
+    if (oa.ld < a_cols) oa.ld = a_cols;
+    if (ob.ld < b_cols) ob.ld = b_cols;
+    int64_t cst[TG_MAX_DIMS];
+    tg__contiguous_strides(t->ndim, t->shape, cst);
+    int64_t inner = 1, sa = 0, sb = 0, sc = M * N;
+    int first = nb;
+    if (nb > 0) {
+        first = nb - 1;
+        inner = t->shape[nb - 1];
+        sa = oa.bstride[nb - 1];
+        sb = ob.bstride[nb - 1];
+        sc = cst[nb - 1];
+        while (first > 0) {
+            int d = first - 1;
+            if (oa.bstride[d] != sa * inner || ob.bstride[d] != sb * inner || cst[d] != sc * inner)
+                break;
+            inner *= t->shape[d];
+            first = d;
+        }
+    }
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || oa.ld > INT_MAX || ob.ld > INT_MAX ||
+        inner > INT_MAX)
+        return tg_error_set(TG_ERR_UNSUPPORTED,
+                            "cuda backend: matmul sizes M=%lld N=%lld K=%lld (batch %lld) exceed "
+                            "cuBLAS's 32-bit limits",
+                            (long long)M, (long long)N, (long long)K, (long long)inner);
+    int64_t outer = 1;
+    for (int i = 0; i < first; i++) outer *= t->shape[i];
+    const float *A = a->data, *B = b->data;
+    float *C = t->data;
+    const float one = 1.0f, zero = 0.0f;
+    cublasOperation_t opa = oa.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = ob.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t offa = 0, offb = 0, offc = 0, q = o;
+        for (int i = first - 1; i >= 0; i--) {
+            int64_t k = q % t->shape[i];
+            q /= t->shape[i];
+            offa += k * oa.bstride[i];
+            offb += k * ob.bstride[i];
+            offc += k * cst[i];
+        }
+        cublasStatus_t s = cublasSgemmStridedBatched(
+            c->blas, opb, opa, (int)N, (int)M, (int)K, &one, B + offb, (int)ob.ld, (long long)sb,
+            A + offa, (int)oa.ld, (long long)sa, &zero, C + offc, (int)N, (long long)sc, (int)inner);
+        if (s != CUBLAS_STATUS_SUCCESS) return tgcu_blas_status(s, "matmul");
+    }
+    return tgcu_status(cudaGetLastError(), "matmul");
+}
+
+/* ---- embedding, cross-entropy, gradient accumulation ---- */
+
+/* Validate ids (or targets) in [0, V), those equal to `ignore` excepted when use_ignore; count
+ * the others into *count. When the ids are an input leaf (or a contiguous view of one), the
+ * graph's host copy is checked and the device is not waited for; otherwise a kernel checks
+ * them and the host reads two numbers back. */
+static tg_status check_ids(tg_backend *b, const tg_tensor *ids, int64_t V, bool use_ignore,
+                           int32_t ignore, int64_t *count, const char *fn, const char *noun) {
+    tgcu_impl *c = b->impl;
+    int64_t n = tg_tensor_numel(ids), bad = -1, cnt = 0;
+    int32_t bad_id = 0;
+    const tg_tensor *root = ids->base ? ids->base : ids;
+    if ((root->flags & TG_TF_INPUT) && root->host) {
+        const int32_t *h = (const int32_t *)root->host + (ids->base ? ids->offset : 0);
+        for (int64_t i = 0; i < n && bad < 0; i++) {
+            if (use_ignore && h[i] == ignore) continue;
+            if (h[i] < 0 || h[i] >= V) {
+                bad = i;
+                bad_id = h[i];
+            } else {
+                cnt++;
+            }
+        }
+    } else {
+        tg_status st = tgcu_status(tgcu_check_ids(c->stream, ids->data, n, V, use_ignore, ignore,
+                                                  c->dev_check),
+                                   fn);
+        if (!st) st = tgcu_read_back(b, c->host_pinned, c->dev_check, 2 * sizeof(int64_t));
+        if (st) return st;
+        cnt = c->host_pinned[1];
+        if (c->host_pinned[0] < n) {
+            bad = c->host_pinned[0];
+            st = tgcu_read_back(b, &bad_id, (const int32_t *)ids->data + bad, sizeof bad_id);
+            if (st) return st;
+        }
+    }
+    if (bad >= 0)
+        return tg_error_set(TG_ERR_INVALID, "%s: %s %d at %s %lld outside [0, %lld)", fn, noun,
+                            (int)bad_id, use_ignore ? "row" : "position", (long long)bad,
+                            (long long)V);
+    if (count) *count = cnt;
+    return TG_OK;
+}
+
+static tg_status embedding(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *tab = t->src[0], *ids = t->src[1];
+    int64_t V = tab->shape[0], d = tab->shape[1], n = tg_tensor_numel(ids);
+    tg_status st = check_ids(b, ids, V, false, 0, NULL, "tg_embedding", "id");
+    if (st) return st;
+    return tgcu_status(tgcu_embedding(STREAM(b), tab->data, ids->data, t->data, n, V, d),
+                       "embedding");
+}
+
+static tg_status embedding_back(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *ids = t->src[0], *dy = t->src[1];
+    int64_t V = t->shape[0], d = t->shape[1], n = tg_tensor_numel(ids);
+    tg_status st = check_ids(b, ids, V, false, 0, NULL, "tg_embedding backward", "id");
+    if (st) return st;
+    if (n > INT_MAX || V > INT_MAX)
+        return tg_error_set(TG_ERR_UNSUPPORTED,
+                            "cuda backend: embedding backward of %lld ids (vocabulary %lld) exceeds "
+                            "the sort's 32-bit limit",
+                            (long long)n, (long long)V);
+    size_t bytes = tgcu_embedding_back_scratch(n, V);
+    void *scratch = NULL;
+    if (bytes && !(scratch = tgcu_alloc(b, bytes)))
+        return tg_error_prefix(TG_ERR_NOMEM, "embedding backward");
+    st = tgcu_status(tgcu_embedding_back(STREAM(b), ids->data, dy->data, t->data, n, V, d, scratch,
+                                         bytes),
+                     "embedding backward");
+    if (scratch) tgcu_free(b, scratch, bytes);
+    return st;
+}
+
+/* Parameters (core/ops_math.c): pf[0] = smoothing, pi[0] = ignore index, pi[1] = reduction. */
+static tg_status cross_entropy(tg_backend *b, tg_tensor *t) {
+    cudaStream_t s = STREAM(b);
+    const tg_tensor *lg = t->src[0], *tg = t->src[1];
+    int64_t N = lg->shape[0], V = lg->shape[1], count = 0;
+    float eps = t->pf[0];
+    int32_t ignore = t->pi[0];
+    tg_reduction red = (tg_reduction)t->pi[1];
+    tg_status st = check_ids(b, tg, V, true, ignore, &count, "tg_cross_entropy", "target");
+    if (st) return st;
+    if (t->op == TG_OP_CROSS_ENTROPY_BACK)
+        return tgcu_status(tgcu_cross_entropy_back(s, lg->data, tg->data, F32(t->src[2]), F32(t), N,
+                                                   V, eps, ignore, (int)red, count),
+                           "cross_entropy_back");
+    if (red == TG_REDUCE_NONE)
+        return tgcu_status(tgcu_cross_entropy(s, lg->data, tg->data, F32(t), N, V, eps, ignore),
+                           "cross_entropy");
+    /* row losses first, then one sum in double: the total does not depend on the launch */
+    size_t bytes = (size_t)(N ? N : 1) * sizeof(float);
+    float *rowloss = tgcu_alloc(b, bytes);
+    if (!rowloss) return tg_error_prefix(TG_ERR_NOMEM, "cross_entropy");
+    st = tgcu_status(tgcu_cross_entropy(s, lg->data, tg->data, rowloss, N, V, eps, ignore),
+                     "cross_entropy");
+    if (!st)
+        st = tgcu_status(tgcu_sum_rows_to_scalar(s, rowloss, N, F32(t), red == TG_REDUCE_MEAN, count),
+                         "cross_entropy");
+    tgcu_free(b, rowloss, bytes);
+    return st;
+}
+
+/* ---- dispatch ---- */
+
+bool tgcu_supports_op(tg_op op) {
+    switch (op) {
+    case TG_OP_FILL:
+    case TG_OP_RESHAPE: /* views: nothing to run */
+    case TG_OP_PERMUTE:
+    case TG_OP_SLICE:
+    case TG_OP_CONT:
+    case TG_OP_CONCAT:
+    case TG_OP_PAD:
+    case TG_OP_EXPAND:
+    case TG_OP_ADD:
+    case TG_OP_SUB:
+    case TG_OP_MUL:
+    case TG_OP_DIV:
+    case TG_OP_SCALE:
+    case TG_OP_EXP:
+    case TG_OP_LOG:
+    case TG_OP_SQRT:
+    case TG_OP_RSQRT:
+    case TG_OP_TANH:
+    case TG_OP_RELU:
+    case TG_OP_GELU:
+    case TG_OP_RELU_BACK:
+    case TG_OP_GELU_BACK:
+    case TG_OP_MASKED_FILL:
+    case TG_OP_DROPOUT:
+    case TG_OP_SUM:
+    case TG_OP_MAX:
+    case TG_OP_MAX_BACK:
+    case TG_OP_SUM_TO:
+    case TG_OP_SOFTMAX:
+    case TG_OP_LOG_SOFTMAX:
+    case TG_OP_SOFTMAX_BACK:
+    case TG_OP_LOG_SOFTMAX_BACK:
+    case TG_OP_LAYER_NORM:
+    case TG_OP_LAYER_NORM_BACK:
+    case TG_OP_MATMUL:
+    case TG_OP_EMBEDDING:
+    case TG_OP_EMBEDDING_BACK:
+    case TG_OP_CROSS_ENTROPY:
+    case TG_OP_CROSS_ENTROPY_BACK:
+    case TG_OP_GRAD_ACC: return true;
+    default: return false;
+    }
+}
+
+tg_status tgcu_run_node(tg_backend *b, tg_tensor *t) {
+    cudaStream_t s = STREAM(b);
+    switch (t->op) {
+    case TG_OP_RESHAPE:
+    case TG_OP_PERMUTE:
+    case TG_OP_SLICE: return TG_OK;
+    case TG_OP_FILL: return tgcu_status(tgcu_fill(s, F32(t), tg_tensor_numel(t), t->pf[0]), "fill");
+    case TG_OP_CONT: return strided_copy(b, t, t->src[0]->stride);
+    case TG_OP_EXPAND: {
+        int64_t st[TG_MAX_DIMS];
+        bcast_strides(t->src[0], t, st);
+        return strided_copy(b, t, st);
+    }
+    case TG_OP_CONCAT:
+    case TG_OP_PAD: return concat_pad(b, t);
+    case TG_OP_ADD: return binary(b, t, TGCU_ADD);
+    case TG_OP_SUB: return binary(b, t, TGCU_SUB);
+    case TG_OP_MUL: return binary(b, t, TGCU_MUL);
+    case TG_OP_DIV: return binary(b, t, TGCU_DIV);
+    case TG_OP_RELU_BACK: return binary(b, t, TGCU_RELU_BACK); /* srcs x, dy */
+    case TG_OP_GELU_BACK: return binary(b, t, TGCU_GELU_BACK);
+    case TG_OP_SCALE: return unary(b, t, TGCU_SCALE); /* pf[0] = s, pf[1] = c */
+    case TG_OP_EXP: return unary(b, t, TGCU_EXP);
+    case TG_OP_LOG: return unary(b, t, TGCU_LOG);
+    case TG_OP_SQRT: return unary(b, t, TGCU_SQRT);
+    case TG_OP_RSQRT: return unary(b, t, TGCU_RSQRT);
+    case TG_OP_TANH: return unary(b, t, TGCU_TANH);
+    case TG_OP_RELU: return unary(b, t, TGCU_RELU);
+    case TG_OP_GELU: return unary(b, t, TGCU_GELU);
+    case TG_OP_MASKED_FILL: return masked_fill(b, t);
+    case TG_OP_DROPOUT: return dropout(b, t);
+    case TG_OP_SUM:
+    case TG_OP_MAX:
+    case TG_OP_MAX_BACK:
+    case TG_OP_SUM_TO: return reduce(b, t);
+    case TG_OP_SOFTMAX:
+    case TG_OP_LOG_SOFTMAX:
+    case TG_OP_SOFTMAX_BACK:
+    case TG_OP_LOG_SOFTMAX_BACK:
+    case TG_OP_LAYER_NORM:
+    case TG_OP_LAYER_NORM_BACK: return rows(b, t);
+    case TG_OP_MATMUL: return matmul(b, t);
+    case TG_OP_EMBEDDING: return embedding(b, t);
+    case TG_OP_EMBEDDING_BACK: return embedding_back(b, t);
+    case TG_OP_CROSS_ENTROPY:
+    case TG_OP_CROSS_ENTROPY_BACK: return cross_entropy(b, t);
+    case TG_OP_GRAD_ACC: /* the store's gradient buffer += g */
+        return tgcu_status(tgcu_accumulate(s, F32(t), F32(t->src[0]), tg_tensor_numel(t)),
+                           "grad_acc");
+    default:
+        return tg_error_set(TG_ERR_UNSUPPORTED, "cuda backend: no kernel for op %s",
+                            tg_op_name(t->op));
+    }
+}
