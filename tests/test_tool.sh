@@ -15,6 +15,7 @@ set -u
 
 TG=${1:?usage: test_tool.sh PATH/TO/tg}
 case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
+fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures/models
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_tool.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
@@ -248,6 +249,27 @@ check "score: no output for a too-long sentence" [ ! -s out.txt ]
 # shellcheck disable=SC2086
 expect "train: too-long pairs are skipped with a count" 0 "skipped 1 dev pairs longer than max_len 12" train \
     --train-src train.src --train-tgt train.tgt --dev-src long.src --dev-tgt dev.tgt --out L --steps 1 $small
+
+# ---------------------------------------------------------------- the PyTorch reference
+# tg score and greedy tg translate against tests/fixtures/models (every attention kind, post
+# and pre LN; scores computed in float64 by PyTorch: relative tolerance 1e-4 for float32)
+for f in "$fixtures"/*.safetensors; do
+    name=$(basename "$f" .safetensors)
+    run score --model "$f" --src "$fixtures/pairs.src" --tgt "$fixtures/pairs.tgt"
+    if [ "$rc" -eq 0 ] && [ "$(wc -l <out.txt)" -eq "$(wc -l <"$fixtures/$name.scores")" ] &&
+        paste out.txt "$fixtures/$name.scores" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = $2 < 0 ? -$2 : $2
+            if (d > 1e-4 * r + 1e-5) bad = 1 } END { exit bad }'; then
+        ok "score $name equals PyTorch's"
+    else
+        bad "score $name equals PyTorch's (exit $rc)"
+    fi
+    run translate --model "$f" --beam 1 --input "$fixtures/pairs.src"
+    if [ "$rc" -eq 0 ] && cmp -s out.txt "$fixtures/$name.greedy"; then
+        ok "translate $name (greedy) equals PyTorch's"
+    else
+        bad "translate $name (greedy) equals PyTorch's (exit $rc)"
+    fi
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
