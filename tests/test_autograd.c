@@ -91,12 +91,33 @@ START_TEST(test_unused_param_gradient_stays_zero) {
 }
 END_TEST
 
+/* The CPU allocator's cache of freed blocks stays bounded (1 GiB) however many different sizes
+ * come and go (bucketed batches give workspaces of many sizes), and reuses a fitting block. */
+START_TEST(test_allocator_cache_is_bounded) {
+    tg_backend *b = B;
+    size_t base = b->in_use;
+    for (int i = 0; i < 40; i++) {
+        size_t sz = ((size_t)100 << 20) + (size_t)i * ((size_t)37 << 20); /* 100 MiB .. 1.5 GiB */
+        void *p = b->vt->alloc(b, sz);
+        ck_assert_ptr_nonnull(p);
+        b->vt->free(b, p, sz);
+        ck_assert_msg(b->in_use - base <= ((size_t)1 << 30) + 4096, "cache holds %zu bytes", b->in_use - base);
+    }
+    void *p = b->vt->alloc(b, (size_t)64 << 20), *q;
+    b->vt->free(b, p, (size_t)64 << 20);
+    q = b->vt->alloc(b, (size_t)60 << 20);
+    ck_assert_ptr_eq(p, q); /* reused */
+    b->vt->free(b, q, (size_t)60 << 20);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("params");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_param_grads_closed_form_and_accumulation);
     tcase_add_test(tc, test_unused_param_gradient_stays_zero);
+    tcase_add_test(tc, test_allocator_cache_is_bounded);
     suite_add_tcase(s, tc);
     return s;
 }

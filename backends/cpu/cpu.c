@@ -9,63 +9,74 @@
 #include "backends/cpu/cpu-impl.h"
 
 /* Freed buffers are kept for reuse: a training loop builds a new graph every step, and fresh
- * large allocations would cost page faults on every step. */
+ * large allocations would cost page faults on every step. The cache is bounded in count and in
+ * bytes (oldest evicted first): bucketed batches give workspaces of many sizes, and an
+ * unbounded cache would hold one of each. */
 #define CACHE_SLOTS 32
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
 
 typedef struct {
     void *ptr[CACHE_SLOTS];
-    size_t size[CACHE_SLOTS];
+    size_t size[CACHE_SLOTS]; /* in insertion order, oldest first */
     int n;
+    size_t bytes;
 } cpu_impl;
+
+static size_t rounded(size_t bytes) { return ((bytes ? bytes : 1) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN; }
+
+static void cache_remove(cpu_impl *c, int i) {
+    c->bytes -= c->size[i];
+    memmove(c->ptr + i, c->ptr + i + 1, (size_t)(c->n - i - 1) * sizeof *c->ptr);
+    memmove(c->size + i, c->size + i + 1, (size_t)(c->n - i - 1) * sizeof *c->size);
+    c->n--;
+}
 
 static void *cpu_alloc(tg_backend *b, size_t bytes) {
     cpu_impl *c = b->impl;
-    size_t want = bytes ? bytes : 1;
+    size_t want = rounded(bytes);
     int best = -1;
     for (int i = 0; i < c->n; i++)
-        if (c->size[i] >= want && c->size[i] <= 2 * want + 4096 &&
-            (best < 0 || c->size[i] < c->size[best]))
+        if (c->size[i] >= want && c->size[i] <= 2 * want + 4096 && (best < 0 || c->size[i] < c->size[best]))
             best = i;
-    void *p;
-    size_t got;
-    if (best >= 0) {
-        p = c->ptr[best];
-        got = c->size[best];
-        c->ptr[best] = c->ptr[c->n - 1];
-        c->size[best] = c->size[c->n - 1];
-        c->n--;
-        tg__backend_account(b, -(ptrdiff_t)got); /* counted again below */
-    } else {
-        got = (want + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN;
-        p = aligned_alloc(TG_ALIGN, got);
-        if (!p) {
-            tg_error_set(TG_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", got);
-            return NULL;
-        }
+    if (best >= 0) { /* already counted in in_use while cached */
+        void *p = c->ptr[best];
+        cache_remove(c, best);
+        return p;
     }
-    tg__backend_account(b, (ptrdiff_t)got);
-    /* remember the real size in front of nothing: callers pass `bytes` back to free, and the
-     * cache records the rounded size, which is what matters for reuse */
-    return p;
+    /* a header of TG_ALIGN bytes in front of each block records its real size, since a reused
+     * block can be larger than what the caller will say when freeing it */
+    char *p = aligned_alloc(TG_ALIGN, want + TG_ALIGN);
+    if (!p) {
+        tg_error_set(TG_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", want);
+        return NULL;
+    }
+    *(size_t *)p = want;
+    tg__backend_account(b, (ptrdiff_t)want);
+    return p + TG_ALIGN;
+}
+
+static void release(tg_backend *b, void *p, size_t size) {
+    free((char *)p - TG_ALIGN);
+    tg__backend_account(b, -(ptrdiff_t)size);
 }
 
 static void cpu_free(tg_backend *b, void *p, size_t bytes) {
     cpu_impl *c = b->impl;
+    (void)bytes;
     if (!p) return;
-    size_t got = ((bytes ? bytes : 1) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN;
-    if (c->n == CACHE_SLOTS) { /* evict the smallest */
-        int s = 0;
-        for (int i = 1; i < c->n; i++)
-            if (c->size[i] < c->size[s]) s = i;
-        free(c->ptr[s]);
-        tg__backend_account(b, -(ptrdiff_t)c->size[s]);
-        c->ptr[s] = c->ptr[c->n - 1];
-        c->size[s] = c->size[c->n - 1];
-        c->n--;
+    size_t got = *(size_t *)((char *)p - TG_ALIGN);
+    if (got > CACHE_MAX_BYTES) {
+        release(b, p, got);
+        return;
+    }
+    while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + got > CACHE_MAX_BYTES)) {
+        release(b, c->ptr[0], c->size[0]);
+        cache_remove(c, 0);
     }
     c->ptr[c->n] = p;
     c->size[c->n] = got;
     c->n++;
+    c->bytes += got;
 }
 
 static tg_status cpu_copy(tg_backend *b, void *dst, const void *src, size_t bytes) {
@@ -177,7 +188,7 @@ static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
 
 static void cpu_destroy(tg_backend *b) {
     cpu_impl *c = b->impl;
-    for (int i = 0; i < c->n; i++) free(c->ptr[i]);
+    for (int i = 0; i < c->n; i++) free((char *)c->ptr[i] - TG_ALIGN);
     free(c);
     free(b);
 }
