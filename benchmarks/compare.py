@@ -1,0 +1,869 @@
+#!/usr/bin/python3
+"""tgraph's attention-variant comparison: train the Transformer with each attention kind on one
+task under the same model size, head count, budget and seeds, decode the test split, score it,
+and measure the cost of a training step against the PyTorch peer.
+
+Called by ./run.sh (which installs packages and builds first); it can be run on its own once
+build-release/ holds `tools/tg` and `benchmarks/bench_step`. Standard library only.
+
+Phases, each printed with the elapsed time and an ETA:
+  1. data     prepare (cached) the corpus of --task: tools/data/prep_g2p.py, prep_bible.py or
+              gen_synthetic.py; print n̄ and the interacting-head bound h_max = floor(d / n̄)
+  2. runs     for every heads × variant × seed: `tg train` (same budget), `tg translate` of the
+              test split (greedy, or --beam K), `tg eval` (PER/WER, or BLEU/chrF for bible)
+  3. speed    bench_step (tgraph) and benchmarks/peer/train_step.py (PyTorch) alternately,
+              per variant, on the same batch shapes and threads; ratios of medians
+  4. report   results.json, summary.md, curves/, plots (gnuplot), and a table on stdout
+
+A failed run is reported with the end of its log and the others go on; the exit status is then
+1 and results.json holds everything that did complete. Bad options or a missing corpus: exit 2.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_report as report  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Debian's interpreter (with python3-torch for the peer) even when another python3 is first
+# on PATH; the data scripts use only the standard library.
+PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+VARIANTS = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_pairwise"]
+TASKS = {
+    # name: (kind, quality metrics, primary metric, lower is better)
+    "g2p": ("g2p", ["per", "wer"], "wer", True),
+    "bible": ("bible", ["bleu", "chrf"], "bleu", False),
+    "reverse": ("synthetic", ["per", "wer"], "wer", True),
+    "copy": ("synthetic", ["per", "wer"], "wer", True),
+    "sort": ("synthetic", ["per", "wer"], "wer", True),
+}
+# Model presets: d_model, default heads, layers (encoder = decoder), d_ff.
+SIZES = {
+    "tiny": dict(d_model=64, heads=4, layers=2, d_ff=256),
+    "small": dict(d_model=128, heads=4, layers=2, d_ff=512),
+    "g2p-small": dict(d_model=256, heads=4, layers=3, d_ff=1024),  # PERF.md
+    "base": dict(d_model=512, heads=8, layers=6, d_ff=2048),       # Vaswani et al.; Li & Luo
+}
+DEFAULT_SIZE = {"g2p": "small", "bible": "g2p-small", "reverse": "tiny", "copy": "tiny",
+                "sort": "tiny"}
+G2P_DICT = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
+
+
+class UsageError(Exception):
+    """A bad option or a missing input: reported in one line, exit status 2."""
+
+
+# ---- options ----------------------------------------------------------------------------------
+
+def parse_budget(text):
+    """'2m', '90s', '1.5h', '20min' -> ('minutes', x); '500', '500steps' -> ('steps', n)."""
+    t = text.strip().lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|steps?)?", t)
+    if not m:
+        raise UsageError("--budget '%s': expected steps (500, 500steps) or a time (90s, 2m, 1.5h)"
+                         % text)
+    x, unit = float(m.group(1)), m.group(2) or "steps"
+    if unit.startswith("step"):
+        if x != int(x) or x < 1:
+            raise UsageError("--budget '%s': a step count must be a positive integer" % text)
+        return ("steps", int(x))
+    minutes = x / 60 if unit in ("s", "sec") else x * 60 if unit == "h" else x
+    if minutes <= 0:
+        raise UsageError("--budget '%s' must be positive" % text)
+    return ("minutes", minutes)
+
+
+def parse_list(text, what, allowed=None, conv=str):
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise UsageError("%s: empty list" % what)
+    out = []
+    for s in items:
+        if allowed is not None and s not in allowed:
+            raise UsageError("%s: unknown value '%s' (known: %s)" % (what, s, ", ".join(allowed)))
+        try:
+            v = conv(s)
+        except ValueError:
+            raise UsageError("%s: '%s' is not a valid value" % (what, s)) from None
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def positive_int(s):
+    v = int(s)
+    if v < 1:
+        raise ValueError(s)
+    return v
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="compare.py",
+        description="Train the Transformer with each attention variant under the same budget "
+                    "and compare quality and cost (the interacting-head paper's Table 3).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Examples:\n"
+               "  compare.py                                   # G2P, 5 variants, h 4, 2 min each\n"
+               "  compare.py --heads 1,2,4,8,16,32 --seeds 3 --budget 20m --size g2p-small\n"
+               "  compare.py --task reverse --budget 300 --variants mha,interacting\n")
+    a = p.add_argument
+    a("--task", default="g2p", help="g2p (CMUdict, default), bible (EN->ES, BPE), or a synthetic "
+      "task: reverse, copy, sort")
+    a("--variants", default=",".join(VARIANTS), help="comma-separated attention kinds "
+      "(default all five: %s)" % ",".join(VARIANTS))
+    a("--heads", default=None, help="comma-separated head counts, e.g. 1,2,4,8,16,32 (the "
+      "paper's sweep); default: the size preset's")
+    a("--seeds", default="1", help="number of seeds (1..N), reported as mean ± sd")
+    a("--budget", default="2m", help="training budget per run: steps (500) or time (90s, 2m, "
+      "1.5h; default 2m)")
+    a("--size", default=None, help="model preset: %s (default: small for g2p, g2p-small for "
+      "bible, tiny for synthetic)" % ", ".join(SIZES))
+    a("--backend", default="cpu", choices=["cpu", "cuda"], help="tg backend (default cpu)")
+    a("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads (default: all cores)")
+    a("--beam", type=int, default=1, help="beam size for test decoding; 1 = greedy (default)")
+    a("--max-tokens", type=int, default=None, help="tokens per training batch (padded source + "
+      "target; default 2048 for budgets up to 10 min or 5000 steps, else 4096; bible 8192)")
+    a("--schedule", default="noam", choices=["noam", "constant", "inverse_sqrt", "cosine"],
+      help="learning-rate schedule of tg train (default noam)")
+    a("--warmup", type=int, default=None, help="learning-rate warmup steps (default: from the "
+      "budget, about 8%% of the expected steps, 150..4000)")
+    a("--lr-factor", type=float, default=None, help="noam factor (default 0.35 when the warmup "
+      "is under 1000 steps, else 1)")
+    a("--lr", type=float, default=1e-3, help="peak learning rate of the other schedules "
+      "(default 1e-3)")
+    a("--dropout", type=float, default=0.1)
+    a("--head-dim", type=int, default=None, help="fixed_head's per-head width d_p (default: the "
+      "longest training sequence with </s>, rounded up to 8: Bhojanapalli et al.'s d_p = n)")
+    a("--eval-interval", type=int, default=None, help="steps between dev evaluations (default: "
+      "the end only for short budgets)")
+    a("--test-limit", type=int, default=0, help="decode only the first N test lines (0 = all)")
+    a("--bench", default="auto", choices=["auto", "on", "off"], help="speed phase against the "
+      "PyTorch peer (auto: when torch imports)")
+    a("--bench-size", default="g2p-small", help="model preset of the speed phase (default "
+      "g2p-small, PERF.md)")
+    a("--bench-heads", default="4", help="head counts of the speed phase (default 4)")
+    a("--bench-batch", default="128x10x10", help="batch x source length x target length "
+      "(default 128x10x10)")
+    a("--bench-steps", type=int, default=5, help="timed steps per measurement (default 5)")
+    a("--bench-rounds", type=int, default=2, help="alternating rounds per variant (default 2)")
+    a("--build-dir", default=os.path.join(ROOT, "build-release"), help="where tools/tg and "
+      "benchmarks/bench_step are (default build-release)")
+    a("--data-root", default=os.path.join(ROOT, "data"), help="prepared corpora (default data/)")
+    a("--out", default=None, help="results directory (default results/<run-id>)")
+    a("--g2p-dict", default=None, help="CMUdict file for --task g2p (default: pocketsphinx-en-us's, "
+      "%s)" % G2P_DICT)
+    a("--synthetic-train", type=int, default=20000, help="synthetic task: training pairs")
+    a("--synthetic-test", type=int, default=1000, help="synthetic task: dev/test pairs")
+    a("--synthetic-max-len", type=int, default=20, help="synthetic task: longest sequence")
+    a("--no-plots", action="store_true", help="skip the gnuplot plots")
+    a("--bench-only", action="store_true", help="only the speed phase (no training runs)")
+    a("--train-arg", action="append", default=[], help="extra argument passed to tg train "
+      "(repeatable, e.g. --train-arg=--clip --train-arg=1)")
+    return p
+
+
+def check_options(o):
+    if o.task not in TASKS:
+        raise UsageError("--task: unknown task '%s' (known: %s)" % (o.task, ", ".join(TASKS)))
+    o.variants = parse_list(o.variants, "--variants", VARIANTS)
+    o.size = o.size or DEFAULT_SIZE[o.task]
+    if o.size not in SIZES:
+        raise UsageError("--size: unknown preset '%s' (known: %s)" % (o.size, ", ".join(SIZES)))
+    if o.bench_size not in SIZES:
+        raise UsageError("--bench-size: unknown preset '%s' (known: %s)"
+                         % (o.bench_size, ", ".join(SIZES)))
+    o.model = dict(SIZES[o.size])
+    o.heads = parse_list(o.heads, "--heads", conv=positive_int) if o.heads else [o.model["heads"]]
+    o.bench_heads = parse_list(o.bench_heads, "--bench-heads", conv=positive_int)
+    try:
+        o.nseeds = positive_int(o.seeds)
+    except ValueError:
+        raise UsageError("--seeds '%s': expected a positive integer" % o.seeds) from None
+    o.budget_kind, o.budget_value = parse_budget(o.budget)
+    for name in ("threads", "beam", "bench_steps", "bench_rounds"):
+        if getattr(o, name) < 1:
+            raise UsageError("--%s must be at least 1" % name.replace("_", "-"))
+    m = re.fullmatch(r"(\d+)x(\d+)x(\d+)", o.bench_batch)
+    if not m or min(int(x) for x in m.groups()) < 2:
+        raise UsageError("--bench-batch '%s': expected BxSxT, e.g. 128x10x10" % o.bench_batch)
+    o.bench_shape = tuple(int(x) for x in m.groups())
+    if o.bench_only and o.bench == "off":
+        raise UsageError("--bench-only with --bench off leaves nothing to do")
+    for h in o.heads:
+        for v in o.variants:
+            if v != "fixed_head" and o.model["d_model"] % h:
+                raise UsageError("--heads %d: d_model %d of --size %s is not a multiple of it "
+                                 "(%s)" % (h, o.model["d_model"], o.size, v))
+    if o.max_tokens is None:  # short budgets learn more from more, smaller steps
+        short = o.budget_value <= (10 if o.budget_kind == "minutes" else 5000)
+        o.max_tokens = 8192 if o.task == "bible" else 2048 if short else 4096
+    o.tg = os.path.join(o.build_dir, "tools", "tg")
+    o.bench_step = os.path.join(o.build_dir, "benchmarks", "bench_step")
+    if not os.access(o.tg, os.X_OK):
+        raise UsageError("'%s' not found: build it first (./run.sh does: ninja -C build-release "
+                         "tools/tg benchmarks/bench_step), or give --build-dir" % o.tg)
+    if o.backend != "cpu":
+        r = subprocess.run([o.tg, "train", "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        if "--backend" not in r.stdout:
+            raise UsageError("--backend %s: this build's `tg train` has no --backend option (it "
+                             "trains on the CPU backend only)" % o.backend)
+
+
+# ---- progress ---------------------------------------------------------------------------------
+
+T0 = time.monotonic()
+
+
+def fmt_s(s):
+    if s is None or not math.isfinite(s):
+        return "?"
+    s = int(round(s))
+    return "%dh%02dm" % (s // 3600, s // 60 % 60) if s >= 3600 else "%dm%02ds" % (s // 60, s % 60)
+
+
+def say(msg, eta=None):
+    line = "[%s] %s" % (fmt_s(time.monotonic() - T0), msg)
+    if eta is not None:
+        line += "  (ETA %s)" % fmt_s(eta)
+    print(line, flush=True)
+
+
+def warn(msg):
+    print("compare: warning: %s" % msg, file=sys.stderr, flush=True)
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+def prepare_data(o):
+    """Run the (cached) preparation of o.task; return the data directory."""
+    kind = TASKS[o.task][0]
+    if kind == "g2p":
+        out = os.path.join(o.data_root, "g2p")
+        cmd = [PY, os.path.join(ROOT, "tools/data/prep_g2p.py"), out]
+        if o.g2p_dict:
+            cmd[2:2] = ["-i", o.g2p_dict]
+    elif kind == "bible":
+        out = os.path.join(o.data_root, "bible")
+        cmd = [PY, os.path.join(ROOT, "tools/data/prep_bible.py"), out]
+    else:
+        base = os.path.join(o.data_root, "synthetic-%d-%d-%d" % (o.synthetic_train,
+                                                                 o.synthetic_test,
+                                                                 o.synthetic_max_len))
+        out = os.path.join(base, o.task)
+        cmd = [PY, os.path.join(ROOT, "tools/data/gen_synthetic.py"), "-q", "--tasks", o.task,
+               "--train", str(o.synthetic_train), "--dev", str(o.synthetic_test),
+               "--test", str(o.synthetic_test), "--max-len", str(o.synthetic_max_len), base]
+        if os.path.exists(os.path.join(out, "test.tgt")):
+            return out  # deterministic in its options, which name the directory
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        raise UsageError("data preparation for --task %s failed (%s exit %d): %s"
+                         % (o.task, os.path.basename(cmd[1]), r.returncode,
+                            msg[-1] if msg else "no message"))
+    return out
+
+
+def corpus_stats(data):
+    """n̄ = mean tokens per training sequence, both sides pooled, without </s> (SPEC §2.4)."""
+    tokens = seqs = longest = 0
+    for side in ("src", "tgt"):
+        with open(os.path.join(data, "train." + side), encoding="utf-8") as f:
+            for line in f:
+                n = len(line.split())
+                tokens += n
+                seqs += 1
+                longest = max(longest, n)
+    lines = {}
+    for split in ("train", "dev", "test"):
+        with open(os.path.join(data, split + ".src"), encoding="utf-8") as f:
+            lines[split] = sum(1 for _ in f)
+    return {"mean_len": tokens / max(seqs, 1), "max_len": longest, "pairs": lines}
+
+
+# ---- running the tools ------------------------------------------------------------------------
+
+def run_logged(cmd, log_path, env=None, on_line=None, timeout=None):
+    """Run cmd with stdout+stderr into log_path (and each line to on_line). Returns
+    (exit status, peak RSS in bytes, wall seconds); exit status -N for a signal."""
+    t0 = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ %s\n" % " ".join(cmd))
+        log.flush()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                             text=True, errors="replace", bufsize=1)
+        killed = False
+        try:
+            for line in p.stdout:
+                log.write(line)
+                if on_line:
+                    on_line(line.rstrip("\r\n"))
+                if timeout and time.monotonic() - t0 > timeout and not killed:
+                    p.send_signal(signal.SIGTERM)  # tg saves and stops on SIGTERM
+                    killed = True
+        except BaseException:
+            p.kill()
+            raise
+        finally:
+            p.stdout.close()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if killed:
+            log.write("compare: stopped after %s (time limit)\n" % fmt_s(timeout))
+    return p.returncode, ru.ru_maxrss * 1024, time.monotonic() - t0
+
+
+def log_tail(path, n=12):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [x.rstrip("\n") for x in f if x.strip()]
+    except OSError:
+        return ""
+    return "\n".join("    " + x for x in lines[-n:])
+
+
+def tool_env(o):
+    """Environment of tg and bench_step: the thread count, and OpenMP's passive waiting unless
+    the caller chose a policy. Spinning threads are what OpenMP does by default; on a machine
+    where other processes also run, a spinning team waits for a descheduled member and a
+    training step took 12× longer on a loaded 2-core machine (5.8 s against 0.49 s).
+    The PyTorch peer gets the same setting (PERF.md's fair settings)."""
+    env = dict(os.environ)
+    env["TG_NUM_THREADS"] = str(o.threads)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def train_command(o, data, run, d):
+    m = o.model
+    cmd = [o.tg, "train",
+           "--train-src", os.path.join(data, "train.src"),
+           "--train-tgt", os.path.join(data, "train.tgt"),
+           "--dev-src", os.path.join(data, "dev.src"),
+           "--dev-tgt", os.path.join(data, "dev.tgt"),
+           "--out", d, "--overwrite",
+           "--d-model", str(m["d_model"]), "--heads", str(run["heads"]),
+           "--enc-layers", str(m["layers"]), "--dec-layers", str(m["layers"]),
+           "--d-ff", str(m["d_ff"]),
+           "--attention", run["variant"],
+           "--dropout", str(o.dropout),
+           "--max-tokens", str(o.max_tokens),
+           "--seed", str(run["seed"]),
+           "--threads", str(o.threads),
+           "--schedule", o.schedule,
+           "--warmup", str(o.warmup_steps),
+           "--eval-interval", str(o.eval_interval),
+           "--log-interval", str(o.log_interval),
+           "--progress", "lines"]
+    if o.backend != "cpu":
+        cmd += ["--backend", o.backend]
+    if o.schedule == "noam":
+        cmd += ["--factor", str(o.lr_factor)]
+    else:
+        cmd += ["--lr", str(o.lr)]
+    if run["variant"] == "fixed_head":
+        cmd += ["--head-dim", str(o.fixed_head_dim)]
+    if o.task == "bible":
+        cmd += ["--joint"]  # one BPE vocabulary: shared embeddings (SPEC §1)
+    if o.budget_kind == "steps":
+        cmd += ["--steps", str(o.budget_value)]
+    else:
+        cmd += ["--minutes", "%g" % o.budget_value]
+    return cmd + o.train_arg
+
+
+def read_metrics(path):
+    """Train and dev events of a metrics.jsonl (lines that do not parse are skipped)."""
+    train, dev, end = [], [], None
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                ev = e.get("event")
+                if ev == "train":
+                    train.append(e)
+                elif ev == "dev":
+                    dev.append(e)
+                elif ev in ("end", "interrupted"):
+                    end = e
+    except OSError:
+        pass
+    return train, dev, end
+
+
+def step_costs(train):
+    """(target tokens per second, ms per optimizer step) of training: medians over the logged
+    windows (differences of the cumulative step, target-token and elapsed-time fields), so the
+    windows holding a dev evaluation or the start-up do not count. Older metrics files count
+    source + target tokens ("tokens"); their rate is returned as it is."""
+    key = "tgt_tokens" if train and "tgt_tokens" in train[0] else "tokens"
+    rates, ms = [], []
+    prev = (0, 0, 0.0)
+    for e in train:
+        step, tokens, el = e.get("step"), e.get(key), e.get("elapsed_s")
+        if step is None or tokens is None or el is None:
+            continue
+        ds, dn, dt = step - prev[0], tokens - prev[1], el - prev[2]
+        if ds > 0 and dt > 0:
+            rates.append(dn / dt)
+            ms.append(1e3 * dt / ds)
+        prev = (step, tokens, el)
+    if len(rates) > 2:  # the first window holds start-up costs
+        rates, ms = rates[1:], ms[1:]
+    if not rates:
+        return None, None
+    return statistics.median(rates), statistics.median(ms)
+
+
+def safetensors_params(path):
+    """Number of parameters in a safetensors checkpoint (its JSON header's shapes)."""
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+
+
+def parse_eval(text):
+    """The scores printed by `tg eval`, one line per metric: "NAME|signature = score (...)"."""
+    out = {}
+    for m in re.finditer(r"^(BLEU|chrF2|WER|PER)\|(\S*) = (-?\d+(?:\.\d+)?)", text, re.M):
+        key = "chrf" if m.group(1) == "chrF2" else m.group(1).lower()
+        out[key] = float(m.group(3))
+        out[key + "_signature"] = m.group(1) + "|" + m.group(2)
+    return out
+
+
+def eval_command(o, data, hyp, d):
+    """`tg eval` of the hypotheses against the test references (for bible, detokenised first:
+    join the BPE pieces and turn ▁ into spaces, what spm_decode does)."""
+    kind = TASKS[o.task][0]
+    n = o.test_lines
+    if kind == "bible":
+        detok = os.path.join(d, "hyp.txt")
+        with open(hyp, encoding="utf-8") as f, open(detok, "w", encoding="utf-8") as g:
+            for line in f:
+                g.write("".join(line.split()).replace("\u2581", " ").strip() + "\n")
+        ref = limited(os.path.join(data, "test.ref.txt"), n, os.path.join(d, "ref.txt"))
+        return [o.tg, "eval", "--metric", "bleu,chrf", "--hyp", detok, "--ref", ref]
+    # G2P: several references per word (" ||| "); synthetic: one, WER = wrong sequences (--g2p)
+    refs = os.path.join(data, "test.refs" if kind == "g2p" else "test.tgt")
+    ref = limited(refs, n, os.path.join(d, "test.refs"))
+    return [o.tg, "eval", "--metric", "per,wer", "--g2p", "--hyp", hyp, "--ref", ref]
+
+
+def limited(path, n, copy_path):
+    """path itself, or its first n lines written to copy_path when --test-limit is set."""
+    if not n:
+        return path
+    with open(path, encoding="utf-8") as f, open(copy_path, "w", encoding="utf-8") as g:
+        for i, line in enumerate(f):
+            if i >= n:
+                break
+            g.write(line)
+    return copy_path
+
+
+class Progress:
+    """Condensed live progress of one training run: the trainer's step lines at most every
+    20 s, dev lines and errors at once."""
+
+    def __init__(self, label):
+        self.label, self.last = label, 0.0
+
+    def __call__(self, line):
+        now = time.monotonic()
+        low = line.lower()
+        if line.startswith("dev ") or "error" in low or "warning" in low:
+            say("  %s: %s" % (self.label, line.strip()))
+        elif line.startswith("step ") and now - self.last >= 20:
+            self.last = now
+            say("  %s: %s" % (self.label, line.strip()))
+
+
+def run_one(o, data, run, out):
+    """Train, decode and score one (variant, heads, seed); fills run in place."""
+    label = "%s h%d seed %d" % (run["variant"], run["heads"], run["seed"])
+    d = os.path.join(out, "runs", run["name"])
+    os.makedirs(d, exist_ok=True)
+    run["dir"] = os.path.relpath(d, out)
+    limit = o.budget_value * 60 * 1.5 + 600 if o.budget_kind == "minutes" else None
+    rc, peak, wall = run_logged(train_command(o, data, run, d), os.path.join(d, "train.log"),
+                                env=tool_env(o), on_line=Progress(label), timeout=limit)
+    run["train_wall_s"] = round(wall, 2)
+    run["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
+    run["peak_bytes"] = peak
+    train, dev, end = read_metrics(os.path.join(d, "metrics.jsonl"))
+    model = os.path.join(d, "model.safetensors")
+    if rc != 0 or not os.path.exists(model):
+        why = "exit status %d" % rc if rc != 0 else "no model.safetensors written"
+        run["status"] = "failed"
+        run["error"] = "tg train failed (%s); see %s/train.log" % (why, run["dir"])
+        say("  %s: FAILED: %s\n%s" % (label, run["error"], log_tail(os.path.join(d, "train.log"))))
+        return run
+    run["params"] = safetensors_params(model)
+    run["steps"] = (end or (train[-1] if train else {})).get("step")
+    run["epochs"] = round(train[-1]["step"] and train[-1]["epoch"] + train[-1].get(
+        "epoch_progress", 0), 3) if train else None
+    run["train_s"] = (end or (train[-1] if train else {})).get("elapsed_s")
+    run["tokens_per_s"], run["ms_per_step"] = step_costs(train)
+    if dev:
+        run["dev_loss"] = dev[-1].get("nll")
+        run["dev_loss_smoothed"] = dev[-1].get("loss")
+    run["curve"] = {"train": [(e["step"], e.get("elapsed_s"), e.get("loss"), e.get("nll"))
+                              for e in train],
+                    "dev": [(e["step"], e.get("elapsed_s"), e.get("loss"), e.get("nll"))
+                            for e in dev]}
+    o.timings["train_over"].append(wall - (o.budget_value * 60 if o.budget_kind == "minutes"
+                                           else 0))
+    if run["steps"]:
+        o.timings["per_step"].append(wall / run["steps"])
+
+    src = limited(os.path.join(data, "test.src"), o.test_lines, os.path.join(d, "test.src"))
+    hyp = os.path.join(d, "test.hyp")
+    cmd = [o.tg, "translate", "--model", model, "--beam", str(o.beam), "--input", src,
+           "--output", hyp, "--threads", str(o.threads)]
+    if o.backend != "cpu":
+        cmd += ["--backend", o.backend]
+    rc, _, wall = run_logged(cmd, os.path.join(d, "translate.log"), env=tool_env(o))
+    run["decode_s"] = round(wall, 2)
+    o.timings["decode"].append(wall)
+    if rc != 0:
+        run["status"] = "failed"
+        run["error"] = "tg translate failed (exit status %d); see %s/translate.log" % (rc, run["dir"])
+        say("  %s: FAILED: %s\n%s" % (label, run["error"],
+                                      log_tail(os.path.join(d, "translate.log"))))
+        return run
+    rc, _, _ = run_logged(eval_command(o, data, hyp, d), os.path.join(d, "eval.log"),
+                          env=tool_env(o))
+    with open(os.path.join(d, "eval.log"), encoding="utf-8", errors="replace") as f:
+        scores = parse_eval(f.read().split("\n", 1)[-1])
+    missing = [k for k in TASKS[o.task][1] if k not in scores]
+    if rc != 0 or missing:
+        run["status"] = "failed"
+        run["error"] = "tg eval failed (exit status %d%s); see %s/eval.log" % (
+            rc, ", no " + ",".join(missing) if missing else "", run["dir"])
+        say("  %s: FAILED: %s\n%s" % (label, run["error"], log_tail(os.path.join(d, "eval.log"))))
+        return run
+    run.update({k: scores[k] for k in TASKS[o.task][1]})
+    run["signatures"] = [scores[k + "_signature"] for k in TASKS[o.task][1]]
+    run["status"] = "ok"
+    return run
+
+
+# ---- the speed phase --------------------------------------------------------------------------
+
+def torch_available():
+    try:
+        r = subprocess.run([PY, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+        return r.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def bench_commands(o, variant, heads):
+    m = SIZES[o.bench_size]
+    b, s, t = o.bench_shape
+    common = ["--d-model", str(m["d_model"]), "--heads", str(heads), "--layers", str(m["layers"]),
+              "--d-ff", str(m["d_ff"]), "--attention", variant, "--src-vocab", "30",
+              "--tgt-vocab", "45", "--batch", str(b), "--src-len", str(s), "--tgt-len", str(t),
+              "--threads", str(o.threads), "--steps", str(o.bench_steps), "--warmup-steps", "2"]
+    if variant == "fixed_head":
+        common += ["--head-dim", str(o.fixed_head_dim)]
+    return {"tgraph": [o.bench_step] + common,
+            "pytorch": [PY, os.path.join(ROOT, "benchmarks/peer/train_step.py")] + common}
+
+
+def run_bench(o, out, results, save):
+    """tgraph and PyTorch alternately (the order flips every round), per variant and heads."""
+    if o.bench == "off":
+        results["bench"] = {"status": "skipped", "note": "--bench off"}
+        return
+    peer = torch_available()
+    note = None if peer else "PyTorch (python3-torch) is not importable: peer skipped"
+    if note:
+        warn(note)
+    if not os.access(o.bench_step, os.X_OK):
+        results["bench"] = {"status": "skipped", "note": "'%s' not built" % o.bench_step}
+        warn(results["bench"]["note"])
+        return
+    impls = ["tgraph", "pytorch"] if peer else ["tgraph"]
+    d = os.path.join(out, "bench")
+    os.makedirs(d, exist_ok=True)
+    samples, errors = {}, []
+    total = len(o.bench_heads) * o.bench_rounds * len(o.variants) * len(impls)
+    done = 0
+    for heads in o.bench_heads:
+        for rnd in range(o.bench_rounds):
+            for vi, v in enumerate(o.variants):
+                order = impls if (rnd + vi) % 2 == 0 else impls[::-1]
+                cmds = bench_commands(o, v, heads)
+                for impl in order:
+                    name = "%s-h%d-%s-r%d" % (v, heads, impl, rnd + 1)
+                    t0 = time.monotonic()
+                    rc, _, _ = run_logged(cmds[impl], os.path.join(d, name + ".log"),
+                                          env=tool_env(o))
+                    o.timings["bench"].append(time.monotonic() - t0)
+                    done += 1
+                    left = statistics.mean(o.timings["bench"]) * (total - done)
+                    rec = None
+                    if rc == 0:
+                        with open(os.path.join(d, name + ".log"), encoding="utf-8") as f:
+                            for line in f:
+                                if line.startswith("{"):
+                                    try:
+                                        rec = json.loads(line)
+                                    except ValueError:
+                                        pass
+                    if rec is None or "ms_per_step" not in rec:
+                        errors.append("%s (exit %d): see bench/%s.log" % (name, rc, name))
+                        say("  speed %s: FAILED\n%s" % (name, log_tail(os.path.join(d, name + ".log"))))
+                        continue
+                    rec["loadavg_1min"] = os.getloadavg()[0]
+                    samples.setdefault((v, heads, impl), []).append(rec)
+                    say("  speed %-22s %-8s round %d: %8.1f ms/step  peak %6.0f MiB"
+                        % ("%s h%d" % (v, heads), impl, rnd + 1, rec["ms_per_step"],
+                           rec["peak_rss_mib"]), eta=left + o.report_eta)
+    rows = []
+    for heads in o.bench_heads:
+        for v in o.variants:
+            row = {"variant": v, "heads": heads}
+            for impl in impls:
+                recs = samples.get((v, heads, impl), [])
+                if recs:
+                    row[impl] = {
+                        "ms_per_step": statistics.median(r["ms_per_step"] for r in recs),
+                        "ms_per_step_best": min(r["ms_per_step"] for r in recs),
+                        "ms_per_step_rounds": [round(r["ms_per_step"], 2) for r in recs],
+                        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in recs),
+                        "peak_bytes": int(statistics.median(r["peak_rss_mib"] for r in recs)
+                                          * 1048576),
+                        "params": recs[0].get("params"),
+                        "loadavg_1min": [round(r["loadavg_1min"], 2) for r in recs],
+                    }
+            if "tgraph" in row and "pytorch" in row:
+                row["ratio_ms"] = row["tgraph"]["ms_per_step"] / row["pytorch"]["ms_per_step"]
+                row["ratio_peak"] = row["tgraph"]["peak_bytes"] / row["pytorch"]["peak_bytes"]
+                # the best rounds: on a shared machine the least disturbed measurement of each
+                row["ratio_ms_best"] = (row["tgraph"]["ms_per_step_best"]
+                                        / row["pytorch"]["ms_per_step_best"])
+            rows.append(row)
+    m = SIZES[o.bench_size]
+    results["bench"] = {
+        "status": "ok" if not errors else "partial",
+        "note": note,
+        "model": dict(m, size=o.bench_size),
+        "batch": {"sentences": o.bench_shape[0], "src_len": o.bench_shape[1],
+                  "tgt_len": o.bench_shape[2]},
+        "threads": o.threads, "steps": o.bench_steps, "rounds": o.bench_rounds,
+        "rows": rows, "errors": errors,
+    }
+    save()
+
+
+# ---- main -------------------------------------------------------------------------------------
+
+def host_info(o):
+    info = {"machine": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "kernel": platform.release()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            info["memory_gib"] = round(int(f.readline().split()[1]) / 1048576, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    if o.backend == "cuda" and shutil.which("nvidia-smi"):
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        info["gpu"] = r.stdout.strip()
+    try:
+        info["loadavg_start"] = round(os.getloadavg()[0], 2)
+    except OSError:
+        pass
+    return info
+
+
+def defaults_from_budget(o):
+    if o.budget_kind == "steps":
+        expected = o.budget_value
+    else:  # a rough step rate for the warmup only; the budget itself is wall time
+        expected = o.budget_value * 60 * o.guess_steps_per_s
+    if o.warmup is None:
+        o.warmup_steps = int(min(4000, max(150, round(0.08 * expected, -1))))
+    else:
+        o.warmup_steps = o.warmup
+    if o.lr_factor is None:
+        # Short budgets get a short warmup, hence a high peak rate, and interacting heads (whose
+        # logits sum h query heads, so start about sqrt(h) hotter) stall at factor 0.7: measured
+        # on G2P, d 128, 550 steps, warmup 150, dev NLL 1.22 against 0.62 at 0.35; MHA and
+        # talking heads also do better at 0.35 (0.52 against 0.60).
+        o.lr_factor = 0.35 if o.warmup_steps < 1000 else 1.0
+    o.log_interval = max(1, min(100, int(expected // 100)))
+    if o.eval_interval is None:
+        o.eval_interval = 0 if expected < 4000 else int(round(expected / 10, -2))
+
+
+def main(argv=None):
+    o = build_parser().parse_args(argv)
+    try:
+        check_options(o)
+    except UsageError as e:
+        print("compare: error: %s" % e, file=sys.stderr)
+        return 2
+    o.timings = {"train_over": [], "per_step": [], "decode": [], "bench": []}
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + o.task
+    out = os.path.abspath(o.out or os.path.join(ROOT, "results", run_id))
+    os.makedirs(out, exist_ok=True)
+    say("results in %s" % out)
+
+    say("phase 1/4: data (%s)" % o.task)
+    try:
+        data = prepare_data(o)
+    except UsageError as e:
+        print("compare: error: %s" % e, file=sys.stderr)
+        return 2
+    st = corpus_stats(data)
+    d = o.model["d_model"]
+    h_max = math.floor(d / st["mean_len"]) if st["mean_len"] > 0 else 0
+    o.test_lines = min(o.test_limit, st["pairs"]["test"]) if o.test_limit else 0
+    o.fixed_head_dim = o.head_dim or 8 * math.ceil((st["max_len"] + 1) / 8)
+    # steps per second of a 2-core machine, only to place the warmup of a time budget
+    o.guess_steps_per_s = {"tiny": 15, "small": 7, "g2p-small": 1.5, "base": 0.2}[o.size]
+    if o.backend == "cuda":
+        o.guess_steps_per_s *= 10
+    defaults_from_budget(o)
+    say("  %s: %d / %d / %d pairs (train/dev/test); n̄ = %.2f tokens, longest %d; d = %d: "
+        "h_max = floor(d / n̄) = %d" % (data, st["pairs"]["train"], st["pairs"]["dev"],
+                                       st["pairs"]["test"], st["mean_len"], st["max_len"], d, h_max))
+    for h in o.heads:
+        if h > h_max:
+            warn("%d heads is above h_max = %d for d = %d (the interacting-head paper's bound)"
+                 % (h, h_max, d))
+
+    runs = [{"name": "%s-h%d-s%d" % (v, h, s), "variant": v, "heads": h, "seed": s,
+             "status": "pending"}
+            for h in o.heads for s in range(1, o.nseeds + 1) for v in o.variants]
+    if o.bench_only:
+        runs = []
+    results = {
+        "format": "tgraph-compare-1",
+        "run_id": os.path.basename(out),
+        "command": " ".join([os.path.relpath(sys.argv[0], ROOT) if argv is None else "compare.py"]
+                            + (sys.argv[1:] if argv is None else list(argv))),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": host_info(o),
+        "task": {"name": o.task, "data": data, **st, "h_max": h_max,
+                 "metrics": TASKS[o.task][1], "primary": TASKS[o.task][2],
+                 "lower_is_better": TASKS[o.task][3], "test_lines": o.test_lines or st["pairs"]["test"]},
+        "config": {"size": o.size, **o.model, "heads": o.heads, "variants": o.variants,
+                   "seeds": o.nseeds, "budget": {"kind": o.budget_kind, "value": o.budget_value},
+                   "backend": o.backend, "threads": o.threads, "beam": o.beam,
+                   "max_tokens": o.max_tokens, "dropout": o.dropout, "schedule": o.schedule, "lr": o.lr,
+                   "warmup": o.warmup_steps, "lr_factor": o.lr_factor,
+                   "fixed_head_dim": o.fixed_head_dim, "eval_interval": o.eval_interval,
+                   "train_args": o.train_arg,
+                   "omp_wait_policy": tool_env(o)["OMP_WAIT_POLICY"]},
+        "units": {"per": "%", "wer": "%", "bleu": "0-100", "chrf": "0-100",
+                  "tokens_per_s": "target tokens (non-pad, </s> included) per second of training",
+                  "ms_per_step": "median ms per optimizer step", "peak_bytes": "peak RSS of the "
+                  "training process", "dev_loss": "dev cross-entropy per target token (nats, "
+                  "no smoothing)"},
+        "runs": runs,
+    }
+
+    def save():
+        results["summary"] = report.summarise(results)
+        results["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        tmp = os.path.join(out, ".results.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, os.path.join(out, "results.json"))
+
+    nb = len(o.bench_heads) * o.bench_rounds * len(o.variants) * (2 if o.bench != "off" else 0)
+    o.report_eta = 5
+
+    def eta(left_runs, bench_done=0):
+        if o.budget_kind == "minutes":
+            per = o.budget_value * 60 + (statistics.mean(o.timings["train_over"])
+                                         if o.timings["train_over"] else 10)
+        elif o.timings["per_step"]:
+            per = statistics.mean(o.timings["per_step"]) * o.budget_value
+        else:
+            return None
+        per += statistics.mean(o.timings["decode"]) if o.timings["decode"] else 20
+        bench = (statistics.mean(o.timings["bench"]) if o.timings["bench"] else
+                 (o.bench_steps + 2) * 1.2 + 4) * (nb - bench_done)
+        return left_runs * per + bench + o.report_eta
+
+    save()
+    say("phase 2/4: %d training runs (%s, budget %s each, %d threads, backend %s)"
+        % (len(runs), o.size, o.budget, o.threads, o.backend), eta=eta(len(runs)))
+    interrupted = False
+    try:
+        for i, run in enumerate(runs):
+            say("run %d/%d: %s, %d heads, seed %d" % (i + 1, len(runs), run["variant"], run["heads"],
+                                                      run["seed"]), eta=eta(len(runs) - i))
+            run_one(o, data, run, out)
+            save()
+            r = run
+            if r["status"] == "ok":
+                q = "  ".join("%s %.2f" % (k.upper(), r[k]) for k in TASKS[o.task][1])
+                say("  done: %s  params %d  %s tok/s  %s ms/step  peak %.0f MiB  (%d steps, "
+                    "decode %s)" % (q, r["params"], fmt_num(r.get("tokens_per_s")),
+                                    fmt_num(r.get("ms_per_step")), r["peak_bytes"] / 1048576,
+                                    r.get("steps") or 0, fmt_s(r["decode_s"])),
+                    eta=eta(len(runs) - i - 1))
+        say("phase 3/4: speed against the PyTorch peer (%s, batch %s, %d threads)"
+            % (o.bench_size, o.bench_batch, o.threads), eta=eta(0))
+        run_bench(o, out, results, save)
+    except KeyboardInterrupt:
+        interrupted = True
+        warn("interrupted: writing the partial results")
+
+    say("phase 4/4: report")
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results["wall_s"] = round(time.monotonic() - T0, 1)
+    save()
+    text = report.write_all(results, out, plots=not o.no_plots)
+    save()
+    print(text, flush=True)
+    failed = [r for r in runs if r["status"] == "failed"]
+    for r in failed:
+        print("compare: run %s failed: %s" % (r["name"], r["error"]), file=sys.stderr)
+    bench_errors = (results.get("bench") or {}).get("errors") or []
+    for e in bench_errors:
+        print("compare: speed measurement failed: %s" % e, file=sys.stderr)
+    say("done in %s: %s" % (fmt_s(time.monotonic() - T0), out))
+    if interrupted:
+        return 130
+    return 1 if failed or bench_errors else 0
+
+
+def fmt_num(x):
+    return "?" if x is None else "%.0f" % x if x >= 100 else "%.1f" % x
+
+
+if __name__ == "__main__":
+    sys.exit(main())

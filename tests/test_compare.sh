@@ -1,0 +1,129 @@
+#!/bin/sh
+# Test of benchmarks/compare.py (the engine of ./run.sh) on a tiny synthetic task:
+#   sh tests/test_compare.sh SOURCE_ROOT BUILD_ROOT
+# BUILD_ROOT must hold tools/tg and benchmarks/bench_step. Checks the bad-input messages and
+# exit statuses, one complete tiny run (two variants, training, decoding, scoring, the speed
+# phase, results.json fields, summary.md, curves), and a run whose training fails (partial
+# results, exit 1). Prints ok/FAIL per check and "N passed, N failed"; exit 0 only if nothing
+# failed, 77 (skipped) without /usr/bin/python3 or without the built tools.
+set -u
+src=${1:-.}
+build=${2:-build}
+PY=${PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || { echo "skip: $PY not found"; exit 77; }
+if [ ! -x "$build/tools/tg" ] || [ ! -x "$build/benchmarks/bench_step" ]; then
+    echo "skip: $build/tools/tg or $build/benchmarks/bench_step not built"
+    exit 77
+fi
+tmp=$(mktemp -d /tmp/tg-compare.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+compare() {
+    "$PY" "$src/benchmarks/compare.py" --build-dir "$build" --data-root "$tmp/data" \
+        --threads 2 "$@"
+}
+# expect_error NAME STATUS TEXT ARGS...: exit STATUS and TEXT in the error output
+expect_error() {
+    name=$1 want=$2 text=$3
+    shift 3
+    compare "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = "$want" ] && grep -qF -- "$text" "$tmp/err"; then
+        ok "$name"
+    else
+        bad "$name: exit $rc (want $want), stderr: $(head -c 300 "$tmp/err")"
+    fi
+}
+
+expect_error "unknown variant" 2 "--variants: unknown value 'nope' (known: mha, fixed_head" \
+    --task reverse --variants mha,nope
+expect_error "unknown task" 2 "--task: unknown task 'klingon'" --task klingon
+expect_error "bad budget" 2 "--budget '3 weeks'" --task reverse --budget "3 weeks"
+expect_error "heads not dividing d" 2 "--heads 3: d_model 64 of --size tiny is not a multiple" \
+    --task reverse --size tiny --heads 3
+expect_error "unknown size" 2 "--size: unknown preset 'huge'" --task reverse --size huge
+expect_error "missing corpus" 2 "prep_g2p: dictionary '$tmp/none.dict' not found" \
+    --task g2p --g2p-dict "$tmp/none.dict"
+"$PY" "$src/benchmarks/compare.py" --build-dir "$tmp/nobuild" --task reverse >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 2 ] && grep -qF "tools/tg' not found: build it first" "$tmp/err"; then
+    ok "missing tg binary"
+else
+    bad "missing tg binary: exit $rc, stderr: $(head -c 300 "$tmp/err")"
+fi
+
+# A complete tiny run: 2 variants, 40 steps each, 60 test sentences, a 1-step speed phase.
+tiny="--task reverse --size tiny --heads 2 --budget 40 --synthetic-train 600 --synthetic-test 60
+      --synthetic-max-len 8 --bench-size tiny --bench-batch 8x6x6 --bench-steps 1 --bench-rounds 1"
+# shellcheck disable=SC2086
+compare $tiny --variants mha,interacting --out "$tmp/res" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 0 ]; then ok "tiny run exits 0"; else bad "tiny run: exit $rc: $(tail -n 20 "$tmp/err")"; fi
+"$PY" - "$tmp/res" <<'EOF' >"$tmp/check" 2>&1
+import json, math, os, sys
+out = sys.argv[1]
+r = json.load(open(os.path.join(out, "results.json")))
+def check(name, cond):
+    print(("ok   " if cond else "FAIL ") + name)
+num = lambda x: isinstance(x, (int, float)) and math.isfinite(x)
+runs = r["runs"]
+check("results.json: 2 runs, both ok", len(runs) == 2 and all(x["status"] == "ok" for x in runs))
+check("results.json: variants mha and interacting",
+      sorted(x["variant"] for x in runs) == ["interacting", "mha"])
+for e in r["summary"]:
+    v = e["variant"]
+    check("summary %s: params, per, wer, tokens_per_s, ms_per_step, peak_bytes are numbers" % v,
+          all(num(e.get(k)) for k in ("params", "per", "wer", "tokens_per_s", "ms_per_step",
+                                       "peak_bytes", "dev_loss")))
+    check("summary %s: 0 <= per, 0 <= wer <= 100" % v, 0 <= e["per"] and 0 <= e["wer"] <= 100)
+    check("summary %s: 40 steps, params > 1000, peak > 1 MiB" % v,
+          e["steps"] == 40 and e["params"] > 1000 and e["peak_bytes"] > 1 << 20)
+p = {e["variant"]: e["params"] for e in r["summary"]}
+check("interacting has as many parameters as mha", p["mha"] == p["interacting"])
+b = r["bench"]
+check("bench rows for both variants with tgraph ms_per_step",
+      len(b["rows"]) == 2 and all(num(x["tgraph"]["ms_per_step"]) for x in b["rows"]))
+if b.get("note") is None:  # PyTorch present: ratios
+    check("bench ratios tgraph / PyTorch", all(num(x.get("ratio_ms")) and num(x.get("ratio_peak"))
+                                               for x in b["rows"]))
+check("summary.md has the table", "| mha | 2 |" in open(os.path.join(out, "summary.md")).read())
+check("curves.csv has train rows", sum(",train," in l for l in open(os.path.join(out, "curves.csv"))) >= 2)
+check("test hypotheses: 60 lines", sum(1 for _ in open(os.path.join(out, runs[0]["dir"], "test.hyp"))) == 60)
+check("task stats: n̄ and h_max", num(r["task"]["mean_len"]) and r["task"]["h_max"] >= 1)
+EOF
+while read -r line; do
+    case "$line" in
+    ok*) pass=$((pass + 1)); echo "$line" ;;
+    FAIL*) fail=$((fail + 1)); echo "$line" ;;
+    *) fail=$((fail + 1)); echo "FAIL results check: $line" ;;
+    esac
+done <"$tmp/check"
+if command -v gnuplot >/dev/null 2>&1; then
+    n=$(find "$tmp/res/plots" -name '*.png' -size +1k 2>/dev/null | wc -l)
+    if [ "$n" -ge 2 ]; then ok "$n PNG plots"; else bad "PNG plots: $n"; fi
+fi
+if grep -q "^variant .*PER %.*WER %" "$tmp/out"; then ok "table on stdout"; else bad "table on stdout"; fi
+
+# A failing training run: clear message, partial results written, exit 1.
+# shellcheck disable=SC2086
+compare $tiny --variants mha --bench off --train-arg=--no-such-option --out "$tmp/res2" \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -qF "run mha-h2-s1 failed: tg train failed (exit status" "$tmp/err"; then
+    ok "failed training: exit 1 and a message"
+else
+    bad "failed training: exit $rc: $(tail -n 5 "$tmp/err")"
+fi
+if "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(r['runs'][0]['status'] != 'failed')" \
+    "$tmp/res2/results.json" 2>/dev/null && grep -q "## Failures" "$tmp/res2/summary.md"; then
+    ok "failed training: results.json and summary.md record it"
+else
+    bad "failed training: results.json / summary.md"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
