@@ -126,24 +126,11 @@ static inline float gelu_grad(float x) {
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
+/* the scalar path (tails, CPUs without AVX2) uses the one Philox of core/rng.c */
 static inline void philox_group(int64_t gi, uint32_t stream, const uint32_t key[2],
                                 uint32_t out[4]) {
-    uint32_t c0 = (uint32_t)gi, c1 = (uint32_t)((uint64_t)gi >> 32), c2 = stream, c3 = 0;
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-        k0 += PHILOX_W0;
-        k1 += PHILOX_W1;
-    }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
+    const uint32_t ctr[4] = {(uint32_t)gi, (uint32_t)((uint64_t)gi >> 32), stream, 0};
+    tg_philox4x32(ctr, key, out);
 }
 
 /* Groups [g0, g1) of 4 elements (the last may be partial: elements >= n are skipped). */
