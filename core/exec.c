@@ -94,7 +94,11 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
     g->ran = false;
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
-        if (t->flags & TG_TF_INPUT) {
+        if (t->op == TG_OP_GRAD_ACC && g->grad_hook) {
+            /* the last writer of this gradient: itself, or (fused) its producer, already issued */
+            if (!(t->flags & TG_TF_FUSED)) st = b->vt->run_node(b, t);
+            if (st == TG_OK) g->grad_hook(g->grad_hook_ctx, t->store, t->param);
+        } else if (t->flags & TG_TF_INPUT) {
             st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
         } else if (t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW) || (t->flags & TG_TF_FUSED)) {
             continue;

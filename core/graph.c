@@ -50,6 +50,11 @@ void tg_graph_set_training(tg_graph *g, bool training) { g->training = training;
 bool tg_graph_training(const tg_graph *g) { return g->training; }
 void tg_graph_set_grad_enabled(tg_graph *g, bool enabled) { g->grad_enabled = enabled; }
 void tg_graph_set_seed(tg_graph *g, uint64_t seed) { g->seed = seed; }
+void tg_graph_set_grad_hook(tg_graph *g, tg_grad_hook fn, void *ctx) {
+    if (!g) return;
+    g->grad_hook = fn;
+    g->grad_hook_ctx = ctx;
+}
 void tg_graph_set_planner(tg_graph *g, bool enabled) {
     g->planner = enabled;
     g->planned = false;

@@ -61,6 +61,8 @@ struct tg_graph {
     char msg[512];
     bool training, grad_enabled, planner, backward_done;
     uint64_t seed;
+    tg_grad_hook grad_hook; /* tg_graph_set_grad_hook */
+    void *grad_hook_ctx;
     int32_t next_stream;
     /* plan */
     bool planned, ran;

@@ -16,7 +16,10 @@ void tg_cli_set_usage(const char *synopsis, const char *description) {
     usage_description = description;
 }
 
+bool tg_cli_quiet = false;
+
 int tg_cli_fail(const char *cmd, int code, const char *fmt, ...) {
+    if (tg_cli_quiet) return code;
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "tg %s: ", cmd);

@@ -71,6 +71,9 @@ tg_opt *tg_cli_find(tg_opt *opts, const char *name);
 int tg_cli_fail(const char *cmd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Read a whole file into a NUL-terminated buffer (malloc'ed); NULL with errno on failure. */
+/* When true, tg_cli_fail prints nothing (ranks > 0 of a training group: rank 0 speaks for all). */
+extern bool tg_cli_quiet;
+
 char *tg_cli_read_file(const char *path, size_t *len);
 
 #endif

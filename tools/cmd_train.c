@@ -11,6 +11,7 @@
  * the defaults. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/train_group.h"
 
 static const char SYNOPSIS[] =
     "--train-src FILE --train-tgt FILE [--dev-src FILE --dev-tgt FILE] --out DIR\n"
@@ -30,7 +32,30 @@ static const char DESCRIPTION[] =
     "Train an encoder-decoder Transformer. Writes DIR/model.safetensors, DIR/state.safetensors and\n"
     "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
     "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
-    "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).";
+    "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).\n"
+    "Under mpirun -np N each rank trains on 1/N of every batch and rank 0 writes the files\n"
+    "(docs/distributed.md).";
+
+/* In a group every rank passes here with its own status and leaves with the group's (the first
+ * failing rank's message), so no rank waits for one that has already given up. Alone: st. */
+#define AGREE_OR_DONE()                  \
+    do {                                 \
+        st = tg_dist_agree(grp, st);     \
+        if (st) goto done;               \
+    } while (0)
+
+/* tg_cli_fail that also keeps the message as this thread's error, for a rank that has to hand
+ * it to the rest of its group (see `done:` in tg_cmd_train). */
+static int fail(const char *cmd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(const char *cmd, int code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tg_error_set(TG_ERR_INVALID, "%s", msg);
+    return tg_cli_fail(cmd, code, "%s", msg);
+}
 
 static volatile sig_atomic_t stop_flag = 0;
 static void on_signal(int sig) {
@@ -191,7 +216,7 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     c->head_dim = o->head_dim;
     c->max_len = o->max_len;
     if (tg_attn_kind_parse(o->attention, &c->attention) != TG_OK)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+        return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     c->interacting_literal = o->interacting_literal;
     c->pre_norm = !strcmp(o->norm, "pre");
     c->learned_pos = !strcmp(o->pos, "learned");
@@ -203,12 +228,12 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     c->ffn_dropout = (float)o->ffn_dropout;
     c->label_smoothing = (float)o->label_smoothing;
     if (c->share_embeddings && !o->joint)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
+        return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--head-dim applies to --attention fixed_head only");
+        return fail(cmd, TG_EXIT_USAGE, "--head-dim applies to --attention fixed_head only");
     tg_model_config chk = *c;
     chk.src_vocab = chk.tgt_vocab = 5; /* the sizes are checked once the vocabularies exist */
-    if (tg_model_config_check(&chk) != TG_OK) return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+    if (tg_model_config_check(&chk) != TG_OK) return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     return 0;
 }
 
@@ -223,7 +248,7 @@ static int train_config(const char *cmd, const train_opts *o, tg_opt *t, tg_trai
     c->optim.momentum = (float)o->momentum;
     if (tg_cli_find(t, "weight-decay")->set) c->optim.weight_decay = (float)o->weight_decay;
     if (tg_lr_kind_parse(o->schedule, &c->lr.kind) != TG_OK)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+        return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     c->lr.lr = o->lr;
     c->lr.factor = o->factor;
     c->lr.warmup = o->warmup;
@@ -248,14 +273,14 @@ static int train_config(const char *cmd, const train_opts *o, tg_opt *t, tg_trai
                   : !strcmp(o->progress, "none")  ? TG_PROGRESS_NONE
                                                   : TG_PROGRESS_AUTO;
     if (c->max_steps == 0 && c->max_epochs == 0 && c->max_minutes == 0.0)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "no stop condition: give --steps, --epochs or --minutes");
+        return fail(cmd, TG_EXIT_USAGE, "no stop condition: give --steps, --epochs or --minutes");
     if (c->lr.kind == TG_LR_COSINE && c->max_steps == 0)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--schedule cosine needs --steps (its length)");
+        return fail(cmd, TG_EXIT_USAGE, "--schedule cosine needs --steps (its length)");
     if (c->lr.kind == TG_LR_NOAM && c->lr.warmup < 1)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--schedule noam needs --warmup >= 1");
+        return fail(cmd, TG_EXIT_USAGE, "--schedule noam needs --warmup >= 1");
     if (c->lr.kind == TG_LR_COSINE && c->lr.min_lr > c->lr.lr)
-        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--min-lr %g exceeds --lr %g", c->lr.min_lr, c->lr.lr);
-    if (tg_train_config_check(c) != TG_OK) return tg_cli_fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+        return fail(cmd, TG_EXIT_USAGE, "--min-lr %g exceeds --lr %g", c->lr.min_lr, c->lr.lr);
+    if (tg_train_config_check(c) != TG_OK) return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     return 0;
 }
 
@@ -282,12 +307,14 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
 static int restore_options(const char *cmd, tg_opt *t, const char *state_path, tg_json **keep) {
     tg_st_file *f;
     if (tg_st_open(state_path, &f) != TG_OK)
-        return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "cannot resume: %s", tg_error_message());
+        return fail(cmd, TG_EXIT_RUNTIME, "cannot resume: %s", tg_error_message());
     const char *js = tg_st_metadata(f, "tool_options");
     int rc = 0;
-    if (!js) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "cannot resume: '%s' has no stored tg options", state_path);
-    else if (tg_cli_apply_json(cmd, t, js, strlen(js), state_path, false, keep))
+    if (!js) rc = fail(cmd, TG_EXIT_RUNTIME, "cannot resume: '%s' has no stored tg options", state_path);
+    else if (tg_cli_apply_json(cmd, t, js, strlen(js), state_path, false, keep)) {
+        tg_error_set(TG_ERR_INVALID, "cannot resume: bad options stored in '%s'", state_path);
         rc = TG_EXIT_RUNTIME;
+    }
     tg_st_close(f);
     return rc;
 }
@@ -302,6 +329,11 @@ int tg_cmd_train(int argc, char **argv) {
     int rc = tg_cli_parse(cmd, t, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
     if (rc) return TG_EXIT_USAGE;
+    tg_dist *grp = NULL; /* the MPI group under mpirun, else NULL */
+    if ((rc = tg_train_group_join(cmd, &grp))) return rc;
+    bool leader = tg_dist_rank(grp) == 0;
+    tg_cli_quiet = !leader; /* rank 0 reports for the group */
+    char tmpdir[4096] = "";
 
     tg_json *cfg_json = NULL, *state_json = NULL;
     char *cfg_text = NULL, state_path[4096] = "", model_path[4096] = "";
@@ -319,52 +351,66 @@ int tg_cmd_train(int argc, char **argv) {
     if (o.config) {
         size_t len;
         if (!(cfg_text = tg_cli_read_file(o.config, &len))) {
-            rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "cannot read config '%s': %s", o.config, strerror(errno));
+            rc = fail(cmd, TG_EXIT_USAGE, "cannot read config '%s': %s", o.config, strerror(errno));
             goto done;
         }
         if (tg_cli_apply_json(cmd, t, cfg_text, len, o.config, true, &cfg_json)) {
+            tg_error_set(TG_ERR_INVALID, "bad options in --config '%s'", o.config);
             rc = TG_EXIT_USAGE;
             goto done;
         }
     }
     if (!o.out) {
-        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--out DIR is required (see tg train --help)");
+        rc = fail(cmd, TG_EXIT_USAGE, "--out DIR is required (see tg train --help)");
         goto done;
     }
     snprintf(state_path, sizeof state_path, "%s/state.safetensors", o.out);
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", o.out);
+    if (grp) {
+        /* every rank has its options (a rank that failed above meets this agreement from done:);
+         * --resume is not among the options compared further down, and only the ranks that
+         * resume take part in tg_train_group_share_files: agree on it first */
+        st = tg_dist_agree(grp, TG_OK);
+        if (st == TG_OK) st = tg_train_group_same(grp, o.resume, "options (--resume)");
+        if (st) goto done;
+    }
+    if (o.resume && grp &&
+        (st = tg_train_group_share_files(grp, model_path, state_path, sizeof model_path, tmpdir, sizeof tmpdir))) {
+        st = tg_error_prefix(st, "cannot resume");
+        goto done;
+    }
     if (o.resume) {
         if ((rc = restore_options(cmd, t, state_path, &state_json))) goto done;
         static const char *model_opts[] = {MODEL_OPTION_NAMES};
         for (size_t i = 0; i < sizeof model_opts / sizeof *model_opts; i++)
-            if (tg_cli_find(t, model_opts[i])->on_cli)
+            if (tg_cli_find(t, model_opts[i])->on_cli && leader)
                 fprintf(stderr, "tg train: warning: --%s is ignored with --resume (the model and its vocabularies "
                                 "come from the checkpoint)\n", model_opts[i]);
     }
     if (!o.train_src || !o.train_tgt) {
-        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--train-src and --train-tgt are required (see tg train --help)");
+        rc = fail(cmd, TG_EXIT_USAGE, "--train-src and --train-tgt are required (see tg train --help)");
         goto done;
     }
     if (!o.dev_src != !o.dev_tgt) {
-        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--dev-src and --dev-tgt go together");
+        rc = fail(cmd, TG_EXIT_USAGE, "--dev-src and --dev-tgt go together");
         goto done;
     }
     if (o.resume && o.overwrite) {
-        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--resume and --overwrite exclude each other");
+        rc = fail(cmd, TG_EXIT_USAGE, "--resume and --overwrite exclude each other");
         goto done;
     }
     if (o.joint && o.tgt_vocab) {
-        rc = tg_cli_fail(cmd, TG_EXIT_USAGE, "--joint takes one vocabulary: give --src-vocab only");
+        rc = fail(cmd, TG_EXIT_USAGE, "--joint takes one vocabulary: give --src-vocab only");
         goto done;
     }
     tg_model_config mc;
     tg_train_config tc;
     if ((rc = model_config(cmd, &o, t, &mc)) || (rc = train_config(cmd, &o, t, &tc))) goto done;
-    if (!o.resume && !o.overwrite && (file_exists(o.out, "model.safetensors") || file_exists(o.out, "state.safetensors"))) {
-        rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME,
-                         "'%s' already holds a model: continue it with --resume or start anew with --overwrite", o.out);
-        goto done;
-    }
+    if (leader && !o.resume && !o.overwrite &&
+        (file_exists(o.out, "model.safetensors") || file_exists(o.out, "state.safetensors")))
+        st = tg_error_set(TG_ERR_IO, "'%s' already holds a model: continue it with --resume or start anew with --overwrite",
+                          o.out);
+    AGREE_OR_DONE();
 
     /* data: read and check everything before writing anything */
     st = tg_lines_read(o.train_src, false, &ls);
@@ -374,19 +420,25 @@ int tg_cmd_train(int argc, char **argv) {
     if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_tgt, false, &dt);
     if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
     if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
-    if (st) goto done;
-    st = !strcmp(o.backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)o.threads, &be);
-    if (st) goto done;
+    AGREE_OR_DONE();
+    int threads = grp && o.threads == 0 ? tg_train_group_threads(grp) : (int)o.threads;
+    /* one GPU per rank of a host */
+    st = !strcmp(o.backend, "cuda") ? tg_backend_cuda_new(tg_dist_local_rank(grp), &be) : tg_backend_cpu_new(threads, &be);
+    AGREE_OR_DONE();
+    /* TG_DIST_NCCL=0: sum GPU gradients through host memory and MPI (e.g. ranks sharing a GPU) */
+    const char *nccl_env = getenv("TG_DIST_NCCL");
+    if (grp && !strcmp(o.backend, "cuda") && tg_have_nccl() && !(nccl_env && !strcmp(nccl_env, "0"))) {
+        st = tg_dist_use_nccl(grp, be);
+        AGREE_OR_DONE();
+    }
     if (o.resume) {
         st = tg_model_load(model_path, be, &m);
-        if (st) {
-            st = tg_error_prefix(st, "cannot resume");
-            goto done;
-        }
+        if (st) st = tg_error_prefix(st, "cannot resume");
+        AGREE_OR_DONE();
         mc = *tg_model_cfg(m);
     } else {
         st = make_vocabs(&o, &ls, &lt, &sv, &tv);
-        if (st) goto done;
+        AGREE_OR_DONE();
         mc.src_vocab = tg_vocab_size(sv);
         mc.tgt_vocab = tg_vocab_size(tv);
         if (tg_model_config_check(&mc) != TG_OK) {
@@ -398,7 +450,12 @@ int tg_cmd_train(int argc, char **argv) {
     tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
     st = tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
     if (st == TG_OK && o.dev_src) st = tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
-    if (st) goto done;
+    AGREE_OR_DONE();
+    if (grp) {
+        st = tg_train_group_same(grp, tg_corpus_hash(train), "training data");
+        if (st == TG_OK) st = tg_train_group_same(grp, dev ? tg_corpus_hash(dev) : 0, "dev data");
+        if (st) goto done;
+    }
     if (tg_corpus_size(train) == 0) {
         st = tg_error_set(TG_ERR_INVALID, "every training pair is longer than --max-len %lld", (long long)mc.max_len);
         goto done;
@@ -410,16 +467,23 @@ int tg_cmd_train(int argc, char **argv) {
     tg_corpus_stats cs;
     tg_corpus_stats_get(train, &cs);
     int64_t hmax = tg_model_max_heads(mc.d_model, cs.mean_len);
-    fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
-            (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,
-            mc.share_embeddings ? " (shared)" : "", (long long)hmax);
-    if (tg_corpus_skipped(train))
+    if (leader)
+        fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
+                (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,
+                mc.share_embeddings ? " (shared)" : "", (long long)hmax);
+    if (leader && grp)
+        fprintf(stderr, "tg train: %d ranks (%s), %d on this host, %d threads each; each rank trains on 1/%d of every "
+                        "batch of --max-tokens %lld\n", tg_dist_size(grp), tg_dist_transport(grp), tg_dist_local_size(grp),
+                tg_backend_threads(be), tg_dist_size(grp), (long long)tc.max_tokens);
+    if (!leader) {
+        /* the messages below come from rank 0 */
+    } else if (tg_corpus_skipped(train))
         fprintf(stderr, "tg train: skipped %lld training pairs longer than max_len %lld (tokens + </s>)\n",
                 (long long)tg_corpus_skipped(train), (long long)mc.max_len);
-    if (dev && tg_corpus_skipped(dev))
+    if (leader && dev && tg_corpus_skipped(dev))
         fprintf(stderr, "tg train: skipped %lld dev pairs longer than max_len %lld\n", (long long)tg_corpus_skipped(dev),
                 (long long)mc.max_len);
-    if (mc.heads > hmax)
+    if (leader && mc.heads > hmax)
         fprintf(stderr, "tg train: warning: %lld heads > h_max = floor(%lld / %.2f) = %lld of the training data "
                         "(SPEC.md 2.4: heads narrower than the mean sequence length hit the low-rank bottleneck)\n",
                 (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
@@ -427,33 +491,51 @@ int tg_cmd_train(int argc, char **argv) {
     if (!m) {
         st = tg_model_new(&mc, sv, tv, be, (uint64_t)o.seed, &m);
         sv = tv = NULL; /* owned by the model, even on failure */
-        if (st) goto done;
+        AGREE_OR_DONE();
+    }
+    /* every rank starts from rank 0's parameters */
+    if (grp) {
+        st = tg_dist_broadcast_params(grp, tg_model_store(m));
+        AGREE_OR_DONE();
     }
     tc.lr.d_model = mc.d_model;
-    /* everything checked: now the output directory */
-    if (mkdir(o.out, 0777) == 0) created_dir = true;
-    else if (errno != EEXIST) {
+    tc.dist = grp;
+    /* everything checked: now the output directory (rank 0 writes every file) */
+    if (!leader) {
+    } else if (mkdir(o.out, 0777) == 0) {
+        created_dir = true;
+    } else if (errno != EEXIST) {
         st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", o.out, strerror(errno));
-        goto done;
     }
-    st = tg_trainer_new(m, train, dev, &tc, &tr);
+    AGREE_OR_DONE();
+    st = tg_trainer_new(m, train, dev, &tc, &tr); /* agreed across the group inside */
     if (st) goto done;
     static const char *not_stored[] = {"resume", "overwrite", "config", "out", NULL};
-    if (tg_cli_to_json(t, not_stored, &opts_json) != 0) {
-        st = tg_error_set(TG_ERR_NOMEM, "out of memory");
-        goto done;
+    if (tg_cli_to_json(t, not_stored, &opts_json) != 0) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    AGREE_OR_DONE();
+    if (grp) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a of the options as stored */
+        for (const char *c = opts_json; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        if ((st = tg_train_group_same(grp, h, "options"))) goto done;
     }
     st = tg_trainer_set_metadata(tr, "tool_options", opts_json);
+    if (st == TG_OK && grp) {
+        char ranks[32];
+        snprintf(ranks, sizeof ranks, "%d", tg_dist_size(grp));
+        st = tg_trainer_set_metadata(tr, "ranks", ranks);
+    }
     if (st == TG_OK && o.resume) {
         st = tg_trainer_load_state(tr, state_path);
         if (st) st = tg_error_prefix(st, "cannot resume");
-        else fprintf(stderr, "tg train: resuming at step %lld, epoch %lld\n", (long long)tg_trainer_steps(tr),
-                     (long long)tg_trainer_epoch(tr));
+        else if (leader)
+            fprintf(stderr, "tg train: resuming at step %lld, epoch %lld\n", (long long)tg_trainer_steps(tr),
+                    (long long)tg_trainer_epoch(tr));
     }
-    if (st) goto done;
+    AGREE_OR_DONE();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a checkpoint write in progress is not cut short */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -461,14 +543,23 @@ int tg_cmd_train(int argc, char **argv) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (st == TG_ERR_INTERRUPTED) {
-        fprintf(stderr, "tg train: %s (continue with --resume)\n", tg_error_message());
+        if (leader) fprintf(stderr, "tg train: %s (continue with --resume)\n", tg_error_message());
         rc = TG_EXIT_INTERRUPTED;
         st = TG_OK;
-    } else if (st == TG_OK) {
+    } else if (st == TG_OK && leader) {
         fprintf(stderr, "tg train: done at step %lld, epoch %lld; model in %s\n", (long long)tg_trainer_steps(tr),
                 (long long)tg_trainer_epoch(tr), model_path);
     }
 done:
+    if (grp && st == TG_OK && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED) {
+        /* A bad option (the option checks return rc, not st), maybe found by this rank alone: an
+         * MPMD launch, a --config file that differs between hosts. The ranks that found nothing
+         * wrong wait in the next tg_dist_agree (after the --out check, opening
+         * tg_train_group_share_files, or the first AGREE_OR_DONE): meet them there with the
+         * message, so that they stop with it instead of waiting forever. When every rank failed
+         * here, this agreement is among them, and rank 0 has printed the message. */
+        (void)tg_dist_agree(grp, TG_ERR_INVALID);
+    }
     if (st) {
         rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
         /* leave nothing behind in a directory this run created and never saved into */
@@ -494,5 +585,10 @@ done:
     tg_json_free(state_json);
     free(cfg_text);
     free(opts_json);
+    tg_train_group_cleanup(tmpdir);
+    if (grp && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED && st == TG_ERR_BACKEND &&
+        strstr(tg_error_message(), "MPI: "))
+        tg_dist_abort(grp, rc); /* the transport failed: the ranks cannot meet in MPI_Finalize */
+    tg_dist_free(grp);
     return rc;
 }

@@ -147,6 +147,7 @@ if [ $MODE = direct ] && [ $BUILD_OK = 0 ]; then
     for d in core autograd backends/cpu backends/cuda models train; do
         for f in $(grep -o "'[A-Za-z0-9_]*\.c'" "$ROOT/$d/meson.build" | tr -d "'"); do SRCS="$SRCS $d/$f"; done
     done
+    SRCS="$SRCS dist/dist.c dist/dist_stubs.c" # without MPI in the direct build
     for s in $SRCS; do
         o=$DB/obj/$(echo "$s" | tr '/' '_').o
         gcc "${CFLAGS[@]}" -c "$ROOT/$s" -o "$o" >> "$LOG" 2>&1 || { ok=0; say "  compile failed: $s"; }
@@ -207,7 +208,27 @@ if [ $BUILD_OK = 1 ] && [ -x "$TEST_EXE" ] && command -v compute-sanitizer > /de
     run 120 env TG_NUM_THREADS="$JOBS" compute-sanitizer --tool memcheck --error-exitcode 9 "$TEST_EXE" > /dev/null
 fi
 
+# data-parallel training on the GPU (docs/distributed.md): 2 ranks sharing this GPU through MPI
+# (NCCL needs one GPU per rank, so TG_DIST_NCCL=0 takes the host path), against 1 process
+DIST_RC=skipped
+if [ "$MODE" = meson ] && [ -x "$B/tools/tg" ] && command -v mpirun > /dev/null && \
+    grep -q "MPI *: *True" "$LOG" && [ $(( $(date +%s) - T0 )) -lt 450 ]; then
+    section "2 MPI ranks on the GPU against 1 process (reverse task, SGD, dropout 0)"
+    DD=$OUT/dist && mkdir -p "$DD" && python3 "$ROOT/tools/data/gen_synthetic.py" --tasks reverse \
+        --train 2000 --dev 100 --test 100 --max-len 12 -q "$DD/data"
+    A="--train-src $DD/data/reverse/train.src --train-tgt $DD/data/reverse/train.tgt --dev-src $DD/data/reverse/dev.src
+       --dev-tgt $DD/data/reverse/dev.tgt --d-model 64 --heads 4 --enc-layers 2 --dec-layers 2 --d-ff 256 --dropout 0
+       --optimizer sgd --schedule constant --lr 0.1 --warmup 0 --steps 20 --max-tokens 2048 --progress none --backend cuda"
+    # shellcheck disable=SC2086
+    run 60 "$B/tools/tg" train $A --out "$DD/one" --overwrite && \
+        run 90 mpirun --allow-run-as-root --oversubscribe -np 2 -x TG_DIST_NCCL=0 "$B/tools/tg" train $A \
+            --out "$DD/two" --overwrite && DIST_RC=0 || DIST_RC=1
+    say "final dev losses (1 process, 2 ranks):"
+    grep -h '"event":"dev"' "$DD/one/metrics.jsonl" "$DD/two/metrics.jsonl" 2>/dev/null | tail -n 40 | tee -a "$R"
+fi
+
 section "summary"
+say "2-rank training on the GPU: $DIST_RC"
 say "build: $([ $BUILD_OK = 1 ] && echo OK || echo FAILED) ($MODE)"
 case $TEST_RC in 0) VERDICT=passed ;; 77) VERDICT="skipped: no GPU" ;; *) VERDICT=FAILED ;; esac
 say "test_gpu: exit $TEST_RC ($VERDICT)"

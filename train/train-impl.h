@@ -28,6 +28,11 @@ struct tg_trainer {
     int64_t win_tokens;
     double last_bar;
     double last_loss, last_lr;
+    double win_comm_s; /* all-reduce waits since the last log line */
+    int64_t win_steps;
+    bool writer; /* writes files and progress: alone, or rank 0 of a group */
+    int64_t **last_idx; /* in a group: sentence indices of the step's k global batches */
+    int64_t nlast_idx;
     bool bar_open; /* a progress bar is on the current terminal line */
 };
 

@@ -91,9 +91,11 @@ tg_status tg_train_config_json(const tg_train_config *c, char **out) {
  * the k gradients add up to the gradient of the mean over all k batches' tokens), backward
  * when `grad`, and the summed loss and NLL read back. */
 static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64_t seed, bool training, bool grad,
-                            double *loss_sum, double *nll_sum) {
+                            tg_dist *hook, double *loss_sum, double *nll_sum) {
     tg_graph *g = tg_graph_new();
     if (!g) return tg_error_set(TG_ERR_NOMEM, "tg_train: out of memory");
+    /* the last batch of a data-parallel step: start each bucket's all-reduce once final */
+    if (hook) tg_graph_set_grad_hook(g, tg_dist_grad_ready, hook);
     tg_graph_set_training(g, training);
     tg_graph_set_grad_enabled(g, grad);
     tg_graph_set_seed(g, seed);
@@ -131,7 +133,7 @@ tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k, 
     double scale = 1.0 / (double)gi.tgt_tokens, ls = 0.0, nl = 0.0;
     for (int64_t i = 0; i < k; i++) {
         double l, q;
-        tg_status st = batch_loss(m, batches[i], scale, seeds ? seeds[i] : 0, training, true, &l, &q);
+        tg_status st = batch_loss(m, batches[i], scale, seeds ? seeds[i] : 0, training, true, NULL, &l, &q);
         if (st) return st;
         ls += l;
         nl += q;
@@ -142,33 +144,59 @@ tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k, 
     return TG_OK;
 }
 
-tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out) {
-    if (!m || !c || !out) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: NULL argument");
-    if (!tg_corpus_tgt(c, 0, NULL)) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: corpus has no targets");
+/* Summed loss, NLL, target tokens and sentences of the batches i with i % size == rank. */
+static tg_status evaluate_part(tg_model *m, const tg_corpus *c, int64_t max_tokens, int rank, int size,
+                               double sums[4]) {
     tg_batcher *bt;
     tg_status st = tg_batcher_new(c, max_tokens, 0, false, &bt);
     if (st) return st;
-    tg_eval_info e = {0};
-    double ls = 0.0, nl = 0.0;
     for (int64_t i = 0; st == TG_OK && i < tg_batcher_count(bt); i++) {
         tg_batch b;
         st = tg_batcher_next(bt, &b);
-        if (st) break;
+        if (st || i % size != rank) {
+            if (st == TG_OK) tg_batch_free(&b);
+            continue;
+        }
         double l, q;
-        st = batch_loss(m, &b, 1.0, 0, false, false, &l, &q);
-        ls += l;
-        nl += q;
-        e.tgt_tokens += b.tgt_tokens;
-        e.sentences += b.size;
+        st = batch_loss(m, &b, 1.0, 0, false, false, NULL, &l, &q);
+        sums[0] += l;
+        sums[1] += q;
+        sums[2] += (double)b.tgt_tokens;
+        sums[3] += (double)b.size;
         tg_batch_free(&b);
     }
     tg_batcher_free(bt);
+    return st;
+}
+
+static void eval_info(const double sums[4], tg_eval_info *e) {
+    e->tgt_tokens = (int64_t)sums[2];
+    e->sentences = (int64_t)sums[3];
+    e->loss = sums[0] / sums[2];
+    e->nll = sums[1] / sums[2];
+    e->ppl = exp(e->nll);
+}
+
+tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out) {
+    if (!m || !c || !out) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: NULL argument");
+    if (!tg_corpus_tgt(c, 0, NULL)) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: corpus has no targets");
+    double sums[4] = {0};
+    tg_status st = evaluate_part(m, c, max_tokens, 0, 1, sums);
     if (st) return st;
-    e.loss = ls / (double)e.tgt_tokens;
-    e.nll = nl / (double)e.tgt_tokens;
-    e.ppl = exp(e.nll);
-    *out = e;
+    eval_info(sums, out);
     return TG_OK;
+}
+
+/* The dev loss with the batches shared out over the ranks of t's group (alone: all of them). */
+static tg_status trainer_evaluate(tg_trainer *t, tg_eval_info *out) {
+    tg_dist *d = t->cfg.dist;
+    if (tg_dist_size(d) == 1) return tg_train_evaluate(t->m, t->dev, t->cfg.max_tokens, out);
+    double sums[4] = {0};
+    tg_status st = evaluate_part(t->m, t->dev, t->cfg.max_tokens, tg_dist_rank(d), tg_dist_size(d), sums);
+    st = tg_dist_agree(d, st);
+    if (st == TG_OK) st = tg_dist_sum(d, sums, 4);
+    if (st == TG_OK) eval_info(sums, out);
+    return st;
 }
 
 /* ---- the trainer ---------------------------------------------------------------------------- */
@@ -182,6 +210,8 @@ void tg_trainer_free(tg_trainer *t) {
         free(t->meta_key[i]);
         free(t->meta_val[i]);
     }
+    for (int64_t i = 0; i < t->nlast_idx; i++) free(t->last_idx[i]);
+    free(t->last_idx);
     free(t->out_dir);
     free(t);
 }
@@ -212,6 +242,15 @@ tg_status tg_trainer_new(tg_model *m, const tg_corpus *train, const tg_corpus *d
     if (st == TG_OK) st = tg_optim_new(tg_model_store(m), &c.optim, &t->opt);
     if (st == TG_OK) st = tg_batcher_new(train, c.max_tokens, c.seed, c.shuffle, &t->bt);
     if (st == TG_OK) st = tg_store_zero_grad(tg_model_store(m));
+    t->writer = tg_dist_rank(c.dist) == 0;
+    if (!t->writer) t->cfg.progress = TG_PROGRESS_NONE;
+    if (tg_dist_size(c.dist) > 1) {
+        /* lay the gradient buckets out and sum the zero gradients once: every rank knows the
+         * group works (or why not) before the first step */
+        if (st == TG_OK) st = tg_dist_grad_begin(c.dist, tg_model_store(m));
+        st = tg_dist_agree(c.dist, st);
+        if (st == TG_OK) st = tg_dist_agree(c.dist, tg_dist_grad_end(c.dist, false, NULL));
+    }
     if (st) {
         tg_trainer_free(t);
         return st;
@@ -244,13 +283,77 @@ int64_t tg_trainer_steps(const tg_trainer *t) { return t ? t->step : 0; }
 int64_t tg_trainer_epoch(const tg_trainer *t) { return t ? tg_batcher_epoch(t->bt) : 0; }
 tg_model *tg_trainer_model(tg_trainer *t) { return t ? t->m : NULL; }
 
+/* One rank's share of a data-parallel step: slice r of each of the k global batches b[]
+ * (contiguous sentences; an empty slice adds nothing), its gradient scaled by the global
+ * target-token count, then the all-reduce that sums the slices' gradients, agreement on errors,
+ * and the loss sums of every rank. Every rank calls it, and the same collectives, even after a
+ * local failure. */
+static tg_status dist_grad(tg_trainer *t, tg_status st, tg_batch *b, int64_t k, const uint64_t *seeds,
+                           tg_grad_info *gi, double *comm_s) {
+    tg_dist *d = t->cfg.dist;
+    int64_t r = tg_dist_rank(d), n = tg_dist_size(d);
+    tg_grad_info g = {0};
+    for (int64_t i = 0; st == TG_OK && i < k; i++) {
+        g.src_tokens += b[i].src_tokens;
+        g.tgt_tokens += b[i].tgt_tokens;
+        g.sentences += b[i].size;
+    }
+    double scale = g.tgt_tokens > 0 ? 1.0 / (double)g.tgt_tokens : 0.0, sums[2] = {0.0, 0.0};
+    tg_batch *part = calloc((size_t)k, sizeof *part);
+    int64_t last = -1;
+    if (st == TG_OK && !part) st = tg_error_set(TG_ERR_NOMEM, "tg_trainer_step: out of memory");
+    for (int64_t i = 0; st == TG_OK && i < k; i++) {
+        int64_t lo = b[i].size * r / n, hi = b[i].size * (r + 1) / n;
+        if (hi > lo) {
+            st = tg_corpus_batch(t->train, t->last_idx[i] + lo, hi - lo, &part[i]);
+            last = i;
+        }
+    }
+    if (st == TG_OK && g.tgt_tokens < 1) st = tg_error_set(TG_ERR_INVALID, "tg_trainer_step: no target tokens");
+    if (st == TG_OK) st = tg_dist_grad_begin(d, tg_model_store(t->m));
+    /* every rank is ready to exchange, or every rank stops here */
+    st = tg_dist_agree(d, st);
+    if (st == TG_OK) {
+        for (int64_t i = 0; st == TG_OK && i <= last; i++) {
+            if (part[i].size == 0) continue;
+            /* rank r draws its own dropout masks (a stream per rank) */
+            uint64_t seed = seeds[i] ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull);
+            double l, q;
+            st = batch_loss(t->m, &part[i], scale, seed, true, true, i == last ? d : NULL, &l, &q);
+            sums[0] += l;
+            sums[1] += q;
+        }
+        /* a rank that failed still sends its buckets, then everyone learns of the failure */
+        tg_status cs = tg_dist_grad_end(d, st != TG_OK, comm_s);
+        st = tg_dist_agree(d, st ? st : cs);
+        if (st == TG_OK) st = tg_dist_sum(d, sums, 2);
+    }
+    for (int64_t i = 0; part && i < k; i++) tg_batch_free(&part[i]);
+    free(part);
+    g.loss = sums[0] * scale;
+    g.nll = sums[1] * scale;
+    *gi = g;
+    return st;
+}
+
 tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
     if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_step: NULL trainer");
     int64_t k = t->cfg.accum;
+    bool group = tg_dist_size(t->cfg.dist) > 1;
     tg_batch *b = calloc((size_t)k, sizeof *b);
     const tg_batch **bp = malloc((size_t)k * sizeof *bp);
     uint64_t *seeds = malloc((size_t)k * sizeof *seeds);
     tg_status st = (b && bp && seeds) ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_trainer_step: out of memory");
+    if (st == TG_OK && group && t->nlast_idx < k) {
+        int64_t **p = realloc(t->last_idx, (size_t)k * sizeof *p);
+        if (p) {
+            for (int64_t i = t->nlast_idx; i < k; i++) p[i] = NULL;
+            t->last_idx = p;
+            t->nlast_idx = k;
+        } else {
+            st = tg_error_set(TG_ERR_NOMEM, "tg_trainer_step: out of memory");
+        }
+    }
     int64_t got = 0;
     for (; st == TG_OK && got < k; got++) {
         st = tg_batcher_next(t->bt, &b[got]);
@@ -258,10 +361,25 @@ tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
         bp[got] = &b[got];
         uint64_t hi = tg_rng_u32(&t->drop_rng);
         seeds[got] = (hi << 32) | tg_rng_u32(&t->drop_rng);
+        if (group) { /* keep the batch's sentence indices: the ranks cut it into slices */
+            int64_t nidx;
+            const int64_t *idx = tg_batcher_last(t->bt, &nidx);
+            int64_t *copy = realloc(t->last_idx[got], (size_t)(nidx ? nidx : 1) * sizeof *copy);
+            if (!copy) {
+                st = tg_error_set(TG_ERR_NOMEM, "tg_trainer_step: out of memory");
+                got++;
+                break;
+            }
+            memcpy(copy, idx, (size_t)nidx * sizeof *copy);
+            t->last_idx[got] = copy;
+        }
     }
     tg_step_info si = {0};
     tg_store *s = tg_model_store(t->m);
-    if (st == TG_OK) st = tg_train_grad(t->m, bp, k, seeds, true, &si.grad);
+    /* in a group, a local failure so far still goes through dist_grad's collectives */
+    if (group) st = dist_grad(t, st, b, k, seeds, &si.grad, &si.comm_s);
+    bool agreed = st == TG_OK; /* a group's failure so far is known to every rank already */
+    if (!group && st == TG_OK) st = tg_train_grad(t->m, bp, k, seeds, true, &si.grad);
     if (st == TG_OK) {
         st = t->cfg.clip > 0.0 ? tg_store_clip_grad(s, t->cfg.clip, &si.grad_norm) : tg_store_grad_norm(s, &si.grad_norm);
         if (st == TG_OK && !isfinite(si.grad_norm))
@@ -274,6 +392,8 @@ tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
     }
     tg_status z = tg_store_zero_grad(s);
     if (st == TG_OK) st = z;
+    /* errors after the exchange (clipping, update) are local: agree on them too */
+    if (group && agreed) st = tg_dist_agree(t->cfg.dist, st);
     if (st == TG_OK) {
         t->step++;
         t->tokens += si.grad.tgt_tokens;
@@ -376,6 +496,10 @@ static void log_train(tg_trainer *t, const tg_step_info *si, bool line) {
         fprintf(t->metrics, ",\"tgt_tokens\":%lld", (long long)t->tokens);
         json_num(t->metrics, "tokens_per_s", tok_s);
         json_num(t->metrics, "elapsed_s", elapsed(t));
+        if (tg_dist_size(t->cfg.dist) > 1) {
+            fprintf(t->metrics, ",\"ranks\":%d", tg_dist_size(t->cfg.dist));
+            json_num(t->metrics, "allreduce_ms", t->win_steps ? 1e3 * t->win_comm_s / (double)t->win_steps : NAN);
+        }
         fprintf(t->metrics, "}\n");
         fflush(t->metrics);
     }
@@ -387,8 +511,8 @@ static void log_train(tg_trainer *t, const tg_step_info *si, bool line) {
                 (long long)si->step, (long long)si->epoch, loss, si->lr, si->grad_norm, tok_s, el, e);
         fflush(log_stream(t));
     }
-    t->win_loss = t->win_nll = t->win_tokens_t = 0.0;
-    t->win_tokens = 0;
+    t->win_loss = t->win_nll = t->win_tokens_t = t->win_comm_s = 0.0;
+    t->win_tokens = t->win_steps = 0;
     t->win_time0 = now;
 }
 
@@ -396,7 +520,7 @@ tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
     if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_eval: NULL trainer");
     if (!t->dev) return tg_error_set(TG_ERR_STATE, "tg_trainer_eval: no dev corpus");
     tg_eval_info e;
-    tg_status st = tg_train_evaluate(t->m, t->dev, t->cfg.max_tokens, &e);
+    tg_status st = trainer_evaluate(t, &e);
     if (st) return tg_error_prefix(st, "dev evaluation at step %lld", (long long)t->step);
     if (t->metrics) {
         fprintf(t->metrics, "{\"event\":\"dev\",\"step\":%lld,\"epoch\":%lld", (long long)t->step,
@@ -438,23 +562,45 @@ static tg_status keep_checkpoint(tg_trainer *t) {
     return TG_OK;
 }
 
+/* Rank 0 (or the lone process) writes; in a group every rank learns whether it worked, and
+ * the ranks' parameters are compared bit for bit, so a divergence cannot go unnoticed into a
+ * checkpoint. */
 static tg_status save_all(tg_trainer *t) {
-    tg_status st = tg_trainer_save(t, t->out_dir);
-    if (st == TG_OK && t->cfg.keep_checkpoints > 0) st = keep_checkpoint(t);
+    tg_status st = TG_OK;
+    if (t->writer) {
+        st = tg_trainer_save(t, t->out_dir);
+        if (st == TG_OK && t->cfg.keep_checkpoints > 0) st = keep_checkpoint(t);
+    }
+    if (tg_dist_size(t->cfg.dist) > 1) {
+        st = tg_dist_agree(t->cfg.dist, st);
+        if (st == TG_OK) st = tg_dist_check_params(t->cfg.dist, tg_model_store(t->m));
+        if (st) st = tg_error_prefix(st, "step %lld", (long long)t->step);
+    }
+    return st;
+}
+
+/* Why to stop before the next step (1 requested, 2 time limit), the same on every rank. */
+static tg_status stop_flags(tg_trainer *t, volatile sig_atomic_t *stop, int *flags) {
+    double f = (stop && *stop) ? 1.0 : 0.0;
+    if (t->cfg.max_minutes > 0.0 && elapsed(t) >= t->cfg.max_minutes * 60.0) f += 2.0;
+    tg_status st = tg_dist_size(t->cfg.dist) > 1 ? tg_dist_max(t->cfg.dist, &f, 1) : TG_OK;
+    *flags = (int)f;
     return st;
 }
 
 tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
     if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_run: NULL trainer");
     tg_status st = TG_OK;
-    if (t->out_dir) {
-        if (mkdir(t->out_dir, 0777) != 0 && errno != EEXIST)
-            return tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", t->out_dir, strerror(errno));
+    if (t->out_dir && t->writer) {
         char path[4096];
         snprintf(path, sizeof path, "%s/metrics.jsonl", t->out_dir);
-        if (!(t->metrics = fopen(path, "a")))
-            return tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        if (mkdir(t->out_dir, 0777) != 0 && errno != EEXIST)
+            st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", t->out_dir, strerror(errno));
+        else if (!(t->metrics = fopen(path, "a")))
+            st = tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     }
+    st = tg_dist_agree(t->cfg.dist, st);
+    if (st) return st;
     t->run_start = t->win_time0 = tg__train_now();
     t->last_bar = 0.0;
     t->steps_at_start = t->step;
@@ -462,15 +608,20 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
     bool interrupted = false;
     tg_step_info si = {0};
     for (;;) {
-        if (stop && *stop) {
+        int flags;
+        st = stop_flags(t, stop, &flags);
+        if (st) break;
+        if (flags & 1) {
             interrupted = true;
             break;
         }
         if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps) break;
         if (t->cfg.max_epochs > 0 && tg_batcher_epoch(t->bt) >= t->cfg.max_epochs) break;
-        if (t->cfg.max_minutes > 0.0 && elapsed(t) >= t->cfg.max_minutes * 60.0) break;
+        if (flags & 2) break;
         st = tg_trainer_step(t, &si);
         if (st) break;
+        t->win_comm_s += si.comm_s;
+        t->win_steps++;
         t->win_loss += si.grad.loss * (double)si.grad.tgt_tokens;
         t->win_nll += si.grad.nll * (double)si.grad.tgt_tokens;
         t->win_tokens_t += (double)si.grad.tgt_tokens;

@@ -43,6 +43,13 @@ void tg_graph_set_grad_enabled(tg_graph *g, bool enabled);
  * own stream id in creation order, so the same seed and graph give the same masks on every
  * backend. */
 void tg_graph_set_seed(tg_graph *g, uint64_t seed);
+/* A function tg_graph_run calls when a parameter's gradient for this graph is final: after the
+ * node that accumulates it into the store has been issued to the backend (on the CPU: done; on
+ * a GPU: enqueued on the backend's stream, so work enqueued after it sees the gradient). Once per
+ * parameter that receives a gradient; none in a graph without tg_backward. NULL: no hook. Used
+ * to start gradient all-reduces while backward goes on (tg_dist_grad_ready). */
+typedef void (*tg_grad_hook)(void *ctx, const tg_store *store, int64_t param);
+void tg_graph_set_grad_hook(tg_graph *g, tg_grad_hook fn, void *ctx);
 /* Memory planner on (default) or off (every intermediate gets its own buffer: for tests). */
 void tg_graph_set_planner(tg_graph *g, bool enabled);
 

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tg/dist.h"
 #include "tg/model.h"
 #include "tg/optim.h"
 #include "tg/rng.h"
@@ -238,6 +239,14 @@ typedef struct tg_train_config {
     int64_t log_interval;  /* steps between metrics lines (>= 1) */
     int64_t keep_checkpoints; /* also keep the last N checkpoints as checkpoint-<step>.safetensors */
     const char *out_dir;   /* model.safetensors, state.safetensors, metrics.jsonl; NULL = no files */
+    /* Data-parallel group (borrowed; NULL or one process: train alone). Every rank runs the same
+     * trainer on the same data and configuration: each step's k global batches are cut into
+     * `size` contiguous slices of sentences, rank r computes the gradient of slice r (scaled by
+     * the global token count), the gradients are summed across the ranks (tg_dist_grad_*), and
+     * every rank takes the same optimizer step. Only rank 0 writes files and progress; dev
+     * evaluation is shared out by batches; stop requests, time limits and errors are agreed so
+     * that every rank stops at the same step. */
+    tg_dist *dist;
     FILE *log;             /* progress output (NULL: stderr) */
     tg_progress_mode progress;
 } tg_train_config;
@@ -262,7 +271,8 @@ typedef struct tg_step_info {
     int64_t epoch;   /* completed epochs */
     double lr;
     double grad_norm; /* before clipping */
-    tg_grad_info grad;
+    tg_grad_info grad; /* over every rank's share of the step */
+    double comm_s;     /* seconds this rank waited for the gradient all-reduce (0 alone) */
 } tg_step_info;
 
 /* One optimizer step: k = accum batches, gradient, clipping, lr of the new step, update. */
