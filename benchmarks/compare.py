@@ -598,6 +598,8 @@ def run_bench(o, out, results, save):
         return
     peer = torch_available()
     note = None if peer else "PyTorch (python3-torch) is not importable: peer skipped"
+    if o.backend != "cpu":  # bench_step and the peer step on the CPU
+        note = (note + "; " if note else "") + "the speed phase runs on the CPU, not on %s" % o.backend
     if note:
         warn(note)
     if not os.access(o.bench_step, os.X_OK):
