@@ -142,6 +142,14 @@ bool tg__same_shape(const tg_tensor *a, const tg_tensor *b);
 /* x itself if contiguous, else a CONT copy. */
 tg_tensor *tg__cont(tg_tensor *x);
 /* Storage owner of t (t itself if not a view). */
+/* FNV-1a over n bytes, continuing from h (start from TG_FNV1A_INIT): the fingerprints of
+ * parameters that resumed runs and process groups compare. */
+#define TG_FNV1A_INIT 1469598103934665603ull
+static inline uint64_t tg__fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
 static inline tg_tensor *tg__root(tg_tensor *t) { return t->base ? t->base : t; }
 static inline size_t tg__nbytes(const tg_tensor *t) {
     return (size_t)tg__numel(t->ndim, t->shape) * tg_dtype_size(t->dtype);

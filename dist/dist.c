@@ -199,13 +199,6 @@ tg_status tg_dist_broadcast_params(tg_dist *d, tg_store *s) {
     return tg_dist_agree(d, local);
 }
 
-static uint64_t fnv1a(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 tg_status tg_dist_check_params(tg_dist *d, tg_store *s) {
     if (!d || !s) return tg_error_set(TG_ERR_INVALID, "tg_dist_check_params: NULL argument");
     if (d->size == 1) return TG_OK;
@@ -217,7 +210,7 @@ tg_status tg_dist_check_params(tg_dist *d, tg_store *s) {
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
         size_t bytes = (size_t)s->p[i].numel * sizeof(float);
         st = s->backend->vt->copy_out(s->backend, buf, s->p[i].data, bytes);
-        uint64_t h = fnv1a(buf, bytes);
+        uint64_t h = tg__fnv1a(TG_FNV1A_INIT, buf, bytes);
         memcpy(&lo[i], &h, sizeof h);
     }
     st = tg_dist_agree(d, st);

@@ -19,13 +19,14 @@
 
 #include "tg/json.h"
 #include "tg/safetensors.h"
+#include "core/tg-impl.h"
 #include "train/train-impl.h"
 
 #define STATE_FORMAT "tgraph-train-state"
 
 tg_status tg__model_hash(tg_model *m, uint64_t *out) {
     tg_store *s = tg_model_store(m);
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = TG_FNV1A_INIT;
     float *buf = NULL;
     for (int64_t i = 0; i < tg_store_count(s); i++) {
         int64_t n = tg_store_numel(s, i);
@@ -40,8 +41,7 @@ tg_status tg__model_hash(tg_model *m, uint64_t *out) {
             free(buf);
             return st;
         }
-        const unsigned char *b = (const unsigned char *)buf;
-        for (size_t k = 0; k < (size_t)n * sizeof(float); k++) h = (h ^ b[k]) * 1099511628211ull;
+        h = tg__fnv1a(h, buf, (size_t)n * sizeof(float));
     }
     free(buf);
     *out = h;
