@@ -33,6 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_queue as queue  # noqa: E402
 import compare_report as report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,10 +41,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # on PATH; the data scripts use only the standard library.
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 VARIANTS = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_pairwise"]
+# Readings that are options of a kind: name -> (tg train --attention, extra tg train options).
+# interacting_noproj: the authors' public Keras code builds W_O but never applies it.
+READINGS = {"interacting_noproj": ("interacting", ["--no-out-proj"])}
+ALL_VARIANTS = VARIANTS + list(READINGS)
 TASKS = {
     # name: (kind, quality metrics, primary metric, lower is better)
     "g2p": ("g2p", ["per", "wer"], "wer", True),
-    "bible": ("bible", ["bleu", "chrf"], "bleu", False),
+    "bible": ("bible", ["bleu", "chrf", "wer", "meteor", "rouge_l", "cider"], "bleu", False),
     "reverse": ("synthetic", ["per", "wer"], "wer", True),
     "copy": ("synthetic", ["per", "wer"], "wer", True),
     "sort": ("synthetic", ["per", "wer"], "wer", True),
@@ -55,8 +60,16 @@ SIZES = {
     "g2p-small": dict(d_model=256, heads=4, layers=3, d_ff=1024),  # PERF.md
     "base": dict(d_model=512, heads=8, layers=6, d_ff=2048),       # Vaswani et al.; Li & Luo
 }
-DEFAULT_SIZE = {"g2p": "small", "bible": "g2p-small", "reverse": "tiny", "copy": "tiny",
+DEFAULT_SIZE = {"g2p": "small", "bible": "small", "reverse": "tiny", "copy": "tiny",
                 "sort": "tiny"}
+# Defaults of options the user did not give, per task (the rest: TASK_DEFAULTS["*"]).
+# bible: the small table of `./run.sh --task bible` in under 30 minutes on 2 cores — mha
+# against interacting heads on both sides of h_max = floor(128 / 31.2) = 4, beam 4 (the paper's).
+TASK_DEFAULTS = {
+    "*": dict(budget="2m", beam=1, bench="auto", ranks="1"),
+    "bible": dict(budget="4m", beam=4, bench="off", ranks="auto", heads="2,16",
+                  max_tokens=4096),
+}
 G2P_DICT = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
 
 
@@ -121,18 +134,30 @@ def build_parser():
     a = p.add_argument
     a("--task", default="g2p", help="g2p (CMUdict, default), bible (EN->ES, BPE), or a synthetic "
       "task: reverse, copy, sort")
-    a("--variants", default=",".join(VARIANTS), help="comma-separated attention kinds "
-      "(default all five: %s)" % ",".join(VARIANTS))
+    a("--variants", default=None, help="comma-separated attention kinds (default all five: "
+      "%s; bible: mha,interacting); also interacting_noproj, the authors' code (interacting "
+      "without output projection)" % ",".join(VARIANTS))
     a("--heads", default=None, help="comma-separated head counts, e.g. 1,2,4,8,16,32 (the "
       "paper's sweep); default: the size preset's")
     a("--seeds", default="1", help="number of seeds (1..N), reported as mean ± sd")
-    a("--budget", default="2m", help="training budget per run: steps (500) or time (90s, 2m, "
-      "1.5h; default 2m)")
+    a("--seeds-for", default="", help="more seeds for some variants, e.g. mha=3,interacting=3 "
+      "(the others get --seeds)")
+    a("--resume", action="store_true", help="continue the sweep in --out: keep its finished "
+      "runs, resume unfinished training from its last checkpoint, run the rest (also the "
+      "default when --out already holds results.json)")
+    a("--ranks", default=None, help="MPI ranks per training run (auto: 2 where mpirun and an MPI "
+      "build exist and there are 2+ cores; each rank gets threads/ranks threads; default 1, "
+      "bible auto)")
+    a("--save-interval", type=int, default=None, help="checkpoint every N steps, so an "
+      "interrupted run resumes from there (default: budget/10 for step budgets)")
+    a("--budget", default=None, help="training budget per run: steps (500) or time (90s, 2m, "
+      "1.5h; default 2m, bible 4m)")
     a("--size", default=None, help="model preset: %s (default: small for g2p, g2p-small for "
       "bible, tiny for synthetic)" % ", ".join(SIZES))
     a("--backend", default="cpu", choices=["cpu", "cuda"], help="tg backend (default cpu)")
     a("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads (default: all cores)")
-    a("--beam", type=int, default=1, help="beam size for test decoding; 1 = greedy (default)")
+    a("--beam", type=int, default=None, help="beam size for test decoding; 1 = greedy "
+      "(default; bible 4)")
     a("--max-tokens", type=int, default=None, help="tokens per training batch (padded source + "
       "target; default 2048 for budgets up to 10 min or 5000 steps, else 4096; bible 8192)")
     a("--schedule", default="noam", choices=["noam", "constant", "inverse_sqrt", "cosine"],
@@ -149,8 +174,8 @@ def build_parser():
     a("--eval-interval", type=int, default=None, help="steps between dev evaluations (default: "
       "the end only for short budgets)")
     a("--test-limit", type=int, default=0, help="decode only the first N test lines (0 = all)")
-    a("--bench", default="auto", choices=["auto", "on", "off"], help="speed phase against the "
-      "PyTorch peer (auto: when torch imports)")
+    a("--bench", default=None, choices=["auto", "on", "off"], help="speed phase against the "
+      "PyTorch peer (auto: when torch imports; default auto, bible off)")
     a("--bench-size", default="g2p-small", help="model preset of the speed phase (default "
       "g2p-small, PERF.md)")
     a("--bench-heads", default="4", help="head counts of the speed phase (default 4)")
@@ -177,7 +202,11 @@ def build_parser():
 def check_options(o):
     if o.task not in TASKS:
         raise UsageError("--task: unknown task '%s' (known: %s)" % (o.task, ", ".join(TASKS)))
-    o.variants = parse_list(o.variants, "--variants", VARIANTS)
+    o.variants = parse_list(o.variants or (",".join(VARIANTS) if o.task != "bible" else
+                                           "mha,interacting"), "--variants", ALL_VARIANTS)
+    for k, v in dict(TASK_DEFAULTS["*"], **TASK_DEFAULTS.get(o.task, {})).items():
+        if getattr(o, k) is None:
+            setattr(o, k, v)
     o.size = o.size or DEFAULT_SIZE[o.task]
     if o.size not in SIZES:
         raise UsageError("--size: unknown preset '%s' (known: %s)" % (o.size, ", ".join(SIZES)))
@@ -191,6 +220,15 @@ def check_options(o):
         o.nseeds = positive_int(o.seeds)
     except ValueError:
         raise UsageError("--seeds '%s': expected a positive integer" % o.seeds) from None
+    text, o.seeds_for = o.seeds_for, {}
+    for item in [x.strip() for x in text.split(",") if x.strip()]:
+        v, _, n = item.partition("=")
+        if v not in ALL_VARIANTS:
+            raise UsageError("--seeds-for: unknown variant '%s'" % v)
+        try:
+            o.seeds_for[v] = positive_int(n)
+        except ValueError:
+            raise UsageError("--seeds-for '%s': expected VARIANT=N" % item) from None
     o.budget_kind, o.budget_value = parse_budget(o.budget)
     for name in ("threads", "beam", "bench_steps", "bench_rounds"):
         if getattr(o, name) < 1:
@@ -210,6 +248,17 @@ def check_options(o):
         short = o.budget_value <= (10 if o.budget_kind == "minutes" else 5000)
         o.max_tokens = 8192 if o.task == "bible" else 2048 if short else 4096
     o.tg = os.path.join(o.build_dir, "tools", "tg")
+    o.mpirun = shutil.which("mpirun")
+    if o.ranks == "auto":
+        o.ranks = 2 if (o.mpirun and o.threads >= 2 and o.backend == "cpu"
+                        and tg_has_mpi(o.tg)) else 1
+    else:
+        try:
+            o.ranks = positive_int(o.ranks)
+        except ValueError:
+            raise UsageError("--ranks '%s': expected auto or a positive integer" % o.ranks) from None
+    if o.ranks > 1 and not o.mpirun:
+        raise UsageError("--ranks %d needs mpirun (Debian: openmpi-bin)" % o.ranks)
     o.bench_step = os.path.join(o.build_dir, "benchmarks", "bench_step")
     if not os.access(o.tg, os.X_OK):
         raise UsageError("'%s' not found: build it first (./run.sh does: ninja -C build-release "
@@ -220,6 +269,16 @@ def check_options(o):
         if "--backend" not in r.stdout:
             raise UsageError("--backend %s: this build's `tg train` has no --backend option (it "
                              "trains on the CPU backend only)" % o.backend)
+
+
+def tg_has_mpi(tg):
+    """Whether tools/tg was linked with MPI (a build without it refuses to run as ranks)."""
+    try:
+        r = subprocess.run(["ldd", tg], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True, timeout=30)
+        return "libmpi" in r.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 # ---- progress ---------------------------------------------------------------------------------
@@ -347,9 +406,30 @@ def tool_env(o):
     return env
 
 
-def train_command(o, data, run, d):
+def launcher(o):
+    """mpirun in front of tg train when the runs train on several ranks (one host)."""
+    if o.ranks <= 1:
+        return []
+    return [o.mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+            "-np", str(o.ranks)]
+
+
+def budget_args(o):
+    if o.budget_kind == "steps":
+        return ["--steps", str(o.budget_value)]
+    return ["--minutes", "%g" % o.budget_value]
+
+
+def train_command(o, data, run, d, resume=False):
+    """tg train for one run; with resume, continue the run saved in d (its options are stored
+    there; the budget is given again, so a sweep may also extend it)."""
+    threads = str(max(1, o.threads // o.ranks))
+    if resume:
+        return launcher(o) + [o.tg, "train", "--out", d, "--resume", "--threads", threads,
+                              "--progress", "lines"] + budget_args(o)
     m = o.model
-    cmd = [o.tg, "train",
+    kind, extra = READINGS.get(run["variant"], (run["variant"], []))
+    cmd = launcher(o) + [o.tg, "train",
            "--train-src", os.path.join(data, "train.src"),
            "--train-tgt", os.path.join(data, "train.tgt"),
            "--dev-src", os.path.join(data, "dev.src"),
@@ -358,16 +438,18 @@ def train_command(o, data, run, d):
            "--d-model", str(m["d_model"]), "--heads", str(run["heads"]),
            "--enc-layers", str(m["layers"]), "--dec-layers", str(m["layers"]),
            "--d-ff", str(m["d_ff"]),
-           "--attention", run["variant"],
+           "--attention", kind,
            "--dropout", str(o.dropout),
-           "--max-tokens", str(o.max_tokens),
+           "--max-tokens", str(o.max_tokens // pairwise_accum(run)),
            "--seed", str(run["seed"]),
-           "--threads", str(o.threads),
+           "--threads", threads,
            "--schedule", o.schedule,
            "--warmup", str(o.warmup_steps),
            "--eval-interval", str(o.eval_interval),
            "--log-interval", str(o.log_interval),
-           "--progress", "lines"]
+           "--progress", "lines"] + extra
+    if o.save_interval:
+        cmd += ["--save-interval", str(o.save_interval)]
     if o.backend != "cpu":
         cmd += ["--backend", o.backend]
     if o.schedule == "noam":
@@ -378,11 +460,18 @@ def train_command(o, data, run, d):
         cmd += ["--head-dim", str(o.fixed_head_dim)]
     if o.task == "bible":
         cmd += ["--joint"]  # one BPE vocabulary: shared embeddings (SPEC §1)
-    if o.budget_kind == "steps":
-        cmd += ["--steps", str(o.budget_value)]
-    else:
-        cmd += ["--minutes", "%g" % o.budget_value]
-    return cmd + o.train_arg
+    if pairwise_accum(run) > 1:  # the same batch in slices (memory grows with h^2)
+        cmd += ["--accum", str(pairwise_accum(run))]
+    return cmd + budget_args(o) + o.train_arg
+
+
+def pairwise_accum(run):
+    """interacting_pairwise keeps B*h^2*n*m attention probabilities per layer (~0.8 GB per
+    attention of a 4096-token batch at h 32): above 8 heads the batch is cut into h/8 slices
+    whose gradients are accumulated (the same optimizer step, a quarter of the memory at h 32)."""
+    if run["variant"] == "interacting_pairwise" and run["heads"] > 8:
+        return run["heads"] // 8
+    return 1
 
 
 def read_metrics(path):
@@ -440,19 +529,34 @@ def safetensors_params(path):
     return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
 
 
+# tg eval's metric names -> results.json keys
+EVAL_NAMES = {"BLEU": "bleu", "chrF2": "chrf", "WER": "wer", "PER": "per", "METEOR": "meteor",
+              "ROUGE-L": "rouge_l", "CIDEr-D": "cider"}
+
+
 def parse_eval(text):
     """The scores printed by `tg eval`, one line per metric: "NAME|signature = score (...)"."""
     out = {}
-    for m in re.finditer(r"^(BLEU|chrF2|WER|PER)\|(\S*) = (-?\d+(?:\.\d+)?)", text, re.M):
-        key = "chrf" if m.group(1) == "chrF2" else m.group(1).lower()
-        out[key] = float(m.group(3))
-        out[key + "_signature"] = m.group(1) + "|" + m.group(2)
+    for m in re.finditer(r"^([A-Za-z0-9-]+)\|(\S*) = (-?\d+(?:\.\d+)?)", text, re.M):
+        key = EVAL_NAMES.get(m.group(1))
+        if key:
+            out[key] = float(m.group(3))
+            out[key + "_signature"] = m.group(1) + "|" + m.group(2)
     return out
 
 
-def eval_command(o, data, hyp, d):
-    """`tg eval` of the hypotheses against the test references (for bible, detokenised first:
-    join the BPE pieces and turn ▁ into spaces, what spm_decode does)."""
+def supported_metrics(tg, wanted):
+    """The metrics of wanted that this build's `tg eval` knows (older builds lack some)."""
+    r = subprocess.run([tg, "eval", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    return [m for m in wanted if m in r.stdout]
+
+
+def eval_inputs(o, data, hyp, d):
+    """(hypotheses, references, extra tg eval options) for the test split. Bible: detokenised
+    first (join the BPE pieces and turn ▁ into spaces, what spm_decode does) and scored with
+    13a tokenisation; G2P: several references per word (" ||| "); synthetic: one, WER = wrong
+    sequences (--g2p)."""
     kind = TASKS[o.task][0]
     n = o.test_lines
     if kind == "bible":
@@ -461,11 +565,18 @@ def eval_command(o, data, hyp, d):
             for line in f:
                 g.write("".join(line.split()).replace("\u2581", " ").strip() + "\n")
         ref = limited(os.path.join(data, "test.ref.txt"), n, os.path.join(d, "ref.txt"))
-        return [o.tg, "eval", "--metric", "bleu,chrf", "--hyp", detok, "--ref", ref]
-    # G2P: several references per word (" ||| "); synthetic: one, WER = wrong sequences (--g2p)
+        return detok, ref, ["--tokenize", "13a"]
     refs = os.path.join(data, "test.refs" if kind == "g2p" else "test.tgt")
-    ref = limited(refs, n, os.path.join(d, "test.refs"))
-    return [o.tg, "eval", "--metric", "per,wer", "--g2p", "--hyp", hyp, "--ref", ref]
+    return hyp, limited(refs, n, os.path.join(d, "test.refs")), ["--g2p"]
+
+
+def score(o, data, hyp, d):
+    """Scores of one run's test hypotheses: ({metric: score, metric_signature: ...}, status)."""
+    h, ref, extra = eval_inputs(o, data, hyp, d)
+    cmd = [o.tg, "eval", "--metric", ",".join(o.metrics), "--hyp", h, "--ref", ref] + extra
+    rc, _, _ = run_logged(cmd, os.path.join(d, "eval.log"), env=tool_env(o))
+    with open(os.path.join(d, "eval.log"), encoding="utf-8", errors="replace") as f:
+        return parse_eval(f.read().split("\n", 1)[-1]), rc
 
 
 def limited(path, n, copy_path):
@@ -497,26 +608,47 @@ class Progress:
             say("  %s: %s" % (self.label, line.strip()))
 
 
+def failed(run, label, error, log):
+    run["status"] = "failed"
+    run["error"] = error
+    say("  %s: FAILED: %s\n%s" % (label, error, log_tail(log)))
+    return run
+
+
 def run_one(o, data, run, out):
-    """Train, decode and score one (variant, heads, seed); fills run in place."""
+    """Train, decode and score one (variant, heads, seed); fills run in place. Each stage is
+    skipped when an earlier sitting finished it: training that ended is not repeated, training
+    that was interrupted resumes from its last checkpoint, complete hypotheses are not decoded
+    again (scoring always runs: it is cheap and picks up new metrics)."""
     label = "%s h%d seed %d" % (run["variant"], run["heads"], run["seed"])
     d = os.path.join(out, "runs", run["name"])
     os.makedirs(d, exist_ok=True)
     run["dir"] = os.path.relpath(d, out)
-    limit = o.budget_value * 60 * 1.5 + 600 if o.budget_kind == "minutes" else None
-    rc, peak, wall = run_logged(train_command(o, data, run, d), os.path.join(d, "train.log"),
-                                env=tool_env(o), on_line=Progress(label), timeout=limit)
-    run["train_wall_s"] = round(wall, 2)
-    run["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
-    run["peak_bytes"] = peak
+    run["status"] = "running"
+    t_run = time.monotonic()
+    state = queue.training_state(d, o.budget_value if o.budget_kind == "steps" else None)
+    if state != "done":
+        resume = state == "resumable"
+        if resume:
+            say("  %s: resuming its training from the last checkpoint" % label)
+        limit = o.budget_value * 60 * 1.5 + 600 if o.budget_kind == "minutes" else None
+        log = os.path.join(d, "train.log")
+        if resume and os.path.exists(log):  # keep the first sitting's log
+            os.replace(log, os.path.join(d, "train-%d.log" % int(time.time())))
+        rc, peak, wall = run_logged(train_command(o, data, run, d, resume), log,
+                                    env=tool_env(o), on_line=Progress(label), timeout=limit)
+        run["train_wall_s"] = round(wall, 2) + (run.get("train_wall_s") or 0 if resume else 0)
+        run["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
+        run["peak_bytes"] = max(peak, run.get("peak_bytes") or 0)
+        run["ranks"] = o.ranks
+        if rc != 0 or not os.path.exists(os.path.join(d, "model.safetensors")):
+            why = "exit status %d" % rc if rc != 0 else "no model.safetensors written"
+            return failed(run, label, "tg train failed (%s); see %s/train.log" % (why, run["dir"]),
+                          log)
+        o.timings["train_over"].append(wall - (o.budget_value * 60 if o.budget_kind == "minutes"
+                                               else 0))
     train, dev, end = read_metrics(os.path.join(d, "metrics.jsonl"))
     model = os.path.join(d, "model.safetensors")
-    if rc != 0 or not os.path.exists(model):
-        why = "exit status %d" % rc if rc != 0 else "no model.safetensors written"
-        run["status"] = "failed"
-        run["error"] = "tg train failed (%s); see %s/train.log" % (why, run["dir"])
-        say("  %s: FAILED: %s\n%s" % (label, run["error"], log_tail(os.path.join(d, "train.log"))))
-        return run
     run["params"] = safetensors_params(model)
     run["steps"] = (end or (train[-1] if train else {})).get("step")
     run["epochs"] = round(train[-1]["step"] and train[-1]["epoch"] + train[-1].get(
@@ -530,41 +662,41 @@ def run_one(o, data, run, out):
                               for e in train],
                     "dev": [(e["step"], e.get("elapsed_s"), e.get("loss"), e.get("nll"))
                             for e in dev]}
-    o.timings["train_over"].append(wall - (o.budget_value * 60 if o.budget_kind == "minutes"
-                                           else 0))
-    if run["steps"]:
-        o.timings["per_step"].append(wall / run["steps"])
+    if run["steps"] and run.get("train_wall_s"):
+        o.timings["per_step"].append(run["train_wall_s"] / run["steps"])
 
     src = limited(os.path.join(data, "test.src"), o.test_lines, os.path.join(d, "test.src"))
     hyp = os.path.join(d, "test.hyp")
-    cmd = [o.tg, "translate", "--model", model, "--beam", str(o.beam), "--input", src,
-           "--output", hyp, "--threads", str(o.threads)]
-    if o.backend != "cpu":
-        cmd += ["--backend", o.backend]
-    rc, _, wall = run_logged(cmd, os.path.join(d, "translate.log"), env=tool_env(o))
-    run["decode_s"] = round(wall, 2)
-    o.timings["decode"].append(wall)
-    if rc != 0:
-        run["status"] = "failed"
-        run["error"] = "tg translate failed (exit status %d); see %s/translate.log" % (rc, run["dir"])
-        say("  %s: FAILED: %s\n%s" % (label, run["error"],
-                                      log_tail(os.path.join(d, "translate.log"))))
-        return run
-    rc, _, _ = run_logged(eval_command(o, data, hyp, d), os.path.join(d, "eval.log"),
-                          env=tool_env(o))
-    with open(os.path.join(d, "eval.log"), encoding="utf-8", errors="replace") as f:
-        scores = parse_eval(f.read().split("\n", 1)[-1])
-    missing = [k for k in TASKS[o.task][1] if k not in scores]
+    if count_lines(hyp) != count_lines(src) or run.get("decoded_beam") != o.beam:
+        tmp = hyp + ".part"  # complete hypotheses only under the final name
+        cmd = [o.tg, "translate", "--model", model, "--beam", str(o.beam), "--input", src,
+               "--output", tmp, "--threads", str(o.threads)]
+        if o.backend != "cpu":
+            cmd += ["--backend", o.backend]
+        rc, _, wall = run_logged(cmd, os.path.join(d, "translate.log"), env=tool_env(o))
+        run["decode_s"] = round(wall, 2)
+        o.timings["decode"].append(wall)
+        if rc != 0:
+            return failed(run, label, "tg translate failed (exit status %d); see %s/translate.log"
+                          % (rc, run["dir"]), os.path.join(d, "translate.log"))
+        os.replace(tmp, hyp)
+        run["decoded_beam"] = o.beam
+    scores, rc = score(o, data, hyp, d)
+    missing = [k for k in o.metrics if k not in scores]
     if rc != 0 or missing:
-        run["status"] = "failed"
-        run["error"] = "tg eval failed (exit status %d%s); see %s/eval.log" % (
-            rc, ", no " + ",".join(missing) if missing else "", run["dir"])
-        say("  %s: FAILED: %s\n%s" % (label, run["error"], log_tail(os.path.join(d, "eval.log"))))
-        return run
-    run.update({k: scores[k] for k in TASKS[o.task][1]})
-    run["signatures"] = [scores[k + "_signature"] for k in TASKS[o.task][1]]
+        return failed(run, label, "tg eval failed (exit status %d%s); see %s/eval.log" % (
+            rc, ", no " + ",".join(missing) if missing else "", run["dir"]),
+            os.path.join(d, "eval.log"))
+    run.update({k: scores[k] for k in o.metrics})
+    run["signatures"] = [scores[k + "_signature"] for k in o.metrics if k + "_signature" in scores]
     run["status"] = "ok"
+    run["tg_version"] = o.tg_version
+    run["wall_s"] = round((run.get("wall_s") or 0) + time.monotonic() - t_run, 1)
     return run
+
+
+def count_lines(path):
+    return queue.count_lines(path)
 
 
 # ---- the speed phase --------------------------------------------------------------------------
@@ -615,6 +747,8 @@ def run_bench(o, out, results, save):
     for heads in o.bench_heads:
         for rnd in range(o.bench_rounds):
             for vi, v in enumerate(o.variants):
+                if v not in VARIANTS:
+                    continue  # readings of a kind (interacting_noproj): not in bench_step
                 order = impls if (rnd + vi) % 2 == 0 else impls[::-1]
                 cmds = bench_commands(o, v, heads)
                 for impl in order:
@@ -724,6 +858,8 @@ def defaults_from_budget(o):
     o.log_interval = max(1, min(100, int(expected // 100)))
     if o.eval_interval is None:
         o.eval_interval = 0 if expected < 4000 else int(round(expected / 10, -2))
+    if o.save_interval is None:  # what an interrupted run may lose
+        o.save_interval = max(50, int(round(expected / 10, -1))) if expected >= 500 else 0
 
 
 def main(argv=None):
@@ -763,11 +899,13 @@ def main(argv=None):
             warn("%d heads is above h_max = %d for d = %d (the interacting-head paper's bound)"
                  % (h, h_max, d))
 
-    runs = [{"name": "%s-h%d-s%d" % (v, h, s), "variant": v, "heads": h, "seed": s,
-             "status": "pending"}
-            for h in o.heads for s in range(1, o.nseeds + 1) for v in o.variants]
-    if o.bench_only:
-        runs = []
+    runs = [] if o.bench_only else plan_runs(o)
+    o.metrics = supported_metrics(o.tg, TASKS[o.task][1])
+    for m in TASKS[o.task][1]:
+        if m not in o.metrics:
+            warn("this build's tg eval has no %s: not scored" % m)
+    o.tg_version = subprocess.run([o.tg, "--version"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True).stdout.strip()
     results = {
         "format": "tgraph-compare-1",
         "run_id": os.path.basename(out),
@@ -776,23 +914,37 @@ def main(argv=None):
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": host_info(o),
         "task": {"name": o.task, "data": data, **st, "h_max": h_max,
-                 "metrics": TASKS[o.task][1], "primary": TASKS[o.task][2],
+                 "metrics": o.metrics, "primary": TASKS[o.task][2],
                  "lower_is_better": TASKS[o.task][3], "test_lines": o.test_lines or st["pairs"]["test"]},
         "config": {"size": o.size, **o.model, "heads": o.heads, "variants": o.variants,
-                   "seeds": o.nseeds, "budget": {"kind": o.budget_kind, "value": o.budget_value},
+                   "seeds": o.nseeds, "seeds_for": o.seeds_for, "ranks": o.ranks,
+                   "save_interval": o.save_interval, "budget": {"kind": o.budget_kind, "value": o.budget_value},
                    "backend": o.backend, "threads": o.threads, "beam": o.beam,
                    "max_tokens": o.max_tokens, "dropout": o.dropout, "schedule": o.schedule, "lr": o.lr,
                    "warmup": o.warmup_steps, "lr_factor": o.lr_factor,
                    "fixed_head_dim": o.fixed_head_dim, "eval_interval": o.eval_interval,
                    "train_args": o.train_arg,
                    "omp_wait_policy": tool_env(o)["OMP_WAIT_POLICY"]},
-        "units": {"per": "%", "wer": "%", "bleu": "0-100", "chrf": "0-100",
+        "units": {"per": "%", "wer": "%", "bleu": "0-100", "chrf": "0-100", "meteor": "0-100",
+                  "rouge_l": "0-100", "cider": "CIDEr-D (x10 scale, as pycocoevalcap)",
                   "tokens_per_s": "target tokens (non-pad, </s> included) per second of training",
                   "ms_per_step": "median ms per optimizer step", "peak_bytes": "peak RSS of the "
                   "training process", "dev_loss": "dev cross-entropy per target token (nats, "
                   "no smoothing)"},
         "runs": runs,
     }
+
+    previous = None if o.bench_only else queue.load_previous(out)
+    if previous:
+        try:
+            carried = queue.merge(previous, results)
+        except queue.QueueError as e:
+            print("compare: error: %s" % e, file=sys.stderr)
+            return 2
+        say("continuing the sweep in %s: %d of %d runs already finished" % (out, carried,
+                                                                          len(runs)))
+    elif o.resume:
+        warn("--resume: %s holds no results.json yet; starting the sweep" % out)
 
     def save():
         results["summary"] = report.summarise(results)
@@ -807,6 +959,10 @@ def main(argv=None):
     o.report_eta = 5
 
     def eta(left_runs, bench_done=0):
+        measured = queue.estimate_left(runs, o)
+        if measured is not None:
+            return measured + (statistics.mean(o.timings["bench"]) if o.timings["bench"] else
+                               (o.bench_steps + 2) * 1.2 + 4) * (nb - bench_done) + o.report_eta
         if o.budget_kind == "minutes":
             per = o.budget_value * 60 + (statistics.mean(o.timings["train_over"])
                                          if o.timings["train_over"] else 10)
@@ -825,18 +981,24 @@ def main(argv=None):
     interrupted = False
     try:
         for i, run in enumerate(runs):
-            say("run %d/%d: %s, %d heads, seed %d" % (i + 1, len(runs), run["variant"], run["heads"],
-                                                      run["seed"]), eta=eta(len(runs) - i))
+            if run["status"] == "ok":
+                continue  # finished in an earlier sitting
+            done = sum(r["status"] == "ok" for r in runs)
+            say("run %d/%d: %s, %d heads, seed %d  [%d done, %d left]"
+                % (i + 1, len(runs), run["variant"], run["heads"], run["seed"], done,
+                   len(runs) - done), eta=eta(len(runs) - done))
             run_one(o, data, run, out)
             save()
             r = run
             if r["status"] == "ok":
-                q = "  ".join("%s %.2f" % (k.upper(), r[k]) for k in TASKS[o.task][1])
+                q = "  ".join("%s %.2f" % (k.upper(), r[k]) for k in o.metrics)
+                left = sum(x["status"] != "ok" for x in runs)
                 say("  done: %s  params %d  %s tok/s  %s ms/step  peak %.0f MiB  (%d steps, "
-                    "decode %s)" % (q, r["params"], fmt_num(r.get("tokens_per_s")),
-                                    fmt_num(r.get("ms_per_step")), r["peak_bytes"] / 1048576,
-                                    r.get("steps") or 0, fmt_s(r["decode_s"])),
-                    eta=eta(len(runs) - i - 1))
+                    "decode %s)  [%d done, %d left]"
+                    % (q, r["params"], fmt_num(r.get("tokens_per_s")),
+                       fmt_num(r.get("ms_per_step")), (r.get("peak_bytes") or 0) / 1048576,
+                       r.get("steps") or 0, fmt_s(r.get("decode_s")), len(runs) - left, left),
+                    eta=eta(left))
         say("phase 3/4: speed against the PyTorch peer (%s, batch %s, %d threads)"
             % (o.bench_size, o.bench_batch, o.threads), eta=eta(0))
         run_bench(o, out, results, save)
@@ -851,7 +1013,7 @@ def main(argv=None):
     text = report.write_all(results, out, plots=not o.no_plots)
     save()
     print(text, flush=True)
-    failed = [r for r in runs if r["status"] == "failed"]
+    failed = [r for r in runs if r["status"] in ("failed", "running")]
     for r in failed:
         print("compare: run %s failed: %s" % (r["name"], r["error"]), file=sys.stderr)
     bench_errors = (results.get("bench") or {}).get("errors") or []
@@ -861,6 +1023,27 @@ def main(argv=None):
     if interrupted:
         return 130
     return 1 if failed or bench_errors else 0
+
+
+def plan_runs(o):
+    """Every (variant, heads, seed) of the sweep, in the order that gives a usable table
+    soonest: first one seed of everything, then the further seeds, and last the runs whose
+    cost grows fastest with the heads (interacting_pairwise above 8 heads)."""
+    runs = []
+    for h in o.heads:
+        for v in o.variants:
+            if v == "fixed_head" and "mha" in o.variants and o.fixed_head_dim * h == o.model["d_model"]:
+                say("  fixed_head at %d heads: d_p = %d = d/h is the same model as mha (and "
+                    "the same run as mha seed 1): not trained again" % (h, o.fixed_head_dim))
+                continue
+            for s in range(1, o.seeds_for.get(v, o.nseeds) + 1):
+                runs.append({"name": "%s-h%d-s%d" % (v, h, s), "variant": v, "heads": h,
+                             "seed": s, "status": "pending"})
+
+    def key(r):
+        tier = 2 if pairwise_accum(r) > 1 else 0 if r["seed"] == 1 else 1
+        return (tier, r["seed"], o.heads.index(r["heads"]), ALL_VARIANTS.index(r["variant"]))
+    return sorted(runs, key=key)
 
 
 def fmt_num(x):

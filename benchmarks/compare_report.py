@@ -8,7 +8,8 @@ import shutil
 import statistics
 import subprocess
 
-QUALITY_NAMES = {"per": "PER %", "wer": "WER %", "bleu": "BLEU", "chrf": "chrF"}
+QUALITY_NAMES = {"per": "PER %", "wer": "WER %", "bleu": "BLEU", "chrf": "chrF", "meteor": "METEOR",
+                 "rouge_l": "ROUGE-L", "cider": "CIDEr-D"}
 
 
 def mean_sd(xs):
@@ -112,7 +113,8 @@ def main_table(results):
 
 
 def order(variant):
-    known = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_pairwise"]
+    known = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_noproj",
+             "interacting_pairwise"]
     return known.index(variant) if variant in known else len(known)
 
 

@@ -125,6 +125,8 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         return proj(m, g, prefix, "out_proj", tg_reshape(tg_permute(o5, perm), 3, flat));
     }
     }
+    /* the authors' public code (no_out_proj): the heads' concatenation is the output */
+    if (c->no_out_proj) return merge_heads(o);
     return proj(m, g, prefix, "out_proj", merge_heads(o));
 }
 

@@ -43,6 +43,8 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     NUM("attn_dropout", c->attn_dropout);
     NUM("ffn_dropout", c->ffn_dropout);
     BOOL("interacting_literal", c->interacting_literal);
+    /* written only when set, so checkpoints of every other configuration keep their bytes */
+    if (c->no_out_proj) BOOL("no_out_proj", true);
 #undef NUM
 #undef STR
 #undef BOOL
@@ -167,6 +169,7 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         /* SPEC §4: out_proj.weight exists only when the output projection is not tied */
         c->tie_output = get_bool(o, "tie_output", !has_out_proj);
         c->interacting_literal = get_bool(o, "interacting_literal", false);
+        c->no_out_proj = get_bool(o, "no_out_proj", false);
         c->dropout = get_float(o, "dropout", 0.1f);
         c->attn_dropout = get_float(o, "attn_dropout", c->dropout);
         c->ffn_dropout = get_float(o, "ffn_dropout", 0.0f);

@@ -68,6 +68,8 @@ tg_status tg_model_config_check(const tg_model_config *c) {
         RANGE(c->d_model % c->heads == 0, "d_model %lld is not a multiple of heads %lld (%s)",
               (long long)c->d_model, (long long)c->heads, tg_attn_kind_name(c->attention));
     }
+    RANGE(!c->no_out_proj || c->attention == TG_ATTN_INTERACTING,
+          "no_out_proj applies to the interacting kind only (not %s)", tg_attn_kind_name(c->attention));
     RANGE(c->max_len >= 2 && c->max_len <= 1 << 20, "max_len %lld outside [2, 1048576]", (long long)c->max_len);
     RANGE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout %g outside [0, 1)", (double)c->dropout);
     RANGE(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f, "attn_dropout %g outside [0, 1)", (double)c->attn_dropout);

@@ -66,7 +66,7 @@ static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
     /* interacting_pairwise concatenates h*h sub-outputs of width d_v: W_O is [d, h*d] */
     int64_t in = c->attention == TG_ATTN_INTERACTING_PAIRWISE ? h * h * dk : h * dk;
     snprintf(name, sizeof name, "%s.out_proj", prefix);
-    TRY(linear(m, r, name, d, in));
+    if (!c->no_out_proj) TRY(linear(m, r, name, d, in));
     if (c->attention == TG_ATTN_TALKING_HEADS) {
         snprintf(name, sizeof name, "%s.pre_softmax_proj", prefix);
         TRY(add(m, r, name, h, h, INIT_EYE));

@@ -125,5 +125,51 @@ else
     bad "failed training: results.json / summary.md"
 fi
 
+# The experiment queue: the same --out again keeps finished runs; other settings are refused;
+# an interrupted training resumes from its last checkpoint; the authors'-code reading of
+# interacting heads (no output projection) trains with fewer parameters.
+# shellcheck disable=SC2086
+compare $tiny --variants mha,interacting --bench off --out "$tmp/res" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 0 ] && grep -qF "2 of 2 runs already finished" "$tmp/out" && ! grep -q "run 1/2" "$tmp/out"; then
+    ok "queue: a finished sweep is not run again"
+else
+    bad "queue: rerun: exit $rc: $(tail -n 5 "$tmp/out") $(tail -n 5 "$tmp/err")"
+fi
+# shellcheck disable=SC2086
+compare $tiny --variants mha --bench off --dropout 0.3 --out "$tmp/res" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 2 ] && grep -qF "holds a sweep with other settings (dropout 0.1 -> 0.3)" "$tmp/err"; then
+    ok "queue: other settings on the same --out are refused"
+else
+    bad "queue: other settings: exit $rc: $(tail -n 3 "$tmp/err")"
+fi
+# an interrupted sitting: training stopped after 20 of 40 steps with a checkpoint, no results
+# shellcheck disable=SC2086
+compare $tiny --variants mha --bench off --budget 20 --save-interval 10 --out "$tmp/res3" \
+    >"$tmp/out" 2>"$tmp/err"
+rm -f "$tmp/res3/results.json" "$tmp/res3/runs/mha-h2-s1/test.hyp"
+# shellcheck disable=SC2086
+compare $tiny --variants mha,interacting_noproj --bench off --save-interval 10 --out "$tmp/res3" \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 0 ] && grep -qF "mha h2 seed 1: resuming its training from the last checkpoint" "$tmp/out"; then
+    ok "queue: interrupted training resumes"
+else
+    bad "queue: resume: exit $rc: $(tail -n 5 "$tmp/out") $(tail -n 5 "$tmp/err")"
+fi
+if "$PY" - "$tmp/res3/results.json" <<'EOF'
+import json, sys
+r = {x["variant"]: x for x in json.load(open(sys.argv[1]))["runs"]}
+ok = r["mha"]["steps"] == 40 and r["interacting_noproj"]["status"] == "ok"
+ok = ok and r["interacting_noproj"]["params"] < r["mha"]["params"]  # no W_O, b_O
+sys.exit(0 if ok else 1)
+EOF
+then
+    ok "queue: resumed run reaches its 40 steps; interacting_noproj has fewer parameters"
+else
+    bad "queue: resumed steps / interacting_noproj parameters"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

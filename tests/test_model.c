@@ -89,8 +89,9 @@ END_TEST
 
 /* ---- identities of SPEC §2 on one attention sub-layer ---- */
 
-static tg_model *tiny(tg_attn_kind kind, int64_t heads, int64_t head_dim, bool literal) {
+static tg_model *tiny_opts(tg_attn_kind kind, int64_t heads, int64_t head_dim, bool literal, bool no_out_proj) {
     tg_model_config c = tg_model_config_default();
+    c.no_out_proj = no_out_proj;
     c.d_model = 8;
     c.heads = heads;
     c.enc_layers = 1;
@@ -111,6 +112,10 @@ static tg_model *tiny(tg_attn_kind kind, int64_t heads, int64_t head_dim, bool l
     tg_model *m;
     ck_assert_msg(tg_model_new(&c, v, v, B, 7, &m) == TG_OK, "%s", tg_error_message());
     return m;
+}
+
+static tg_model *tiny(tg_attn_kind kind, int64_t heads, int64_t head_dim, bool literal) {
+    return tiny_opts(kind, heads, head_dim, literal, false);
 }
 
 /* copy every parameter of `from` that `to` has with the same size; perturb biases so they count */
@@ -231,6 +236,50 @@ START_TEST(test_interacting_literal_equals_summed) {
         tg_model_free(lit);
         tg_model_free(sum);
     }
+}
+END_TEST
+
+/* interacting without output projection (the authors' public code) == interacting whose W_O is
+ * the identity and b_O zero; it has no out_proj parameters, and save/load keeps the option */
+START_TEST(test_interacting_no_out_proj) {
+    for (int h = 1; h <= 4; h *= 2) {
+        tg_model *np = tiny_opts(TG_ATTN_INTERACTING, h, 0, false, true), *it = tiny(TG_ATTN_INTERACTING, h, 0, false);
+        randomize_biases(it);
+        copy_params(it, np);
+        tg_store *s = tg_model_store(it);
+        for (int64_t i = 0; i < tg_store_count(s); i++) {
+            const char *name = tg_store_name(s, i);
+            if (!strstr(name, "out_proj.")) continue;
+            ck_assert_msg(tg_store_find(tg_model_store(np), name) < 0, "no_out_proj model has %s", name);
+            int64_t n = tg_store_numel(s, i);
+            float *w = calloc((size_t)n, 4);
+            if (strstr(name, "weight"))
+                for (int64_t k = 0; k < 8; k++) w[k * 8 + k] = 1.0f; /* [d, d] identity, d = 8 */
+            tg_store_write(s, i, w, n);
+            free(w);
+        }
+        check_same(np, it, true, "interacting no_out_proj vs interacting with W_O = I");
+        tg_model_free(it);
+        /* the saved configuration keeps the option (a model without it would lack out_proj) */
+        char path[] = "/tmp/tg_model_XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert(fd >= 0);
+        close(fd);
+        tg_model *back;
+        ck_assert_msg(tg_model_save(np, path) == TG_OK, "%s", tg_error_message());
+        ck_assert_msg(tg_model_load(path, B, &back) == TG_OK, "%s", tg_error_message());
+        ck_assert(tg_model_cfg(back)->no_out_proj);
+        check_same(np, back, false, "no_out_proj after save/load");
+        unlink(path);
+        tg_model_free(back);
+        tg_model_free(np);
+    }
+    /* only an option of the interacting kind */
+    tg_model_config c = tg_model_config_default();
+    c.src_vocab = c.tgt_vocab = 10;
+    c.no_out_proj = true;
+    ck_assert_int_eq(tg_model_config_check(&c), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "no_out_proj applies to the interacting kind only");
 }
 END_TEST
 
@@ -370,6 +419,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_talking_heads_identity_equals_mha);
     tcase_add_test(tc, test_talking_heads_mixing_matters);
     tcase_add_test(tc, test_interacting_literal_equals_summed);
+    tcase_add_test(tc, test_interacting_no_out_proj);
     tcase_add_test(tc, test_interacting_equals_mha_with_summed_query);
     tcase_add_test(tc, test_pairwise_one_head_equals_mha);
     tcase_add_loop_test(tc, test_padding_keys_do_not_matter, 0, 5);

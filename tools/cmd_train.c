@@ -71,7 +71,7 @@ typedef struct {
     /* model */
     int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len;
     const char *attention, *norm, *pos, *activation;
-    bool interacting_literal, share_embeddings, tie_output;
+    bool interacting_literal, no_out_proj, share_embeddings, tie_output;
     double dropout, attn_dropout, ffn_dropout, label_smoothing;
     /* training */
     const char *optimizer, *schedule, *progress, *backend;
@@ -82,8 +82,8 @@ typedef struct {
 
 #define MODEL_OPTION_NAMES                                                                                      \
     "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal",     \
-        "norm", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", "ffn-dropout", \
-        "label-smoothing", "max-len", "joint", "chars", "min-count", "max-vocab", "src-vocab", "tgt-vocab"
+        "no-out-proj", "norm", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", \
+        "ffn-dropout", "label-smoothing", "max-len", "joint", "chars", "min-count", "max-vocab", "src-vocab", "tgt-vocab"
 
 static void defaults(train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -151,6 +151,8 @@ static void table(train_opts *o, tg_opt *t) {
         {"head-dim", TG_OPT_INT, &o->head_dim, 0, 65536, NULL, "N", "fixed_head: per-head width (0: d/h)", 0, 0},
         {"interacting-literal", TG_OPT_BOOL, &o->interacting_literal, 0, 0, NULL, NULL,
          "interacting: the paper's all-pairs form", 0, 0},
+        {"no-out-proj", TG_OPT_BOOL, &o->no_out_proj, 0, 0, NULL, NULL,
+         "interacting: no output projection (the authors' public code)", 0, 0},
         {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
         {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned", NULL, "positional encoding", 0, 0},
         {"share-embeddings", TG_OPT_BOOL, &o->share_embeddings, 0, 0, NULL, NULL,
@@ -218,6 +220,7 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     if (tg_attn_kind_parse(o->attention, &c->attention) != TG_OK)
         return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     c->interacting_literal = o->interacting_literal;
+    c->no_out_proj = o->no_out_proj;
     c->pre_norm = !strcmp(o->norm, "pre");
     c->learned_pos = !strcmp(o->pos, "learned");
     c->gelu = !strcmp(o->activation, "gelu");

@@ -47,6 +47,8 @@ typedef struct tg_model_config {
     tg_attn_kind attention;
     int64_t head_dim;         /* fixed_head: per-head width d_p (0 = d_model/heads) */
     bool interacting_literal; /* interacting: the paper's all-pairs form instead of summed query */
+    bool no_out_proj;         /* interacting: no output projection W_O (the authors' public code
+                                 builds W_O but never applies it): out = Concat(O_1..O_h) */
     bool pre_norm;            /* norm=pre (default post) */
     bool learned_pos;         /* pos=learned (default sinusoidal) */
     bool share_embeddings;    /* one table for source, target and output */
