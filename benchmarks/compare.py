@@ -545,6 +545,12 @@ def parse_eval(text):
     return out
 
 
+def supports_paired_bs(tg):
+    r = subprocess.run([tg, "eval", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    return "--paired-bs" in r.stdout
+
+
 def supported_metrics(tg, wanted):
     """The metrics of wanted that this build's `tg eval` knows (older builds lack some)."""
     r = subprocess.run([tg, "eval", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -697,6 +703,59 @@ def run_one(o, data, run, out):
 
 def count_lines(path):
     return queue.count_lines(path)
+
+
+def rescore(o, data, out, runs):
+    """Score finished runs again where this build's tg eval offers metrics they lack (a sweep
+    begun before a metric existed gets it in a later sitting, without decoding again)."""
+    for r in runs:
+        if r.get("status") != "ok" or all(k in r for k in o.metrics):
+            continue
+        d = os.path.join(out, r["dir"])
+        scores, rc = score(o, data, os.path.join(d, "test.hyp"), d)
+        if rc == 0:
+            r.update({k: scores[k] for k in o.metrics if k in scores})
+            r["signatures"] = [scores[k + "_signature"] for k in o.metrics
+                               if k + "_signature" in scores]
+            say("  rescored %s: %s" % (r["name"], ", ".join("%s %.2f" % (k, scores[k])
+                                                             for k in o.metrics if k in scores)))
+
+
+def paired_bootstrap(o, data, out, runs):
+    """sacreBLEU's paired bootstrap (tg eval --paired-bs, 1,000 resamples) of every run against
+    mha at the same heads and seed (or mha's seed 1 when that seed is missing); stored in the
+    run as paired_bs = {baseline, samples, metrics: {metric: {diff, p_value, ...}}}."""
+    if TASKS[o.task][0] != "bible":
+        return
+    ok = {(r["variant"], r["heads"], r["seed"]): r for r in runs if r.get("status") == "ok"}
+    metrics = [m for m in o.metrics if m != "per"]
+    for (v, h, s), r in sorted(ok.items()):
+        base = ok.get(("mha", h, s)) or ok.get(("mha", h, 1))
+        if v == "mha" or not base:
+            continue
+        have = r.get("paired_bs") or {}
+        if have.get("baseline") == base["name"] and all(m in have.get("metrics", {})
+                                                        for m in metrics):
+            continue
+        d, bd = os.path.join(out, r["dir"]), os.path.join(out, base["dir"])
+        h_sys, ref, extra = eval_inputs(o, data, os.path.join(d, "test.hyp"), d)
+        h_base, _, _ = eval_inputs(o, data, os.path.join(bd, "test.hyp"), bd)
+        cmd = [o.tg, "eval", "--metric", ",".join(metrics), "--hyp", h_sys, "--baseline", h_base,
+               "--ref", ref, "--paired-bs", "--json"] + extra
+        log = os.path.join(d, "paired_bs.log")
+        rc, _, _ = run_logged(cmd, log, env=tool_env(o))
+        try:
+            with open(log, encoding="utf-8") as f:
+                res = json.loads(f.read().split("\n", 1)[1])["paired_bs"]
+        except (OSError, ValueError, KeyError, IndexError):
+            warn("paired bootstrap of %s against %s failed (exit %d): see %s"
+                 % (r["name"], base["name"], rc, os.path.relpath(log, out)))
+            continue
+        r["paired_bs"] = {"baseline": base["name"], "samples": res.get("samples"),
+                          "seed": res.get("seed"), "metrics": res.get("metrics", {})}
+        say("  paired bootstrap %s vs %s: %s" % (r["name"], base["name"], ", ".join(
+            "%s %+.2f (p %.3f)" % (m, x["diff"], x["p_value"])
+            for m, x in r["paired_bs"]["metrics"].items())))
 
 
 # ---- the speed phase --------------------------------------------------------------------------
@@ -1007,6 +1066,12 @@ def main(argv=None):
         warn("interrupted: writing the partial results")
 
     say("phase 4/4: report")
+    try:
+        rescore(o, data, out, results["runs"])
+        if any(m in o.metrics for m in ("bleu", "chrf")) and supports_paired_bs(o.tg):
+            paired_bootstrap(o, data, out, results["runs"])
+    except KeyboardInterrupt:
+        interrupted = True
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     results["wall_s"] = round(time.monotonic() - T0, 1)
     save()

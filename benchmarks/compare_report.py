@@ -8,6 +8,8 @@ import shutil
 import statistics
 import subprocess
 
+import compare_stats as stats
+
 QUALITY_NAMES = {"per": "PER %", "wer": "WER %", "bleu": "BLEU", "chrf": "chrF", "meteor": "METEOR",
                  "rouge_l": "ROUGE-L", "cider": "CIDEr-D"}
 
@@ -215,6 +217,11 @@ def write_plots(results, out):
                              "'%d' %d" % (h, h) for h in heads), "titles = '%s'" % titles]
     n = len(variants)
     if n:
+        hm = results["task"].get("h_max")
+        if hm and lo <= hm <= hi:  # the interacting-head paper's bound, floor(d / n̄)
+            script += ["set arrow 1 from %d, graph 0 to %d, graph 1 nohead dt 2 lw 2 lc 'gray'"
+                       % (hm, hm),
+                       "set label 1 'h_max = %d' at %d, graph 0.04 offset 0.5,0" % (hm, hm)]
         script += ["set output 'quality_vs_heads.png'", "set yrange [0:*]",
                    "set multiplot layout 1,%d title '%s: test quality against heads'"
                    % (len(metrics), results["task"]["name"])]
@@ -234,7 +241,7 @@ def write_plots(results, out):
                    "set ylabel 'peak memory (MiB, RSS)'",
                    "plot for [i=0:%d] 'by_heads.dat' index i using 1:%d with linespoints lw 2 "
                    "title word(titles, i+1)" % (n - 1, c + 1),
-                   "unset multiplot", "set yrange [*:*]"]
+                   "unset multiplot", "set yrange [*:*]", "unset arrow 1", "unset label 1"]
         files.append("cost_vs_heads.png")
     # loss curves: every run of the first seed, train NLL against steps; dev loss as points
     curves = [r for r in results["runs"] if r.get("curve") and r["seed"] == 1
@@ -304,6 +311,32 @@ def describe_vs_mha(results):
     return lines
 
 
+def significance_md(results):
+    """The verdict's evidence: per variant and heads, the primary metric against mha — mean
+    difference, seed-to-seed spread, Welch's p over seeds, and each seed's paired bootstrap."""
+    metric = results["task"]["primary"]
+    rows = stats.significance_rows(results, metric)
+    if not rows:
+        return []
+    name = QUALITY_NAMES.get(metric, metric)
+    head = ["variant", "heads", "Δ %s vs mha" % name, "sd (variant / mha)", "seeds",
+            "Welch p (seeds)", "paired bootstrap per seed: Δ, p"]
+    body = []
+    for r in rows:
+        sd = "%s / %s" % (fmt(r["sd"]), fmt(r["sd_mha"]))
+        body.append([r["variant"], str(r["heads"]), "%+.2f" % r["delta"], sd,
+                     "%d / %d" % (r["n"], r["n_mha"]),
+                     "%.3f" % r["welch_p"] if r["welch_p"] is not None else "– (needs 2+ seeds each)",
+                     "; ".join("s%d %+.2f, p %.3f" % (b[0], b[2], b[3]) for b in r["bootstrap"])
+                     or "–"])
+    return ["## Significance against mha (%s)" % name, "", md_table(head, body), "",
+            "Δ = variant mean − mha mean over the seeds that finished; Welch's two-sided t-test "
+            "over seeds asks whether the difference exceeds seed-to-seed noise; the paired "
+            "bootstrap (sacreBLEU's --paired-bs, 1,000 resamples of the test sentences) asks, "
+            "per seed, whether that system's output beats mha's output of the same seed — it "
+            "measures test-set sampling noise, not training noise.", ""]
+
+
 def write_all(results, out, plots=True):
     """Write curves/, plots/ and summary.md; return the text table for stdout."""
     write_curves(results, out)
@@ -349,6 +382,7 @@ def write_all(results, out, plots=True):
     vs = describe_vs_mha(results)
     if vs:
         md += ["## Against multi-head attention", ""] + vs + [""]
+    md += significance_md(results)
     b = results.get("bench") or {}
     if b.get("rows"):
         m = b["model"]

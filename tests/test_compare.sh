@@ -171,5 +171,23 @@ else
     bad "queue: resumed steps / interacting_noproj parameters"
 fi
 
+# the t-test behind the verdicts (compare_stats.py) against values of Student's t distribution
+if "$PY" - "$src/benchmarks" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import compare_stats as s
+ok = abs(s.t_two_sided_p(2.0, 10) - 0.0733880348) < 1e-8           # tables: t 2, df 10
+ok = ok and abs(s.t_two_sided_p(12.0, 2.2) - 0.0047834139) < 1e-8  # by quadrature
+d, t, df, p = s.welch([1, 2, 3], [4, 5, 6.5])
+ok = ok and abs(t + 3.41250074) < 1e-7 and abs(df - 3.80594059) < 1e-7 and abs(p - 0.0291453059) < 1e-8
+ok = ok and s.welch([1], [2, 3]) is None
+sys.exit(0 if ok else 1)
+EOF
+then
+    ok "Welch t-test p-values"
+else
+    bad "Welch t-test p-values"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
