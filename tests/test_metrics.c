@@ -622,6 +622,130 @@ START_TEST(test_g2p_errors) {
 }
 END_TEST
 
+/* ---- Porter stemmer, METEOR, ROUGE-L, CIDEr-D ------------------------------------------------ */
+
+START_TEST(test_porter_vs_nltk) {
+    /* porter.tsv: word<TAB>nltk PorterStemmer().stem(word), for rule-by-rule cases, NLTK's
+     * irregular forms, y, short, accented and odd words, and a sample of CMUdict. Exact. */
+    lines L = read_lines("porter.tsv");
+    ck_assert_uint_gt(L.n, 1000);
+    size_t bad = 0;
+    for (size_t i = 0; i < L.n; i++) {
+        char *tab = strchr(L.v[i], '\t');
+        ck_assert(tab != NULL);
+        *tab = '\0';
+        char *stem = NULL;
+        ck_assert_int_eq(tg_metric_porter_stem(L.v[i], &stem), TG_OK);
+        if (strcmp(stem, tab + 1) != 0 && bad++ < 20)
+            fprintf(stderr, "stem(%s) = %s, NLTK %s\n", L.v[i], stem, tab + 1);
+        free(stem);
+    }
+    ck_assert_uint_eq(bad, 0);
+    free_lines(&L);
+}
+END_TEST
+
+typedef tg_status (*mean_metric)(const char *const *, const char *const *, size_t, tg_bleu_tokenize, double *,
+                                 tg_metric_mean_result *);
+
+static const struct {
+    const char *name;
+    mean_metric fn;
+} MEAN_METRICS[] = {{"meteor", tg_metric_meteor}, {"rouge_l", tg_metric_rouge_l}, {"cider", tg_metric_cider}};
+
+/* Corpus and sentence scores of the three metrics on fixture files hyp/ref, against the keys
+ * "<prefix>.<tok>.<metric>.score" and ".seg<i>". Tolerance: the Python code and ours take the
+ * same floating-point steps except the order of a few sums (CIDEr's dictionary order), so
+ * they agree to ~1e-15; 1e-9 relative (plus 1e-12 absolute for zeros) leaves room for libm. */
+static void check_mean_metrics(const char *hypf, const char *reff, const char *prefix, tg_bleu_tokenize tok) {
+    lines H = read_lines(hypf), R = read_lines(reff);
+    ck_assert_uint_eq(H.n, R.n);
+    double *seg = malloc(H.n * sizeof *seg);
+    ck_assert(seg != NULL);
+    const char *tn = tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none";
+    for (size_t m = 0; m < sizeof MEAN_METRICS / sizeof MEAN_METRICS[0]; m++) {
+        tg_metric_mean_result r;
+        tg_status st = MEAN_METRICS[m].fn((const char *const *)H.v, (const char *const *)R.v, H.n, tok, seg, &r);
+        ck_assert_msg(st == TG_OK, "%s: %s", MEAN_METRICS[m].name, tg_error_message());
+        for (size_t i = 0; i < H.n; i++) {
+            double want = fx_num("%s.%s.%s.seg%zu", prefix, tn, MEAN_METRICS[m].name, i);
+            ck_assert_msg(fabs(seg[i] - want) <= 1e-12 + 1e-9 * fabs(want), "%s %s sentence %zu: %.17g, want %.17g",
+                          prefix, MEAN_METRICS[m].name, i, seg[i], want);
+        }
+        tg_assert_close(r.score, fx_num("%s.%s.%s.score", prefix, tn, MEAN_METRICS[m].name), 1e-12, 1e-9);
+        ck_assert_ptr_nonnull(strstr(r.signature, tok == TG_BLEU_TOKENIZE_13A ? "tok:13a" : "tok:none"));
+    }
+    free(seg);
+    free_lines(&H);
+    free_lines(&R);
+}
+
+START_TEST(test_mean_metrics_pretokenised) {
+    /* Spanish, case, stems that match where words do not, repeats, reordering, empty lines */
+    check_mean_metrics("words.hyp", "words.ref", "words", TG_BLEU_TOKENIZE_NONE);
+}
+END_TEST
+
+START_TEST(test_mean_metrics_detokenised) {
+    check_mean_metrics("sentences.hyp", "sentences.ref", "corpus", TG_BLEU_TOKENIZE_NONE);
+    check_mean_metrics("sentences.hyp", "sentences.ref", "corpus", TG_BLEU_TOKENIZE_13A);
+}
+END_TEST
+
+START_TEST(test_meteor_by_hand) {
+    /* hyp "the cats sat" / ref "The cat sat": "the" and "sat" match exactly, "cats" ~ "cat"
+     * by stem: m = 3, P = R = 1, Fmean = 1, one chunk: penalty 0.5 (1/3)^3, so
+     * METEOR = 1 - 0.5/27. Swapped order "sat the cats": matches (0,2) (1,0) (2,1): chunks
+     * {0->2} {1->0, 2->1} = 2, METEOR = 1 - 0.5 (2/3)^3. */
+    const char *h[] = {"the cats sat", "sat the cats", "", "a"}, *r[] = {"The cat sat", "the cat sat", "a", ""};
+    double seg[4];
+    tg_metric_mean_result res;
+    ck_assert_int_eq(tg_metric_meteor(h, r, 4, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(seg[0], 1 - 0.5 / 27, 0, 1e-15);
+    tg_assert_close(seg[1], 1 - 0.5 * pow(2.0 / 3.0, 3), 0, 1e-15);
+    tg_assert_close(seg[2], 0.0, 0, 0);
+    tg_assert_close(seg[3], 0.0, 0, 0);
+    tg_assert_close(res.score, (seg[0] + seg[1]) / 4, 0, 1e-15);
+    ck_assert_str_eq(res.signature, "nrefs:1|case:lc|tok:none|stem:porter|syn:no|a:0.9|b:3|g:0.5|version:tgraph");
+}
+END_TEST
+
+START_TEST(test_rouge_l_by_hand) {
+    /* "a b c d" vs "a c b d e": LCS 3 ("a b d"), P = 3/4, R = 3/5, F = 2PR/(P+R) = 2/3;
+     * case is ignored ("A" = "a"), accents are kept ("é" != "e"). */
+    const char *h[] = {"A b c d", "é"}, *r[] = {"a c b d e", "e"};
+    double seg[2];
+    tg_metric_mean_result res;
+    ck_assert_int_eq(tg_metric_rouge_l(h, r, 2, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(seg[0], 2.0 / 3.0, 0, 1e-15);
+    tg_assert_close(seg[1], 0.0, 0, 0);
+    tg_assert_close(res.score, 1.0 / 3.0, 0, 1e-15);
+}
+END_TEST
+
+START_TEST(test_cider_by_hand) {
+    /* Two sentences, identical hyp and ref in each: sim_n = 1 for every order with n-grams,
+     * length penalty 1. Sentence 0 "a b c d" has n-grams of all 4 orders: 10. But an n-gram
+     * present in every reference has idf log(2) - log(2) = 0: "a" occurs in both references,
+     * so its weight is 0 and still the vectors are equal: cosine 1. Sentence 1 "a" has only
+     * a unigram, of weight 0: the norms are 0, no division, sim = 0 for all orders: 0. */
+    const char *h[] = {"a b c d", "a"}, *r[] = {"a b c d", "a"};
+    double seg[2];
+    tg_metric_mean_result res;
+    ck_assert_int_eq(tg_metric_cider(h, r, 2, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(seg[0], 10.0, 0, 1e-12);
+    tg_assert_close(seg[1], 0.0, 0, 0);
+    /* one sentence alone: N = 1, every weight log 1 - log 1 = 0: score 0 */
+    ck_assert_int_eq(tg_metric_cider(h, r, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(res.score, 0.0, 0, 0);
+    /* argument errors as for the other metrics */
+    ck_assert_int_eq(tg_metric_cider(h, r, 0, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_meteor(h, NULL, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_INVALID);
+    const char *bad[] = {"\xc3"};
+    ck_assert_int_eq(tg_metric_rouge_l(bad, r, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_FORMAT);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("bleu");
@@ -653,6 +777,14 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_g2p_by_hand);
     tcase_add_test(tc, test_g2p_vs_fixture);
     tcase_add_test(tc, test_g2p_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("text");
+    tcase_add_test(tc, test_porter_vs_nltk);
+    tcase_add_test(tc, test_meteor_by_hand);
+    tcase_add_test(tc, test_rouge_l_by_hand);
+    tcase_add_test(tc, test_cider_by_hand);
+    tcase_add_test(tc, test_mean_metrics_pretokenised);
+    tcase_add_test(tc, test_mean_metrics_detokenised);
     suite_add_tcase(s, tc);
     return s;
 }

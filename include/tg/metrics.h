@@ -142,6 +142,46 @@ typedef struct tg_metric_g2p_result {
 tg_status tg_metric_g2p(const char *const *hyps, const char *const *const *refs,
                         const size_t *n_refs, size_t n, tg_metric_g2p_result *out);
 
+/* ---- METEOR, ROUGE-L, CIDEr-D: means of sentence scores ---------------------------------- */
+
+/* Words: the line right-stripped and split on whitespace (tok NONE: pre-tokenised text), or
+ * sacreBLEU's 13a tokenization of it (tok 13A), exactly as BLEU splits them. */
+
+typedef struct tg_metric_mean_result {
+    double score; /* mean of the sentence scores, on the scale of the package it follows */
+    /* What was computed, e.g. "nrefs:1|case:lc|tok:none|stem:no|version:tgraph". */
+    char signature[96];
+} tg_metric_mean_result;
+
+/* METEOR as nltk.translate.meteor_score.meteor_score([ref_words], hyp_words) with WordNet
+ * left out: words lower-cased (Python's str.lower()), exact then NLTK-Porter-stem matches,
+ * alpha 0.9, beta 3, gamma 0.5 (train/meteor.c has the formula and NLTK's alignment order).
+ * Each sentence score is in [0, 1]; *out gets their mean. sentence_scores, if not NULL,
+ * receives the n sentence scores. */
+tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
+                           double *sentence_scores, tg_metric_mean_result *out);
+
+/* ROUGE-L F-measure as the rouge-score package computes it (no stemming) on lower-cased
+ * words: with l = |LCS(hyp, ref)|, P = l/|hyp|, R = l/|ref|, F = 2PR/(P+R), 0 when either
+ * side is empty. Sentence scores in [0, 1]; *out gets their mean. */
+tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
+                            double *sentence_scores, tg_metric_mean_result *out);
+
+/* CIDEr-D as pycocoevalcap's Cider().compute_score computes it on the words as given (case
+ * kept): n-grams 1..4, tf-idf vectors with the document frequencies of the n references,
+ * clipped cosine similarity, Gaussian length penalty sigma 6, times 10 (train/cider.c).
+ * Sentence scores in [0, 10] (about); *out gets their mean. */
+tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
+                          double *sentence_scores, tg_metric_mean_result *out);
+
+/* ---- stemming --------------------------------------------------------------------------- */
+
+/* NLTK's PorterStemmer().stem(word) (default NLTK_EXTENSIONS mode): the word lower-cased as
+ * Python's str.lower() does, then stemmed (see train/porter.c for NLTK's departures from
+ * Porter 1980). Letters other than a e i o u y (accented ones included) count as consonants.
+ * On success *out is a new NUL-terminated UTF-8 string the caller releases with free(). */
+tg_status tg_metric_porter_stem(const char *word, char **out);
+
 #ifdef __cplusplus
 }
 #endif
