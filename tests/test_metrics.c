@@ -746,6 +746,162 @@ START_TEST(test_cider_by_hand) {
 }
 END_TEST
 
+/* ---- per-sentence statistics and paired bootstrap ------------------------------------------ */
+
+START_TEST(test_stats_score_equals_corpus_score) {
+    /* the score of all rows summed is the corpus metric itself, for every metric */
+    load_corpus();
+    size_t n = hyps_fx.n;
+    for (int m = 0; m < TG_METRIC_COUNT; m++) {
+        tg_metric_stats st;
+        ck_assert_int_eq(tg_metric_stats_compute((tg_metric_id)m, HYPS, REFS, n, NULL, &st), TG_OK);
+        double got = tg_metric_stats_score(&st, NULL, 0), want = 0;
+        switch (m) {
+        case TG_METRIC_BLEU: want = fx_num("corpus.bleu.13a.exp.score"); break;
+        case TG_METRIC_CHRF: want = fx_num("corpus.chrf.score"); break;
+        case TG_METRIC_WER: want = 100 * fx_num("corpus.wer.wer"); break;
+        case TG_METRIC_METEOR: want = 100 * fx_num("corpus.13a.meteor.score"); break;
+        case TG_METRIC_ROUGE_L: want = 100 * fx_num("corpus.13a.rouge_l.score"); break;
+        default: want = fx_num("corpus.13a.cider.score");
+        }
+        ck_assert_msg(fabs(got - want) <= 1e-9 * fabs(want) + 1e-12, "%s: %.17g, want %.17g", tg_metric_name(m), got,
+                      want);
+        tg_metric_stats_free(&st);
+    }
+    ck_assert_ptr_null(tg_metric_name(TG_METRIC_COUNT));
+}
+END_TEST
+
+/* Bootstrap fixture: bs.ref with systems bs.base, bs.good, bs.noise. */
+static lines bs_ref, bs_sys[3];
+static const char *const BS_NAMES[3] = {"base", "good", "noise"};
+static void load_bs(void) {
+    if (bs_ref.v) return;
+    bs_ref = read_lines("bs.ref");
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "bs.%s", BS_NAMES[k]);
+        bs_sys[k] = read_lines(name);
+        ck_assert_uint_eq(bs_sys[k].n, bs_ref.n);
+    }
+    ck_assert_uint_eq(bs_ref.n, (size_t)fx_num("bs.n"));
+}
+
+static tg_metric_stats bs_stats(tg_metric_id m, int sys) {
+    tg_metric_stats st;
+    tg_status s = tg_metric_stats_compute(m, (const char *const *)bs_sys[sys].v, (const char *const *)bs_ref.v,
+                                          bs_ref.n, NULL, &st);
+    ck_assert_msg(s == TG_OK, "%s", tg_error_message());
+    return st;
+}
+
+START_TEST(test_paired_bootstrap_vs_sacrebleu) {
+    /* sacreBLEU 2.6.0's PairedTest(test_type="bs", n_samples=1000), seed 12345, against ours
+     * (1000 resamples, our own RNG). Scores on the whole corpus must agree to 1e-9. The
+     * bootstrap quantities are Monte-Carlo estimates of the same numbers from two independent
+     * streams of resamples, so they may differ by their sampling error; we allow 5 standard
+     * deviations of the difference of two estimates:
+     * - p: each is a binomial proportion over 1000 resamples, sd sqrt(p (1-p) / 1000);
+     * - mean: each has sd s / sqrt(1000), s the bootstrap sd ~ ci / 1.96: diff sd 0.023 ci;
+     * - ci: the 2.5% / 97.5% quantiles of 1000 draws of a near-normal have sd ~0.085 s each,
+     *   so the half-width has sd ~0.03 ci, and a difference of two ~0.043 ci. */
+    load_bs();
+    const size_t N = 1000;
+    for (int m = 0; m < 2; m++) {
+        const char *mn = m == 0 ? "bleu" : "chrf";
+        tg_metric_stats base = bs_stats((tg_metric_id)m, 0);
+        for (int k = 1; k < 3; k++) {
+            tg_metric_stats sys = bs_stats((tg_metric_id)m, k);
+            tg_metric_bootstrap_result r;
+            ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &sys, N, 12345, &r), TG_OK);
+            tg_assert_close(r.baseline, fx_num("bs.%s.base.score", mn), 0, 1e-9);
+            tg_assert_close(r.system, fx_num("bs.%s.%s.score", mn, BS_NAMES[k]), 0, 1e-9);
+            double p = fx_num("bs.%s.%s.p", mn, BS_NAMES[k]);
+            double sd = sqrt(2 * fmax(p * (1 - p), 1.0 / N) / N);
+            ck_assert_msg(fabs(r.p_value - p) <= 5 * sd, "%s %s: p %g, sacreBLEU %g", mn, BS_NAMES[k], r.p_value, p);
+            for (int which = 0; which < 2; which++) {
+                const char *sn = which ? BS_NAMES[k] : "base";
+                double mean = which ? r.system_mean : r.baseline_mean, ci = which ? r.system_ci : r.baseline_ci;
+                double want_ci = fx_num("bs.%s.%s.ci", mn, sn);
+                tg_assert_close(mean, fx_num("bs.%s.%s.mean", mn, sn), 5 * 0.023 * want_ci, 0);
+                tg_assert_close(ci, want_ci, 5 * 0.043 * want_ci, 0);
+            }
+            if (k == 1) { /* a clear improvement: both tests say p < 0.01 (here p = 1/1001) */
+                ck_assert(p < 0.01);
+                ck_assert(r.p_value < 0.01);
+            }
+            tg_metric_stats_free(&sys);
+        }
+        tg_metric_stats_free(&base);
+    }
+}
+END_TEST
+
+START_TEST(test_paired_bootstrap_properties) {
+    load_bs();
+    for (int m = 0; m < TG_METRIC_COUNT; m++) {
+        tg_metric_stats base = bs_stats((tg_metric_id)m, 0), good = bs_stats((tg_metric_id)m, 1);
+        tg_metric_bootstrap_result a, b, c;
+        /* identical systems: every resampled difference is 0, so is the real one: p is
+         * sacreBLEU's 1 / (samples + 1) (its fixture says so for BLEU and chrF), and the two
+         * intervals are the same */
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &base, 200, 7, &a), TG_OK);
+        ck_assert(a.system == a.baseline);
+        ck_assert(a.p_value == 1.0 / 201);
+        ck_assert(a.system_mean == a.baseline_mean && a.system_ci == a.baseline_ci);
+        ck_assert(a.system_ci > 0);
+        /* seeded: the same seed gives the same numbers, another seed other resamples */
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &good, 200, 7, &b), TG_OK);
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &good, 200, 7, &c), TG_OK);
+        ck_assert(memcmp(&b, &c, sizeof b) == 0);
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &good, 200, 8, &c), TG_OK);
+        ck_assert(b.system_mean != c.system_mean);
+        ck_assert(b.system == c.system && b.baseline == c.baseline);
+        /* bs.good has 20% of its words corrupted, bs.base 50%: better (lower for WER) by far */
+        ck_assert_msg(b.p_value < 0.01, "%s: p = %g", tg_metric_name(m), b.p_value);
+        ck_assert_msg(m == TG_METRIC_WER ? b.system < b.baseline : b.system > b.baseline, "%s", tg_metric_name(m));
+        ck_assert(b.system_mean - b.system_ci < b.system && b.system < b.system_mean + b.system_ci);
+        tg_metric_stats_free(&base);
+        tg_metric_stats_free(&good);
+    }
+    /* the fixture records sacreBLEU's own p for a system against itself */
+    tg_assert_close(fx_num("bs.bleu.same.p"), 1.0 / 1001, 0, 1e-15);
+}
+END_TEST
+
+START_TEST(test_paired_bootstrap_errors) {
+    load_bs();
+    tg_metric_stats bleu = bs_stats(TG_METRIC_BLEU, 0), chrf = bs_stats(TG_METRIC_CHRF, 0);
+    tg_metric_bootstrap_result r;
+    ck_assert_int_eq(tg_metric_paired_bootstrap(&bleu, &chrf, 10, 1, &r), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "differ");
+    ck_assert_int_eq(tg_metric_paired_bootstrap(&bleu, &bleu, 0, 1, &r), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_paired_bootstrap(&bleu, NULL, 10, 1, &r), TG_ERR_INVALID);
+    tg_metric_stats st;
+    const char *h[] = {"a"};
+    ck_assert_int_eq(tg_metric_stats_compute(TG_METRIC_COUNT, h, h, 1, NULL, &st), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_stats_compute(TG_METRIC_BLEU, h, h, 0, NULL, &st), TG_ERR_INVALID);
+    tg_metric_stats_free(&bleu);
+    tg_metric_stats_free(&chrf);
+}
+END_TEST
+
+START_TEST(test_bleu_empty_lines) {
+    /* one empty line each (a fuzzer found a NULL pointer offset here): BLEU 0, lengths 0 */
+    const char *e[] = {""};
+    tg_metric_bleu_result r;
+    ck_assert_int_eq(tg_metric_bleu(e, e, 1, NULL, &r), TG_OK);
+    tg_assert_close(r.score, 0.0, 0, 0);
+    ck_assert_int_eq(r.sys_len, 0);
+    tg_metric_mean_result mr;
+    double seg;
+    ck_assert_int_eq(tg_metric_meteor(e, e, 1, TG_BLEU_TOKENIZE_13A, &seg, &mr), TG_OK);
+    ck_assert_int_eq(tg_metric_rouge_l(e, e, 1, TG_BLEU_TOKENIZE_13A, &seg, &mr), TG_OK);
+    ck_assert_int_eq(tg_metric_cider(e, e, 1, TG_BLEU_TOKENIZE_13A, &seg, &mr), TG_OK);
+    tg_assert_close(mr.score, 0.0, 0, 0);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("bleu");
@@ -785,6 +941,13 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_cider_by_hand);
     tcase_add_test(tc, test_mean_metrics_pretokenised);
     tcase_add_test(tc, test_mean_metrics_detokenised);
+    tcase_add_test(tc, test_bleu_empty_lines);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bootstrap");
+    tcase_add_test(tc, test_stats_score_equals_corpus_score);
+    tcase_add_test(tc, test_paired_bootstrap_vs_sacrebleu);
+    tcase_add_test(tc, test_paired_bootstrap_properties);
+    tcase_add_test(tc, test_paired_bootstrap_errors);
     suite_add_tcase(s, tc);
     return s;
 }

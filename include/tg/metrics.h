@@ -174,6 +174,68 @@ tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, si
 tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
                           double *sentence_scores, tg_metric_mean_result *out);
 
+/* ---- per-sentence statistics and paired bootstrap resampling ------------------------------ */
+
+typedef enum tg_metric_id {
+    TG_METRIC_BLEU = 0, /* corpus BLEU from summed n-gram statistics (10 per sentence) */
+    TG_METRIC_CHRF,     /* corpus chrF from summed character n-gram statistics (18) */
+    TG_METRIC_WER,      /* Σ errors / Σ reference words, in percent (2) */
+    TG_METRIC_METEOR,   /* mean sentence METEOR, x 100 (1) */
+    TG_METRIC_ROUGE_L,  /* mean sentence ROUGE-L F-measure, x 100 (1) */
+    TG_METRIC_CIDER,    /* mean sentence CIDEr-D, its own scale (1); IDF from all n references */
+    TG_METRIC_COUNT
+} tg_metric_id;
+
+/* "bleu", "chrf", "wer", "meteor", "rouge_l", "cider" (NULL for an unknown id). */
+const char *tg_metric_name(tg_metric_id metric);
+
+/* The sufficient statistics of every sentence of a corpus for one metric: what sacreBLEU's
+ * _extract_corpus_statistics keeps, so that the corpus score of any multiset of sentences
+ * (a bootstrap resample) is a function of the sum of their rows. */
+typedef struct tg_metric_stats {
+    tg_metric_id metric;
+    tg_metric_bleu_options opt; /* BLEU's tokenize and smooth; tokenize also for the word metrics */
+    size_t n;                   /* sentences */
+    size_t width;               /* statistics per sentence */
+    double *v;                  /* n x width, row-major; owned, free with tg_metric_stats_free */
+} tg_metric_stats;
+
+/* Statistics of hyps[i] against refs[i], i < n, for metric (opt NULL: BLEU's defaults; WER
+ * ignores opt and splits on whitespace as tg_metric_wer does). For CIDEr-D the document
+ * frequencies come from all n references and stay fixed: resampling sentences does not
+ * re-estimate the IDF. On success *out owns new memory. */
+tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps, const char *const *refs, size_t n,
+                                  const tg_metric_bleu_options *opt, tg_metric_stats *out);
+
+/* The corpus score of the sentences idx[0, m) (repeats allowed), or of all n when idx is
+ * NULL, on the scale `tg eval` prints: BLEU, chrF in [0, 100]; WER, METEOR, ROUGE-L in
+ * percent; CIDEr-D as pycocoevalcap. A resample whose references hold no words has WER 100
+ * if it has errors, else 0 (sacreBLEU's TER convention). */
+double tg_metric_stats_score(const tg_metric_stats *s, const size_t *idx, size_t m);
+void tg_metric_stats_free(tg_metric_stats *s);
+
+typedef struct tg_metric_bootstrap_result {
+    double baseline, system;           /* scores on the whole corpus */
+    double baseline_mean, baseline_ci; /* mean and 95% CI half-width over the resamples */
+    double system_mean, system_ci;
+    double p_value;
+    size_t samples;
+    uint64_t seed;
+} tg_metric_bootstrap_result;
+
+/* sacreBLEU's paired bootstrap resampling test (significance.py, --paired-bs; Koehn 2004):
+ * `samples` resamples of n sentence indices drawn uniformly with replacement (tg_rng seeded
+ * with seed: reproducible, but not numpy's draws), the same indices for both systems. On
+ * each resample both corpus scores are recomputed from the summed statistics. With
+ * d_s = |system_s - baseline_s| on resample s and d = |system - baseline| on the corpus:
+ *   p = (#{s : d_s - mean(d) > d} + 1) / (samples + 1),
+ * and for each system mean = the mean resampled score, ci = (x_(u) - x_(l)) / 2 with the
+ * sorted scores x, l = samples / 40 and u = samples - l - 1 (a 95% interval). Identical
+ * systems give d_s = 0 and p = 1 / (samples + 1), as in sacreBLEU. baseline and system must
+ * be statistics of the same metric over the same n sentences; samples >= 1. */
+tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system, size_t samples,
+                                     uint64_t seed, tg_metric_bootstrap_result *out);
+
 /* ---- stemming --------------------------------------------------------------------------- */
 
 /* NLTK's PorterStemmer().stem(word) (default NLTK_EXTENSIONS mode): the word lower-cased as
