@@ -182,7 +182,7 @@ static tg_status run_metric(eval_ctx *c, size_t m, scored *out) {
         say("%s|%s = %.*f\n", label, r.signature, id == TG_METRIC_CIDER ? 4 : 2, out->score);
     }
     }
-    if (st == TG_OK) st = detail(c, METRICS[m].name, d);
+    if (st == TG_OK && tg_json_size(d) > 0) st = detail(c, METRICS[m].name, d);
     else tg_json_free(d);
     out->on = st == TG_OK;
     return st;
