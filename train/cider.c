@@ -16,7 +16,6 @@
 #include "train/metric_words.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,18 +79,24 @@ static size_t vectorise(tg__ngram *g, size_t m, double log_n, const tg__ngram *u
     return d;
 }
 
-/* Scratch for one sentence pair. */
+/* The document frequencies (distinct n-grams u[k] of the references, df[k] references hold
+ * u[k]) and the scratch for one sentence pair. */
 typedef struct cider_ws {
+    double log_n;
+    tg__ngram *u;
+    uint32_t *df;
+    size_t nu;
     tg__ngram *gh, *gr;
     double *vh, *vr;
 } cider_ws;
 
-static double sentence(const tg__corpus *c, size_t i, double log_n, const tg__ngram *u, const uint32_t *df,
-                       size_t nu, cider_ws *w) {
+static double sentence(const tg__corpus *c, size_t i, void *ctx) {
+    cider_ws *w = ctx;
     size_t nh = c->len[2 * i], nr = c->len[2 * i + 1];
     double normh[MAX_N], normr[MAX_N], val[MAX_N] = {0};
-    size_t mh = vectorise(w->gh, ngrams(c->ids + c->off[2 * i], nh, w->gh), log_n, u, df, nu, w->vh, normh);
-    size_t mr = vectorise(w->gr, ngrams(c->ids + c->off[2 * i + 1], nr, w->gr), log_n, u, df, nu, w->vr, normr);
+    size_t mh = vectorise(w->gh, ngrams(c->ids + c->off[2 * i], nh, w->gh), w->log_n, w->u, w->df, w->nu, w->vh, normh);
+    size_t mr =
+        vectorise(w->gr, ngrams(c->ids + c->off[2 * i + 1], nr, w->gr), w->log_n, w->u, w->df, w->nu, w->vr, normr);
     for (size_t a = 0, b = 0; a < mh; a++) { /* both sorted: merge */
         while (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) < 0) b++;
         if (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) == 0)
@@ -113,58 +118,57 @@ static size_t count_ngrams(size_t nw) {
     return m;
 }
 
-tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                          double *sentence_scores, tg_metric_mean_result *out) {
-    static const char fn[] = "tg_metric_cider";
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
-    if (st != TG_OK) return st;
-    tg__corpus c;
-    st = tg__corpus_build(hyps, refs, n, tok, 0, 0, &c);
-    if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
-    size_t total = 0, longest = 1;
-    for (size_t s = 0; s < 2 * n; s++) {
-        size_t m = count_ngrams(c.len[s]);
-        if (s % 2) total += m;
-        if (m > longest) longest = m;
-    }
-    /* document frequencies: the distinct n-grams of each reference, pooled and counted */
-    tg__ngram *all = malloc((total ? total : 1) * sizeof *all);
-    uint32_t *df = malloc((total ? total : 1) * sizeof *df);
-    cider_ws w = {malloc(longest * sizeof *w.gh), malloc(longest * sizeof *w.gr), malloc(longest * sizeof *w.vh),
-                  malloc(longest * sizeof *w.vr)};
-    if (!all || !df || !w.gh || !w.gr || !w.vh || !w.vr) st = tg_error_set(TG_ERR_NOMEM, "%s: out of memory", fn);
+static void release(void *ctx) {
+    cider_ws *w = ctx;
+    if (!w) return;
+    free(w->u);
+    free(w->df);
+    free(w->gh);
+    free(w->gr);
+    free(w->vh);
+    free(w->vr);
+    free(w);
+}
+
+/* Document frequencies: the distinct n-grams of each reference, pooled, sorted and counted. */
+static tg_status setup(const tg__corpus *c, void **ctx) {
+    size_t n = c->n, total = 0, longest = count_ngrams(c->longest) + 1;
+    for (size_t i = 0; i < n; i++)
+        total += count_ngrams(c->len[2 * i + 1]);
+    cider_ws *w = calloc(1, sizeof *w);
+    *ctx = w;
+    if (!w) return tg_error_set(TG_ERR_NOMEM, "out of memory");
+    w->u = malloc((total + 1) * sizeof *w->u);
+    w->df = malloc((total + 1) * sizeof *w->df);
+    w->gh = malloc(longest * sizeof *w->gh);
+    w->gr = malloc(longest * sizeof *w->gr);
+    w->vh = malloc(longest * sizeof *w->vh);
+    w->vr = malloc(longest * sizeof *w->vr);
+    if (!w->u || !w->df || !w->gh || !w->gr || !w->vh || !w->vr)
+        return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu n-grams)", total);
+    tg__ngram *all = w->u;
     size_t na = 0, nu = 0;
-    for (size_t i = 0; st == TG_OK && i < n; i++) {
-        size_t base = na, m = ngrams(c.ids + c.off[2 * i + 1], c.len[2 * i + 1], all + base);
+    for (size_t i = 0; i < n; i++) {
+        size_t base = na, m = ngrams(c->ids + c->off[2 * i + 1], c->len[2 * i + 1], all + base);
         for (size_t k = 0; k < m; k++) /* keep each n-gram once per reference (sorted: runs) */
             if (k == 0 || tg__ngram_cmp(&all[base + k], &all[base + k - 1]) != 0) all[na++] = all[base + k];
     }
-    if (st == TG_OK) qsort(all, na, sizeof *all, tg__ngram_cmp);
-    for (size_t k = 0; st == TG_OK && k < na; k++) {
+    qsort(all, na, sizeof *all, tg__ngram_cmp);
+    for (size_t k = 0; k < na; k++) {
         if (nu > 0 && tg__ngram_cmp(&all[nu - 1], &all[k]) == 0) {
-            df[nu - 1]++;
+            w->df[nu - 1]++;
         } else {
             all[nu] = all[k];
-            df[nu++] = 1;
+            w->df[nu++] = 1;
         }
     }
-    double log_n = log((double)n), sum = 0.0;
-    for (size_t i = 0; st == TG_OK && i < n; i++) {
-        double v = sentence(&c, i, log_n, all, df, nu, &w);
-        if (sentence_scores) sentence_scores[i] = v;
-        sum += v;
-    }
-    free(all);
-    free(df);
-    free(w.gh);
-    free(w.gr);
-    free(w.vh);
-    free(w.vr);
-    tg__corpus_free(&c);
-    if (st != TG_OK) return st;
-    memset(out, 0, sizeof *out);
-    out->score = sum / (double)n;
-    snprintf(out->signature, sizeof out->signature, "nrefs:1|case:mixed|tok:%s|n:4|sigma:6|idf:refs|version:tgraph",
-             tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none");
+    w->nu = nu;
+    w->log_n = log((double)n);
     return TG_OK;
+}
+
+tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
+                          double *sentence_scores, tg_metric_mean_result *out) {
+    static const tg__mean_spec spec = {0, 0, setup, sentence, release, "n:4|sigma:6|idf:refs"};
+    return tg__mean_metric("tg_metric_cider", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

@@ -18,7 +18,6 @@
 #include "train/metric_words.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,15 +41,37 @@ static void match_stage(const uint32_t *h, size_t nh, const uint32_t *r, size_t 
     }
 }
 
-/* The sentence score; hm and rm are scratch of nh and nr entries. */
-static double sentence(const uint32_t *h, size_t nh, const uint32_t *r, size_t nr, const uint32_t *stem,
-                       int64_t *hm, int64_t *rm) {
+/* Scratch: the partner of each hypothesis / reference word, or -1. */
+typedef struct meteor_ws {
+    int64_t *hm, *rm;
+} meteor_ws;
+
+static tg_status setup(const tg__corpus *c, void **ctx) {
+    meteor_ws *w = calloc(1, sizeof *w);
+    size_t m = c->longest ? c->longest : 1;
+    if (w) w->hm = malloc(m * sizeof *w->hm), w->rm = malloc(m * sizeof *w->rm);
+    *ctx = w;
+    return w && w->hm && w->rm ? TG_OK : tg_error_set(TG_ERR_NOMEM, "out of memory");
+}
+
+static void release(void *ctx) {
+    meteor_ws *w = ctx;
+    if (w) free(w->hm), free(w->rm);
+    free(w);
+}
+
+/* The score of sentence pair s. */
+static double sentence(const tg__corpus *c, size_t s, void *ctx) {
+    const meteor_ws *w = ctx;
+    const uint32_t *h = c->ids + c->off[2 * s], *r = c->ids + c->off[2 * s + 1];
+    size_t nh = c->len[2 * s], nr = c->len[2 * s + 1];
+    int64_t *hm = w->hm, *rm = w->rm;
     for (size_t i = 0; i < nh; i++)
         hm[i] = -1;
     for (size_t j = 0; j < nr; j++)
         rm[j] = -1;
     match_stage(h, nh, r, nr, NULL, hm, rm);
-    match_stage(h, nh, r, nr, stem, hm, rm);
+    match_stage(h, nh, r, nr, c->stem, hm, rm);
     size_t matches = 0, chunks = 0;
     int64_t prev_i = -2, prev_j = -2;
     for (size_t i = 0; i < nh; i++) {
@@ -71,32 +92,6 @@ static double sentence(const uint32_t *h, size_t nh, const uint32_t *r, size_t n
 
 tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
                            double *sentence_scores, tg_metric_mean_result *out) {
-    static const char fn[] = "tg_metric_meteor";
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
-    if (st != TG_OK) return st;
-    tg__corpus c;
-    st = tg__corpus_build(hyps, refs, n, tok, 1, 1, &c);
-    if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
-    size_t longest = 1;
-    for (size_t s = 0; s < 2 * n; s++)
-        if (c.len[s] > longest) longest = c.len[s];
-    int64_t *hm = malloc(longest * sizeof *hm), *rm = malloc(longest * sizeof *rm);
-    if (!hm || !rm) st = tg_error_set(TG_ERR_NOMEM, "%s: out of memory", fn);
-    double sum = 0.0;
-    for (size_t i = 0; st == TG_OK && i < n; i++) {
-        double v = sentence(c.ids + c.off[2 * i], c.len[2 * i], c.ids + c.off[2 * i + 1], c.len[2 * i + 1],
-                            c.stem, hm, rm);
-        if (sentence_scores) sentence_scores[i] = v;
-        sum += v;
-    }
-    free(hm);
-    free(rm);
-    tg__corpus_free(&c);
-    if (st != TG_OK) return st;
-    memset(out, 0, sizeof *out);
-    out->score = sum / (double)n;
-    snprintf(out->signature, sizeof out->signature,
-             "nrefs:1|case:lc|tok:%s|stem:porter|syn:no|a:0.9|b:3|g:0.5|version:tgraph",
-             tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none");
-    return TG_OK;
+    static const tg__mean_spec spec = {1, 1, setup, sentence, release, "stem:porter|syn:no|a:0.9|b:3|g:0.5"};
+    return tg__mean_metric("tg_metric_meteor", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

@@ -4,6 +4,7 @@
  * METEOR, ROUGE-L and CIDEr-D then compare integers. */
 #include "train/metric_words.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,8 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
     if (st == TG_OK && !(c->ids = malloc((nw ? nw : 1) * sizeof *c->ids)))
         st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     if (st == TG_OK) st = tg__intern(all.v, nw, c->ids, &c->n_words);
+    for (size_t s = 0; st == TG_OK && s < 2 * n; s++)
+        if (c->len[s] > c->longest) c->longest = c->len[s];
     if (st == TG_OK && stems) { /* one representative text per id, then their stems */
         tg__tok *rep = malloc((c->n_words ? c->n_words : 1) * sizeof *rep);
         if (!rep) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
@@ -124,4 +127,30 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
     free(cp);
     if (st != TG_OK) tg__corpus_free(c);
     return st;
+}
+
+tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs, size_t n,
+                          tg_bleu_tokenize tok, const tg__mean_spec *spec, double *sentence_scores,
+                          tg_metric_mean_result *out) {
+    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    if (st != TG_OK) return st;
+    tg__corpus c;
+    st = tg__corpus_build(hyps, refs, n, tok, spec->lower, spec->stems, &c);
+    if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
+    void *ctx = NULL;
+    if (spec->setup) st = spec->setup(&c, &ctx);
+    double sum = 0.0;
+    for (size_t i = 0; st == TG_OK && i < n; i++) {
+        double v = spec->score(&c, i, ctx);
+        if (sentence_scores) sentence_scores[i] = v;
+        sum += v;
+    }
+    if (spec->release) spec->release(ctx);
+    tg__corpus_free(&c);
+    if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
+    memset(out, 0, sizeof *out);
+    out->score = sum / (double)n;
+    snprintf(out->signature, sizeof out->signature, "nrefs:1|case:%s|tok:%s|%s|version:tgraph",
+             spec->lower ? "lc" : "mixed", tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none", spec->signature);
+    return TG_OK;
 }

@@ -11,6 +11,7 @@ typedef struct tg__corpus {
     size_t *len;
     uint32_t n_words; /* distinct words: ids are < n_words */
     uint32_t *stem;   /* stem[id]: the id of the word's Porter stem (if asked for), else NULL */
+    size_t longest;   /* the most words in one sentence */
 } tg__corpus;
 
 /* Words of hyps[i] and refs[i], i < n, as tg__words() splits them; lower: lower-case each
@@ -19,5 +20,22 @@ typedef struct tg__corpus {
 tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
                            int lower, int stems, tg__corpus *c);
 void tg__corpus_free(tg__corpus *c);
+
+/* What distinguishes one mean-of-sentences metric (METEOR, ROUGE-L, CIDEr-D). */
+typedef struct tg__mean_spec {
+    int lower, stems; /* for tg__corpus_build */
+    /* Optional: prepare *ctx (scratch, corpus-wide tables) for score(); freed by release(). */
+    tg_status (*setup)(const tg__corpus *c, void **ctx);
+    double (*score)(const tg__corpus *c, size_t i, void *ctx); /* sentence pair i */
+    void (*release)(void *ctx);
+    const char *signature; /* the middle of the signature, e.g. "stem:no" */
+} tg__mean_spec;
+
+/* The frame they share: check the arguments (errors name fn), build the corpus, score every
+ * pair into sentence_scores (if not NULL), and write the mean and the signature
+ * "nrefs:1|case:lc|mixed|tok:13a|none|<spec->signature>|version:tgraph" to *out. */
+tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs, size_t n,
+                          tg_bleu_tokenize tok, const tg__mean_spec *spec, double *sentence_scores,
+                          tg_metric_mean_result *out);
 
 #endif
