@@ -4,11 +4,15 @@
  * - small examples computed by hand (the arithmetic is in the comments);
  * - reference values in tests/fixtures/metrics/, written by
  *   tests/fixtures/make_metric_fixtures.py with sacreBLEU 2.6.0 (BLEU none/13a, exp/none
- *   smoothing, chrF, the 13a tokenizer), NLTK's corpus_bleu (an independent BLEU; NLTK floors
- *   each sentence's n-gram denominator at 1, so it is compared on the subset of hypotheses
- *   with >= 4 tokens, which the fixture lists) and nltk.edit_distance (WER, G2P).
- * Scores are compared with relative tolerance 1e-6 (plus 1e-9 absolute for zeros); counts and
- * lengths exactly. */
+ *   smoothing, chrF, the 13a tokenizer, the paired bootstrap test), NLTK 3.10.4's corpus_bleu
+ *   (an independent BLEU; NLTK floors each sentence's n-gram denominator at 1, so it is
+ *   compared on the subset of hypotheses with >= 4 tokens, which the fixture lists),
+ *   nltk.edit_distance (WER, G2P), NLTK's meteor_score and PorterStemmer, rouge-score 0.1.2
+ *   (ROUGE-L) and pycocoevalcap 1.2 (CIDEr-D).
+ * Scores are compared with relative tolerance 1e-6 (plus 1e-9 absolute for zeros), METEOR,
+ * ROUGE-L and CIDEr-D with 1e-9 (they follow the Python code's floating-point steps); counts,
+ * lengths and stems exactly; bootstrap estimates within their Monte-Carlo error (see
+ * test_paired_bootstrap_vs_sacrebleu). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getline */
 #endif
@@ -645,19 +649,21 @@ START_TEST(test_porter_vs_nltk) {
 }
 END_TEST
 
-typedef tg_status (*mean_metric)(const char *const *, const char *const *, size_t, tg_bleu_tokenize, double *,
-                                 tg_metric_mean_result *);
+typedef tg_status (*mean_metric)(const char *const *, const char *const *, size_t, tg_bleu_tokenize,
+                                 double *, tg_metric_mean_result *);
 
 static const struct {
     const char *name;
     mean_metric fn;
-} MEAN_METRICS[] = {{"meteor", tg_metric_meteor}, {"rouge_l", tg_metric_rouge_l}, {"cider", tg_metric_cider}};
+} MEAN_METRICS[] = {
+    {"meteor", tg_metric_meteor}, {"rouge_l", tg_metric_rouge_l}, {"cider", tg_metric_cider}};
 
 /* Corpus and sentence scores of the three metrics on fixture files hyp/ref, against the keys
  * "<prefix>.<tok>.<metric>.score" and ".seg<i>". Tolerance: the Python code and ours take the
  * same floating-point steps except the order of a few sums (CIDEr's dictionary order), so
  * they agree to ~1e-15; 1e-9 relative (plus 1e-12 absolute for zeros) leaves room for libm. */
-static void check_mean_metrics(const char *hypf, const char *reff, const char *prefix, tg_bleu_tokenize tok) {
+static void check_mean_metrics(const char *hypf, const char *reff, const char *prefix,
+                               tg_bleu_tokenize tok) {
     lines H = read_lines(hypf), R = read_lines(reff);
     ck_assert_uint_eq(H.n, R.n);
     double *seg = malloc(H.n * sizeof *seg);
@@ -665,15 +671,19 @@ static void check_mean_metrics(const char *hypf, const char *reff, const char *p
     const char *tn = tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none";
     for (size_t m = 0; m < sizeof MEAN_METRICS / sizeof MEAN_METRICS[0]; m++) {
         tg_metric_mean_result r;
-        tg_status st = MEAN_METRICS[m].fn((const char *const *)H.v, (const char *const *)R.v, H.n, tok, seg, &r);
+        tg_status st = MEAN_METRICS[m].fn((const char *const *)H.v, (const char *const *)R.v, H.n,
+                                          tok, seg, &r);
         ck_assert_msg(st == TG_OK, "%s: %s", MEAN_METRICS[m].name, tg_error_message());
         for (size_t i = 0; i < H.n; i++) {
             double want = fx_num("%s.%s.%s.seg%zu", prefix, tn, MEAN_METRICS[m].name, i);
-            ck_assert_msg(fabs(seg[i] - want) <= 1e-12 + 1e-9 * fabs(want), "%s %s sentence %zu: %.17g, want %.17g",
-                          prefix, MEAN_METRICS[m].name, i, seg[i], want);
+            ck_assert_msg(fabs(seg[i] - want) <= 1e-12 + 1e-9 * fabs(want),
+                          "%s %s sentence %zu: %.17g, want %.17g", prefix, MEAN_METRICS[m].name, i,
+                          seg[i], want);
         }
-        tg_assert_close(r.score, fx_num("%s.%s.%s.score", prefix, tn, MEAN_METRICS[m].name), 1e-12, 1e-9);
-        ck_assert_ptr_nonnull(strstr(r.signature, tok == TG_BLEU_TOKENIZE_13A ? "tok:13a" : "tok:none"));
+        tg_assert_close(r.score, fx_num("%s.%s.%s.score", prefix, tn, MEAN_METRICS[m].name), 1e-12,
+                        1e-9);
+        ck_assert_ptr_nonnull(
+            strstr(r.signature, tok == TG_BLEU_TOKENIZE_13A ? "tok:13a" : "tok:none"));
     }
     free(seg);
     free_lines(&H);
@@ -697,7 +707,8 @@ START_TEST(test_meteor_by_hand) {
      * by stem: m = 3, P = R = 1, Fmean = 1, one chunk: penalty 0.5 (1/3)^3, so
      * METEOR = 1 - 0.5/27. Swapped order "sat the cats": matches (0,2) (1,0) (2,1): chunks
      * {0->2} {1->0, 2->1} = 2, METEOR = 1 - 0.5 (2/3)^3. */
-    const char *h[] = {"the cats sat", "sat the cats", "", "a"}, *r[] = {"The cat sat", "the cat sat", "a", ""};
+    const char *h[] = {"the cats sat", "sat the cats", "", "a"},
+               *r[] = {"The cat sat", "the cat sat", "a", ""};
     double seg[4];
     tg_metric_mean_result res;
     ck_assert_int_eq(tg_metric_meteor(h, r, 4, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
@@ -706,7 +717,8 @@ START_TEST(test_meteor_by_hand) {
     tg_assert_close(seg[2], 0.0, 0, 0);
     tg_assert_close(seg[3], 0.0, 0, 0);
     tg_assert_close(res.score, (seg[0] + seg[1]) / 4, 0, 1e-15);
-    ck_assert_str_eq(res.signature, "nrefs:1|case:lc|tok:none|stem:porter|syn:no|a:0.9|b:3|g:0.5|version:tgraph");
+    ck_assert_str_eq(res.signature,
+                     "nrefs:1|case:lc|tok:none|stem:porter|syn:no|a:0.9|b:3|g:0.5|version:tgraph");
 }
 END_TEST
 
@@ -740,7 +752,8 @@ START_TEST(test_cider_by_hand) {
     tg_assert_close(res.score, 0.0, 0, 0);
     /* argument errors as for the other metrics */
     ck_assert_int_eq(tg_metric_cider(h, r, 0, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_INVALID);
-    ck_assert_int_eq(tg_metric_meteor(h, NULL, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_meteor(h, NULL, 1, TG_BLEU_TOKENIZE_NONE, seg, &res),
+                     TG_ERR_INVALID);
     const char *bad[] = {"\xc3"};
     ck_assert_int_eq(tg_metric_rouge_l(bad, r, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_FORMAT);
 }
@@ -757,15 +770,26 @@ START_TEST(test_stats_score_equals_corpus_score) {
         ck_assert_int_eq(tg_metric_stats_compute((tg_metric_id)m, HYPS, REFS, n, NULL, &st), TG_OK);
         double got = tg_metric_stats_score(&st, NULL, 0), want = 0;
         switch (m) {
-        case TG_METRIC_BLEU: want = fx_num("corpus.bleu.13a.exp.score"); break;
-        case TG_METRIC_CHRF: want = fx_num("corpus.chrf.score"); break;
-        case TG_METRIC_WER: want = 100 * fx_num("corpus.wer.wer"); break;
-        case TG_METRIC_METEOR: want = 100 * fx_num("corpus.13a.meteor.score"); break;
-        case TG_METRIC_ROUGE_L: want = 100 * fx_num("corpus.13a.rouge_l.score"); break;
-        default: want = fx_num("corpus.13a.cider.score");
+        case TG_METRIC_BLEU:
+            want = fx_num("corpus.bleu.13a.exp.score");
+            break;
+        case TG_METRIC_CHRF:
+            want = fx_num("corpus.chrf.score");
+            break;
+        case TG_METRIC_WER:
+            want = 100 * fx_num("corpus.wer.wer");
+            break;
+        case TG_METRIC_METEOR:
+            want = 100 * fx_num("corpus.13a.meteor.score");
+            break;
+        case TG_METRIC_ROUGE_L:
+            want = 100 * fx_num("corpus.13a.rouge_l.score");
+            break;
+        default:
+            want = fx_num("corpus.13a.cider.score");
         }
-        ck_assert_msg(fabs(got - want) <= 1e-9 * fabs(want) + 1e-12, "%s: %.17g, want %.17g", tg_metric_name(m), got,
-                      want);
+        ck_assert_msg(fabs(got - want) <= 1e-9 * fabs(want) + 1e-12, "%s: %.17g, want %.17g",
+                      tg_metric_name(m), got, want);
         tg_metric_stats_free(&st);
     }
     ck_assert_ptr_null(tg_metric_name(TG_METRIC_COUNT));
@@ -789,8 +813,8 @@ static void load_bs(void) {
 
 static tg_metric_stats bs_stats(tg_metric_id m, int sys) {
     tg_metric_stats st;
-    tg_status s = tg_metric_stats_compute(m, (const char *const *)bs_sys[sys].v, (const char *const *)bs_ref.v,
-                                          bs_ref.n, NULL, &st);
+    tg_status s = tg_metric_stats_compute(m, (const char *const *)bs_sys[sys].v,
+                                          (const char *const *)bs_ref.v, bs_ref.n, NULL, &st);
     ck_assert_msg(s == TG_OK, "%s", tg_error_message());
     return st;
 }
@@ -818,10 +842,12 @@ START_TEST(test_paired_bootstrap_vs_sacrebleu) {
             tg_assert_close(r.system, fx_num("bs.%s.%s.score", mn, BS_NAMES[k]), 0, 1e-9);
             double p = fx_num("bs.%s.%s.p", mn, BS_NAMES[k]);
             double sd = sqrt(2 * fmax(p * (1 - p), 1.0 / N) / N);
-            ck_assert_msg(fabs(r.p_value - p) <= 5 * sd, "%s %s: p %g, sacreBLEU %g", mn, BS_NAMES[k], r.p_value, p);
+            ck_assert_msg(fabs(r.p_value - p) <= 5 * sd, "%s %s: p %g, sacreBLEU %g", mn,
+                          BS_NAMES[k], r.p_value, p);
             for (int which = 0; which < 2; which++) {
                 const char *sn = which ? BS_NAMES[k] : "base";
-                double mean = which ? r.system_mean : r.baseline_mean, ci = which ? r.system_ci : r.baseline_ci;
+                double mean = which ? r.system_mean : r.baseline_mean,
+                       ci = which ? r.system_ci : r.baseline_ci;
                 double want_ci = fx_num("bs.%s.%s.ci", mn, sn);
                 tg_assert_close(mean, fx_num("bs.%s.%s.mean", mn, sn), 5 * 0.023 * want_ci, 0);
                 tg_assert_close(ci, want_ci, 5 * 0.043 * want_ci, 0);
@@ -859,7 +885,8 @@ START_TEST(test_paired_bootstrap_properties) {
         ck_assert(b.system == c.system && b.baseline == c.baseline);
         /* bs.good has 20% of its words corrupted, bs.base 50%: better (lower for WER) by far */
         ck_assert_msg(b.p_value < 0.01, "%s: p = %g", tg_metric_name(m), b.p_value);
-        ck_assert_msg(m == TG_METRIC_WER ? b.system < b.baseline : b.system > b.baseline, "%s", tg_metric_name(m));
+        ck_assert_msg(m == TG_METRIC_WER ? b.system < b.baseline : b.system > b.baseline, "%s",
+                      tg_metric_name(m));
         ck_assert(b.system_mean - b.system_ci < b.system && b.system < b.system_mean + b.system_ci);
         tg_metric_stats_free(&base);
         tg_metric_stats_free(&good);

@@ -74,8 +74,8 @@ static tg_status sentence_stats(bleu_ws *w, const char *hyp, const char *ref, tg
     return s;
 }
 
-tg_status tg__bleu_rows(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                        double *rows, int64_t sum[TG__BLEU_STATS]) {
+tg_status tg__bleu_rows(const char *const *hyps, const char *const *refs, size_t n,
+                        tg_bleu_tokenize tok, double *rows, int64_t sum[TG__BLEU_STATS]) {
     bleu_ws w;
     memset(&w, 0, sizeof w);
     tg_status st = TG_OK;

@@ -40,7 +40,8 @@ static size_t ngrams(const uint32_t *w, size_t nw, tg__ngram *out) {
 
 static int order_of(const tg__ngram *g) {
     int k = 0;
-    while (k < MAX_N && g->s[k]) k++;
+    while (k < MAX_N && g->s[k])
+        k++;
     return k;
 }
 
@@ -51,22 +52,25 @@ static double doc_freq(const tg__ngram *g, const tg__ngram *u, const uint32_t *d
         size_t mid = (lo + hi) / 2;
         int c = tg__ngram_cmp(&u[mid], g);
         if (c == 0) return df[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return 0.0;
 }
 
 /* A sentence's tf-idf vector: distinct n-grams g[k] (sorted) with weights v[k]; returns the
  * number of distinct n-grams and fills the norms per order. */
-static size_t vectorise(tg__ngram *g, size_t m, double log_n, const tg__ngram *u, const uint32_t *df, size_t nu,
-                        double *v, double norm[MAX_N]) {
+static size_t vectorise(tg__ngram *g, size_t m, double log_n, const tg__ngram *u,
+                        const uint32_t *df, size_t nu, double *v, double norm[MAX_N]) {
     size_t d = 0;
     for (int k = 0; k < MAX_N; k++)
         norm[k] = 0.0;
     for (size_t i = 0; i < m;) {
         size_t j = i;
-        while (j < m && tg__ngram_cmp(&g[j], &g[i]) == 0) j++;
+        while (j < m && tg__ngram_cmp(&g[j], &g[i]) == 0)
+            j++;
         double idf = log(fmax(1.0, doc_freq(&g[i], u, df, nu)));
         g[d] = g[i];
         v[d] = (double)(j - i) * (log_n - idf);
@@ -94,11 +98,13 @@ static double sentence(const tg__corpus *c, size_t i, void *ctx) {
     cider_ws *w = ctx;
     size_t nh = c->len[2 * i], nr = c->len[2 * i + 1];
     double normh[MAX_N], normr[MAX_N], val[MAX_N] = {0};
-    size_t mh = vectorise(w->gh, ngrams(c->ids + c->off[2 * i], nh, w->gh), w->log_n, w->u, w->df, w->nu, w->vh, normh);
-    size_t mr =
-        vectorise(w->gr, ngrams(c->ids + c->off[2 * i + 1], nr, w->gr), w->log_n, w->u, w->df, w->nu, w->vr, normr);
+    size_t mh = vectorise(w->gh, ngrams(c->ids + c->off[2 * i], nh, w->gh), w->log_n, w->u, w->df,
+                          w->nu, w->vh, normh);
+    size_t mr = vectorise(w->gr, ngrams(c->ids + c->off[2 * i + 1], nr, w->gr), w->log_n, w->u,
+                          w->df, w->nu, w->vr, normr);
     for (size_t a = 0, b = 0; a < mh; a++) { /* both sorted: merge */
-        while (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) < 0) b++;
+        while (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) < 0)
+            b++;
         if (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) == 0)
             val[order_of(&w->gh[a]) - 1] += fmin(w->vh[a], w->vr[b]) * w->vr[b];
     }
@@ -151,7 +157,8 @@ static tg_status setup(const tg__corpus *c, void **ctx) {
     for (size_t i = 0; i < n; i++) {
         size_t base = na, m = ngrams(c->ids + c->off[2 * i + 1], c->len[2 * i + 1], all + base);
         for (size_t k = 0; k < m; k++) /* keep each n-gram once per reference (sorted: runs) */
-            if (k == 0 || tg__ngram_cmp(&all[base + k], &all[base + k - 1]) != 0) all[na++] = all[base + k];
+            if (k == 0 || tg__ngram_cmp(&all[base + k], &all[base + k - 1]) != 0)
+                all[na++] = all[base + k];
     }
     qsort(all, na, sizeof *all, tg__ngram_cmp);
     for (size_t k = 0; k < na; k++) {
@@ -167,8 +174,9 @@ static tg_status setup(const tg__corpus *c, void **ctx) {
     return TG_OK;
 }
 
-tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                          double *sentence_scores, tg_metric_mean_result *out) {
+tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n,
+                          tg_bleu_tokenize tok, double *sentence_scores,
+                          tg_metric_mean_result *out) {
     static const tg__mean_spec spec = {0, 0, setup, sentence, release, "n:4|sigma:6|idf:refs"};
     return tg__mean_metric("tg_metric_cider", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

@@ -27,8 +27,8 @@
 
 /* One matching stage over the words still unmatched: key[] maps a word id to what is
  * compared (the id itself, or its stem id). hm[i] / rm[j] hold the partner or -1. */
-static void match_stage(const uint32_t *h, size_t nh, const uint32_t *r, size_t nr, const uint32_t *key,
-                        int64_t *hm, int64_t *rm) {
+static void match_stage(const uint32_t *h, size_t nh, const uint32_t *r, size_t nr,
+                        const uint32_t *key, int64_t *hm, int64_t *rm) {
     for (size_t i = nh; i-- > 0;) {
         if (hm[i] >= 0) continue;
         uint32_t kh = key ? key[h[i]] : h[i];
@@ -90,8 +90,10 @@ static double sentence(const tg__corpus *c, size_t s, void *ctx) {
     return (1 - penalty) * fmean;
 }
 
-tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                           double *sentence_scores, tg_metric_mean_result *out) {
-    static const tg__mean_spec spec = {1, 1, setup, sentence, release, "stem:porter|syn:no|a:0.9|b:3|g:0.5"};
+tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n,
+                           tg_bleu_tokenize tok, double *sentence_scores,
+                           tg_metric_mean_result *out) {
+    static const tg__mean_spec spec = {1,        1,       setup,
+                                       sentence, release, "stem:porter|syn:no|a:0.9|b:3|g:0.5"};
     return tg__mean_metric("tg_metric_meteor", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

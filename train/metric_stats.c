@@ -7,14 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const NAMES[TG_METRIC_COUNT] = {"bleu", "chrf", "wer", "meteor", "rouge_l", "cider"};
+static const char *const NAMES[TG_METRIC_COUNT] = {"bleu",   "chrf",    "wer",
+                                                   "meteor", "rouge_l", "cider"};
 
 const char *tg_metric_name(tg_metric_id metric) {
     return (unsigned)metric < TG_METRIC_COUNT ? NAMES[metric] : NULL;
 }
 
 static size_t width_of(tg_metric_id m) {
-    return m == TG_METRIC_BLEU ? TG__BLEU_STATS : m == TG_METRIC_CHRF ? TG__CHRF_STATS : m == TG_METRIC_WER ? 2 : 1;
+    return m == TG_METRIC_BLEU   ? TG__BLEU_STATS
+           : m == TG_METRIC_CHRF ? TG__CHRF_STATS
+           : m == TG_METRIC_WER  ? 2
+                                 : 1;
 }
 
 /* WER rows: {word-level Levenshtein distance, reference words}. */
@@ -32,24 +36,38 @@ static tg_status wer_rows(const char *const *hyps, const char *const *refs, size
     return st;
 }
 
-tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps, const char *const *refs, size_t n,
+tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
+                                  const char *const *refs, size_t n,
                                   const tg_metric_bleu_options *opt, tg_metric_stats *out) {
     static const char fn[] = "tg_metric_stats_compute";
     if ((unsigned)metric >= TG_METRIC_COUNT)
         return tg_error_set(TG_ERR_INVALID, "%s: unknown metric %d", fn, (int)metric);
     tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
-    tg_metric_stats s = {metric, opt ? *opt : tg_metric_bleu_options_default(), n, width_of(metric), NULL};
+    tg_metric_stats s = {metric, opt ? *opt : tg_metric_bleu_options_default(), n, width_of(metric),
+                         NULL};
     s.v = calloc(n * s.width, sizeof *s.v);
     if (!s.v) return tg_error_set(TG_ERR_NOMEM, "%s: out of memory (%zu sentences)", fn, n);
     tg_metric_mean_result mr;
     switch (metric) {
-    case TG_METRIC_BLEU: st = tg__bleu_rows(hyps, refs, n, s.opt.tokenize, s.v, NULL); break;
-    case TG_METRIC_CHRF: st = tg__chrf_rows(hyps, refs, n, s.v, NULL); break;
-    case TG_METRIC_WER: st = wer_rows(hyps, refs, n, s.v); break;
-    case TG_METRIC_METEOR: st = tg_metric_meteor(hyps, refs, n, s.opt.tokenize, s.v, &mr); break;
-    case TG_METRIC_ROUGE_L: st = tg_metric_rouge_l(hyps, refs, n, s.opt.tokenize, s.v, &mr); break;
-    default: st = tg_metric_cider(hyps, refs, n, s.opt.tokenize, s.v, &mr); break;
+    case TG_METRIC_BLEU:
+        st = tg__bleu_rows(hyps, refs, n, s.opt.tokenize, s.v, NULL);
+        break;
+    case TG_METRIC_CHRF:
+        st = tg__chrf_rows(hyps, refs, n, s.v, NULL);
+        break;
+    case TG_METRIC_WER:
+        st = wer_rows(hyps, refs, n, s.v);
+        break;
+    case TG_METRIC_METEOR:
+        st = tg_metric_meteor(hyps, refs, n, s.opt.tokenize, s.v, &mr);
+        break;
+    case TG_METRIC_ROUGE_L:
+        st = tg_metric_rouge_l(hyps, refs, n, s.opt.tokenize, s.v, &mr);
+        break;
+    default:
+        st = tg_metric_cider(hyps, refs, n, s.opt.tokenize, s.v, &mr);
+        break;
     }
     if (st != TG_OK) {
         free(s.v);
@@ -68,11 +86,16 @@ double tg_metric_stats_score(const tg_metric_stats *s, const size_t *idx, size_t
             sum[j] += row[j];
     }
     switch (s->metric) {
-    case TG_METRIC_BLEU: return tg__bleu_score(sum, s->opt.smooth);
-    case TG_METRIC_CHRF: return tg__chrf_score(sum, NULL, NULL, NULL);
-    case TG_METRIC_WER: return sum[1] > 0 ? 100.0 * sum[0] / sum[1] : sum[0] > 0 ? 100.0 : 0.0;
-    case TG_METRIC_CIDER: return count ? sum[0] / (double)count : 0.0;
-    default: return count ? 100.0 * sum[0] / (double)count : 0.0;
+    case TG_METRIC_BLEU:
+        return tg__bleu_score(sum, s->opt.smooth);
+    case TG_METRIC_CHRF:
+        return tg__chrf_score(sum, NULL, NULL, NULL);
+    case TG_METRIC_WER:
+        return sum[1] > 0 ? 100.0 * sum[0] / sum[1] : sum[0] > 0 ? 100.0 : 0.0;
+    case TG_METRIC_CIDER:
+        return count ? sum[0] / (double)count : 0.0;
+    default:
+        return count ? 100.0 * sum[0] / (double)count : 0.0;
     }
 }
 
@@ -100,18 +123,23 @@ static void estimate_ci(double *x, size_t n, double *mean, double *ci) {
     *ci = 0.5 * (x[hi] - x[lo]);
 }
 
-tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system, size_t samples,
-                                     uint64_t seed, tg_metric_bootstrap_result *out) {
+tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system,
+                                     size_t samples, uint64_t seed,
+                                     tg_metric_bootstrap_result *out) {
     static const char fn[] = "tg_metric_paired_bootstrap";
     if (!baseline || !system || !out || !baseline->v || !system->v)
         return tg_error_set(TG_ERR_INVALID, "%s: a NULL or freed argument", fn);
-    if (baseline->metric != system->metric || baseline->n != system->n || baseline->width != system->width)
-        return tg_error_set(TG_ERR_INVALID, "%s: baseline (%s, %zu sentences) and system (%s, %zu) differ", fn,
-                            tg_metric_name(baseline->metric), baseline->n, tg_metric_name(system->metric), system->n);
+    if (baseline->metric != system->metric || baseline->n != system->n ||
+        baseline->width != system->width)
+        return tg_error_set(TG_ERR_INVALID,
+                            "%s: baseline (%s, %zu sentences) and system (%s, %zu) differ", fn,
+                            tg_metric_name(baseline->metric), baseline->n,
+                            tg_metric_name(system->metric), system->n);
     if (samples == 0) return tg_error_set(TG_ERR_INVALID, "%s: samples = 0", fn);
     size_t n = baseline->n;
     size_t *idx = malloc(n * sizeof *idx);
-    double *bl = malloc(samples * sizeof *bl), *sy = malloc(samples * sizeof *sy), *d = malloc(samples * sizeof *d);
+    double *bl = malloc(samples * sizeof *bl), *sy = malloc(samples * sizeof *sy),
+           *d = malloc(samples * sizeof *d);
     if (!idx || !bl || !sy || !d) {
         free(idx), free(bl), free(sy), free(d);
         return tg_error_set(TG_ERR_NOMEM, "%s: out of memory (%zu samples of %zu)", fn, samples, n);
@@ -131,7 +159,8 @@ tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_m
     r.seed = seed;
     /* _paired_bs_test: centre the resampled absolute differences on their mean (the null
      * hypothesis) and count how often they exceed the observed one. */
-    double dmean = 0.0, real = r.system > r.baseline ? r.system - r.baseline : r.baseline - r.system;
+    double dmean = 0.0,
+           real = r.system > r.baseline ? r.system - r.baseline : r.baseline - r.system;
     for (size_t s = 0; s < samples; s++) {
         d[s] = sy[s] > bl[s] ? sy[s] - bl[s] : bl[s] - sy[s];
         dmean += d[s];

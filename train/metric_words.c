@@ -60,7 +60,8 @@ static tg_status stem_ids(const tg__toks *distinct, tg__corpus *c) {
     }
     /* text is complete: now its addresses are stable */
     for (size_t i = 0; st == TG_OK && i < m; i++)
-        st = tg__toks_push(&stems, text.p + soff[i], (i + 1 < m ? soff[i + 1] : text.len) - soff[i]);
+        st =
+            tg__toks_push(&stems, text.p + soff[i], (i + 1 < m ? soff[i + 1] : text.len) - soff[i]);
     uint32_t ns;
     if (st == TG_OK) st = tg__intern(stems.v, m, c->stem, &ns);
     tg__toks_free(&stems);
@@ -70,8 +71,8 @@ static tg_status stem_ids(const tg__toks *distinct, tg__corpus *c) {
     return st;
 }
 
-tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                           int lower, int stems, tg__corpus *c) {
+tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, size_t n,
+                           tg_bleu_tokenize tok, int lower, int stems, tg__corpus *c) {
     memset(c, 0, sizeof *c);
     c->n = n;
     c->off = malloc(2 * n * sizeof *c->off);
@@ -91,15 +92,20 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
         if (st == TG_OK && nw + words.n + 1 > wcap) {
             size_t cap = 2 * (nw + words.n + 1);
             size_t *v = realloc(woff, cap * sizeof *v);
-            if (!v) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
-            else woff = v, wcap = cap;
+            if (!v)
+                st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+            else
+                woff = v, wcap = cap;
         }
         for (size_t k = 0; st == TG_OK && k < words.n; k++) {
             woff[nw++] = text.len;
-            if (lower) st = lower_utf8(words.v[k].p, words.v[k].len, &cp, &cpcap, &text);
-            else st = tg__buf_append(&text, words.v[k].p, words.v[k].len);
+            if (lower)
+                st = lower_utf8(words.v[k].p, words.v[k].len, &cp, &cpcap, &text);
+            else
+                st = tg__buf_append(&text, words.v[k].p, words.v[k].len);
         }
-        if (st != TG_OK) st = tg_error_prefix(st, "%s %zu", s % 2 ? "reference" : "hypothesis", s / 2);
+        if (st != TG_OK)
+            st = tg_error_prefix(st, "%s %zu", s % 2 ? "reference" : "hypothesis", s / 2);
     }
     /* pass 2: number the words */
     for (size_t k = 0; st == TG_OK && k < nw; k++)
@@ -129,9 +135,9 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
     return st;
 }
 
-tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs, size_t n,
-                          tg_bleu_tokenize tok, const tg__mean_spec *spec, double *sentence_scores,
-                          tg_metric_mean_result *out) {
+tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs,
+                          size_t n, tg_bleu_tokenize tok, const tg__mean_spec *spec,
+                          double *sentence_scores, tg_metric_mean_result *out) {
     tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
     tg__corpus c;
@@ -151,6 +157,7 @@ tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *c
     memset(out, 0, sizeof *out);
     out->score = sum / (double)n;
     snprintf(out->signature, sizeof out->signature, "nrefs:1|case:%s|tok:%s|%s|version:tgraph",
-             spec->lower ? "lc" : "mixed", tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none", spec->signature);
+             spec->lower ? "lc" : "mixed", tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none",
+             spec->signature);
     return TG_OK;
 }

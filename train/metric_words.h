@@ -5,9 +5,9 @@
 #include "train/metrics-impl.h"
 
 typedef struct tg__corpus {
-    size_t n;         /* sentence pairs */
-    uint32_t *ids;    /* every word's id; sentence s (2i = hyp i, 2i + 1 = ref i) is */
-    size_t *off;      /*   ids[off[s] .. off[s] + len[s]) */
+    size_t n;      /* sentence pairs */
+    uint32_t *ids; /* every word's id; sentence s (2i = hyp i, 2i + 1 = ref i) is */
+    size_t *off;   /*   ids[off[s] .. off[s] + len[s]) */
     size_t *len;
     uint32_t n_words; /* distinct words: ids are < n_words */
     uint32_t *stem;   /* stem[id]: the id of the word's Porter stem (if asked for), else NULL */
@@ -17,8 +17,8 @@ typedef struct tg__corpus {
 /* Words of hyps[i] and refs[i], i < n, as tg__words() splits them; lower: lower-case each
  * word as Python's str.lower(); stems: also number their NLTK Porter stems. The strings must
  * be valid UTF-8 (tg__check_corpus). On error *c is left empty. */
-tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                           int lower, int stems, tg__corpus *c);
+tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, size_t n,
+                           tg_bleu_tokenize tok, int lower, int stems, tg__corpus *c);
 void tg__corpus_free(tg__corpus *c);
 
 /* What distinguishes one mean-of-sentences metric (METEOR, ROUGE-L, CIDEr-D). */
@@ -34,8 +34,8 @@ typedef struct tg__mean_spec {
 /* The frame they share: check the arguments (errors name fn), build the corpus, score every
  * pair into sentence_scores (if not NULL), and write the mean and the signature
  * "nrefs:1|case:lc|mixed|tok:13a|none|<spec->signature>|version:tgraph" to *out. */
-tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs, size_t n,
-                          tg_bleu_tokenize tok, const tg__mean_spec *spec, double *sentence_scores,
-                          tg_metric_mean_result *out);
+tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs,
+                          size_t n, tg_bleu_tokenize tok, const tg__mean_spec *spec,
+                          double *sentence_scores, tg_metric_mean_result *out);
 
 #endif

@@ -1,4 +1,5 @@
-/* Internals shared by the metric files (bleu.c, chrf.c, edit_distance.c, metrics_text.c).
+/* Internals shared by the metric files (bleu.c, chrf.c, edit_distance.c, metrics_text.c,
+ * unicode_lower.c, porter.c, metric_words.c, meteor.c, rouge_l.c, cider.c, metric_stats.c).
  * Not installed, not part of the public API: names carry the tg__ prefix.
  *
  * Text model: every metric takes UTF-8 C strings. Splitting into words follows Python's
@@ -127,8 +128,8 @@ size_t tg__porter_stem(uint32_t *w, size_t n);
 #define TG__BLEU_STATS 10
 /* Per sentence i < n, the BLEU statistics into rows[i * TG__BLEU_STATS ..] (if rows) and
  * added to sum[] (if sum). */
-tg_status tg__bleu_rows(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                        double *rows, int64_t sum[TG__BLEU_STATS]);
+tg_status tg__bleu_rows(const char *const *hyps, const char *const *refs, size_t n,
+                        tg_bleu_tokenize tok, double *rows, int64_t sum[TG__BLEU_STATS]);
 /* Corpus BLEU from summed statistics. */
 double tg__bleu_score(const double sum[TG__BLEU_STATS], tg_bleu_smooth smooth);
 

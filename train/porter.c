@@ -85,11 +85,16 @@ typedef struct rule {
 
 static int holds(enum cond c, const uint32_t *s, size_t n) {
     switch (c) {
-    case ANY: return 1;
-    case M0: return measure(s, n) > 0;
-    case M1: return measure(s, n) > 1;
-    case ION: return measure(s, n) > 1 && n > 0 && (s[n - 1] == 's' || s[n - 1] == 't');
-    case LOGI: return measure(s, n + 1) > 0; /* NLTK measures word[:-3]: the stem and its "l" */
+    case ANY:
+        return 1;
+    case M0:
+        return measure(s, n) > 0;
+    case M1:
+        return measure(s, n) > 1;
+    case ION:
+        return measure(s, n) > 1 && n > 0 && (s[n - 1] == 's' || s[n - 1] == 't');
+    case LOGI:
+        return measure(s, n + 1) > 0; /* NLTK measures word[:-3]: the stem and its "l" */
     }
     return 0;
 }
@@ -112,7 +117,8 @@ static void step1a(word *x) {
         replace(x, 3, "ie");
         return;
     }
-    static const rule r[] = {{"sses", "ss", ANY}, {"ies", "i", ANY}, {"ss", "ss", ANY}, {"s", "", ANY}};
+    static const rule r[] = {
+        {"sses", "ss", ANY}, {"ies", "i", ANY}, {"ss", "ss", ANY}, {"s", "", ANY}};
     apply_rules(x, r, NR(r));
 }
 
@@ -128,9 +134,12 @@ static void step1b(word *x) {
     size_t k = ends_with(x, "ed") ? 2 : ends_with(x, "ing") ? 3 : 0;
     if (k == 0 || !contains_vowel(x->w, x->n - k)) return;
     x->n -= k; /* the "intermediate stem" */
-    if (ends_with(x, "at")) replace(x, 2, "ate");
-    else if (ends_with(x, "bl")) replace(x, 2, "ble");
-    else if (ends_with(x, "iz")) replace(x, 2, "ize");
+    if (ends_with(x, "at"))
+        replace(x, 2, "ate");
+    else if (ends_with(x, "bl"))
+        replace(x, 2, "ble");
+    else if (ends_with(x, "iz"))
+        replace(x, 2, "ize");
     else if (ends_double_cons(x->w, x->n)) { /* *d: drop one of the pair unless l, s or z */
         uint32_t last = x->w[x->n - 1];
         if (last != 'l' && last != 's' && last != 'z') x->n -= 1;
@@ -150,28 +159,31 @@ static void step2(word *x) {
     while (ends_with(x, "alli") && measure(x->w, x->n - 4) > 0)
         replace(x, 4, "al");
     static const rule r[] = {
-        {"ational", "ate", M0}, {"tional", "tion", M0}, {"enci", "ence", M0}, {"anci", "ance", M0},
-        {"izer", "ize", M0},    {"bli", "ble", M0},     {"alli", "al", M0},   {"entli", "ent", M0},
-        {"eli", "e", M0},       {"ousli", "ous", M0},   {"ization", "ize", M0}, {"ation", "ate", M0},
-        {"ator", "ate", M0},    {"alism", "al", M0},    {"iveness", "ive", M0}, {"fulness", "ful", M0},
-        {"ousness", "ous", M0}, {"aliti", "al", M0},    {"iviti", "ive", M0}, {"biliti", "ble", M0},
-        {"fulli", "ful", M0},   {"logi", "log", LOGI},
+        {"ational", "ate", M0}, {"tional", "tion", M0}, {"enci", "ence", M0},
+        {"anci", "ance", M0},   {"izer", "ize", M0},    {"bli", "ble", M0},
+        {"alli", "al", M0},     {"entli", "ent", M0},   {"eli", "e", M0},
+        {"ousli", "ous", M0},   {"ization", "ize", M0}, {"ation", "ate", M0},
+        {"ator", "ate", M0},    {"alism", "al", M0},    {"iveness", "ive", M0},
+        {"fulness", "ful", M0}, {"ousness", "ous", M0}, {"aliti", "al", M0},
+        {"iviti", "ive", M0},   {"biliti", "ble", M0},  {"fulli", "ful", M0},
+        {"logi", "log", LOGI},
     };
     apply_rules(x, r, NR(r));
 }
 
 static void step3(word *x) {
-    static const rule r[] = {{"icate", "ic", M0}, {"ative", "", M0}, {"alize", "al", M0}, {"iciti", "ic", M0},
-                             {"ical", "ic", M0},  {"ful", "", M0},   {"ness", "", M0}};
+    static const rule r[] = {{"icate", "ic", M0}, {"ative", "", M0},  {"alize", "al", M0},
+                             {"iciti", "ic", M0}, {"ical", "ic", M0}, {"ful", "", M0},
+                             {"ness", "", M0}};
     apply_rules(x, r, NR(r));
 }
 
 static void step4(word *x) {
-    static const rule r[] = {{"al", "", M1},   {"ance", "", M1}, {"ence", "", M1}, {"er", "", M1},
-                             {"ic", "", M1},   {"able", "", M1}, {"ible", "", M1}, {"ant", "", M1},
-                             {"ement", "", M1}, {"ment", "", M1}, {"ent", "", M1}, {"ion", "", ION},
-                             {"ou", "", M1},   {"ism", "", M1},  {"ate", "", M1},  {"iti", "", M1},
-                             {"ous", "", M1},  {"ive", "", M1},  {"ize", "", M1}};
+    static const rule r[] = {
+        {"al", "", M1},   {"ance", "", M1}, {"ence", "", M1}, {"er", "", M1},    {"ic", "", M1},
+        {"able", "", M1}, {"ible", "", M1}, {"ant", "", M1},  {"ement", "", M1}, {"ment", "", M1},
+        {"ent", "", M1},  {"ion", "", ION}, {"ou", "", M1},   {"ism", "", M1},   {"ate", "", M1},
+        {"iti", "", M1},  {"ous", "", M1},  {"ive", "", M1},  {"ize", "", M1}};
     apply_rules(x, r, NR(r));
 }
 
@@ -185,10 +197,10 @@ static void step5(word *x) {
 
 /* NLTK's pool of irregular forms: {form, stem}. */
 static const char *const POOL[][2] = {
-    {"sky", "sky"},         {"skies", "sky"},       {"dying", "die"},     {"lying", "lie"},
-    {"tying", "tie"},       {"news", "news"},       {"innings", "inning"}, {"inning", "inning"},
-    {"outings", "outing"},  {"outing", "outing"},   {"cannings", "canning"}, {"canning", "canning"},
-    {"howe", "howe"},       {"proceed", "proceed"}, {"exceed", "exceed"}, {"succeed", "succeed"},
+    {"sky", "sky"},        {"skies", "sky"},       {"dying", "die"},        {"lying", "lie"},
+    {"tying", "tie"},      {"news", "news"},       {"innings", "inning"},   {"inning", "inning"},
+    {"outings", "outing"}, {"outing", "outing"},   {"cannings", "canning"}, {"canning", "canning"},
+    {"howe", "howe"},      {"proceed", "proceed"}, {"exceed", "exceed"},    {"succeed", "succeed"},
 };
 
 size_t tg__porter_stem(uint32_t *w, size_t n) {
@@ -213,7 +225,8 @@ size_t tg__porter_stem(uint32_t *w, size_t n) {
 
 tg_status tg_metric_porter_stem(const char *word_utf8, char **out) {
     static const char fn[] = "tg_metric_porter_stem";
-    if (!word_utf8 || !out) return tg_error_set(TG_ERR_INVALID, "%s: %s is NULL", fn, word_utf8 ? "out" : "word");
+    if (!word_utf8 || !out)
+        return tg_error_set(TG_ERR_INVALID, "%s: %s is NULL", fn, word_utf8 ? "out" : "word");
     tg_status st = tg__utf8_check(fn, "word", 0, word_utf8);
     if (st != TG_OK) return st;
     size_t len = strlen(word_utf8), pos = 0, n = 0;

@@ -40,8 +40,9 @@ static double sentence(const tg__corpus *c, size_t i, void *row) {
     return p + r > 0 ? 2 * p * r / (p + r) : 0.0;
 }
 
-tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                            double *sentence_scores, tg_metric_mean_result *out) {
+tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n,
+                            tg_bleu_tokenize tok, double *sentence_scores,
+                            tg_metric_mean_result *out) {
     static const tg__mean_spec spec = {1, 0, setup, sentence, free, "stem:no"};
     return tg__mean_metric("tg_metric_rouge_l", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

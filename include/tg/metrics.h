@@ -1,5 +1,7 @@
 /* tgraph — evaluation metrics (SPEC.md §3): corpus BLEU and chrF computed exactly as
- * sacreBLEU 2.x computes them, word error rate, and the G2P word/phoneme error rates.
+ * sacreBLEU 2.x computes them, word error rate, the G2P word/phoneme error rates, METEOR (as
+ * NLTK, without WordNet), ROUGE-L (as rouge-score), CIDEr-D (as pycocoevalcap), and
+ * sacreBLEU's paired bootstrap significance test over per-sentence statistics.
  *
  * Conventions shared by every function here:
  * - Texts are NUL-terminated UTF-8 strings; invalid UTF-8 is a TG_ERR_FORMAT error that names
@@ -158,21 +160,24 @@ typedef struct tg_metric_mean_result {
  * alpha 0.9, beta 3, gamma 0.5 (train/meteor.c has the formula and NLTK's alignment order).
  * Each sentence score is in [0, 1]; *out gets their mean. sentence_scores, if not NULL,
  * receives the n sentence scores. */
-tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                           double *sentence_scores, tg_metric_mean_result *out);
+tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n,
+                           tg_bleu_tokenize tok, double *sentence_scores,
+                           tg_metric_mean_result *out);
 
 /* ROUGE-L F-measure as the rouge-score package computes it (no stemming) on lower-cased
  * words: with l = |LCS(hyp, ref)|, P = l/|hyp|, R = l/|ref|, F = 2PR/(P+R), 0 when either
  * side is empty. Sentence scores in [0, 1]; *out gets their mean. */
-tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                            double *sentence_scores, tg_metric_mean_result *out);
+tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n,
+                            tg_bleu_tokenize tok, double *sentence_scores,
+                            tg_metric_mean_result *out);
 
 /* CIDEr-D as pycocoevalcap's Cider().compute_score computes it on the words as given (case
  * kept): n-grams 1..4, tf-idf vectors with the document frequencies of the n references,
  * clipped cosine similarity, Gaussian length penalty sigma 6, times 10 (train/cider.c).
  * Sentence scores in [0, 10] (about); *out gets their mean. */
-tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n, tg_bleu_tokenize tok,
-                          double *sentence_scores, tg_metric_mean_result *out);
+tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n,
+                          tg_bleu_tokenize tok, double *sentence_scores,
+                          tg_metric_mean_result *out);
 
 /* ---- per-sentence statistics and paired bootstrap resampling ------------------------------ */
 
@@ -204,7 +209,8 @@ typedef struct tg_metric_stats {
  * ignores opt and splits on whitespace as tg_metric_wer does). For CIDEr-D the document
  * frequencies come from all n references and stay fixed: resampling sentences does not
  * re-estimate the IDF. On success *out owns new memory. */
-tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps, const char *const *refs, size_t n,
+tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
+                                  const char *const *refs, size_t n,
                                   const tg_metric_bleu_options *opt, tg_metric_stats *out);
 
 /* The corpus score of the sentences idx[0, m) (repeats allowed), or of all n when idx is
@@ -233,8 +239,9 @@ typedef struct tg_metric_bootstrap_result {
  * sorted scores x, l = samples / 40 and u = samples - l - 1 (a 95% interval). Identical
  * systems give d_s = 0 and p = 1 / (samples + 1), as in sacreBLEU. baseline and system must
  * be statistics of the same metric over the same n sentences; samples >= 1. */
-tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system, size_t samples,
-                                     uint64_t seed, tg_metric_bootstrap_result *out);
+tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system,
+                                     size_t samples, uint64_t seed,
+                                     tg_metric_bootstrap_result *out);
 
 /* ---- stemming --------------------------------------------------------------------------- */
 
