@@ -702,6 +702,29 @@ START_TEST(test_mean_metrics_detokenised) {
 }
 END_TEST
 
+START_TEST(test_lower_case_vs_python) {
+    /* lower.hyp holds every code point Python's str.lower() changes (and words with capital
+     * sigma), lower.ref their lower-case forms: ROUGE-L lower-cases both sides, so each line
+     * scores 1 exactly when our str.lower() agrees with Python's. */
+    lines H = read_lines("lower.hyp"), R = read_lines("lower.ref");
+    ck_assert_uint_eq(H.n, (size_t)fx_num("lower.n"));
+    ck_assert_uint_eq(H.n, R.n);
+    double *seg = malloc(H.n * sizeof *seg);
+    ck_assert(seg != NULL);
+    tg_metric_mean_result r;
+    ck_assert_int_eq(tg_metric_rouge_l((const char *const *)H.v, (const char *const *)R.v, H.n,
+                                       TG_BLEU_TOKENIZE_NONE, seg, &r),
+                     TG_OK);
+    size_t bad = 0;
+    for (size_t i = 0; i < H.n; i++)
+        if (seg[i] != 1.0 && bad++ < 10) fprintf(stderr, "lower(%s) != %s\n", H.v[i], R.v[i]);
+    ck_assert_uint_eq(bad, 0);
+    free(seg);
+    free_lines(&H);
+    free_lines(&R);
+}
+END_TEST
+
 START_TEST(test_meteor_by_hand) {
     /* hyp "the cats sat" / ref "The cat sat": "the" and "sat" match exactly, "cats" ~ "cat"
      * by stem: m = 3, P = R = 1, Fmean = 1, one chunk: penalty 0.5 (1/3)^3, so
@@ -963,6 +986,7 @@ Suite *tg_test_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("text");
     tcase_add_test(tc, test_porter_vs_nltk);
+    tcase_add_test(tc, test_lower_case_vs_python);
     tcase_add_test(tc, test_meteor_by_hand);
     tcase_add_test(tc, test_rouge_l_by_hand);
     tcase_add_test(tc, test_cider_by_hand);
