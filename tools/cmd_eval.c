@@ -310,11 +310,19 @@ int tg_cmd_eval(int argc, char **argv) {
             snprintf(sc[m].sig, sizeof sc[m].sig, "nrefs:%s|mode:g2p|version:tgraph", multi ? "var" : "1");
             say("WER|%s = %.2f (words_wrong = %lld words = %lld)\n", sc[m].sig, sc[m].score, (long long)g.words_wrong,
                 (long long)g.words);
+            tg_json *d = tg_json_new_object();
+            st = jnum(d, "words_wrong", (double)g.words_wrong);
+            if (st == TG_OK) st = jnum(d, "words", (double)g.words);
+            st = st == TG_OK ? detail(&c, "wer", d) : (tg_json_free(d), st);
         } else if (METRICS[m].id < 0) {
             sc[m].score = 100.0 * g.per;
             snprintf(sc[m].sig, sizeof sc[m].sig, "nrefs:%s|ref:closest|version:tgraph", multi ? "var" : "1");
             say("PER|%s = %.2f (phone_errors = %lld ref_phones = %lld)\n", sc[m].sig, sc[m].score,
                 (long long)g.phone_errors, (long long)g.ref_phones);
+            tg_json *d = tg_json_new_object();
+            st = jnum(d, "phone_errors", (double)g.phone_errors);
+            if (st == TG_OK) st = jnum(d, "ref_phones", (double)g.ref_phones);
+            st = st == TG_OK ? detail(&c, "per", d) : (tg_json_free(d), st);
         } else {
             st = run_metric(&c, m, &sc[m]);
         }
