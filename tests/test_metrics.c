@@ -693,6 +693,8 @@ static void check_mean_metrics(const char *hypf, const char *reff, const char *p
 START_TEST(test_mean_metrics_pretokenised) {
     /* Spanish, case, stems that match where words do not, repeats, reordering, empty lines */
     check_mean_metrics("words.hyp", "words.ref", "words", TG_BLEU_TOKENIZE_NONE);
+    /* random pairs: repeated words, exact and stem matches competing for the same words */
+    check_mean_metrics("rand.hyp", "rand.ref", "rand", TG_BLEU_TOKENIZE_NONE);
 }
 END_TEST
 
