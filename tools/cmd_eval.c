@@ -296,7 +296,7 @@ int tg_cmd_eval(int argc, char **argv) {
         st = tg_error_set(TG_ERR_INVALID, "'%s' line %lld holds several references (\" ||| \"): only WER and PER take more than one",
                           ref, (long long)(i + 1));
     }
-    if (st == TG_OK && pbs && (g2p_mode || has_metric(metric, "per")))
+    if (st == TG_OK && pbs && (has_metric(metric, "per") || (g2p_mode && has_metric(metric, "wer"))))
         st = tg_error_set(TG_ERR_INVALID, "--paired-bs supports bleu, chrf, wer (not in G2P mode), meteor, rouge_l, cider");
     scored sc[NMETRICS];
     memset(sc, 0, sizeof sc);
