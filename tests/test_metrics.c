@@ -4,11 +4,15 @@
  * - small examples computed by hand (the arithmetic is in the comments);
  * - reference values in tests/fixtures/metrics/, written by
  *   tests/fixtures/make_metric_fixtures.py with sacreBLEU 2.6.0 (BLEU none/13a, exp/none
- *   smoothing, chrF, the 13a tokenizer), NLTK's corpus_bleu (an independent BLEU; NLTK floors
- *   each sentence's n-gram denominator at 1, so it is compared on the subset of hypotheses
- *   with >= 4 tokens, which the fixture lists) and nltk.edit_distance (WER, G2P).
- * Scores are compared with relative tolerance 1e-6 (plus 1e-9 absolute for zeros); counts and
- * lengths exactly. */
+ *   smoothing, chrF, the 13a tokenizer, the paired bootstrap test), NLTK 3.10.4's corpus_bleu
+ *   (an independent BLEU; NLTK floors each sentence's n-gram denominator at 1, so it is
+ *   compared on the subset of hypotheses with >= 4 tokens, which the fixture lists),
+ *   nltk.edit_distance (WER, G2P), NLTK's meteor_score and PorterStemmer, rouge-score 0.1.2
+ *   (ROUGE-L) and pycocoevalcap 1.2 (CIDEr-D).
+ * Scores are compared with relative tolerance 1e-6 (plus 1e-9 absolute for zeros), METEOR,
+ * ROUGE-L and CIDEr-D with 1e-9 (they follow the Python code's floating-point steps); counts,
+ * lengths and stems exactly; bootstrap estimates within their Monte-Carlo error (see
+ * test_paired_bootstrap_vs_sacrebleu). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* getline */
 #endif
@@ -622,6 +626,334 @@ START_TEST(test_g2p_errors) {
 }
 END_TEST
 
+/* ---- Porter stemmer, METEOR, ROUGE-L, CIDEr-D ------------------------------------------------ */
+
+START_TEST(test_porter_vs_nltk) {
+    /* porter.tsv: word<TAB>nltk PorterStemmer().stem(word), for rule-by-rule cases, NLTK's
+     * irregular forms, y, short, accented and odd words, and a sample of CMUdict. Exact. */
+    lines L = read_lines("porter.tsv");
+    ck_assert_uint_gt(L.n, 1000);
+    size_t bad = 0;
+    for (size_t i = 0; i < L.n; i++) {
+        char *tab = strchr(L.v[i], '\t');
+        ck_assert(tab != NULL);
+        *tab = '\0';
+        char *stem = NULL;
+        ck_assert_int_eq(tg_metric_porter_stem(L.v[i], &stem), TG_OK);
+        if (strcmp(stem, tab + 1) != 0 && bad++ < 20)
+            fprintf(stderr, "stem(%s) = %s, NLTK %s\n", L.v[i], stem, tab + 1);
+        free(stem);
+    }
+    ck_assert_uint_eq(bad, 0);
+    free_lines(&L);
+}
+END_TEST
+
+typedef tg_status (*mean_metric)(const char *const *, const char *const *, size_t, tg_bleu_tokenize,
+                                 double *, tg_metric_mean_result *);
+
+static const struct {
+    const char *name;
+    mean_metric fn;
+} MEAN_METRICS[] = {
+    {"meteor", tg_metric_meteor}, {"rouge_l", tg_metric_rouge_l}, {"cider", tg_metric_cider}};
+
+/* Corpus and sentence scores of the three metrics on fixture files hyp/ref, against the keys
+ * "<prefix>.<tok>.<metric>.score" and ".seg<i>". Tolerance: the Python code and ours take the
+ * same floating-point steps except the order of a few sums (CIDEr's dictionary order), so
+ * they agree to ~1e-15; 1e-9 relative (plus 1e-12 absolute for zeros) leaves room for libm. */
+static void check_mean_metrics(const char *hypf, const char *reff, const char *prefix,
+                               tg_bleu_tokenize tok) {
+    lines H = read_lines(hypf), R = read_lines(reff);
+    ck_assert_uint_eq(H.n, R.n);
+    double *seg = malloc(H.n * sizeof *seg);
+    ck_assert(seg != NULL);
+    const char *tn = tok == TG_BLEU_TOKENIZE_13A ? "13a" : "none";
+    for (size_t m = 0; m < sizeof MEAN_METRICS / sizeof MEAN_METRICS[0]; m++) {
+        tg_metric_mean_result r;
+        tg_status st = MEAN_METRICS[m].fn((const char *const *)H.v, (const char *const *)R.v, H.n,
+                                          tok, seg, &r);
+        ck_assert_msg(st == TG_OK, "%s: %s", MEAN_METRICS[m].name, tg_error_message());
+        for (size_t i = 0; i < H.n; i++) {
+            double want = fx_num("%s.%s.%s.seg%zu", prefix, tn, MEAN_METRICS[m].name, i);
+            ck_assert_msg(fabs(seg[i] - want) <= 1e-12 + 1e-9 * fabs(want),
+                          "%s %s sentence %zu: %.17g, want %.17g", prefix, MEAN_METRICS[m].name, i,
+                          seg[i], want);
+        }
+        tg_assert_close(r.score, fx_num("%s.%s.%s.score", prefix, tn, MEAN_METRICS[m].name), 1e-12,
+                        1e-9);
+        ck_assert_ptr_nonnull(
+            strstr(r.signature, tok == TG_BLEU_TOKENIZE_13A ? "tok:13a" : "tok:none"));
+    }
+    free(seg);
+    free_lines(&H);
+    free_lines(&R);
+}
+
+START_TEST(test_mean_metrics_pretokenised) {
+    /* Spanish, case, stems that match where words do not, repeats, reordering, empty lines */
+    check_mean_metrics("words.hyp", "words.ref", "words", TG_BLEU_TOKENIZE_NONE);
+    /* random pairs: repeated words, exact and stem matches competing for the same words */
+    check_mean_metrics("rand.hyp", "rand.ref", "rand", TG_BLEU_TOKENIZE_NONE);
+}
+END_TEST
+
+START_TEST(test_mean_metrics_detokenised) {
+    check_mean_metrics("sentences.hyp", "sentences.ref", "corpus", TG_BLEU_TOKENIZE_NONE);
+    check_mean_metrics("sentences.hyp", "sentences.ref", "corpus", TG_BLEU_TOKENIZE_13A);
+}
+END_TEST
+
+START_TEST(test_lower_case_vs_python) {
+    /* lower.hyp holds every code point Python's str.lower() changes (and words with capital
+     * sigma), lower.ref their lower-case forms: ROUGE-L lower-cases both sides, so each line
+     * scores 1 exactly when our str.lower() agrees with Python's. */
+    lines H = read_lines("lower.hyp"), R = read_lines("lower.ref");
+    ck_assert_uint_eq(H.n, (size_t)fx_num("lower.n"));
+    ck_assert_uint_eq(H.n, R.n);
+    double *seg = malloc(H.n * sizeof *seg);
+    ck_assert(seg != NULL);
+    tg_metric_mean_result r;
+    ck_assert_int_eq(tg_metric_rouge_l((const char *const *)H.v, (const char *const *)R.v, H.n,
+                                       TG_BLEU_TOKENIZE_NONE, seg, &r),
+                     TG_OK);
+    size_t bad = 0;
+    for (size_t i = 0; i < H.n; i++)
+        if (seg[i] != 1.0 && bad++ < 10) fprintf(stderr, "lower(%s) != %s\n", H.v[i], R.v[i]);
+    ck_assert_uint_eq(bad, 0);
+    free(seg);
+    free_lines(&H);
+    free_lines(&R);
+}
+END_TEST
+
+START_TEST(test_meteor_by_hand) {
+    /* hyp "the cats sat" / ref "The cat sat": "the" and "sat" match exactly, "cats" ~ "cat"
+     * by stem: m = 3, P = R = 1, Fmean = 1, one chunk: penalty 0.5 (1/3)^3, so
+     * METEOR = 1 - 0.5/27. Swapped order "sat the cats": matches (0,2) (1,0) (2,1): chunks
+     * {0->2} {1->0, 2->1} = 2, METEOR = 1 - 0.5 (2/3)^3. */
+    const char *h[] = {"the cats sat", "sat the cats", "", "a"},
+               *r[] = {"The cat sat", "the cat sat", "a", ""};
+    double seg[4];
+    tg_metric_mean_result res;
+    ck_assert_int_eq(tg_metric_meteor(h, r, 4, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(seg[0], 1 - 0.5 / 27, 0, 1e-15);
+    tg_assert_close(seg[1], 1 - 0.5 * pow(2.0 / 3.0, 3), 0, 1e-15);
+    tg_assert_close(seg[2], 0.0, 0, 0);
+    tg_assert_close(seg[3], 0.0, 0, 0);
+    tg_assert_close(res.score, (seg[0] + seg[1]) / 4, 0, 1e-15);
+    ck_assert_str_eq(res.signature,
+                     "nrefs:1|case:lc|tok:none|stem:porter|syn:no|a:0.9|b:3|g:0.5|version:tgraph");
+}
+END_TEST
+
+START_TEST(test_rouge_l_by_hand) {
+    /* "a b c d" vs "a c b d e": LCS 3 ("a b d"), P = 3/4, R = 3/5, F = 2PR/(P+R) = 2/3;
+     * case is ignored ("A" = "a"), accents are kept ("é" != "e"). */
+    const char *h[] = {"A b c d", "é"}, *r[] = {"a c b d e", "e"};
+    double seg[2];
+    tg_metric_mean_result res;
+    ck_assert_int_eq(tg_metric_rouge_l(h, r, 2, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(seg[0], 2.0 / 3.0, 0, 1e-15);
+    tg_assert_close(seg[1], 0.0, 0, 0);
+    tg_assert_close(res.score, 1.0 / 3.0, 0, 1e-15);
+}
+END_TEST
+
+START_TEST(test_cider_by_hand) {
+    /* Two sentences, identical hyp and ref in each: sim_n = 1 for every order with n-grams,
+     * length penalty 1. Sentence 0 "a b c d" has n-grams of all 4 orders: 10. But an n-gram
+     * present in every reference has idf log(2) - log(2) = 0: "a" occurs in both references,
+     * so its weight is 0 and still the vectors are equal: cosine 1. Sentence 1 "a" has only
+     * a unigram, of weight 0: the norms are 0, no division, sim = 0 for all orders: 0. */
+    const char *h[] = {"a b c d", "a"}, *r[] = {"a b c d", "a"};
+    double seg[2];
+    tg_metric_mean_result res;
+    ck_assert_int_eq(tg_metric_cider(h, r, 2, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(seg[0], 10.0, 0, 1e-12);
+    tg_assert_close(seg[1], 0.0, 0, 0);
+    /* one sentence alone: N = 1, every weight log 1 - log 1 = 0: score 0 */
+    ck_assert_int_eq(tg_metric_cider(h, r, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_OK);
+    tg_assert_close(res.score, 0.0, 0, 0);
+    /* argument errors as for the other metrics */
+    ck_assert_int_eq(tg_metric_cider(h, r, 0, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_meteor(h, NULL, 1, TG_BLEU_TOKENIZE_NONE, seg, &res),
+                     TG_ERR_INVALID);
+    const char *bad[] = {"\xc3"};
+    ck_assert_int_eq(tg_metric_rouge_l(bad, r, 1, TG_BLEU_TOKENIZE_NONE, seg, &res), TG_ERR_FORMAT);
+}
+END_TEST
+
+/* ---- per-sentence statistics and paired bootstrap ------------------------------------------ */
+
+START_TEST(test_stats_score_equals_corpus_score) {
+    /* the score of all rows summed is the corpus metric itself, for every metric */
+    load_corpus();
+    size_t n = hyps_fx.n;
+    for (int m = 0; m < TG_METRIC_COUNT; m++) {
+        tg_metric_stats st;
+        ck_assert_int_eq(tg_metric_stats_compute((tg_metric_id)m, HYPS, REFS, n, NULL, &st), TG_OK);
+        double got = tg_metric_stats_score(&st, NULL, 0), want = 0;
+        switch (m) {
+        case TG_METRIC_BLEU:
+            want = fx_num("corpus.bleu.13a.exp.score");
+            break;
+        case TG_METRIC_CHRF:
+            want = fx_num("corpus.chrf.score");
+            break;
+        case TG_METRIC_WER:
+            want = 100 * fx_num("corpus.wer.wer");
+            break;
+        case TG_METRIC_METEOR:
+            want = 100 * fx_num("corpus.13a.meteor.score");
+            break;
+        case TG_METRIC_ROUGE_L:
+            want = 100 * fx_num("corpus.13a.rouge_l.score");
+            break;
+        default:
+            want = fx_num("corpus.13a.cider.score");
+        }
+        ck_assert_msg(fabs(got - want) <= 1e-9 * fabs(want) + 1e-12, "%s: %.17g, want %.17g",
+                      tg_metric_name(m), got, want);
+        tg_metric_stats_free(&st);
+    }
+    ck_assert_ptr_null(tg_metric_name(TG_METRIC_COUNT));
+}
+END_TEST
+
+/* Bootstrap fixture: bs.ref with systems bs.base, bs.good, bs.noise. */
+static lines bs_ref, bs_sys[3];
+static const char *const BS_NAMES[3] = {"base", "good", "noise"};
+static void load_bs(void) {
+    if (bs_ref.v) return;
+    bs_ref = read_lines("bs.ref");
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "bs.%s", BS_NAMES[k]);
+        bs_sys[k] = read_lines(name);
+        ck_assert_uint_eq(bs_sys[k].n, bs_ref.n);
+    }
+    ck_assert_uint_eq(bs_ref.n, (size_t)fx_num("bs.n"));
+}
+
+static tg_metric_stats bs_stats(tg_metric_id m, int sys) {
+    tg_metric_stats st;
+    tg_status s = tg_metric_stats_compute(m, (const char *const *)bs_sys[sys].v,
+                                          (const char *const *)bs_ref.v, bs_ref.n, NULL, &st);
+    ck_assert_msg(s == TG_OK, "%s", tg_error_message());
+    return st;
+}
+
+START_TEST(test_paired_bootstrap_vs_sacrebleu) {
+    /* sacreBLEU 2.6.0's PairedTest(test_type="bs", n_samples=1000), seed 12345, against ours
+     * (1000 resamples, our own RNG). Scores on the whole corpus must agree to 1e-9. The
+     * bootstrap quantities are Monte-Carlo estimates of the same numbers from two independent
+     * streams of resamples, so they may differ by their sampling error; we allow 5 standard
+     * deviations of the difference of two estimates:
+     * - p: each is a binomial proportion over 1000 resamples, sd sqrt(p (1-p) / 1000);
+     * - mean: each has sd s / sqrt(1000), s the bootstrap sd ~ ci / 1.96: diff sd 0.023 ci;
+     * - ci: the 2.5% / 97.5% quantiles of 1000 draws of a near-normal have sd ~0.085 s each,
+     *   so the half-width has sd ~0.03 ci, and a difference of two ~0.043 ci. */
+    load_bs();
+    const size_t N = 1000;
+    for (int m = 0; m < 2; m++) {
+        const char *mn = m == 0 ? "bleu" : "chrf";
+        tg_metric_stats base = bs_stats((tg_metric_id)m, 0);
+        for (int k = 1; k < 3; k++) {
+            tg_metric_stats sys = bs_stats((tg_metric_id)m, k);
+            tg_metric_bootstrap_result r;
+            ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &sys, N, 12345, &r), TG_OK);
+            tg_assert_close(r.baseline, fx_num("bs.%s.base.score", mn), 0, 1e-9);
+            tg_assert_close(r.system, fx_num("bs.%s.%s.score", mn, BS_NAMES[k]), 0, 1e-9);
+            double p = fx_num("bs.%s.%s.p", mn, BS_NAMES[k]);
+            double sd = sqrt(2 * fmax(p * (1 - p), 1.0 / N) / N);
+            ck_assert_msg(fabs(r.p_value - p) <= 5 * sd, "%s %s: p %g, sacreBLEU %g", mn,
+                          BS_NAMES[k], r.p_value, p);
+            for (int which = 0; which < 2; which++) {
+                const char *sn = which ? BS_NAMES[k] : "base";
+                double mean = which ? r.system_mean : r.baseline_mean,
+                       ci = which ? r.system_ci : r.baseline_ci;
+                double want_ci = fx_num("bs.%s.%s.ci", mn, sn);
+                tg_assert_close(mean, fx_num("bs.%s.%s.mean", mn, sn), 5 * 0.023 * want_ci, 0);
+                tg_assert_close(ci, want_ci, 5 * 0.043 * want_ci, 0);
+            }
+            if (k == 1) { /* a clear improvement: both tests say p < 0.01 (here p = 1/1001) */
+                ck_assert(p < 0.01);
+                ck_assert(r.p_value < 0.01);
+            }
+            tg_metric_stats_free(&sys);
+        }
+        tg_metric_stats_free(&base);
+    }
+}
+END_TEST
+
+START_TEST(test_paired_bootstrap_properties) {
+    load_bs();
+    for (int m = 0; m < TG_METRIC_COUNT; m++) {
+        tg_metric_stats base = bs_stats((tg_metric_id)m, 0), good = bs_stats((tg_metric_id)m, 1);
+        tg_metric_bootstrap_result a, b, c;
+        /* identical systems: every resampled difference is 0, so is the real one: p is
+         * sacreBLEU's 1 / (samples + 1) (its fixture says so for BLEU and chrF), and the two
+         * intervals are the same */
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &base, 200, 7, &a), TG_OK);
+        ck_assert(a.system == a.baseline);
+        ck_assert(a.p_value == 1.0 / 201);
+        ck_assert(a.system_mean == a.baseline_mean && a.system_ci == a.baseline_ci);
+        ck_assert(a.system_ci > 0);
+        /* seeded: the same seed gives the same numbers, another seed other resamples */
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &good, 200, 7, &b), TG_OK);
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &good, 200, 7, &c), TG_OK);
+        ck_assert(memcmp(&b, &c, sizeof b) == 0);
+        ck_assert_int_eq(tg_metric_paired_bootstrap(&base, &good, 200, 8, &c), TG_OK);
+        ck_assert(b.system_mean != c.system_mean);
+        ck_assert(b.system == c.system && b.baseline == c.baseline);
+        /* bs.good has 20% of its words corrupted, bs.base 50%: better (lower for WER) by far */
+        ck_assert_msg(b.p_value < 0.01, "%s: p = %g", tg_metric_name(m), b.p_value);
+        ck_assert_msg(m == TG_METRIC_WER ? b.system < b.baseline : b.system > b.baseline, "%s",
+                      tg_metric_name(m));
+        ck_assert(b.system_mean - b.system_ci < b.system && b.system < b.system_mean + b.system_ci);
+        tg_metric_stats_free(&base);
+        tg_metric_stats_free(&good);
+    }
+    /* the fixture records sacreBLEU's own p for a system against itself */
+    tg_assert_close(fx_num("bs.bleu.same.p"), 1.0 / 1001, 0, 1e-15);
+}
+END_TEST
+
+START_TEST(test_paired_bootstrap_errors) {
+    load_bs();
+    tg_metric_stats bleu = bs_stats(TG_METRIC_BLEU, 0), chrf = bs_stats(TG_METRIC_CHRF, 0);
+    tg_metric_bootstrap_result r;
+    ck_assert_int_eq(tg_metric_paired_bootstrap(&bleu, &chrf, 10, 1, &r), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "differ");
+    ck_assert_int_eq(tg_metric_paired_bootstrap(&bleu, &bleu, 0, 1, &r), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_paired_bootstrap(&bleu, NULL, 10, 1, &r), TG_ERR_INVALID);
+    tg_metric_stats st;
+    const char *h[] = {"a"};
+    ck_assert_int_eq(tg_metric_stats_compute(TG_METRIC_COUNT, h, h, 1, NULL, &st), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_metric_stats_compute(TG_METRIC_BLEU, h, h, 0, NULL, &st), TG_ERR_INVALID);
+    tg_metric_stats_free(&bleu);
+    tg_metric_stats_free(&chrf);
+}
+END_TEST
+
+START_TEST(test_bleu_empty_lines) {
+    /* one empty line each (a fuzzer found a NULL pointer offset here): BLEU 0, lengths 0 */
+    const char *e[] = {""};
+    tg_metric_bleu_result r;
+    ck_assert_int_eq(tg_metric_bleu(e, e, 1, NULL, &r), TG_OK);
+    tg_assert_close(r.score, 0.0, 0, 0);
+    ck_assert_int_eq(r.sys_len, 0);
+    tg_metric_mean_result mr;
+    double seg;
+    ck_assert_int_eq(tg_metric_meteor(e, e, 1, TG_BLEU_TOKENIZE_13A, &seg, &mr), TG_OK);
+    ck_assert_int_eq(tg_metric_rouge_l(e, e, 1, TG_BLEU_TOKENIZE_13A, &seg, &mr), TG_OK);
+    ck_assert_int_eq(tg_metric_cider(e, e, 1, TG_BLEU_TOKENIZE_13A, &seg, &mr), TG_OK);
+    tg_assert_close(mr.score, 0.0, 0, 0);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("bleu");
@@ -653,6 +985,22 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_g2p_by_hand);
     tcase_add_test(tc, test_g2p_vs_fixture);
     tcase_add_test(tc, test_g2p_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("text");
+    tcase_add_test(tc, test_porter_vs_nltk);
+    tcase_add_test(tc, test_lower_case_vs_python);
+    tcase_add_test(tc, test_meteor_by_hand);
+    tcase_add_test(tc, test_rouge_l_by_hand);
+    tcase_add_test(tc, test_cider_by_hand);
+    tcase_add_test(tc, test_mean_metrics_pretokenised);
+    tcase_add_test(tc, test_mean_metrics_detokenised);
+    tcase_add_test(tc, test_bleu_empty_lines);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bootstrap");
+    tcase_add_test(tc, test_stats_score_equals_corpus_score);
+    tcase_add_test(tc, test_paired_bootstrap_vs_sacrebleu);
+    tcase_add_test(tc, test_paired_bootstrap_properties);
+    tcase_add_test(tc, test_paired_bootstrap_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,7 +5,8 @@
 #  - tg train a few steps (files, metrics, the h_max warning), --resume bit-exact against a
 #    straight run, Ctrl-C (SIGINT) saving a checkpoint, --keep-checkpoints + tg average;
 #  - tg score: batch 1 and batch 3 give identical output;
-#  - tg eval on hand-made files with known BLEU / chrF / WER / PER;
+#  - tg eval on hand-made files with known BLEU / chrF / WER / PER / METEOR / ROUGE-L / CIDEr-D,
+#    --json and --paired-bs;
 #  - tg inspect: parameter counts worked out by hand;
 #  - every bad input (missing / truncated checkpoint, unknown attention kind, mismatched line
 #    counts, empty line, invalid UTF-8, option out of range, ...) gives a non-zero exit status,
@@ -176,6 +177,39 @@ expect "eval unknown metric" 2 "unknown metric 'ter'" eval --hyp g.hyp --ref g.r
 expect "eval unknown tokenizer" 2 "unknown tokenize 'intl'" eval --hyp g.hyp --ref g.refs --tokenize intl
 printf 'one\n' >h2.txt
 expect "eval mismatched line counts" 1 "has 1 lines but" eval --hyp h2.txt --ref ref.txt
+# METEOR by hand on identical lines: P = R = 1, one chunk of m words: 1 - 0.5 (1/m)^3;
+# "the cat sat on the mat" (m = 6) and "hello world" (m = 2): mean 96.76. ROUGE-L: 100.
+# CIDEr-D: every n-gram is in one reference of two (idf log 2), cosine 1 per order present:
+# 10 for the 6-word line (orders 1-4), 10 (1 + 1 + 0 + 0) / 4 = 5 for "hello world": 7.5.
+expect "eval METEOR by hand" 0 "METEOR|nrefs:1|case:lc|tok:13a|stem:porter|syn:no|a:0.9|b:3|g:0.5|version:tgraph = 96.76" \
+    eval --hyp hyp_same.txt --ref ref.txt --metric meteor,rouge_l,cider
+check "eval ROUGE-L identical: 100" grep -q "^ROUGE-L|nrefs:1|case:lc|tok:13a|stem:no|version:tgraph = 100.00$" out.txt
+check "eval CIDEr-D by hand: 7.5" grep -q "^CIDEr-D|.*|sigma:6|.* = 7.5000$" out.txt
+expect "eval --json" 0 '"scores": {' eval --hyp hyp_same.txt --ref ref.txt --metric bleu,meteor,rouge_l --json
+check "eval --json: the numbers unrounded" grep -q '"meteor": 96.759259259259' out.txt
+check "eval --json: signatures" grep -qF '"bleu": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:tgraph"' out.txt
+if command -v python3 >/dev/null; then
+    check "eval --json: one valid JSON object" python3 -c 'import json,sys; d=json.load(open("out.txt")); sys.exit(abs(d["scores"]["rouge_l"] - 100) > 1e-9)'
+fi
+printf 'the cat sat on a mat\nhello\n' >hyp_base.txt
+expect "eval --paired-bs" 0 "paired-bs|BLEU|samples:99|seed:5: baseline = " \
+    eval --hyp hyp_same.txt --baseline hyp_base.txt --ref ref.txt --metric bleu,chrf,meteor --paired-bs --samples 99 --seed 5
+check "eval --paired-bs: one line per metric" [ "$(grep -c '^paired-bs|' out.txt)" -eq 3 ]
+check "eval --paired-bs: the system's own line unchanged" grep -q "^BLEU|.* = 100.00 " out.txt
+cp out.txt pbs1.txt
+run eval --hyp hyp_same.txt --baseline hyp_base.txt --ref ref.txt --metric bleu,chrf,meteor --paired-bs --samples 99 --seed 5
+check "eval --paired-bs: seeded, reproducible" cmp -s out.txt pbs1.txt
+# a system against itself: every resampled difference is 0, p = 1/(samples + 1) as in sacreBLEU
+expect "eval --paired-bs: identical systems" 0 "diff = +0.00 p = 0.0100" \
+    eval --hyp hyp_base.txt --baseline hyp_base.txt --ref ref.txt --metric bleu --paired-bs --samples 99
+expect "eval --paired-bs --json" 0 '"p_value": 0.01' \
+    eval --hyp hyp_base.txt --baseline hyp_base.txt --ref ref.txt --metric bleu --paired-bs --samples 99 --json
+check "eval --paired-bs --json: baseline named" grep -q '"baseline": "hyp_base.txt"' out.txt
+expect "eval --paired-bs needs --baseline" 2 "--paired-bs and --baseline go together" eval --hyp h1.txt --ref r1.txt --paired-bs
+expect "eval --paired-bs: not for G2P" 1 "--paired-bs supports" eval --hyp g.hyp --baseline g.hyp --ref g.refs --metric wer --paired-bs
+printf '\n' >empty.txt
+expect "eval: one empty line each" 0 "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:tgraph = 0.00" \
+    eval --hyp empty.txt --ref empty.txt --metric bleu,meteor,rouge_l,cider
 
 # ---------------------------------------------------------------- inspect
 expect "inspect" 0 "d_model 16, heads 2 (head dim 8), d_ff 32" inspect --model A/model.safetensors

@@ -18,19 +18,13 @@ tg_metric_bleu_options tg_metric_bleu_options_default(void) {
     return o;
 }
 
-/* A word and its position in the concatenation [hyp words, ref words]. */
-struct word_pos {
-    tg__tok t;
-    size_t pos;
-};
-
 /* Scratch reused across sentences. */
 typedef struct bleu_ws {
     tg__buf hbuf, rbuf;      /* tokenized text (13a only) */
     tg__toks htok, rtok;     /* words */
-    uint32_t *ids;           /* word ids: hyp words first, then ref words */
-    struct word_pos *order;  /* words sorted for id assignment */
-    size_t cap;              /* entries of ids and order */
+    tg__toks all;            /* hyp words then ref words */
+    uint32_t *ids;           /* their ids */
+    size_t cap;              /* entries of ids */
     tg__ngram_scratch ngram; /* n-gram sorting */
 } bleu_ws;
 
@@ -39,51 +33,73 @@ static void bleu_ws_free(bleu_ws *w) {
     tg__buf_free(&w->rbuf);
     tg__toks_free(&w->htok);
     tg__toks_free(&w->rtok);
+    tg__toks_free(&w->all);
     free(w->ids);
-    free(w->order);
     tg__ngram_scratch_free(&w->ngram);
 }
 
-static int word_cmp(const void *a, const void *b) {
-    const tg__tok *x = &((const struct word_pos *)a)->t, *y = &((const struct word_pos *)b)->t;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return memcmp(x->p, y->p, x->len);
-}
-
-/* Words of one sentence: rstrip (as BLEU._preprocess_segment), then tokenize. */
-static tg_status words(const char *s, tg_bleu_tokenize tok, tg__buf *buf, tg__toks *out) {
-    size_t len = tg__rstrip_len(s, strlen(s));
-    if (tok == TG_BLEU_TOKENIZE_NONE) return tg__split(s, len, out);
-    tg_status st = tg__tokenize_13a(s, len, buf);
-    return st == TG_OK ? tg__split(buf->p, buf->len, out) : st;
-}
-
-/* Map equal words of hyp and ref to equal small integers, so n-grams become fixed-size keys:
- * sort all words by (length, bytes) and number the distinct runs. */
-static tg_status assign_ids(bleu_ws *w) {
-    size_t nh = w->htok.n, m = nh + w->rtok.n;
-    if (m == 0) return TG_OK;
-    if (m > UINT32_MAX)
-        return tg_error_set(TG_ERR_INVALID, "sentence pair of %zu words is too long", m);
-    if (m > w->cap) {
+/* One sentence's sufficient statistics (sacreBLEU's _extract_corpus_statistics row):
+ * st[0..3] clipped matches of orders 1..4, st[4..7] hypothesis n-grams, st[8] hypothesis
+ * words, st[9] reference words. Equal words of hyp and ref get equal small integers, so
+ * n-grams become fixed-size keys. */
+static tg_status sentence_stats(bleu_ws *w, const char *hyp, const char *ref, tg_bleu_tokenize tok,
+                                int64_t st[TG__BLEU_STATS]) {
+    tg_status s = tg__words(hyp, tok, &w->hbuf, &w->htok);
+    if (s == TG_OK) s = tg__words(ref, tok, &w->rbuf, &w->rtok);
+    if (s != TG_OK) return s;
+    size_t nh = w->htok.n, nr = w->rtok.n, m = nh + nr;
+    w->all.n = 0;
+    for (size_t i = 0; s == TG_OK && i < m; i++) {
+        const tg__tok *t = i < nh ? &w->htok.v[i] : &w->rtok.v[i - nh];
+        s = tg__toks_push(&w->all, t->p, t->len);
+    }
+    if (s == TG_OK && m > w->cap) {
         uint32_t *ids = realloc(w->ids, m * sizeof *ids);
-        if (ids) w->ids = ids;
-        struct word_pos *ord = realloc(w->order, m * sizeof *ord);
-        if (ord) w->order = ord;
-        if (!ids || !ord) return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu words)", m);
+        if (!ids) return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu words)", m);
+        w->ids = ids;
         w->cap = m;
     }
-    for (size_t i = 0; i < m; i++) {
-        w->order[i].t = i < nh ? w->htok.v[i] : w->rtok.v[i - nh];
-        w->order[i].pos = i;
+    uint32_t distinct;
+    if (s == TG_OK) s = tg__intern(w->all.v, m, w->ids, &distinct);
+    for (int k = 0; s == TG_OK && k < MAX_ORDER; k++) {
+        int64_t ht, rt, mt;
+        /* with no words at all ids may be NULL: never offset it (undefined behaviour) */
+        const uint32_t *rids = m ? w->ids + nh : NULL;
+        s = tg__ngram_match(w->ids, nh, rids, nr, k + 1, &w->ngram, &ht, &rt, &mt);
+        st[k] = mt;
+        st[MAX_ORDER + k] = ht;
     }
-    qsort(w->order, m, sizeof *w->order, word_cmp);
-    uint32_t id = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (i > 0 && word_cmp(&w->order[i - 1], &w->order[i]) != 0) id++;
-        w->ids[w->order[i].pos] = id;
+    st[8] = (int64_t)nh;
+    st[9] = (int64_t)nr;
+    return s;
+}
+
+tg_status tg__bleu_rows(const char *const *hyps, const char *const *refs, size_t n,
+                        tg_bleu_tokenize tok, double *rows, int64_t sum[TG__BLEU_STATS]) {
+    bleu_ws w;
+    memset(&w, 0, sizeof w);
+    tg_status st = TG_OK;
+    size_t i = 0;
+    for (; st == TG_OK && i < n; i++) {
+        int64_t row[TG__BLEU_STATS];
+        st = sentence_stats(&w, hyps[i], refs[i], tok, row);
+        for (int k = 0; st == TG_OK && k < TG__BLEU_STATS; k++) {
+            if (rows) rows[i * TG__BLEU_STATS + (size_t)k] = (double)row[k];
+            if (sum) sum[k] += row[k];
+        }
     }
-    return TG_OK;
+    bleu_ws_free(&w);
+    return st == TG_OK ? TG_OK : tg_error_prefix(st, "sentence %zu", i - 1);
+}
+
+static void from_sums(tg_metric_bleu_result *r, const int64_t sum[TG__BLEU_STATS]) {
+    memset(r, 0, sizeof *r);
+    for (int k = 0; k < MAX_ORDER; k++) {
+        r->counts[k] = sum[k];
+        r->totals[k] = sum[MAX_ORDER + k];
+    }
+    r->sys_len = sum[8];
+    r->ref_len = sum[9];
 }
 
 /* BLEU.compute_bleu of sacreBLEU with max_ngram_order 4, effective_order False. */
@@ -119,6 +135,16 @@ static void compute_bleu(tg_metric_bleu_result *r, tg_bleu_smooth smooth) {
     r->score = r->bp * exp(sum / MAX_ORDER);
 }
 
+double tg__bleu_score(const double sum[TG__BLEU_STATS], tg_bleu_smooth smooth) {
+    int64_t s[TG__BLEU_STATS];
+    for (int k = 0; k < TG__BLEU_STATS; k++)
+        s[k] = (int64_t)sum[k];
+    tg_metric_bleu_result r;
+    from_sums(&r, s);
+    compute_bleu(&r, smooth);
+    return r.score;
+}
+
 tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_t n,
                          const tg_metric_bleu_options *opt, tg_metric_bleu_result *out) {
     static const char fn[] = "tg_metric_bleu";
@@ -130,28 +156,11 @@ tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_
     if (o.smooth != TG_BLEU_SMOOTH_EXP && o.smooth != TG_BLEU_SMOOTH_NONE)
         return tg_error_set(TG_ERR_INVALID, "%s: unknown smooth option %d", fn, (int)o.smooth);
 
+    int64_t sum[TG__BLEU_STATS] = {0};
+    st = tg__bleu_rows(hyps, refs, n, o.tokenize, NULL, sum);
+    if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
     tg_metric_bleu_result r;
-    memset(&r, 0, sizeof r);
-    bleu_ws w;
-    memset(&w, 0, sizeof w);
-    size_t i = 0;
-    for (; st == TG_OK && i < n; i++) {
-        st = words(hyps[i], o.tokenize, &w.hbuf, &w.htok);
-        if (st == TG_OK) st = words(refs[i], o.tokenize, &w.rbuf, &w.rtok);
-        if (st == TG_OK) st = assign_ids(&w);
-        size_t nh = w.htok.n, nr = w.rtok.n;
-        for (int k = 0; st == TG_OK && k < MAX_ORDER; k++) {
-            int64_t ht, rt, m;
-            st = tg__ngram_match(w.ids, nh, w.ids + nh, nr, k + 1, &w.ngram, &ht, &rt, &m);
-            r.counts[k] += m;
-            r.totals[k] += ht;
-        }
-        r.sys_len += (int64_t)nh;
-        r.ref_len += (int64_t)nr;
-    }
-    bleu_ws_free(&w);
-    if (st != TG_OK) return tg_error_prefix(st, "%s: sentence %zu", fn, i - 1);
-
+    from_sums(&r, sum);
     compute_bleu(&r, o.smooth);
     snprintf(r.signature, sizeof r.signature,
              "nrefs:1|case:mixed|eff:no|tok:%s|smooth:%s|version:tgraph",

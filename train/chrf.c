@@ -37,15 +37,9 @@ static tg_status code_points(const char *s, uint32_t **cp, size_t *cap, size_t *
     return TG_OK;
 }
 
-tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_t n,
-                         tg_metric_chrf_result *out) {
-    static const char fn[] = "tg_metric_chrf";
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
-    if (st != TG_OK) return st;
-
-    /* stats[k] = {hyp n-grams, ref n-grams, matches} of order k + 1, summed over sentences */
-    int64_t stats[CHAR_ORDER][3];
-    memset(stats, 0, sizeof stats);
+tg_status tg__chrf_rows(const char *const *hyps, const char *const *refs, size_t n, double *rows,
+                        int64_t sum[TG__CHRF_STATS]) {
+    tg_status st = TG_OK;
     uint32_t *hc = NULL, *rc = NULL;
     size_t hcap = 0, rcap = 0, i = 0;
     tg__ngram_scratch sc;
@@ -57,25 +51,29 @@ tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_
         for (int k = 0; st == TG_OK && k < CHAR_ORDER; k++) {
             int64_t ht, rt, m;
             st = tg__ngram_match(hc, nh, rc, nr, k + 1, &sc, &ht, &rt, &m);
-            stats[k][0] += rt > 0 ? ht : 0; /* "hyp_count if ref_ngrams else 0" */
-            stats[k][1] += rt;
-            stats[k][2] += m;
+            int64_t row[3] = {rt > 0 ? ht : 0, rt, m}; /* "hyp_count if ref_ngrams else 0" */
+            for (int j = 0; st == TG_OK && j < 3; j++) {
+                if (rows) rows[i * TG__CHRF_STATS + (size_t)(3 * k + j)] = (double)row[j];
+                if (sum) sum[3 * k + j] += row[j];
+            }
         }
     }
     free(hc);
     free(rc);
     tg__ngram_scratch_free(&sc);
-    if (st != TG_OK) return tg_error_prefix(st, "%s: sentence %zu", fn, i - 1);
+    return st == TG_OK ? TG_OK : tg_error_prefix(st, "sentence %zu", i - 1);
+}
 
+double tg__chrf_score(const double sum[TG__CHRF_STATS], double *prec, double *rec, int *eff_out) {
     /* CHRF._compute_f_score with eps_smoothing False, in the same order of operations. */
     const double factor = BETA * BETA;
     double avg_prec = 0.0, avg_rec = 0.0, score = 0.0;
     int eff = 0;
     for (int k = 0; k < CHAR_ORDER; k++) {
-        int64_t n_hyp = stats[k][0], n_ref = stats[k][1], n_match = stats[k][2];
+        double n_hyp = sum[3 * k], n_ref = sum[3 * k + 1], n_match = sum[3 * k + 2];
         if (n_hyp > 0 && n_ref > 0) {
-            avg_prec += (double)n_match / (double)n_hyp;
-            avg_rec += (double)n_match / (double)n_ref;
+            avg_prec += n_match / n_hyp;
+            avg_rec += n_match / n_ref;
             eff++;
         }
     }
@@ -88,13 +86,29 @@ tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_
         score /= (factor * avg_prec) + avg_rec;
         score *= 100;
     }
+    if (prec) *prec = avg_prec;
+    if (rec) *rec = avg_rec;
+    if (eff_out) *eff_out = eff;
+    return score;
+}
 
+tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_t n,
+                         tg_metric_chrf_result *out) {
+    static const char fn[] = "tg_metric_chrf";
+    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    if (st != TG_OK) return st;
+    int64_t sum[TG__CHRF_STATS] = {0};
+    st = tg__chrf_rows(hyps, refs, n, NULL, sum);
+    if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
+    double dsum[TG__CHRF_STATS];
+    for (int k = 0; k < TG__CHRF_STATS; k++)
+        dsum[k] = (double)sum[k];
     tg_metric_chrf_result r;
     memset(&r, 0, sizeof r);
-    r.score = score;
-    r.precision = 100.0 * avg_prec;
-    r.recall = 100.0 * avg_rec;
-    r.effective_order = eff;
+    double p, rc;
+    r.score = tg__chrf_score(dsum, &p, &rc, &r.effective_order);
+    r.precision = 100.0 * p;
+    r.recall = 100.0 * rc;
     snprintf(r.signature, sizeof r.signature,
              "nrefs:1|case:mixed|eff:yes|nc:%d|nw:0|space:no|version:tgraph", CHAR_ORDER);
     *out = r;

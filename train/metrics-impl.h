@@ -1,4 +1,5 @@
-/* Internals shared by the metric files (bleu.c, chrf.c, edit_distance.c, metrics_text.c).
+/* Internals shared by the metric files (bleu.c, chrf.c, edit_distance.c, metrics_text.c,
+ * unicode_lower.c, porter.c, metric_words.c, meteor.c, rouge_l.c, cider.c, metric_stats.c).
  * Not installed, not part of the public API: names carry the tg__ prefix.
  *
  * Text model: every metric takes UTF-8 C strings. Splitting into words follows Python's
@@ -9,6 +10,7 @@
 #define TG_METRICS_IMPL_H
 
 #include "tg/error.h"
+#include "tg/metrics.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +66,8 @@ size_t tg__rstrip_len(const char *s, size_t len);
 /* Replace out's contents by the words of s[0, len) (valid UTF-8), split like str.split(). */
 tg_status tg__split(const char *s, size_t len, tg__toks *out);
 void tg__toks_free(tg__toks *t);
+/* Append the word p[0, len) to t. */
+tg_status tg__toks_push(tg__toks *t, const char *p, size_t len);
 
 /* sacreBLEU's 13a tokenization of s[0, len) (valid UTF-8) into out (replaced): the tokens
  * joined by single spaces, NUL-terminated (see tokenize_13a.c). */
@@ -88,11 +92,52 @@ tg_status tg__ngram_match(const uint32_t *hyp, size_t nh, const uint32_t *ref, s
                           tg__ngram_scratch *sc, int64_t *hyp_total, int64_t *ref_total,
                           int64_t *match);
 void tg__ngram_scratch_free(tg__ngram_scratch *sc);
+/* qsort comparison of two tg__ngram (lexicographic over the symbols). */
+int tg__ngram_cmp(const void *a, const void *b);
+
+/* The words of one sentence as BLEU sees them: right-stripped (str.rstrip()), then split on
+ * whitespace (tok NONE) or 13a-tokenized and split (buf holds the tokenized text). */
+tg_status tg__words(const char *s, tg_bleu_tokenize tok, tg__buf *buf, tg__toks *out);
+
+/* Number the m words w[] so that equal words (same bytes) get equal ids 0 .. *n_distinct-1,
+ * ordered by (length, bytes). */
+tg_status tg__intern(const tg__tok *w, size_t m, uint32_t *ids, uint32_t *n_distinct);
 
 /* Levenshtein distance between two word sequences (unit cost for insertion, deletion and
  * substitution; words equal when their bytes are equal). *row must be NULL or a block from an
  * earlier call with *rowcap entries; it is grown with realloc and the caller frees it. */
 tg_status tg__levenshtein(const tg__toks *a, const tg__toks *b, int64_t **row, size_t *rowcap,
                           int64_t *dist);
+
+/* Append the code points cp[0, n) to b as UTF-8. */
+tg_status tg__utf8_append(tg__buf *b, const uint32_t *cp, size_t n);
+
+/* Python's str.lower() of one code point (the simple mapping; see unicode_lower.c). */
+uint32_t tg__lower_cp(uint32_t cp);
+/* Python's str.lower() of a word in[0, n) into out (room for 2n code points: U+0130 becomes
+ * two); returns the number written. */
+size_t tg__lower(const uint32_t *in, size_t n, uint32_t *out);
+
+/* NLTK's PorterStemmer().stem() of a lower-cased word w[0, n), in place (see porter.c);
+ * returns the stem's length (never more than n). */
+size_t tg__porter_stem(uint32_t *w, size_t n);
+
+/* ---- per-sentence statistics (metric_stats.c, the paired bootstrap) ---- */
+
+/* BLEU: matches of orders 1..4, hypothesis n-grams of orders 1..4, hyp words, ref words. */
+#define TG__BLEU_STATS 10
+/* Per sentence i < n, the BLEU statistics into rows[i * TG__BLEU_STATS ..] (if rows) and
+ * added to sum[] (if sum). */
+tg_status tg__bleu_rows(const char *const *hyps, const char *const *refs, size_t n,
+                        tg_bleu_tokenize tok, double *rows, int64_t sum[TG__BLEU_STATS]);
+/* Corpus BLEU from summed statistics. */
+double tg__bleu_score(const double sum[TG__BLEU_STATS], tg_bleu_smooth smooth);
+
+/* chrF: {hyp n-grams (0 without ref n-grams), ref n-grams, matches} for orders 1..6. */
+#define TG__CHRF_STATS 18
+tg_status tg__chrf_rows(const char *const *hyps, const char *const *refs, size_t n, double *rows,
+                        int64_t sum[TG__CHRF_STATS]);
+/* Corpus chrF from summed statistics; *prec, *rec (fractions) and *eff get the details. */
+double tg__chrf_score(const double sum[TG__CHRF_STATS], double *prec, double *rec, int *eff);
 
 #endif

@@ -81,7 +81,7 @@ size_t tg__rstrip_len(const char *s, size_t len) {
     return end;
 }
 
-static tg_status push_tok(tg__toks *out, const char *p, size_t len) {
+tg_status tg__toks_push(tg__toks *out, const char *p, size_t len) {
     if (out->n == out->cap) {
         size_t cap = out->cap ? 2 * out->cap : 32;
         tg__tok *v = realloc(out->v, cap * sizeof *v);
@@ -108,7 +108,7 @@ tg_status tg__split(const char *s, size_t len, tg__toks *out) {
         }
         if (tg__is_space(cp)) {
             if (in_word) {
-                tg_status st = push_tok(out, s + start, here - start);
+                tg_status st = tg__toks_push(out, s + start, here - start);
                 if (st != TG_OK) return st;
                 in_word = 0;
             }
@@ -117,7 +117,7 @@ tg_status tg__split(const char *s, size_t len, tg__toks *out) {
             start = here;
         }
     }
-    return in_word ? push_tok(out, s + start, len - start) : TG_OK;
+    return in_word ? tg__toks_push(out, s + start, len - start) : TG_OK;
 }
 
 void tg__toks_free(tg__toks *t) {
@@ -153,7 +153,7 @@ void tg__buf_free(tg__buf *b) {
     b->len = b->cap = 0;
 }
 
-static int ngram_cmp(const void *a, const void *b) {
+int tg__ngram_cmp(const void *a, const void *b) {
     const tg__ngram *x = a, *y = b;
     for (int k = 0; k < TG__NGRAM_MAX; k++)
         if (x->s[k] != y->s[k]) return x->s[k] < y->s[k] ? -1 : 1;
@@ -177,7 +177,7 @@ static tg_status collect(const uint32_t *sym, size_t ns, int n, tg__ngram **dst,
         memset(g, 0, sizeof *g);
         memcpy(g->s, sym + i, (size_t)n * sizeof *sym);
     }
-    qsort(*dst, m, sizeof **dst, ngram_cmp);
+    qsort(*dst, m, sizeof **dst, tg__ngram_cmp);
     return TG_OK;
 }
 
@@ -193,16 +193,16 @@ tg_status tg__ngram_match(const uint32_t *hyp, size_t nh, const uint32_t *ref, s
     int64_t m = 0;
     size_t i = 0, j = 0;
     while (i < mh && j < mr) {
-        int c = ngram_cmp(&sc->h[i], &sc->r[j]);
+        int c = tg__ngram_cmp(&sc->h[i], &sc->r[j]);
         if (c < 0) {
             i++;
         } else if (c > 0) {
             j++;
         } else {
             size_t i2 = i, j2 = j;
-            while (i2 < mh && ngram_cmp(&sc->h[i2], &sc->h[i]) == 0)
+            while (i2 < mh && tg__ngram_cmp(&sc->h[i2], &sc->h[i]) == 0)
                 i2++;
-            while (j2 < mr && ngram_cmp(&sc->r[j2], &sc->r[j]) == 0)
+            while (j2 < mr && tg__ngram_cmp(&sc->r[j2], &sc->r[j]) == 0)
                 j2++;
             m += (int64_t)((i2 - i) < (j2 - j) ? (i2 - i) : (j2 - j));
             i = i2;
@@ -236,5 +236,75 @@ tg_status tg__check_corpus(const char *fn, const char *const *hyps, const char *
         st = tg__utf8_check(fn, "refs", i, refs[i]);
         if (st != TG_OK) return st;
     }
+    return TG_OK;
+}
+
+tg_status tg__utf8_append(tg__buf *b, const uint32_t *cp, size_t n) {
+    tg_status st = tg__buf_reserve(b, 4 * n);
+    if (st != TG_OK) return st;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = cp[i];
+        unsigned char *o = (unsigned char *)b->p + b->len;
+        if (c < 0x80) {
+            o[0] = (unsigned char)c;
+            b->len += 1;
+        } else if (c < 0x800) {
+            o[0] = (unsigned char)(0xC0 | (c >> 6));
+            o[1] = (unsigned char)(0x80 | (c & 0x3F));
+            b->len += 2;
+        } else if (c < 0x10000) {
+            o[0] = (unsigned char)(0xE0 | (c >> 12));
+            o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            o[2] = (unsigned char)(0x80 | (c & 0x3F));
+            b->len += 3;
+        } else {
+            o[0] = (unsigned char)(0xF0 | (c >> 18));
+            o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            o[3] = (unsigned char)(0x80 | (c & 0x3F));
+            b->len += 4;
+        }
+    }
+    b->p[b->len] = '\0';
+    return TG_OK;
+}
+
+tg_status tg__words(const char *s, tg_bleu_tokenize tok, tg__buf *buf, tg__toks *out) {
+    size_t len = tg__rstrip_len(s, strlen(s));
+    if (tok == TG_BLEU_TOKENIZE_NONE) return tg__split(s, len, out);
+    tg_status st = tg__tokenize_13a(s, len, buf);
+    return st == TG_OK ? tg__split(buf->p, buf->len, out) : st;
+}
+
+/* A word and its index in the caller's list, for sorting. */
+struct word_pos {
+    tg__tok t;
+    size_t pos;
+};
+
+static int word_cmp(const void *a, const void *b) {
+    const tg__tok *x = &((const struct word_pos *)a)->t, *y = &((const struct word_pos *)b)->t;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return memcmp(x->p, y->p, x->len);
+}
+
+tg_status tg__intern(const tg__tok *w, size_t m, uint32_t *ids, uint32_t *n_distinct) {
+    if (m > UINT32_MAX) return tg_error_set(TG_ERR_INVALID, "%zu words are too many", m);
+    *n_distinct = 0;
+    if (m == 0) return TG_OK;
+    struct word_pos *order = malloc(m * sizeof *order);
+    if (!order) return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu words)", m);
+    for (size_t i = 0; i < m; i++) {
+        order[i].t = w[i];
+        order[i].pos = i;
+    }
+    qsort(order, m, sizeof *order, word_cmp);
+    uint32_t id = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0 && word_cmp(&order[i - 1], &order[i]) != 0) id++;
+        ids[order[i].pos] = id;
+    }
+    *n_distinct = id + 1;
+    free(order);
     return TG_OK;
 }

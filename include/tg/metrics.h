@@ -1,5 +1,7 @@
 /* tgraph — evaluation metrics (SPEC.md §3): corpus BLEU and chrF computed exactly as
- * sacreBLEU 2.x computes them, word error rate, and the G2P word/phoneme error rates.
+ * sacreBLEU 2.x computes them, word error rate, the G2P word/phoneme error rates, METEOR (as
+ * NLTK, without WordNet), ROUGE-L (as rouge-score), CIDEr-D (as pycocoevalcap), and
+ * sacreBLEU's paired bootstrap significance test over per-sentence statistics.
  *
  * Conventions shared by every function here:
  * - Texts are NUL-terminated UTF-8 strings; invalid UTF-8 is a TG_ERR_FORMAT error that names
@@ -141,6 +143,113 @@ typedef struct tg_metric_g2p_result {
  * Writes *out on success. */
 tg_status tg_metric_g2p(const char *const *hyps, const char *const *const *refs,
                         const size_t *n_refs, size_t n, tg_metric_g2p_result *out);
+
+/* ---- METEOR, ROUGE-L, CIDEr-D: means of sentence scores ---------------------------------- */
+
+/* Words: the line right-stripped and split on whitespace (tok NONE: pre-tokenised text), or
+ * sacreBLEU's 13a tokenization of it (tok 13A), exactly as BLEU splits them. */
+
+typedef struct tg_metric_mean_result {
+    double score; /* mean of the sentence scores, on the scale of the package it follows */
+    /* What was computed, e.g. "nrefs:1|case:lc|tok:none|stem:no|version:tgraph". */
+    char signature[96];
+} tg_metric_mean_result;
+
+/* METEOR as nltk.translate.meteor_score.meteor_score([ref_words], hyp_words) with WordNet
+ * left out: words lower-cased (Python's str.lower()), exact then NLTK-Porter-stem matches,
+ * alpha 0.9, beta 3, gamma 0.5 (train/meteor.c has the formula and NLTK's alignment order).
+ * Each sentence score is in [0, 1]; *out gets their mean. sentence_scores, if not NULL,
+ * receives the n sentence scores. */
+tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n,
+                           tg_bleu_tokenize tok, double *sentence_scores,
+                           tg_metric_mean_result *out);
+
+/* ROUGE-L F-measure as the rouge-score package computes it (no stemming) on lower-cased
+ * words: with l = |LCS(hyp, ref)|, P = l/|hyp|, R = l/|ref|, F = 2PR/(P+R), 0 when either
+ * side is empty. Sentence scores in [0, 1]; *out gets their mean. */
+tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n,
+                            tg_bleu_tokenize tok, double *sentence_scores,
+                            tg_metric_mean_result *out);
+
+/* CIDEr-D as pycocoevalcap's Cider().compute_score computes it on the words as given (case
+ * kept): n-grams 1..4, tf-idf vectors with the document frequencies of the n references,
+ * clipped cosine similarity, Gaussian length penalty sigma 6, times 10 (train/cider.c).
+ * Sentence scores in [0, 10] (about); *out gets their mean. */
+tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n,
+                          tg_bleu_tokenize tok, double *sentence_scores,
+                          tg_metric_mean_result *out);
+
+/* ---- per-sentence statistics and paired bootstrap resampling ------------------------------ */
+
+typedef enum tg_metric_id {
+    TG_METRIC_BLEU = 0, /* corpus BLEU from summed n-gram statistics (10 per sentence) */
+    TG_METRIC_CHRF,     /* corpus chrF from summed character n-gram statistics (18) */
+    TG_METRIC_WER,      /* Σ errors / Σ reference words, in percent (2) */
+    TG_METRIC_METEOR,   /* mean sentence METEOR, x 100 (1) */
+    TG_METRIC_ROUGE_L,  /* mean sentence ROUGE-L F-measure, x 100 (1) */
+    TG_METRIC_CIDER,    /* mean sentence CIDEr-D, its own scale (1); IDF from all n references */
+    TG_METRIC_COUNT
+} tg_metric_id;
+
+/* "bleu", "chrf", "wer", "meteor", "rouge_l", "cider" (NULL for an unknown id). */
+const char *tg_metric_name(tg_metric_id metric);
+
+/* The sufficient statistics of every sentence of a corpus for one metric: what sacreBLEU's
+ * _extract_corpus_statistics keeps, so that the corpus score of any multiset of sentences
+ * (a bootstrap resample) is a function of the sum of their rows. */
+typedef struct tg_metric_stats {
+    tg_metric_id metric;
+    tg_metric_bleu_options opt; /* BLEU's tokenize and smooth; tokenize also for the word metrics */
+    size_t n;                   /* sentences */
+    size_t width;               /* statistics per sentence */
+    double *v;                  /* n x width, row-major; owned, free with tg_metric_stats_free */
+} tg_metric_stats;
+
+/* Statistics of hyps[i] against refs[i], i < n, for metric (opt NULL: BLEU's defaults; WER
+ * ignores opt and splits on whitespace as tg_metric_wer does). For CIDEr-D the document
+ * frequencies come from all n references and stay fixed: resampling sentences does not
+ * re-estimate the IDF. On success *out owns new memory. */
+tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
+                                  const char *const *refs, size_t n,
+                                  const tg_metric_bleu_options *opt, tg_metric_stats *out);
+
+/* The corpus score of the sentences idx[0, m) (repeats allowed), or of all n when idx is
+ * NULL, on the scale `tg eval` prints: BLEU, chrF in [0, 100]; WER, METEOR, ROUGE-L in
+ * percent; CIDEr-D as pycocoevalcap. A resample whose references hold no words has WER 100
+ * if it has errors, else 0 (sacreBLEU's TER convention). */
+double tg_metric_stats_score(const tg_metric_stats *s, const size_t *idx, size_t m);
+void tg_metric_stats_free(tg_metric_stats *s);
+
+typedef struct tg_metric_bootstrap_result {
+    double baseline, system;           /* scores on the whole corpus */
+    double baseline_mean, baseline_ci; /* mean and 95% CI half-width over the resamples */
+    double system_mean, system_ci;
+    double p_value;
+    size_t samples;
+    uint64_t seed;
+} tg_metric_bootstrap_result;
+
+/* sacreBLEU's paired bootstrap resampling test (significance.py, --paired-bs; Koehn 2004):
+ * `samples` resamples of n sentence indices drawn uniformly with replacement (tg_rng seeded
+ * with seed: reproducible, but not numpy's draws), the same indices for both systems. On
+ * each resample both corpus scores are recomputed from the summed statistics. With
+ * d_s = |system_s - baseline_s| on resample s and d = |system - baseline| on the corpus:
+ *   p = (#{s : d_s - mean(d) > d} + 1) / (samples + 1),
+ * and for each system mean = the mean resampled score, ci = (x_(u) - x_(l)) / 2 with the
+ * sorted scores x, l = samples / 40 and u = samples - l - 1 (a 95% interval). Identical
+ * systems give d_s = 0 and p = 1 / (samples + 1), as in sacreBLEU. baseline and system must
+ * be statistics of the same metric over the same n sentences; samples >= 1. */
+tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system,
+                                     size_t samples, uint64_t seed,
+                                     tg_metric_bootstrap_result *out);
+
+/* ---- stemming --------------------------------------------------------------------------- */
+
+/* NLTK's PorterStemmer().stem(word) (default NLTK_EXTENSIONS mode): the word lower-cased as
+ * Python's str.lower() does, then stemmed (see train/porter.c for NLTK's departures from
+ * Porter 1980). Letters other than a e i o u y (accented ones included) count as consonants.
+ * On success *out is a new NUL-terminated UTF-8 string the caller releases with free(). */
+tg_status tg_metric_porter_stem(const char *word, char **out);
 
 #ifdef __cplusplus
 }
