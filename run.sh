@@ -25,20 +25,26 @@ Writes results/<run-id>/: results.json, summary.md, curves.csv, curves/, plots/*
   --task T           g2p (CMUdict grapheme->phoneme, default), bible (English->Spanish,
                      BPE), or a synthetic task: reverse, copy, sort
   --variants LIST    attention kinds, comma-separated (default all five:
-                     mha,fixed_head,talking_heads,interacting,interacting_pairwise)
+                     mha,fixed_head,talking_heads,interacting,interacting_pairwise; bible:
+                     mha,interacting); also interacting_noproj (the authors' code: no W_O)
   --heads LIST       head counts, e.g. 1,2,4,8,16,32 (the paper's sweep; default 4)
   --seeds N          seeds 1..N per configuration, reported as mean ± sd (default 1)
-  --budget B         training budget per run: steps (3000) or time (90s, 2m, 1.5h; default 2m)
+  --seeds-for LIST   more seeds for some variants, e.g. mha=3,interacting=3
+  --out DIR          results directory; running again with the same --out (or --resume)
+                     keeps finished runs and resumes interrupted training from its checkpoint
+  --ranks N|auto     MPI ranks per training run (default 1; bible: auto = 2 on 2+ cores)
+  --budget B         training budget per run: steps (3000) or time (90s, 2m, 1.5h; default 2m,
+                     bible 4m)
   --size S           model preset: tiny (d 64, 2+2 layers), small (d 128, 2+2, default for g2p),
                      g2p-small (d 256, 3+3, d_ff 1024), base (d 512, 6+6, d_ff 2048: the
                      Transformer base model of the interacting-head paper)
   --backend B        cpu (default) or cuda (needs the CUDA toolkit and a GPU)
   --threads N        CPU threads (default: all cores)
-  --beam K           beam size for test decoding (default 1: greedy)
-  --bench on|off|auto  the speed phase against PyTorch (default auto: when torch imports)
+  --beam K           beam size for test decoding (default 1: greedy; bible 4)
+  --bench on|off|auto  the speed phase against PyTorch (default auto: when torch imports;
+                     bible off)
   --bench-heads LIST, --bench-size S, --bench-rounds N, --bench-steps N
                      speed phase settings (default 4 heads, g2p-small, 2 rounds, 5 steps)
-  --out DIR          results directory (default results/<date>-<time>-<task>)
   --no-install       do not try to install packages
   -h, --help         this help; `benchmarks/compare.py --help` lists every option
 
@@ -46,6 +52,11 @@ Examples:
   ./run.sh                                             # the default comparison, ~20 min
   ./run.sh --heads 1,2,4,8,16,32 --seeds 3 --budget 20m --size g2p-small   # Table-3 sweep
   ./run.sh --task reverse --budget 300 --variants mha,interacting           # quick check
+  ./run.sh --task bible                                # translation, the small table, < 30 min
+  ./run.sh --task bible --size g2p-small --heads 2,8,32 --seeds-for mha=3,interacting=3 \
+      --variants mha,fixed_head,talking_heads,interacting,interacting_noproj,interacting_pairwise \
+      --budget 2000 --max-tokens 4096 --warmup 600 --lr-factor 0.5 --eval-interval 400 \
+      --beam 4 --head-dim 32 --out docs/results/bible-sweep       # the translation sweep
 EOF
 }
 
