@@ -21,7 +21,7 @@ static tg_vocab *vocab(int n) {
     tg_vocab *v;
     ck_assert_int_eq(tg_vocab_new(&v), TG_OK);
     for (int i = 4; i < n; i++) {
-        char t[8];
+        char t[16];
         snprintf(t, sizeof t, "t%d", i);
         ck_assert_int_eq(tg_vocab_add(v, t, NULL), TG_OK);
     }
