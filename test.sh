@@ -60,14 +60,16 @@ for log in "$dir"/meson-logs/testlog.txt; do
     [ -f "$log" ] || continue
     while read -r line; do
         echo "$line"
-        # "100%: Checks: 46, Failures: 0, Errors: 0"
-        c=$(echo "$line" | sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p')
+        # "100%: Checks: 46, Failures: 0, Errors: 0"; tests/test_gpu.c (suites gpu, cuda_emu):
+        # "test_gpu: 422 checks, 0 failed; ..."
+        c=$(echo "$line" | sed -n -e 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' \
+            -e 's/^test_gpu: \([0-9]*\) checks, \([0-9]*\) failed.*/\1 \2 0/p')
         if [ -n "$c" ]; then
             set -- $c
             passed=$((passed + $1 - $2 - $3))
             failed=$((failed + $2 + $3))
         fi
-    done < <(grep -E "Checks: [0-9]+, Failures" "$log")
+    done < <(grep -E "Checks: [0-9]+, Failures|^test_gpu: [0-9]+ checks" "$log")
 done
 echo "$passed passed, $failed failed"
 if [ $rc -ne 0 ] || [ $failed -ne 0 ]; then

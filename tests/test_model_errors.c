@@ -69,26 +69,9 @@ static void fresh(void) {
     tg_error_clear();
 }
 
-/* A builder returned NULL; the graph holds status st with a message containing frag, and the
- * thread's message says the same. */
-#define EXPECT_BUILD_ERROR(t, st, frag) expect_build_error((t), (st), (frag), #t, _i)
-static void expect_build_error(const tg_tensor *t, tg_status st, const char *frag, const char *what, int cfg) {
-    ck_assert_msg(t == NULL, "config %d: %s should have failed", cfg, what);
-    const char *msg = NULL;
-    tg_status got = tg_graph_status(G, &msg);
-    ck_assert_msg(got == st, "config %d: %s: graph status %s (%s), expected %s", cfg, what, tg_status_name(got), msg,
-                  tg_status_name(st));
-    tg_assert_msg_has(msg, frag);
-    tg_assert_msg_has(tg_error_message(), frag);
-}
-
-#define EXPECT_STATUS(call, st, frag)                                                                  \
-    do {                                                                                               \
-        tg_status got_ = (call);                                                                       \
-        ck_assert_msg(got_ == (st), "%s returned %s (%s), expected %s", #call, tg_status_name(got_),   \
-                      tg_error_message(), tg_status_name(st));                                         \
-        tg_assert_msg_has(tg_error_message(), (frag));                                                 \
-    } while (0)
+/* tg_check.h's assertions on this file's graph G */
+#define EXPECT_BUILD_ERROR(t, st, frag) TG_EXPECT_BUILD_ERROR(G, t, st, frag)
+#define EXPECT_STATUS TG_EXPECT_STATUS
 
 /* A valid batch of 2: sources [2, 4] (with </s>), targets [2, 3] (<s> + tokens / tokens + </s>). */
 static int32_t src_ids[2 * 4] = {4, 5, 9, TG_EOS, 6, TG_EOS, TG_PAD, TG_PAD};
