@@ -1,4 +1,4 @@
-/* tgraph — decoding a Transformer (SPEC.md §1 "Decoding"): greedy and beam search with the GNMT
+/* tgraph — decoding a Transformer (docs/model.md §1 "Decoding"): greedy and beam search with the GNMT
  * length penalty, batched over sentences, on an incremental decoder that caches keys and values.
  *
  * Two layers:
