@@ -71,6 +71,6 @@ tg_status tg_backend_new(const char *name, const tg_backend_options *opts, tg_ba
     tg_backend_options o = opts ? *opts : (tg_backend_options){0, 0};
     for (int i = 0; i < NREG; i++)
         if (!strcmp(name, registry[i].name)) return registry[i].create(&o, out);
-    return tg_error_set(TG_ERR_INVALID, "tg_backend_new: unknown backend '%s' (registered: %s)", name,
-                        tg_backend_names());
+    return tg_error_set(TG_ERR_INVALID, "tg_backend_new: unknown backend '%s' (registered: %s)",
+                        name, tg_backend_names());
 }

@@ -74,14 +74,15 @@ bool tg__check_ids(tg_graph *g, const char *who, const char *what, const int32_t
         return false;
     }
     if (offset < 0 || offset + len > max_len) {
-        tg__fail(g, TG_ERR_INVALID, "%s: %s sequence of %lld tokens exceeds max_len %lld", who, what,
-                 (long long)(offset + len), (long long)max_len);
+        tg__fail(g, TG_ERR_INVALID, "%s: %s sequence of %lld tokens exceeds max_len %lld", who,
+                 what, (long long)(offset + len), (long long)max_len);
         return false;
     }
     for (int64_t i = 0; i < B * len; i++)
         if (ids[i] < 0 || ids[i] >= vocab) {
-            tg__fail(g, TG_ERR_INVALID, "%s: %s id %d at [%lld,%lld] is outside the vocabulary (%lld ids)",
-                     who, what, ids[i], (long long)(i / len), (long long)(i % len), (long long)vocab);
+            tg__fail(g, TG_ERR_INVALID,
+                     "%s: %s id %d at [%lld,%lld] is outside the vocabulary (%lld ids)", who, what,
+                     ids[i], (long long)(i / len), (long long)(i % len), (long long)vocab);
             return false;
         }
     return true;
@@ -94,8 +95,8 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
      * graph is the same as without the check) */
     int64_t t = tg_store_find(m->store, table);
     if (t < 0) return tg_param(g, m->store, table); /* marks the graph: no such parameter */
-    if (!tg__check_ids(g, "embedding", table, ids, B, len, offset, m->store->p[t].shape[0], c->max_len))
-        return NULL;
+    int64_t vocab = m->store->p[t].shape[0];
+    if (!tg__check_ids(g, "embedding", table, ids, B, len, offset, vocab, c->max_len)) return NULL;
     int64_t s[2] = {B, len};
     tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
     x = tg_scale(x, sqrtf((float)c->d_model));

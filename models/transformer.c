@@ -67,7 +67,8 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
     if (src_mask) *src_mask = NULL;
     if (!m || !g) return tg__fail(g, TG_ERR_INVALID, "tg_model_encode: NULL model or graph");
     const tg_model_config *c = &m->cfg;
-    if (!tg__check_ids(g, "tg_model_encode", "source", src, B, S, 0, c->src_vocab, c->max_len)) return NULL;
+    if (!tg__check_ids(g, "tg_model_encode", "source", src, B, S, 0, c->src_vocab, c->max_len))
+        return NULL;
     tg_tensor *mask = tg__pad_mask(g, src, B, S);
     if (src_mask) *src_mask = mask;
     tg_tensor *x = tg__embed(m, g, tg__src_embed_name(c), src, B, S, 0);
@@ -116,8 +117,10 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
         return tg__fail(g, TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
     /* both sides checked before any node is made: the message names the entry point */
     const tg_model_config *c = &m->cfg;
-    if (!tg__check_ids(g, "tg_model_logits", "source", b->src, b->size, b->src_len, 0, c->src_vocab, c->max_len) ||
-        !tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0, c->tgt_vocab, c->max_len))
+    if (!tg__check_ids(g, "tg_model_logits", "source", b->src, b->size, b->src_len, 0, c->src_vocab,
+                       c->max_len) ||
+        !tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
+                       c->tgt_vocab, c->max_len))
         return NULL;
     tg_tensor *src_mask;
     tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);

@@ -282,6 +282,21 @@ START_TEST(test_attention_mismatched_masks_and_inputs) {
 }
 END_TEST
 
+/* Batches are built by tg_batch_build, which returns a status naming the cause. */
+START_TEST(test_batch_build) {
+    static const int32_t s0[] = {4, 5}, t0[] = {6};
+    const int32_t *src[1] = {s0}, *tgt[1] = {t0};
+    int64_t sn = 2, tn = 1, neg = -1;
+    tg_batch b;
+    EXPECT_STATUS(tg_batch_build(&b, 0, src, &sn, tgt, &tn), TG_ERR_INVALID, "tg_batch_build: empty batch");
+    EXPECT_STATUS(tg_batch_build(&b, 1, src, &neg, tgt, &tn), TG_ERR_INVALID, "negative length in sentence 0");
+    EXPECT_STATUS(tg_batch_build(&b, 1, src, &sn, tgt, NULL), TG_ERR_INVALID, "NULL argument");
+    ck_assert_int_eq(tg_batch_build(&b, 1, src, &sn, tgt, &tn), TG_OK);
+    ck_assert(b.size == 1 && b.src_len == 3 && b.tgt_len == 2);
+    tg_batch_free(&b);
+}
+END_TEST
+
 /* Decoding entry points return a status and name the cause in the thread's message. */
 START_TEST(test_decoding_entry_points) {
     M = model_of(_i);
@@ -343,6 +358,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_null_arguments, 0, NCONFIGS);
     tcase_add_loop_test(tc, test_attention_mismatched_masks_and_inputs, 0, NCONFIGS);
     tcase_add_loop_test(tc, test_decoding_entry_points, 0, 5); /* the 5 variants, post-LN */
+    tcase_add_test(tc, test_batch_build);
     suite_add_tcase(s, tc);
     return s;
 }
