@@ -3,23 +3,34 @@
 #   ./test.sh              release build in build/, all suites
 #   ./test.sh --sanitize   the same under AddressSanitizer + UBSan, in build-sanitize/
 #   ./test.sh --suite S    only meson test suite S (e.g. cpu, gpu, data)
+#   ./test.sh --debug-build  only configure and build a debug build (-O0, asserts, -Werror) in
+#                          build-debug/, no tests: gcc warns differently without optimisation
 # Exits non-zero on any failure and ends with a line "N passed, N failed" (Check test counts).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 sanitize=0
+debug_build=0
 suite=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --sanitize) sanitize=1 ;;
+    --debug-build) debug_build=1 ;;
     --suite) shift; suite=(--suite "$1") ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 
 ./tools/install_deps.sh build
+
+if [ $debug_build = 1 ]; then
+    [ -f build-debug/build.ninja ] || meson setup build-debug -Dbuildtype=debug
+    ninja -C build-debug
+    echo "test.sh: debug build OK (build-debug/)"
+    exit 0
+fi
 
 if [ $sanitize = 1 ]; then
     dir=build-sanitize
@@ -49,14 +60,16 @@ for log in "$dir"/meson-logs/testlog.txt; do
     [ -f "$log" ] || continue
     while read -r line; do
         echo "$line"
-        # "100%: Checks: 46, Failures: 0, Errors: 0"
-        c=$(echo "$line" | sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p')
+        # "100%: Checks: 46, Failures: 0, Errors: 0"; tests/test_gpu.c (suites gpu, cuda_emu):
+        # "test_gpu: 422 checks, 0 failed; ..."
+        c=$(echo "$line" | sed -n -e 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' \
+            -e 's/^test_gpu: \([0-9]*\) checks, \([0-9]*\) failed.*/\1 \2 0/p')
         if [ -n "$c" ]; then
             set -- $c
             passed=$((passed + $1 - $2 - $3))
             failed=$((failed + $2 + $3))
         fi
-    done < <(grep -E "Checks: [0-9]+, Failures" "$log")
+    done < <(grep -E "Checks: [0-9]+, Failures|^test_gpu: [0-9]+ checks" "$log")
 done
 echo "$passed passed, $failed failed"
 if [ $rc -ne 0 ] || [ $failed -ne 0 ]; then

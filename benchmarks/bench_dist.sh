@@ -74,7 +74,7 @@ if [ -z "$data" ]; then
         data=$src/data/g2p
     else
         echo "data/g2p not found (./run.sh makes it): the synthetic reverse task instead"
-        python3 "$src/tools/data/gen_synthetic.py" --tasks reverse --train 20000 --dev 10 --test 10 -q "$tmp" ||
+        python3 "$src/datasets/gen_synthetic.py" --tasks reverse --train 20000 --dev 10 --test 10 -q "$tmp" ||
             exit 1
         data=$tmp/reverse
     fi

@@ -7,7 +7,7 @@ Called by ./run.sh (which installs packages and builds first); it can be run on 
 build-release/ holds `tools/tg` and `benchmarks/bench_step`. Standard library only.
 
 Phases, each printed with the elapsed time and an ETA:
-  1. data     prepare (cached) the corpus of --task: tools/data/prep_g2p.py, prep_bible.py or
+  1. data     prepare (cached) the corpus of --task: datasets/prep_g2p.py, prep_bible.py or
               gen_synthetic.py; print n̄ and the interacting-head bound h_max = floor(d / n̄)
   2. runs     for every heads × variant × seed: `tg train` (same budget), `tg translate` of the
               test split (greedy, or --beam K), `tg eval` (PER/WER, or BLEU/chrF for bible)
@@ -311,18 +311,18 @@ def prepare_data(o):
     kind = TASKS[o.task][0]
     if kind == "g2p":
         out = os.path.join(o.data_root, "g2p")
-        cmd = [PY, os.path.join(ROOT, "tools/data/prep_g2p.py"), out]
+        cmd = [PY, os.path.join(ROOT, "datasets/prep_g2p.py"), out]
         if o.g2p_dict:
             cmd[2:2] = ["-i", o.g2p_dict]
     elif kind == "bible":
         out = os.path.join(o.data_root, "bible")
-        cmd = [PY, os.path.join(ROOT, "tools/data/prep_bible.py"), out]
+        cmd = [PY, os.path.join(ROOT, "datasets/prep_bible.py"), out]
     else:
         base = os.path.join(o.data_root, "synthetic-%d-%d-%d" % (o.synthetic_train,
                                                                  o.synthetic_test,
                                                                  o.synthetic_max_len))
         out = os.path.join(base, o.task)
-        cmd = [PY, os.path.join(ROOT, "tools/data/gen_synthetic.py"), "-q", "--tasks", o.task,
+        cmd = [PY, os.path.join(ROOT, "datasets/gen_synthetic.py"), "-q", "--tasks", o.task,
                "--train", str(o.synthetic_train), "--dev", str(o.synthetic_test),
                "--test", str(o.synthetic_test), "--max-len", str(o.synthetic_max_len), base]
         if os.path.exists(os.path.join(out, "test.tgt")):

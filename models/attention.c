@@ -130,8 +130,34 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
     return proj(m, g, prefix, "out_proj", merge_heads(o));
 }
 
+/* The public entry point checks what the variants assume: xq [B,n,d] and xkv [B,m,d] with
+ * d = d_model, and a 4-D mask broadcastable to [B,1,n,m] (the pairwise variant drops the mask's
+ * head axis when it reshapes it, so a per-head mask must be refused here, not misread). A NULL
+ * input records an error only when nothing was recorded before (the first cause wins). */
 tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask) {
+    if (!m || !g || !prefix)
+        return tg__fail(g, TG_ERR_INVALID, "tg_model_attention: NULL model, graph or prefix");
+    if (!xq || !xkv)
+        return tg_graph_status(g, NULL)
+                   ? NULL
+                   : tg__fail(g, TG_ERR_INVALID, "tg_model_attention: NULL input");
+    int64_t d = m->cfg.d_model, q[TG_MAX_DIMS], kv[TG_MAX_DIMS], mk[TG_MAX_DIMS];
+    int nq = tg_tensor_shape(xq, q), nkv = tg_tensor_shape(xkv, kv);
+    char a[96], b[96];
+    if (nq != 3 || nkv != 3 || q[2] != d || kv[2] != d || q[0] != kv[0])
+        return tg__fail(g, TG_ERR_SHAPE,
+                        "tg_model_attention: inputs %s and %s are not [B,n,%lld] and [B,m,%lld]",
+                        tg_shape_str(a, sizeof a, nq, q), tg_shape_str(b, sizeof b, nkv, kv),
+                        (long long)d, (long long)d);
+    int nm = mask ? tg_tensor_shape(mask, mk) : 0;
+    if (mask && (nm != 4 || (mk[0] != 1 && mk[0] != q[0]) || mk[1] != 1 ||
+                 (mk[2] != 1 && mk[2] != q[1]) || (mk[3] != 1 && mk[3] != kv[1])))
+        return tg__fail(g, TG_ERR_SHAPE,
+                        "tg_model_attention: mask %s does not broadcast to [B,1,n,m] = "
+                        "[%lld,1,%lld,%lld]",
+                        tg_shape_str(a, sizeof a, nm, mk), (long long)q[0], (long long)q[1],
+                        (long long)kv[1]);
     tg_tensor *k, *v;
     tg__attn_kv(m, g, prefix, xkv, &k, &v);
     return tg__attn_core(m, g, prefix, xq, k, v, mask);

@@ -48,8 +48,8 @@ static tg_status nomem(const char *what) {
     return tg_error_set(TG_ERR_NOMEM, "tg_decoder: out of memory (%s)", what);
 }
 
-/* TG_OK if the graph was built and `out` exists; else the build error as the thread's error
- * (some builders report only there, returning NULL without marking the graph). */
+/* TG_OK if the graph was built and `out` exists; else the graph's first build error, made the
+ * thread's error again (later NULL propagation may have left another message there). */
 static tg_status built(const tg_graph *g, const tg_tensor *out) {
     const char *msg;
     tg_status st = tg_graph_status(g, &msg);

@@ -1,5 +1,9 @@
 /* Layers of the Transformer (SPEC §1) from primitive ops: linear, layer norm, FFN, embeddings
- * with positions, masks, and the residual wiring of a sub-layer (post-LN or pre-LN). */
+ * with positions, masks, and the residual wiring of a sub-layer (post-LN or pre-LN).
+ *
+ * Error contract: a builder here that fails marks its graph (tg__fail, first error wins) before
+ * returning NULL, so tg_graph_status always names the first real cause; a NULL input alone
+ * records nothing, because whatever made it NULL recorded it already. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,10 +49,7 @@ tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
  * PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). */
 static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) {
     float *pe = malloc((size_t)(len * d) * sizeof *pe);
-    if (!pe) {
-        tg_error_set(TG_ERR_NOMEM, "positional encoding: out of memory");
-        return NULL;
-    }
+    if (!pe) return tg__fail(g, TG_ERR_NOMEM, "positional encoding: out of memory");
     for (int64_t p = 0; p < len; p++)
         for (int64_t i = 0; i < d; i += 2) {
             double ang = (double)(p + offset) / pow(10000.0, (double)i / (double)d);
@@ -61,21 +62,48 @@ static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) 
     return t;
 }
 
+bool tg__check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids, int64_t B,
+                   int64_t len, int64_t offset, int64_t vocab, int64_t max_len) {
+    if (!ids) {
+        tg__fail(g, TG_ERR_INVALID, "%s: %s ids are NULL", who, what);
+        return false;
+    }
+    if (B < 1 || len < 1) {
+        tg__fail(g, TG_ERR_INVALID, "%s: empty batch (%lld %s sentences of %lld tokens)", who,
+                 (long long)B, what, (long long)len);
+        return false;
+    }
+    if (offset < 0 || offset + len > max_len) {
+        tg__fail(g, TG_ERR_INVALID, "%s: %s sequence of %lld tokens exceeds max_len %lld", who,
+                 what, (long long)(offset + len), (long long)max_len);
+        return false;
+    }
+    for (int64_t i = 0; i < B * len; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) {
+            tg__fail(g, TG_ERR_INVALID,
+                     "%s: %s id %d at [%lld,%lld] is outside the vocabulary (%lld ids)", who, what,
+                     ids[i], (long long)(i / len), (long long)(i % len), (long long)vocab);
+            return false;
+        }
+    return true;
+}
+
 tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids, int64_t B,
                      int64_t len, int64_t offset) {
     const tg_model_config *c = &m->cfg;
-    if (offset + len > c->max_len) {
-        tg_error_set(TG_ERR_INVALID, "sequence of %lld tokens exceeds max_len %lld",
-                     (long long)(offset + len), (long long)c->max_len);
-        return NULL;
-    }
+    /* the table's rows bound the ids (checked on the host, before any node is made, so the
+     * graph is the same as without the check) */
+    int64_t t = tg_store_find(m->store, table);
+    if (t < 0) return tg_param(g, m->store, table); /* marks the graph: no such parameter */
+    int64_t vocab = m->store->p[t].shape[0];
+    if (!tg__check_ids(g, "embedding", table, ids, B, len, offset, vocab, c->max_len)) return NULL;
     int64_t s[2] = {B, len};
     tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
     x = tg_scale(x, sqrtf((float)c->d_model));
     tg_tensor *pos;
     if (c->learned_pos) {
         int32_t *pid = malloc((size_t)len * sizeof *pid);
-        if (!pid) return NULL;
+        if (!pid) return tg__fail(g, TG_ERR_NOMEM, "positional ids: out of memory");
         for (int64_t i = 0; i < len; i++) pid[i] = (int32_t)(offset + i);
         pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_input(g, TG_DTYPE_I32, 1, &len, pid));
         free(pid);
@@ -86,8 +114,11 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
 }
 
 tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len) {
+    if (!ids || B < 1 || len < 1)
+        return tg__fail(g, TG_ERR_INVALID, "padding mask: empty batch or NULL ids ([%lld,%lld])",
+                        (long long)B, (long long)len);
     float *mk = malloc((size_t)(B * len) * sizeof *mk);
-    if (!mk) return NULL;
+    if (!mk) return tg__fail(g, TG_ERR_NOMEM, "padding mask: out of memory");
     for (int64_t i = 0; i < B * len; i++) mk[i] = ids[i] == TG_PAD ? 1.0f : 0.0f;
     int64_t s[4] = {B, 1, 1, len};
     tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
@@ -96,8 +127,11 @@ tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len)
 }
 
 tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {
+    if (!ids || B < 1 || T < 1)
+        return tg__fail(g, TG_ERR_INVALID, "causal mask: empty batch or NULL ids ([%lld,%lld])",
+                        (long long)B, (long long)T);
     float *mk = malloc((size_t)(B * T * T) * sizeof *mk);
-    if (!mk) return NULL;
+    if (!mk) return tg__fail(g, TG_ERR_NOMEM, "causal mask: out of memory");
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T; i++)
             for (int64_t j = 0; j < T; j++)

@@ -1,4 +1,5 @@
-/* Internal structures of the model zoo. */
+/* Internal structures of the model zoo: the model, its layer builders and attention pieces.
+ * Every builder declared here that fails marks its graph (tg__fail) before returning NULL. */
 #ifndef TG_MODEL_IMPL_H
 #define TG_MODEL_IMPL_H
 
@@ -21,6 +22,12 @@ const char *tg__out_proj_name(const tg_model_config *c);
 tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias);
 tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
 tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
+/* Check a [B, len] matrix of token ids at positions [offset, offset + len) before it becomes a
+ * graph input: non-NULL, a non-empty batch, within max_len, every id in [0, vocab). On failure
+ * marks g with a message that starts with `who` and names `what` ("source", "target") and the
+ * cause, and returns false. */
+bool tg__check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids, int64_t B,
+                   int64_t len, int64_t offset, int64_t vocab, int64_t max_len);
 /* token embedding * sqrt(d) + positions [offset, offset+len), then dropout */
 tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids, int64_t B,
                      int64_t len, int64_t offset);

@@ -64,7 +64,11 @@ static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_
 
 tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
                            tg_tensor **src_mask) {
+    if (src_mask) *src_mask = NULL;
+    if (!m || !g) return tg__fail(g, TG_ERR_INVALID, "tg_model_encode: NULL model or graph");
     const tg_model_config *c = &m->cfg;
+    if (!tg__check_ids(g, "tg_model_encode", "source", src, B, S, 0, c->src_vocab, c->max_len))
+        return NULL;
     tg_tensor *mask = tg__pad_mask(g, src, B, S);
     if (src_mask) *src_mask = mask;
     tg_tensor *x = tg__embed(m, g, tg__src_embed_name(c), src, B, S, 0);
@@ -109,10 +113,15 @@ static tg_tensor *output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
 }
 
 tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
-    if (!m || !g || !b || !b->tgt_in) {
-        tg_error_set(TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
+    if (!m || !g || !b || !b->tgt_in)
+        return tg__fail(g, TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
+    /* both sides checked before any node is made: the message names the entry point */
+    const tg_model_config *c = &m->cfg;
+    if (!tg__check_ids(g, "tg_model_logits", "source", b->src, b->size, b->src_len, 0, c->src_vocab,
+                       c->max_len) ||
+        !tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
+                       c->tgt_vocab, c->max_len))
         return NULL;
-    }
     tg_tensor *src_mask;
     tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
@@ -120,11 +129,20 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
     return output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));
 }
 
+/* The target outputs [B*T] as a graph input, checked first (ids in range; <pad> is ignored by
+ * the loss but is still a vocabulary id). */
+static tg_tensor *targets(tg_model *m, tg_graph *g, const tg_batch *b, const char *who) {
+    if (!tg__check_ids(g, who, "target output", b->tgt_out, b->size, b->tgt_len, 0, m->cfg.tgt_vocab,
+                       m->cfg.max_len))
+        return NULL;
+    int64_t n = b->size * b->tgt_len;
+    return tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+}
+
 tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b) {
     tg_tensor *logits = tg_model_logits(m, g, b);
     if (!logits) return NULL;
-    int64_t n = b->size * b->tgt_len;
-    tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+    tg_tensor *y = targets(m, g, b, "tg_model_loss");
     return tg_cross_entropy(logits, y, m->cfg.label_smoothing, TG_PAD, TG_REDUCE_MEAN);
 }
 
@@ -132,17 +150,19 @@ tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores) {
     if (!m || !b || !scores || !b->tgt_out)
         return tg_error_set(TG_ERR_INVALID, "tg_model_score: NULL argument or batch without targets");
     tg_graph *g = tg_graph_new();
-    if (!g) return TG_ERR_NOMEM;
+    if (!g) return tg_error_set(TG_ERR_NOMEM, "tg_model_score: out of memory");
     tg_graph_set_training(g, false);
     tg_graph_set_grad_enabled(g, false);
-    int64_t n = b->size * b->tgt_len;
-    float *nll = malloc((size_t)n * sizeof *nll);
     tg_tensor *logits = tg_model_logits(m, g, b);
     /* per-token -log softmax(logits)[target] over the whole vocabulary; pads give 0 */
-    tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+    tg_tensor *y = logits ? targets(m, g, b, "tg_model_score") : NULL;
     tg_tensor *tok = tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_NONE));
-    tg_status st = nll ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_model_score: out of memory");
-    if (st == TG_OK && !tok) st = tg_graph_status(g, NULL);
+    int64_t n = tok ? b->size * b->tgt_len : 0;
+    float *nll = tok ? malloc((size_t)n * sizeof *nll) : NULL;
+    const char *msg;
+    tg_status st = tg_graph_status(g, &msg);
+    if (st != TG_OK) tg_error_set(st, "%s", msg);
+    else if (!tok || !nll) st = tg_error_set(TG_ERR_NOMEM, "tg_model_score: out of memory");
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
     if (st == TG_OK) st = tg_tensor_read(tok, nll, (size_t)n * sizeof *nll);
     if (st == TG_OK)

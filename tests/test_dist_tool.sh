@@ -106,7 +106,7 @@ EOF
 }
 
 # ---------------------------------------------------------------- data and options
-"$PY" "$here/../tools/data/gen_synthetic.py" --tasks reverse --train 600 --dev 60 --test 10 --max-len 12 \
+"$PY" "$here/../datasets/gen_synthetic.py" --tasks reverse --train 600 --dev 60 --test 10 --max-len 12 \
     -q . || { echo "FAIL gen_synthetic.py"; exit 1; }
 D=$tmp/reverse
 COMMON="--train-src $D/train.src --train-tgt $D/train.tgt --dev-src $D/dev.src --dev-tgt $D/dev.tgt

@@ -30,27 +30,9 @@ static void teardown(void) {
 #define IN(data, ...) tg_input(G, TG_DTYPE_F32, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), (data))
 #define IN_I32(data, ...) tg_input(G, TG_DTYPE_I32, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), (data))
 
-/* A builder returned NULL, and the graph recorded status st with a message containing frag;
- * the thread's message says the same. */
-#define EXPECT_BUILD_ERROR(t, st, frag) expect_build_error((t), (st), (frag), #t)
-static void expect_build_error(const tg_tensor *t, tg_status st, const char *frag, const char *what) {
-    ck_assert_msg(t == NULL, "%s should have failed", what);
-    const char *msg = NULL;
-    tg_status got = tg_graph_status(G, &msg);
-    ck_assert_msg(got == st, "%s: status %s (%s), expected %s", what, tg_status_name(got), msg,
-                  tg_status_name(st));
-    tg_assert_msg_has(msg, frag);
-    tg_assert_msg_has(tg_error_message(), frag);
-}
-
-/* A call returned status st with the thread's message containing frag. */
-#define EXPECT_STATUS(call, st, frag)                                                          \
-    do {                                                                                       \
-        tg_status got_ = (call);                                                               \
-        ck_assert_msg(got_ == (st), "%s returned %s (%s), expected %s", #call,                 \
-                      tg_status_name(got_), tg_error_message(), tg_status_name(st));           \
-        tg_assert_msg_has(tg_error_message(), (frag));                                         \
-    } while (0)
+/* tg_check.h's assertions on this file's graph G */
+#define EXPECT_BUILD_ERROR(t, st, frag) TG_EXPECT_BUILD_ERROR(G, t, st, frag)
+#define EXPECT_STATUS TG_EXPECT_STATUS
 
 /* ================================ shapes ================================ */
 

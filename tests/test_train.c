@@ -68,7 +68,7 @@ static tg_vocab *digit_vocab(int n) {
     tg_vocab *v;
     ck_assert_int_eq(tg_vocab_new(&v), TG_OK);
     for (int i = 0; i < n; i++) {
-        char t[8];
+        char t[12]; /* any int: a debug build checks the bound (-Wformat-truncation) */
         snprintf(t, sizeof t, "%d", i);
         ck_assert_int_eq(tg_vocab_add(v, t, NULL), TG_OK);
     }

@@ -6,11 +6,28 @@
 #include <math.h>
 #include <string.h>
 
+#include "tg/tg.h"
+
 Suite *tg_test_suite(void);
 
 /* Assert that a message contains a fragment (for error-message tests). */
 #define tg_assert_msg_has(msg, frag)                                                       \
     ck_assert_msg(strstr((msg), (frag)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (frag))
+
+/* A call returned status st with the thread's message containing frag. */
+#define TG_EXPECT_STATUS(call, st, frag)                                                   \
+    do {                                                                                   \
+        tg_status got_ = (call);                                                           \
+        ck_assert_msg(got_ == (st), "%s returned %s (%s), expected %s", #call,             \
+                      tg_status_name(got_), tg_error_message(), tg_status_name(st));       \
+        tg_assert_msg_has(tg_error_message(), (frag));                                     \
+    } while (0)
+
+/* A graph builder returned NULL (t), graph g recorded status st with a message containing
+ * frag, and the thread's message says the same (tg_check.c). */
+#define TG_EXPECT_BUILD_ERROR(g, t, st, frag) tg_expect_build_error((g), (t), (st), (frag), #t)
+void tg_expect_build_error(const tg_graph *g, const tg_tensor *t, tg_status st, const char *frag,
+                           const char *what);
 
 /* Assert |a-b| <= atol + rtol*|b| for floats, naming the value. */
 #define tg_assert_close(a, b, atol, rtol)                                                  \

@@ -30,7 +30,7 @@ int tg_cmd_score(int argc, char **argv) {
         {"batch", TG_OPT_INT, &batch, 1, 100000, NULL, "N", "sentence pairs per batch", 0, 0},
         {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (as trained with --chars)", 0, 0},
         {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
-        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        {"backend", TG_OPT_CHOICE, &backend, 0, 0, tg_backend_names(), NULL, "where to compute (cuda: GPU 0)", 0, 0},
         {0},
     };
     tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
@@ -44,7 +44,7 @@ int tg_cmd_score(int argc, char **argv) {
     tg_lines ls = {0}, lt = {0};
     tg_corpus *c = NULL;
     double *scores = NULL;
-    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
+    tg_status st = tg_backend_new(backend, &(tg_backend_options){.threads = (int)threads, .device = 0}, &be);
     if (st == TG_OK) st = tg_model_load(model, be, &m);
     if (st == TG_OK) st = tg_lines_read(src, false, &ls);
     if (st == TG_OK) st = tg_lines_read(tgt, false, &lt);

@@ -193,7 +193,7 @@ static void table(train_opts *o, tg_opt *t) {
         {"keep-checkpoints", TG_OPT_INT, &o->keep, 0, 1e6, NULL, "N",
          "also keep the last N checkpoints as checkpoint-STEP.safetensors (for tg average)", 0, 0},
         {"threads", TG_OPT_INT, &o->threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
-        {"backend", TG_OPT_CHOICE, &o->backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        {"backend", TG_OPT_CHOICE, &o->backend, 0, 0, tg_backend_names(), NULL, "where to compute (cuda: GPU 0)", 0, 0},
         {"progress", TG_OPT_CHOICE, &o->progress, 0, 0, "auto|bar|lines|none", NULL,
          "progress display on stderr (auto: a bar on a terminal)", 0, 0},
         {0},
@@ -426,11 +426,11 @@ int tg_cmd_train(int argc, char **argv) {
     AGREE_OR_DONE();
     int threads = grp && o.threads == 0 ? tg_train_group_threads(grp) : (int)o.threads;
     /* one GPU per rank of a host */
-    st = !strcmp(o.backend, "cuda") ? tg_backend_cuda_new(tg_dist_local_rank(grp), &be) : tg_backend_cpu_new(threads, &be);
+    st = tg_backend_new(o.backend, &(tg_backend_options){.threads = threads, .device = tg_dist_local_rank(grp)}, &be);
     AGREE_OR_DONE();
     /* TG_DIST_NCCL=0: sum GPU gradients through host memory and MPI (e.g. ranks sharing a GPU) */
     const char *nccl_env = getenv("TG_DIST_NCCL");
-    if (grp && !strcmp(o.backend, "cuda") && tg_have_nccl() && !(nccl_env && !strcmp(nccl_env, "0"))) {
+    if (grp && tg_dist_can_use_nccl(be) && !(nccl_env && !strcmp(nccl_env, "0"))) {
         st = tg_dist_use_nccl(grp, be);
         AGREE_OR_DONE();
     }

@@ -147,7 +147,7 @@ if [ $MODE = direct ] && [ $BUILD_OK = 0 ]; then
     for d in core autograd backends/cpu backends/cuda models train; do
         for f in $(grep -o "'[A-Za-z0-9_]*\.c'" "$ROOT/$d/meson.build" | tr -d "'"); do SRCS="$SRCS $d/$f"; done
     done
-    SRCS="$SRCS dist/dist.c dist/dist_stubs.c" # without MPI in the direct build
+    SRCS="$SRCS parallel/dist.c parallel/dist_stubs.c" # without MPI in the direct build
     for s in $SRCS; do
         o=$DB/obj/$(echo "$s" | tr '/' '_').o
         gcc "${CFLAGS[@]}" -c "$ROOT/$s" -o "$o" >> "$LOG" 2>&1 || { ok=0; say "  compile failed: $s"; }
@@ -214,7 +214,7 @@ DIST_RC=skipped
 if [ "$MODE" = meson ] && [ -x "$B/tools/tg" ] && command -v mpirun > /dev/null && \
     grep -q "MPI *: *True" "$LOG" && [ $(( $(date +%s) - T0 )) -lt 450 ]; then
     section "2 MPI ranks on the GPU against 1 process (reverse task, SGD, dropout 0)"
-    DD=$OUT/dist && mkdir -p "$DD" && python3 "$ROOT/tools/data/gen_synthetic.py" --tasks reverse \
+    DD=$OUT/dist && mkdir -p "$DD" && python3 "$ROOT/datasets/gen_synthetic.py" --tasks reverse \
         --train 2000 --dev 100 --test 100 --max-len 12 -q "$DD/data"
     A="--train-src $DD/data/reverse/train.src --train-tgt $DD/data/reverse/train.tgt --dev-src $DD/data/reverse/dev.src
        --dev-tgt $DD/data/reverse/dev.tgt --d-model 64 --heads 4 --enc-layers 2 --dec-layers 2 --d-ff 256 --dropout 0

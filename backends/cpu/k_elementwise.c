@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu-impl.h"
+#include "core/backend-helpers.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h> /* AVX2 dropout, compiled with a target attribute, used if the CPU has it */
@@ -11,18 +12,6 @@
 #else
 #define TG_DROPOUT_AVX2 0
 #endif
-
-/* Right-aligned broadcast strides of input x against output shape t (0 where x is 1). */
-void tg_cpu_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st) {
-    int off = t->ndim - x->ndim;
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        int xi = i - off;
-        int64_t d = xi >= 0 ? x->shape[xi] : 1;
-        st[i] = (d == 1) ? 0 : s;
-        s *= d;
-    }
-}
 
 /* Offset in x of the first element of output row r (rows = all dims but the last). */
 static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const int64_t *st) {
@@ -44,8 +33,8 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
             }                                                                                \
         } else {                                                                             \
             int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];                                        \
-            tg_cpu_bcast_strides(t->src[0], t, sa);                                          \
-            tg_cpu_bcast_strides(t->src[1], t, sb);                                          \
+            tg__bcast_strides(t->src[0], t, sa);                                             \
+            tg__bcast_strides(t->src[1], t, sb);                                             \
             int nd = t->ndim;                                                                \
             int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / (inner ? inner : 1);       \
             int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;                      \
@@ -260,7 +249,7 @@ tg_status tg_cpu_elementwise(tg_backend *bk, tg_tensor *t) {
         const tg_tensor *m = t->src[1];
         float v = t->pf[0];
         int64_t sm[TG_MAX_DIMS];
-        tg_cpu_bcast_strides(m, t, sm);
+        tg__bcast_strides(m, t, sm);
         int nd = t->ndim;
         int64_t inner = nd ? t->shape[nd - 1] : 1, rows = inner ? n / inner : 0;
         int64_t im = nd ? sm[nd - 1] : 0;

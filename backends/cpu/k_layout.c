@@ -2,8 +2,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu-impl.h"
-
-void tg_cpu_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st);
+#include "core/backend-helpers.h"
 
 /* Copy rows of the output (all dims but the last) from arbitrary source strides. Works on
  * 4-byte elements (f32 and i32 alike). */
@@ -36,7 +35,7 @@ tg_status tg_cpu_layout(tg_backend *b, tg_tensor *t) {
         return TG_OK;
     case TG_OP_EXPAND: {
         int64_t st[TG_MAX_DIMS];
-        tg_cpu_bcast_strides(t->src[0], t, st);
+        tg__bcast_strides(t->src[0], t, st);
         strided_copy(t, t->src[0]->data, st, nt);
         return TG_OK;
     }

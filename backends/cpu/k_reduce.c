@@ -4,8 +4,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu-impl.h"
-
-void tg_cpu_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st);
+#include "core/backend-helpers.h"
 
 /* x viewed as [outer, n, inner], reduced over n. */
 static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
@@ -47,31 +46,17 @@ static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t
  * sum_axis; the general case loops over the reduced index space of each output element. */
 static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
     bool acc = (t->flags & TG_TF_ACCUM) != 0;
-    int nd = x->ndim, off = nd - t->ndim;
-    bool red[TG_MAX_DIMS];
-    for (int i = 0; i < nd; i++) {
-        int ti = i - off;
-        red[i] = ti < 0 || (t->shape[ti] == 1 && x->shape[i] != 1);
-    }
+    tg_sumto_plan p; /* which dims are summed: core/backend_helpers.c */
+    tg__sumto_plan(t, x, &p);
+    int nd = p.nd;
+    const bool *red = p.red;
     /* leading block reduced, rest kept (bias gradients): [R, C] -> [C] */
-    int lead = 0;
-    while (lead < nd && red[lead]) lead++;
-    bool rest_kept = true;
-    for (int i = lead; i < nd; i++)
-        if (red[i]) rest_kept = false;
-    if (rest_kept) {
-        int64_t R = 1, C = 1;
-        for (int i = 0; i < lead; i++) R *= x->shape[i];
-        for (int i = lead; i < nd; i++) C *= x->shape[i];
-        sum_axis(x->data, t->data, 1, R, C, nt, acc);
+    if (p.lead_block) {
+        sum_axis(x->data, t->data, 1, p.R, p.C, nt, acc);
         return;
     }
-    int64_t xs[TG_MAX_DIMS], s = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        xs[i] = s;
-        s *= x->shape[i];
-    }
-    int64_t nout = tg_tensor_numel(t), nred = tg_tensor_numel(x) / (nout ? nout : 1);
+    const int64_t *xs = p.xstride;
+    int64_t nout = p.nout, nred = p.nred;
     const float *xp = x->data;
     float *o = t->data;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nout * nred > TG_PAR_MIN)

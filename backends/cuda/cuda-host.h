@@ -6,6 +6,7 @@
 
 #include <cublas_v2.h>
 
+#include "backends/cuda/cuda-access.h"
 #include "backends/cuda/cuda-impl.h"
 #include "core/tg-impl.h"
 
@@ -36,10 +37,7 @@ typedef struct tgcu_impl {
     size_t staging_size, staged_used;
 } tgcu_impl;
 
-/* A tg status for a CUDA error (TG_OK for cudaSuccess): TG_ERR_NOMEM for out-of-memory,
- * else TG_ERR_BACKEND, with cudaGetErrorString's text after "cuda backend: <what>: ".
- * Clears the runtime's last-error slot so a handled error does not resurface later. */
-tg_status tgcu_status(cudaError_t e, const char *what);
+/* tgcu_status (a tg status for a CUDA error): backends/cuda/cuda-access.h */
 tg_status tgcu_blas_status(cublasStatus_t s, const char *what);
 
 /* Device memory from the backend's caching allocator (NULL + error set on failure); free

@@ -297,6 +297,17 @@ static const tg_backend_vtable cuda_vtable = {
 
 bool tg_have_cuda(void) { return true; }
 
+bool tgcu_is_cuda(const tg_backend *b) { return b && b->vt == &cuda_vtable; }
+
+tg_status tgcu_stream_of(const tg_backend *b, int *device, cudaStream_t *stream) {
+    if (!tgcu_is_cuda(b))
+        return tg_error_set(TG_ERR_UNSUPPORTED, "not a CUDA backend: %s", tg_backend_name(b));
+    const tgcu_impl *c = b->impl;
+    if (device) *device = c->device;
+    if (stream) *stream = c->stream;
+    return TG_OK;
+}
+
 tg_status tg_backend_cuda_new(int device, tg_backend **out) {
     if (!out) return tg_error_set(TG_ERR_INVALID, "tg_backend_cuda_new: out is NULL");
     *out = NULL;

@@ -6,22 +6,10 @@
 #include <string.h>
 
 #include "backends/cuda/cuda-host.h"
+#include "core/backend-helpers.h"
 
 #define F32(t) ((float *)(t)->data)
 #define STREAM(b) (((tgcu_impl *)(b)->impl)->stream)
-
-/* Right-aligned broadcast strides of contiguous x against output shape t (0 where x is 1),
- * as tg_cpu_bcast_strides. */
-static void bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st) {
-    int off = t->ndim - x->ndim;
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        int xi = i - off;
-        int64_t d = xi >= 0 ? x->shape[xi] : 1;
-        st[i] = (d == 1) ? 0 : s;
-        s *= d;
-    }
-}
 
 /* An index space over `shape` read through strides sa and sb: size-1 dimensions dropped and
  * neighbours merged where both operands step uniformly across them, so that a same-shape op
@@ -64,8 +52,8 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 static tg_status binary(tg_backend *b, tg_tensor *t, int op) {
     int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
     tgcu_index ix;
-    bcast_strides(t->src[0], t, sa);
-    bcast_strides(t->src[1], t, sb);
+    tg__bcast_strides(t->src[0], t, sa);
+    tg__bcast_strides(t->src[1], t, sb);
     make_index(t->ndim, t->shape, sa, sb, &ix);
     return tgcu_status(tgcu_binary(STREAM(b), op, F32(t), F32(t->src[0]), F32(t->src[1]), &ix,
                                    tg_tensor_numel(t)),
@@ -83,7 +71,7 @@ static tg_status masked_fill(tg_backend *b, tg_tensor *t) {
     int64_t sx[TG_MAX_DIMS], sm[TG_MAX_DIMS];
     tgcu_index ix;
     tg__contiguous_strides(t->ndim, t->shape, sx);
-    bcast_strides(m, t, sm);
+    tg__bcast_strides(m, t, sm);
     make_index(t->ndim, t->shape, sx, sm, &ix);
     return tgcu_status(tgcu_masked_fill(STREAM(b), F32(t), F32(t->src[0]), m->data,
                                         m->dtype == TG_DTYPE_I32, &ix, tg_tensor_numel(t), t->pf[0]),
@@ -161,39 +149,23 @@ static tg_status sum_axis(tg_backend *b, const float *x, float *o, int64_t outer
     return st;
 }
 
-/* sum_to: the CPU's two cases (backends/cpu/k_reduce.c): a leading block of summed dims with
- * the rest kept is one column sum; anything else sums each output's reduced index space. */
+/* sum_to: the two cases of core/backend-helpers.h (tg__sumto_plan), as on the CPU: a leading
+ * block of summed dims with the rest kept is one column sum; anything else sums each output's
+ * reduced index space. */
 static tg_status sum_to(tg_backend *b, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
-    int nd = x->ndim, off = nd - t->ndim;
-    bool red[TG_MAX_DIMS];
-    for (int i = 0; i < nd; i++) {
-        int ti = i - off;
-        red[i] = ti < 0 || (t->shape[ti] == 1 && x->shape[i] != 1);
-    }
-    int lead = 0;
-    while (lead < nd && red[lead]) lead++;
-    bool rest_kept = true;
-    for (int i = lead; i < nd; i++)
-        if (red[i]) rest_kept = false;
-    if (rest_kept) {
-        int64_t R = 1, C = 1;
-        for (int i = 0; i < lead; i++) R *= x->shape[i];
-        for (int i = lead; i < nd; i++) C *= x->shape[i];
-        return sum_axis(b, x->data, t->data, 1, R, C, "sum_to");
-    }
+    tg_sumto_plan p;
+    tg__sumto_plan(t, x, &p);
+    if (p.lead_block) return sum_axis(b, x->data, t->data, 1, p.R, p.C, "sum_to");
     tgcu_sumto d;
     memset(&d, 0, sizeof d);
-    d.nd = nd;
-    int64_t s = 1;
-    for (int i = nd - 1; i >= 0; i--) {
+    d.nd = p.nd;
+    for (int i = 0; i < p.nd; i++) {
         d.shape[i] = x->shape[i];
-        d.stride[i] = s;
-        d.red[i] = red[i];
-        s *= x->shape[i];
+        d.stride[i] = p.xstride[i];
+        d.red[i] = p.red[i];
     }
-    int64_t nout = tg_tensor_numel(t), nred = tg_tensor_numel(x) / (nout ? nout : 1);
-    return tgcu_status(tgcu_sum_to(STREAM(b), x->data, t->data, &d, nout, nred), "sum_to");
+    return tgcu_status(tgcu_sum_to(STREAM(b), x->data, t->data, &d, p.nout, p.nred), "sum_to");
 }
 
 static tg_status reduce(tg_backend *b, tg_tensor *t) {
@@ -248,101 +220,38 @@ static tg_status rows(tg_backend *b, tg_tensor *t) {
 
 /* ---- matmul (cuBLAS) ---- */
 
-typedef struct {
-    bool trans;
-    int64_t ld;
-    int64_t bstride[TG_MAX_DIMS]; /* per output batch dim, 0 where broadcast */
-} operand;
-
-/* The stored matrix [r, c] of x (its last two dims) as a row-major GEMM operand: read in
- * place with its row stride, or, when its columns are contiguous (a transposed view), as the
- * transpose of a row-major [c, r] (backends/cpu/k_matmul.c, describe()). */
-static void describe(const tg_tensor *x, bool trans, int nb, operand *op) {
-    int n = x->ndim;
-    int64_t r = x->shape[n - 2], c = x->shape[n - 1];
-    int64_t rs = x->stride[n - 2], cs = x->stride[n - 1];
-    if (cs == 1) {
-        op->trans = trans;
-        op->ld = r == 1 ? c : rs;
-    } else if (c == 1) {
-        op->trans = trans;
-        op->ld = rs;
-    } else {
-        op->trans = !trans;
-        op->ld = cs;
-    }
-    int off = nb - (n - 2);
-    for (int i = 0; i < nb; i++) {
-        int xi = i - off;
-        op->bstride[i] = (xi < 0 || x->shape[xi] == 1) ? 0 : x->stride[xi];
-    }
-}
-
 /* Row-major C = op(A) op(B) through column-major cuBLAS: a row-major matrix is the column-major
  * matrix of its transpose, so C^T = op(B)^T op(A)^T is one column-major GEMM with the operands
- * swapped (m = N, n = M) and the same transpose flags. Batch dims collapse into one strided
- * batched call where every operand's strides stay uniform, as on the CPU. */
+ * swapped (m = N, n = M) and the same transpose flags. The operands' description and the batch
+ * dims that collapse into one strided batched call are core's (tg__mm_plan), as on the CPU. */
 static tg_status matmul(tg_backend *bk, tg_tensor *t) {
     tgcu_impl *c = bk->impl;
     const tg_tensor *a = t->src[0], *b = t->src[1];
-    int nb = t->ndim - 2;
-    int64_t M = t->shape[nb], N = t->shape[nb + 1];
-    int64_t K = a->shape[a->ndim - (t->pi[0] ? 2 : 1)];
+    tg_mm_plan p;
+    tg__mm_plan(t, &p);
+    int64_t M = p.M, N = p.N, K = p.K;
     int64_t nout = tg_tensor_numel(t);
     if (nout == 0) return TG_OK;
     if (K == 0) /* an empty sum: zeros */
         return tgcu_status(cudaMemsetAsync(t->data, 0, (size_t)nout * 4, c->stream), "matmul");
-    operand oa, ob;
-    describe(a, t->pi[0], nb, &oa);
-    describe(b, t->pi[1], nb, &ob);
-    /* BLAS wants ld >= the stored column count; only degenerate 1-row/1-column views can be
-     * below it, and for them any larger ld addresses the same elements. */
-    int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
-    if (oa.ld < a_cols) oa.ld = a_cols;
-    if (ob.ld < b_cols) ob.ld = b_cols;
-    int64_t cst[TG_MAX_DIMS];
-    tg__contiguous_strides(t->ndim, t->shape, cst);
-    int64_t inner = 1, sa = 0, sb = 0, sc = M * N;
-    int first = nb;
-    if (nb > 0) {
-        first = nb - 1;
-        inner = t->shape[nb - 1];
-        sa = oa.bstride[nb - 1];
-        sb = ob.bstride[nb - 1];
-        sc = cst[nb - 1];
-        while (first > 0) {
-            int d = first - 1;
-            if (oa.bstride[d] != sa * inner || ob.bstride[d] != sb * inner || cst[d] != sc * inner)
-                break;
-            inner *= t->shape[d];
-            first = d;
-        }
-    }
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || oa.ld > INT_MAX || ob.ld > INT_MAX ||
-        inner > INT_MAX)
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || p.a.ld > INT_MAX || p.b.ld > INT_MAX ||
+        p.inner > INT_MAX)
         return tg_error_set(TG_ERR_UNSUPPORTED,
                             "cuda backend: matmul sizes M=%lld N=%lld K=%lld (batch %lld) exceed "
                             "cuBLAS's 32-bit limits",
-                            (long long)M, (long long)N, (long long)K, (long long)inner);
-    int64_t outer = 1;
-    for (int i = 0; i < first; i++) outer *= t->shape[i];
+                            (long long)M, (long long)N, (long long)K, (long long)p.inner);
     const float *A = a->data, *B = b->data;
     float *C = t->data;
     const float one = 1.0f, zero = 0.0f;
-    cublasOperation_t opa = oa.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t opb = ob.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t offa = 0, offb = 0, offc = 0, q = o;
-        for (int i = first - 1; i >= 0; i--) {
-            int64_t k = q % t->shape[i];
-            q /= t->shape[i];
-            offa += k * oa.bstride[i];
-            offb += k * ob.bstride[i];
-            offc += k * cst[i];
-        }
+    cublasOperation_t opa = p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    for (int64_t o = 0; o < p.outer; o++) {
+        int64_t offa, offb, offc;
+        tg__mm_offsets(&p, t, o, &offa, &offb, &offc);
         cublasStatus_t s = cublasSgemmStridedBatched(
-            c->blas, opb, opa, (int)N, (int)M, (int)K, &one, B + offb, (int)ob.ld, (long long)sb,
-            A + offa, (int)oa.ld, (long long)sa, &zero, C + offc, (int)N, (long long)sc, (int)inner);
+            c->blas, opb, opa, (int)N, (int)M, (int)K, &one, B + offb, (int)p.b.ld,
+            (long long)p.sb, A + offa, (int)p.a.ld, (long long)p.sa, &zero, C + offc, (int)N,
+            (long long)p.sc, (int)p.inner);
         if (s != CUBLAS_STATUS_SUCCESS) return tgcu_blas_status(s, "matmul");
     }
     return tgcu_status(cudaGetLastError(), "matmul");
@@ -510,7 +419,7 @@ tg_status tgcu_run_node(tg_backend *b, tg_tensor *t) {
     case TG_OP_CONT: return strided_copy(b, t, t->src[0]->stride);
     case TG_OP_EXPAND: {
         int64_t st[TG_MAX_DIMS];
-        bcast_strides(t->src[0], t, st);
+        tg__bcast_strides(t->src[0], t, st);
         return strided_copy(b, t, st);
     }
     case TG_OP_CONCAT:

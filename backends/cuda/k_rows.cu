@@ -118,7 +118,7 @@ __global__ void k_layer_norm_back(const float *x, const float *gm, const float *
     }
 }
 
-/* Row loss (SPEC §1): with q(k) = (1-eps)[k=y] + eps/V,
+/* Row loss (docs/model.md §1): with q(k) = (1-eps)[k=y] + eps/V,
  * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. Targets were validated by the
  * host before the launch; an out-of-range one here gives NaN rather than a wild read. */
 __global__ void k_cross_entropy(const float *x, const int32_t *y, float *rowloss, int64_t N,

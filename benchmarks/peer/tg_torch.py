@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""PyTorch reference implementation of tgraph's Transformer (SPEC.md beside the repository).
+"""PyTorch reference implementation of tgraph's Transformer (docs/model.md).
 
 Two uses, never a test-time dependency of the C code:
   * generating the committed reference fixtures of the C tests
     (tests/fixtures/make_model_fixtures.py);
   * the speed peer of the benchmarks (benchmarks/peer/train_step.py).
 
-It follows SPEC.md literally; section numbers below refer to it.
+It follows docs/model.md literally; section numbers below refer to it.
   §1  encoder-decoder Transformer, post-LN (default) or pre-LN with final norms, interleaved
       sinusoidal or learned positions, token embedding scaled by sqrt(d), tied output
       projection logits = dec_out . E^T (no bias), ReLU or GELU-tanh FFN, dropout placements,
@@ -248,7 +248,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d_model, inner)
         # interacting_pairwise: head_i = Concat_j O_ij has width h*d_v, so W_O is [d, h*h*d_v]
         # = [d, h*d]. This reading is a reconstruction from the paper's prose ("sub-sub-outputs"),
-        # with h times MHA's output-projection parameters (SPEC §2.4).
+        # with h times MHA's output-projection parameters (docs/model.md §2.4).
         self.out_proj = nn.Linear(heads * inner if kind == "interacting_pairwise" else inner,
                                   d_model)
         if kind == "talking_heads":

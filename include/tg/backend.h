@@ -16,6 +16,22 @@ extern "C" {
 
 typedef struct tg_backend tg_backend;
 
+/* ---- the registry: backends by name ---- */
+
+/* What a backend is created with; zeros are the defaults. */
+typedef struct tg_backend_options {
+    int threads; /* CPU threads (0: TG_NUM_THREADS, else all cores); ignored by GPU backends */
+    int device;  /* GPU index (0: the first); ignored by the CPU backend */
+} tg_backend_options;
+
+/* The backend registered as `name` ("cpu", "cuda"), created with opts (NULL: the defaults).
+ * TG_ERR_INVALID naming the registered backends for an unknown name; a registered backend that
+ * this build or machine lacks answers as its own constructor does (TG_ERR_UNSUPPORTED without
+ * CUDA, TG_ERR_BACKEND without a GPU). */
+tg_status tg_backend_new(const char *name, const tg_backend_options *opts, tg_backend **out);
+/* The registered backend names joined by '|' ("cpu|cuda"): e.g. a command line's choices. */
+const char *tg_backend_names(void);
+
 /* A CPU backend using `nthreads` OpenMP threads (0: the TG_NUM_THREADS environment variable,
  * else all cores). OpenBLAS is kept at one thread: tgraph splits GEMMs across its own threads so
  * the two thread pools never oversubscribe the cores. Writes the new backend to *out; the

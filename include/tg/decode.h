@@ -1,5 +1,6 @@
-/* tgraph — decoding a Transformer (SPEC.md §1 "Decoding"): greedy and beam search with the GNMT
- * length penalty, batched over sentences, on an incremental decoder that caches keys and values.
+/* tgraph — decoding a Transformer (docs/model.md §1 "Decoding"): greedy and beam search with
+ * the GNMT length penalty, batched over sentences, on an incremental decoder that caches keys
+ * and values.
  *
  * Two layers:
  *  - tg_decoder: the model side. The encoder runs once; each tg_decoder_step feeds one token per

@@ -76,6 +76,9 @@ tg_status tg_dist_check_params(tg_dist *d, tg_store *s);
 /* Use NCCL for the gradients of store s on the CUDA backend be (each rank its own GPU).
  * (collective) TG_ERR_UNSUPPORTED without NCCL support or for another backend. */
 tg_status tg_dist_use_nccl(tg_dist *d, tg_backend *be);
+/* True when this build has NCCL and be is a backend whose gradients NCCL can sum (CUDA): when
+ * tg_dist_use_nccl may be called (so callers need not know backends by name). */
+bool tg_dist_can_use_nccl(const tg_backend *be);
 
 /* ---- gradient all-reduce, bucketed and overlapped with backward -------------------------- */
 

@@ -1,6 +1,6 @@
 /* tgraph — a small, strict JSON reader and writer (RFC 8259).
  *
- * Used for safetensors headers and checkpoint metadata (SPEC.md §4). The parser builds a DOM
+ * Used for safetensors headers and checkpoint metadata (docs/model.md §4). The parser builds a DOM
  * tree of tg_json nodes:
  *   - strict grammar: no comments, no trailing commas, no leading zeros, no NaN/Infinity,
  *     no byte-order mark, nothing but whitespace after the top-level value;

@@ -1,6 +1,7 @@
-/* tgraph — one include for the whole public API. */
+/* tgraph — one include for the whole public API: every header of include/tg/. */
 #ifndef TG_TG_H
 #define TG_TG_H
+/* the engine: errors, tensors, backends, graphs, ops, parameters, autodiff, optimizers, RNG */
 #include "tg/error.h"
 #include "tg/tensor.h"
 #include "tg/backend.h"
@@ -10,4 +11,14 @@
 #include "tg/autograd.h"
 #include "tg/optim.h"
 #include "tg/rng.h"
+/* files: JSON and safetensors */
+#include "tg/json.h"
+#include "tg/safetensors.h"
+/* the Transformer zoo and its decoding */
+#include "tg/model.h"
+#include "tg/decode.h"
+/* training, metrics, data-parallel process groups */
+#include "tg/train.h"
+#include "tg/metrics.h"
+#include "tg/dist.h"
 #endif

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Tests of the data preparation scripts in tools/data (a few seconds, no packages needed):
+# Tests of the data preparation scripts in datasets (a few seconds, no packages needed):
 #  - gen_synthetic.py: parallel line counts, copy / reverse / sort really do that, held-out
 #    sequences are not in train, same seed gives the same files;
 #  - prep_g2p.py on tests/fixtures/data/mini.dict: the exact output lines, the dropped-entry
@@ -11,7 +11,7 @@ set -u
 
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 py=${PYTHON:-/usr/bin/python3}
-tools=$root/tools/data
+tools=$root/datasets
 if [ ! -x "$py" ]; then
     echo "SKIP: $py not found"
     exit 77

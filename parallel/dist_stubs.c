@@ -1,5 +1,5 @@
 /* What a build without MPI or without NCCL answers (meson options mpi, nccl). */
-#include "dist/dist-impl.h"
+#include "parallel/dist-impl.h"
 
 #ifndef TG_HAVE_MPI
 bool tg_have_mpi(void) { return false; }
@@ -11,6 +11,10 @@ tg_status tgd_mpi_init(int *argc, char ***argv, tg_dist *d) {
 
 #ifndef TG_HAVE_NCCL
 bool tg_have_nccl(void) { return false; }
+bool tg_dist_can_use_nccl(const tg_backend *be) {
+    (void)be;
+    return false;
+}
 tg_status tgd_nccl_init(tg_dist *d, tg_backend *be) {
     (void)d, (void)be;
     return tg_error_set(TG_ERR_UNSUPPORTED, "tgraph was built without NCCL (meson option nccl; needs CUDA and MPI)");

@@ -33,7 +33,7 @@ import sys
 SCRIPT_VERSION = "1"
 DEFAULT_DICT = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
 DICT_PACKAGE = "pocketsphinx-en-us"
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "g2p")
 
 # The 39 ARPAbet phonemes of CMUdict (stress digits removed).

@@ -1,3 +1,6 @@
+"""Rewrite CUDA launches `k<<<grid, block, shmem, stream>>>(args)` of a .cu file into
+tgemu_launch(grid, block, [=]() { k(args); }) calls of the emulator (tests/cuda_emu); prints
+the result. Usage: prep.py FILE.cu > FILE.cpp"""
 import re, sys
 src = open(sys.argv[1]).read()
 out, i = [], 0

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/dist-impl.h"
+#include "parallel/dist-impl.h"
 
 static double now_s(void) {
     struct timespec ts;

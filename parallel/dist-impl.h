@@ -1,6 +1,6 @@
 /* Internal structure of a process group (include/tg/dist.h): the transport (MPI or none) as a
  * table of functions, and the state of a step's bucketed gradient exchange, shared by
- * dist/dist.c (group logic, buckets), dist/dist_mpi.c and dist/dist_nccl.c. */
+ * parallel/dist.c (group logic, buckets), parallel/dist_mpi.c and parallel/dist_nccl.c. */
 #ifndef TG_DIST_IMPL_H
 #define TG_DIST_IMPL_H
 

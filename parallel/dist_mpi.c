@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist-impl.h"
+#include "parallel/dist-impl.h"
 
 typedef struct {
     MPI_Comm comm;

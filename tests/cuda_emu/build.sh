@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/cuda_emu/build.sh BUILD_DIR — run the CUDA backend without a GPU (development aid).
+# tests/cuda_emu/build.sh BUILD_DIR — run the CUDA backend without a GPU (run.sh: suite cuda_emu).
 #
 # Compiles backends/cuda (kernels and host code) against a CPU emulation of the CUDA runtime
 # subset it uses (inc/, emu_rt.cpp): device memory is host memory with bounds checks on every
@@ -8,7 +8,7 @@
 # one after another, every CUDA thread a cooperative fiber with real __syncthreads barriers and
 # warp shuffles (grids are capped at EMU_MAXGRID blocks, default 3, which the grid-stride
 # kernels must handle). prep.py rewrites `k<<<g, b, 0, s>>>(args)` into an emulated launch.
-# Everything is built with AddressSanitizer and UBSan (SAN= to change).
+# Everything is built with AddressSanitizer and UBSan (SAN= to change; SAN= alone: none).
 #
 # BUILD_DIR is a meson build with -Dcuda=enabled (its libtgraph.a gives the CPU side; the CUDA
 # objects in it are replaced). Produces BUILD_DIR/cuda_emu/test_gpu_emu and bench_gpu_emu:
@@ -20,14 +20,14 @@
 set -e
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
 M=$(cd "$(dirname "$0")/../.." && pwd)
-E=$M/tools/cuda_emu
+E=$M/tests/cuda_emu
 BD=$(cd "$1" && pwd)
 O=$BD/cuda_emu
-SAN=${SAN:--fsanitize=address,undefined}
+SAN=${SAN--fsanitize=address,undefined}
 [ -f "$BD/libtgraph.a" ] || { echo "no $BD/libtgraph.a: build the library first" >&2; exit 1; }
 rm -rf "$O"
 mkdir -p "$O/lib" "$O/gen" "$O/obj"
-(cd "$O/lib" && ar x "$BD/libtgraph.a" && rm -f k_*.o backends_cuda_*.o)
+(cd "$O/lib" && ar x "$BD/libtgraph.a" && rm -f k_*.o backends_cuda_*.o ./*dist_mpi.c.o ./*dist_nccl.c.o ./*dist_stubs.c.o)
 for f in "$M"/backends/cuda/*.cu; do
     b=$(basename "$f" .cu)
     python3 "$E/prep.py" "$f" > "$O/gen/$b.cpp"
@@ -38,6 +38,9 @@ for f in cuda cuda_ops; do
     gcc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Werror -D_GNU_SOURCE -DTG_HAVE_CUDA=1 -I"$E/inc" \
         -I"$M/include" -I"$M" -c "$M/backends/cuda/$f.c" -o "$O/obj/$f.o"
 done
+# no MPI or NCCL under the emulator: the stubs of a build without them
+gcc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Werror -D_GNU_SOURCE -I"$M/include" -I"$M" \
+    -c "$M/parallel/dist_stubs.c" -o "$O/obj/dist_stubs.o"
 g++ -std=c++17 -O1 -g $SAN -I"$E/inc" -c "$E/emu_rt.cpp" -o "$O/obj/emu_rt.o"
 BLAS=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 for p in tests/test_gpu benchmarks/bench_gpu; do

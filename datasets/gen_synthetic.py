@@ -24,7 +24,7 @@ import os
 import random
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "synthetic")
 TASKS = {
     "copy": lambda seq: list(seq),

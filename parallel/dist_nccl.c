@@ -12,12 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cuda/cuda-host.h"
-#include "dist/dist-impl.h"
+#include "backends/cuda/cuda-access.h"
+#include "parallel/dist-impl.h"
 
 typedef struct {
     ncclComm_t comm;
     tg_backend *be;
+    cudaStream_t stream;      /* the backend's compute stream (tgcu_stream_of) */
     cudaStream_t comm_stream;
     cudaEvent_t ready, done; /* compute -> communication, communication -> compute */
 } nccl_impl;
@@ -30,10 +31,9 @@ static tg_status nccl_status(ncclResult_t r, const char *what) {
 
 static tg_status n_start(tg_dist *d, tgd_bucket *bk) {
     nccl_impl *n = d->dev_impl;
-    tgcu_impl *c = n->be->impl;
     tg_store *s = d->store;
     /* the bucket's gradients are final once the compute stream reaches this point */
-    tg_status st = tgcu_status(cudaEventRecord(n->ready, c->stream), "cudaEventRecord");
+    tg_status st = tgcu_status(cudaEventRecord(n->ready, n->stream), "cudaEventRecord");
     if (st == TG_OK) st = tgcu_status(cudaStreamWaitEvent(n->comm_stream, n->ready, 0), "cudaStreamWaitEvent");
     if (st) return st;
     st = nccl_status(ncclGroupStart(), "ncclGroupStart");
@@ -51,9 +51,8 @@ static tg_status n_start(tg_dist *d, tgd_bucket *bk) {
  * is reported at this step (the time of this wait is the exposed communication time). */
 static tg_status n_finish(tg_dist *d) {
     nccl_impl *n = d->dev_impl;
-    tgcu_impl *c = n->be->impl;
     tg_status st = tgcu_status(cudaEventRecord(n->done, n->comm_stream), "cudaEventRecord");
-    if (st == TG_OK) st = tgcu_status(cudaStreamWaitEvent(c->stream, n->done, 0), "cudaStreamWaitEvent");
+    if (st == TG_OK) st = tgcu_status(cudaStreamWaitEvent(n->stream, n->done, 0), "cudaStreamWaitEvent");
     if (st == TG_OK) st = tgcu_status(cudaStreamSynchronize(n->comm_stream), "gradient all-reduce");
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(n->comm, &async) == ncclSuccess && async != ncclSuccess && st == TG_OK)
@@ -77,9 +76,12 @@ static void n_destroy(tg_dist *d) {
 static const tgd_device_xchg nccl_xchg = {.start = n_start, .finish = n_finish, .destroy = n_destroy};
 
 bool tg_have_nccl(void) { return true; }
+bool tg_dist_can_use_nccl(const tg_backend *be) { return tgcu_is_cuda(be); }
 
 tg_status tgd_nccl_init(tg_dist *d, tg_backend *be) {
-    if (strcmp(tg_backend_name(be), "cuda") != 0)
+    int device;
+    cudaStream_t stream;
+    if (!tgcu_is_cuda(be) || tgcu_stream_of(be, &device, &stream) != TG_OK)
         return tg_error_set(TG_ERR_UNSUPPORTED, "NCCL exchanges gradients of the cuda backend, not %s",
                             tg_backend_name(be));
     ncclUniqueId id;
@@ -89,8 +91,8 @@ tg_status tgd_nccl_init(tg_dist *d, tg_backend *be) {
     if (st == TG_OK) st = tg_dist_bcast(d, &id, sizeof id, 0);
     if (st) return st;
     nccl_impl *n = calloc(1, sizeof *n);
-    tgcu_impl *c = be->impl;
-    st = n ? tgcu_status(cudaSetDevice(c->device), "cudaSetDevice") : tg_error_set(TG_ERR_NOMEM, "NCCL: out of memory");
+    if (n) n->stream = stream;
+    st = n ? tgcu_status(cudaSetDevice(device), "cudaSetDevice") : tg_error_set(TG_ERR_NOMEM, "NCCL: out of memory");
     if (st == TG_OK)
         st = tgcu_status(cudaStreamCreateWithFlags(&n->comm_stream, cudaStreamNonBlocking), "cudaStreamCreate");
     if (st == TG_OK) st = tgcu_status(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming), "cudaEventCreate");

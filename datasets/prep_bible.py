@@ -35,7 +35,7 @@ import subprocess
 import sys
 
 SCRIPT_VERSION = "1"
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "bible")
 DUMP_RANGE = "Gen 1:1-Rev 22:21"
 

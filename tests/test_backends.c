@@ -1,0 +1,125 @@
+/* Backends as a module: the registry (tg_backend_new by name) and the kernel geometry that
+ * every backend shares (core/backend-helpers.h): broadcast strides, the GEMM plan of a batched
+ * matmul, and sum_to's reduced dims, checked on shapes whose answers are worked out by hand. */
+#include <string.h>
+
+#include "core/backend-helpers.h"
+#include "tg/tg.h"
+#include "tg_check.h"
+
+START_TEST(test_registry_names_and_cpu) {
+    ck_assert_str_eq(tg_backend_names(), "cpu|cuda");
+    tg_backend *b = NULL;
+    tg_backend_options o = {.threads = 3};
+    ck_assert_msg(tg_backend_new("cpu", &o, &b) == TG_OK, "%s", tg_error_message());
+    ck_assert_str_eq(tg_backend_name(b), "cpu");
+    ck_assert_int_eq(tg_backend_threads(b), 3);
+    tg_backend_free(b);
+    ck_assert_int_eq(tg_backend_new("cpu", NULL, &b), TG_OK); /* defaults */
+    ck_assert_int_ge(tg_backend_threads(b), 1);
+    tg_backend_free(b);
+}
+END_TEST
+
+START_TEST(test_registry_errors) {
+    tg_backend *b = (tg_backend *)&b;
+    ck_assert_int_eq(tg_backend_new("tpu", NULL, &b), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "unknown backend 'tpu' (registered: cpu|cuda)");
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(tg_backend_new(NULL, NULL, &b), TG_ERR_INVALID);
+    ck_assert_int_eq(tg_backend_new("cpu", NULL, NULL), TG_ERR_INVALID);
+    tg_backend_options bad = {.threads = -1};
+    ck_assert_int_eq(tg_backend_new("cpu", &bad, &b), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "threads out of range");
+    /* cuda answers as its constructor does: no CUDA in the build, or no GPU, or a GPU */
+    tg_status st = tg_backend_new("cuda", NULL, &b);
+    if (!tg_have_cuda()) {
+        ck_assert_int_eq(st, TG_ERR_UNSUPPORTED);
+        tg_assert_msg_has(tg_error_message(), "no CUDA backend");
+    } else {
+        ck_assert_msg(st == TG_OK || st == TG_ERR_BACKEND, "%s", tg_error_message());
+    }
+    if (st == TG_OK) {
+        ck_assert_str_eq(tg_backend_name(b), "cuda");
+        ck_assert(tg_dist_can_use_nccl(b) == tg_have_nccl());
+        tg_backend_free(b);
+    }
+    /* NCCL never applies to the CPU backend */
+    ck_assert_int_eq(tg_backend_new("cpu", NULL, &b), TG_OK);
+    ck_assert(!tg_dist_can_use_nccl(b));
+    tg_backend_free(b);
+}
+END_TEST
+
+/* ---- geometry ---- */
+
+static tg_graph *G;
+static void setup(void) { G = tg_graph_new(); }
+static void teardown(void) { tg_graph_free(G); }
+
+static tg_tensor *zeros(int nd, const int64_t *s) { return tg_full(G, 0.0f, nd, s); }
+
+START_TEST(test_bcast_strides) {
+    int64_t xs[2] = {3, 1}, ts[3] = {2, 3, 4};
+    int64_t st[3];
+    tg__bcast_strides(zeros(2, xs), zeros(3, ts), st);
+    /* x [3,1] against [2,3,4]: no dim 0 (0), dim 1 steps 1, dim 2 broadcast (0) */
+    ck_assert(st[0] == 0 && st[1] == 1 && st[2] == 0);
+}
+END_TEST
+
+START_TEST(test_mm_plan_collapses_batches) {
+    /* A [2,3,4,5] x B [5,6] broadcast over both batch dims: one batch of 6 products with
+     * B's batch stride 0, A's stride 20, C's stride 24 */
+    int64_t as[4] = {2, 3, 4, 5}, bs[2] = {5, 6};
+    tg_tensor *c = tg_matmul(zeros(4, as), zeros(2, bs), false, false);
+    ck_assert_ptr_nonnull(c);
+    tg_mm_plan p;
+    tg__mm_plan(c, &p);
+    ck_assert(p.M == 4 && p.N == 6 && p.K == 5 && p.nb == 2);
+    ck_assert(p.first == 0 && p.inner == 6 && p.outer == 1);
+    ck_assert(p.sa == 20 && p.sb == 0 && p.sc == 24);
+    ck_assert(!p.a.trans && p.a.ld == 5 && !p.b.trans && p.b.ld == 6);
+    /* B [2,1,5,6] broadcast over dim 1 only: dim 0 (stride 30) cannot join dim 1 (stride 0) */
+    int64_t b4[4] = {2, 1, 5, 6};
+    c = tg_matmul(zeros(4, as), zeros(4, b4), false, false);
+    tg__mm_plan(c, &p);
+    ck_assert(p.first == 1 && p.inner == 3 && p.outer == 2);
+    ck_assert(p.sa == 20 && p.sb == 0 && p.sc == 24);
+    int64_t oa, ob, oc;
+    tg__mm_offsets(&p, c, 1, &oa, &ob, &oc);
+    ck_assert(oa == 60 && ob == 30 && oc == 72);
+    /* a transposed view (columns contiguous) flips the flag instead of a copy: A^T of [5,4] */
+    int64_t at[2] = {5, 4}, b2[2] = {5, 6};
+    c = tg_matmul(tg_transpose(zeros(2, at), 0, 1), zeros(2, b2), false, false);
+    tg__mm_plan(c, &p);
+    ck_assert(p.a.trans && p.a.ld == 4 && p.inner == 1 && p.outer == 1);
+}
+END_TEST
+
+START_TEST(test_sumto_plan) {
+    int64_t xs[3] = {2, 3, 4}, bias[1] = {4}, mid[3] = {2, 1, 4};
+    tg_tensor *x = zeros(3, xs);
+    tg_sumto_plan p;
+    tg__sumto_plan(zeros(1, bias), x, &p); /* a bias gradient: [6, 4] -> [4] */
+    ck_assert(p.lead_block && p.R == 6 && p.C == 4 && p.red[0] && p.red[1] && !p.red[2]);
+    tg__sumto_plan(zeros(3, mid), x, &p); /* the middle dim: the general case */
+    ck_assert(!p.lead_block && !p.red[0] && p.red[1] && !p.red[2]);
+    ck_assert(p.nout == 8 && p.nred == 3 && p.xstride[0] == 12 && p.xstride[1] == 4 && p.xstride[2] == 1);
+}
+END_TEST
+
+Suite *tg_test_suite(void) {
+    Suite *s = suite_create("backends");
+    TCase *tr = tcase_create("registry");
+    tcase_add_test(tr, test_registry_names_and_cpu);
+    tcase_add_test(tr, test_registry_errors);
+    suite_add_tcase(s, tr);
+    TCase *tg = tcase_create("geometry");
+    tcase_add_checked_fixture(tg, setup, teardown);
+    tcase_add_test(tg, test_bcast_strides);
+    tcase_add_test(tg, test_mm_plan_collapses_batches);
+    tcase_add_test(tg, test_sumto_plan);
+    suite_add_tcase(s, tg);
+    return s;
+}
