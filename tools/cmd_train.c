@@ -344,6 +344,7 @@ int tg_cmd_train(int argc, char **argv) {
     tg_corpus *train = NULL, *dev = NULL;
     tg_trainer *tr = NULL;
     char *opts_json = NULL;
+    tg_train_lock *lock = NULL; /* rank 0 holds --out's lock from its first look into it */
     bool created_dir = false;
     tg_status st = TG_OK;
     rc = TG_EXIT_OK;
@@ -374,6 +375,16 @@ int tg_cmd_train(int argc, char **argv) {
         if (st == TG_OK) st = tg_train_group_same(grp, o.resume, "options (--resume)");
         if (st) goto done;
     }
+    struct stat sb;
+    if (leader && stat(o.out, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        st = tg_train_dir_lock(o.out, &lock);
+        if (st == TG_OK && o.resume && !file_exists(o.out, "state.safetensors"))
+            st = tg_error_set(TG_ERR_IO, "cannot resume: '%s' holds no complete checkpoint (the run stopped before its "
+                              "first save): start it again without --resume", o.out);
+        /* the model of the last complete save (train/rundir.c) */
+        if (st == TG_OK && o.resume) st = tg_train_dir_model_path(o.out, model_path, sizeof model_path);
+    }
+    AGREE_OR_DONE();
     if (o.resume && grp &&
         (st = tg_train_group_share_files(grp, model_path, state_path, sizeof model_path, tmpdir, sizeof tmpdir))) {
         st = tg_error_prefix(st, "cannot resume");
@@ -507,6 +518,15 @@ int tg_cmd_train(int argc, char **argv) {
     } else if (errno != EEXIST) {
         st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", o.out, strerror(errno));
     }
+    if (leader && st == TG_OK && !lock) {
+        st = tg_train_dir_lock(o.out, &lock);
+        /* another trainer may have made and filled DIR since the check above */
+        if (st == TG_OK && !o.overwrite && file_exists(o.out, "state.safetensors"))
+            st = tg_error_set(TG_ERR_IO, "'%s' already holds a model: continue it with --resume or start anew with "
+                              "--overwrite", o.out);
+    }
+    /* what a crash left behind; with --overwrite, the old run itself */
+    if (leader && st == TG_OK) st = tg_train_dir_tidy(o.out, o.overwrite);
     AGREE_OR_DONE();
     st = tg_trainer_new(m, train, dev, &tc, &tr); /* agreed across the group inside */
     if (st) goto done;
@@ -563,9 +583,11 @@ done:
     if (st) {
         rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
         /* leave nothing behind in a directory this run created and never saved into */
-        if (created_dir && !file_exists(o.out, "model.safetensors")) {
+        if (created_dir && !file_exists(o.out, "state.safetensors")) {
             char p[4096];
             snprintf(p, sizeof p, "%s/metrics.jsonl", o.out);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/.tg-train.lock", o.out);
             unlink(p);
             rmdir(o.out);
         }
@@ -586,6 +608,7 @@ done:
     free(cfg_text);
     free(opts_json);
     tg_train_group_cleanup(tmpdir);
+    tg_train_dir_unlock(lock);
     if (grp && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED && st == TG_ERR_BACKEND &&
         strstr(tg_error_message(), "MPI: "))
         tg_dist_abort(grp, rc); /* the transport failed: the ranks cannot meet in MPI_Finalize */

@@ -140,7 +140,8 @@ tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_
         if (st == TG_OK) st = words(refs[i], o.tokenize, &w.rbuf, &w.rtok);
         if (st == TG_OK) st = assign_ids(&w);
         size_t nh = w.htok.n, nr = w.rtok.n;
-        for (int k = 0; st == TG_OK && k < MAX_ORDER; k++) {
+        /* two empty lines have no n-grams (and no ids yet: w.ids + nh would offset NULL) */
+        for (int k = 0; st == TG_OK && nh + nr > 0 && k < MAX_ORDER; k++) {
             int64_t ht, rt, m;
             st = tg__ngram_match(w.ids, nh, w.ids + nh, nr, k + 1, &w.ngram, &ht, &rt, &m);
             r.counts[k] += m;
