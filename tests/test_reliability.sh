@@ -172,6 +172,8 @@ for what in score translate; do
     # shellcheck disable=SC2086
     expect "$what refuses an infinite weight, naming it" 1 "'encoder.layers.0.norm2.bias' holds inf" $what --model "$bad_dir/inf.safetensors" $args
 done
+expect "average refuses a NaN weight, naming it" 1 "'decoder.layers.1.ffn.fc1.weight' holds nan" average \
+    --out avg.safetensors "$(dirname "$pairs")/mha_post.safetensors" "$bad_dir/nan.safetensors"
 mkdir N && cp "$bad_dir/nan.safetensors" N/model.safetensors && cp REF/state.safetensors N/
 expect "train --resume refuses a NaN weight" 1 "holds nan" train --out N --resume
 expect "a shared embedding with two vocabularies is refused" 1 "shares one embedding table, but src_vocab" \
