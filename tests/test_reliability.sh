@@ -18,6 +18,7 @@ TG=${1:?usage: test_reliability.sh PATH/TO/tg}
 case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 bad_dir=$(cd "$(dirname "$0")" && pwd)/fixtures/bad
 pairs=$(cd "$(dirname "$0")" && pwd)/fixtures/models/pairs
+. "$bad_dir/../../tool_lib.sh" # ok, bad, run, expect, check
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_reliability.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
@@ -26,33 +27,6 @@ export TG_NUM_THREADS=1
 
 passed=0
 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1"
-    [ -s err.txt ] && sed 's/^/     stderr: /' err.txt | head -8
-}
-run() {
-    "$TG" "$@" >out.txt 2>err.txt
-    rc=$?
-}
-expect() { # expect NAME STATUS FRAGMENT CMD...
-    name=$1 want=$2 frag=$3
-    shift 3
-    run "$@"
-    if [ "$rc" -ne "$want" ]; then
-        bad "$name (exit $rc, expected $want)"
-    elif [ -n "$frag" ] && ! grep -qF -- "$frag" out.txt err.txt; then
-        bad "$name (no \"$frag\" in the output)"
-    else
-        ok "$name"
-    fi
-}
-check() {
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
 
 # reverse task over 6 symbols; a model of a few kB: each run takes a fraction of a second
 awk -v n=40 -v seed=7 'BEGIN { x = seed

@@ -670,11 +670,13 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
         t->win_tokens += si.grad.src_tokens + si.grad.tgt_tokens;
         t->last_loss = si.grad.loss;
         t->last_lr = si.lr;
-        st = log_train(t, &si, t->step % t->cfg.log_interval == 0);
-        if (st == TG_OK) st = check_divergence(t, si.grad.loss);
+        bool line = t->step % t->cfg.log_interval == 0;
+        st = log_train(t, &si, line);
+        if (line) st = tg_dist_agree(t->cfg.dist, st); /* rank 0 alone writes the metrics */
+        if (st == TG_OK) st = check_divergence(t, si.grad.loss); /* the loss is the group's */
         if (st) break;
         if (t->dev && t->cfg.eval_interval > 0 && t->step % t->cfg.eval_interval == 0) {
-            st = tg_trainer_eval(t, NULL);
+            st = tg_dist_agree(t->cfg.dist, tg_trainer_eval(t, NULL));
             if (st) break;
             last_eval = t->step;
         }
@@ -684,8 +686,9 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
             last_save = t->step;
         }
     }
-    if (st == TG_OK && t->win_tokens_t > 0) st = log_train(t, &si, true); /* the last partial window */
-    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted) st = tg_trainer_eval(t, NULL);
+    if (st == TG_OK && t->win_tokens_t > 0) st = tg_dist_agree(t->cfg.dist, log_train(t, &si, true)); /* the last window */
+    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted)
+        st = tg_dist_agree(t->cfg.dist, tg_trainer_eval(t, NULL));
     if (st == TG_OK && t->out_dir && last_save != t->step) st = save_all(t);
     end_bar(t);
     if (t->metrics) {
