@@ -88,6 +88,21 @@ tg_status tg__model_params_visit(const tg_model_config *c, tg__param_visitor fn,
     return tg__model_init_params(&probe, 0);
 }
 
+static tg_status count_param(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    (void)name;
+    double n = 1.0;
+    for (int d = 0; d < ndim; d++) n *= (double)shape[d];
+    *(double *)ctx += n;
+    return TG_OK;
+}
+
+tg_status tg_model_param_count(const tg_model_config *c, double *out) {
+    if (!c || !out) return tg_error_set(TG_ERR_INVALID, "tg_model_param_count: NULL argument");
+    *out = 0.0;
+    tg_status st = tg_model_config_check(c);
+    return st ? st : tg__model_params_visit(c, count_param, out);
+}
+
 tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
     const tg_model_config *c = &m->cfg;
     tg_rng r;

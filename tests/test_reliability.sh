@@ -134,6 +134,13 @@ expect "Adam at --lr 100 stops with the step, the loss and a hint" 1 "training d
     train $opts --out V --steps 200 --lr 100 --save-interval 0
 check "the divergence message names the learning rate and the warm-up" grep -q "step [0-9]*: the loss is .*(learning rate [0-9.e+-]* at this step).*warm-up" err.txt
 
+# shellcheck disable=SC2086
+(ulimit -v 4000000 2>/dev/null; "$TG" train $opts --out H --d-model 8192 --heads 8 --enc-layers 256 --dec-layers 256 \
+    --d-ff 65536 >out.txt 2>err.txt)
+rc=$?
+check "a model far larger than the machine is refused before allocating" \
+    sh -c "[ $rc -eq 1 ] && grep -q 'parameters and needs .* GB of memory .*, more than this machine' err.txt && [ ! -e H ]"
+
 # ---------------------------------------------------------------- bad checkpoints
 (ulimit -v 4000000 2>/dev/null; "$TG" score --model "$bad_dir/huge.safetensors" --src "$pairs.src" --tgt "$pairs.tgt" >out.txt 2>err.txt)
 rc=$?

@@ -303,6 +303,22 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
     return st;
 }
 
+/* A model that cannot fit is refused before its memory is asked for (a typo in --d-model or
+ * the layer counts would otherwise spend minutes allocating and initialising, or swap): on the
+ * CPU weights, gradients and Adam's two moments take 16 bytes per parameter of the machine's
+ * memory; with CUDA the host holds one copy at a time (4 bytes). */
+static tg_status check_size(const tg_model_config *c, bool cuda) {
+    double n;
+    tg_status st = tg_model_param_count(c, &n);
+    if (st) return st;
+    double need = (cuda ? 4.0 : 16.0) * n, have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    if (have > 0.0 && need > have)
+        return tg_error_set(TG_ERR_NOMEM, "the model has %.4g parameters and needs %.3g GB of memory%s, more than this "
+                            "machine's %.3g GB: check --d-model, --d-ff, the layer counts and the vocabulary", n,
+                            need / 1e9, cuda ? "" : " (weights, gradients and Adam's moments)", have / 1e9);
+    return TG_OK;
+}
+
 /* Options the resumed run stored in its state file, applied where the command line is silent. */
 static int restore_options(const char *cmd, tg_opt *t, const char *state_path, tg_json **keep) {
     tg_st_file *f;
@@ -500,6 +516,8 @@ int tg_cmd_train(int argc, char **argv) {
                 (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
 
     if (!m) {
+        st = check_size(&mc, !strcmp(o.backend, "cuda"));
+        AGREE_OR_DONE();
         st = tg_model_new(&mc, sv, tv, be, (uint64_t)o.seed, &m);
         sv = tv = NULL; /* owned by the model, even on failure */
         AGREE_OR_DONE();
