@@ -5,19 +5,24 @@
 #   ./test.sh --suite S    only meson test suite S (e.g. cpu, gpu, data)
 #   ./test.sh --debug-build  only configure and build a debug build (-O0, asserts, -Werror) in
 #                          build-debug/, no tests: gcc warns differently without optimisation
+#   ./test.sh --fuzz SECS  build tests/fuzz's libFuzzer harnesses with clang (ASan + UBSan) in
+#                          build-fuzz/ and fuzz each reader for SECS seconds; inputs that fail are
+#                          written to build-fuzz/crashes/ (commit them to tests/fuzz/corpus/NAME/)
 # Exits non-zero on any failure and ends with a line "N passed, N failed" (Check test counts).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 sanitize=0
 debug_build=0
+fuzz=""
 suite=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --sanitize) sanitize=1 ;;
     --debug-build) debug_build=1 ;;
     --suite) shift; suite=(--suite "$1") ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --fuzz) shift; fuzz=${1:-}; [[ $fuzz =~ ^[0-9]+$ ]] || { echo "test.sh: --fuzz SECONDS" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -30,6 +35,36 @@ if [ $debug_build = 1 ]; then
     ninja -C build-debug
     echo "test.sh: debug build OK (build-debug/)"
     exit 0
+fi
+
+if [ -n "$fuzz" ]; then
+    command -v clang >/dev/null && [ -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a | grep /)" ] ||
+        ./tools/install_deps.sh fuzz
+    if [ ! -f build-fuzz/build.ninja ]; then
+        CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+            -Dbuildtype=debugoptimized -Dcuda=disabled -Dmpi=disabled -Dnccl=disabled
+    fi
+    targets=(json safetensors checkpoint text metrics)
+    ninja -C build-fuzz "${targets[@]/#/tests/fuzz/fuzz_}"
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    export TG_NUM_THREADS=1 OMP_NUM_THREADS=1
+    mkdir -p build-fuzz/crashes
+    status=0
+    for t in "${targets[@]}"; do
+        mkdir -p "build-fuzz/corpus/$t"
+        # new inputs go to build-fuzz/corpus/NAME; the committed corpus seeds it
+        seeds=$(meson introspect --tests build-fuzz | python3 -c "import json, sys
+print(' '.join(next(t['cmd'][1:] for t in json.load(sys.stdin) if t['name'] == 'fuzz_$t')))")
+        # shellcheck disable=SC2086
+        if ! "build-fuzz/tests/fuzz/fuzz_$t" -max_total_time="$fuzz" -max_len=65536 -timeout=20 -rss_limit_mb=4096 \
+            -artifact_prefix="build-fuzz/crashes/$t-" "build-fuzz/corpus/$t" $seeds 2>"build-fuzz/fuzz_$t.log"; then
+            status=1
+            echo "fuzz $t: FAILED (build-fuzz/fuzz_$t.log; reproducer in build-fuzz/crashes/)"
+        else
+            echo "fuzz $t: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "build-fuzz/fuzz_$t.log" | tail -1)"
+        fi
+    done
+    exit $status
 fi
 
 if [ $sanitize = 1 ]; then

@@ -12,6 +12,7 @@
 #include "tg/safetensors.h"
 
 #include "tg/json.h"
+#include "core/tg-impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* The Rust crate refuses headers above 100 MB; so do we (a corrupt length must not make us
@@ -811,36 +813,6 @@ static tg_status build_header(const tg_st_writer *w, const size_t *ord, char **o
     return TG_OK;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const unsigned char *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            if (r == 0) errno = EIO;
-            return 0;
-        }
-        p += r;
-        n -= (size_t)r;
-    }
-    return 1;
-}
-
-/* fsync the directory holding path, so the rename itself survives a crash. Best effort:
- * some file systems refuse fsync on directories, and the data is already safe. */
-static void sync_dir(const char *path) {
-    char *dir = strdup(path);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 tg_status tg_st_writer_save(tg_st_writer *w, const char *path) {
     if (!w || !path) return tg_error_set(TG_ERR_INVALID, "tg_st_writer_save: NULL argument");
     size_t *ord = malloc((w->n ? w->n : 1) * sizeof *ord);
@@ -867,9 +839,9 @@ tg_status tg_st_writer_save(tg_st_writer *w, const char *path) {
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
     /* O_EXCL: never write through a symlink or into a file we did not create. A stale temp
      * file of ours (same pid, earlier crash cannot happen; a recycled pid can) is removed. */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int fd = tg__io_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        fd = tg__io_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         st = tg_error_set(TG_ERR_IO, "tg_st_writer_save: cannot create '%s': %s", tmp,
                           strerror(errno));
@@ -883,22 +855,31 @@ tg_status tg_st_writer_save(tg_st_writer *w, const char *path) {
     for (int k = 0; k < 8; k++)
         len8[k] = (unsigned char)((uint64_t)hlen >> (8 * k));
     const char *step = "write";
-    int ok = write_all(fd, len8, 8) && write_all(fd, header, hlen);
-    for (size_t k = 0; ok && k < w->n; k++)
-        ok = write_all(fd, w->t[ord[k]].data, w->t[ord[k]].nbytes);
+    /* one gathered write of the whole file: a few system calls for hundreds of tensors */
+    struct iovec *iov = malloc((w->n + 2) * sizeof *iov);
+    int ok = iov != NULL;
+    if (!ok) errno = ENOMEM;
+    if (ok) {
+        iov[0] = (struct iovec){len8, 8};
+        iov[1] = (struct iovec){header, hlen};
+        for (size_t k = 0; k < w->n; k++)
+            iov[k + 2] = (struct iovec){(void *)w->t[ord[k]].data, w->t[ord[k]].nbytes};
+        ok = tg__io_writev(fd, iov, (int)(w->n + 2), tmp) == 0;
+        free(iov);
+    }
     if (ok) {
         step = "fsync";
-        ok = fsync(fd) == 0;
+        ok = tg__io_fsync(fd, tmp) == 0;
     }
     int err = errno;
-    if (close(fd) != 0 && ok) {
+    if (tg__io_close(fd, tmp) != 0 && ok) {
         step = "close";
         err = errno;
         ok = 0;
     }
     if (ok) {
         step = "rename";
-        ok = rename(tmp, path) == 0;
+        ok = tg__io_rename(tmp, path) == 0;
         err = errno;
     }
     if (!ok) {
@@ -906,7 +887,9 @@ tg_status tg_st_writer_save(tg_st_writer *w, const char *path) {
         st = tg_error_set(TG_ERR_IO, "tg_st_writer_save: cannot save '%s' (%s failed): %s", path,
                           step, strerror(err));
     } else {
-        sync_dir(path);
+        /* so that the rename itself survives a crash; best effort: some file systems refuse
+         * fsync on directories, and the data are already safe */
+        (void)tg__io_fsync_dir(path);
     }
     free(ord);
     free(header);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tg/tg.h"
 
@@ -142,6 +143,21 @@ bool tg__same_shape(const tg_tensor *a, const tg_tensor *b);
 /* x itself if contiguous, else a CONT copy. */
 tg_tensor *tg__cont(tg_tensor *x);
 /* Storage owner of t (t itself if not a view). */
+/* File-system calls of the writers with a fault-injection point in front of each (core/io.c,
+ * TG_FAULT_INJECT): -1 with errno set on failure, real or injected. */
+int tg__io_fault(const char *op, const char *path); /* 0, or the errno to fail with */
+int tg__io_open(const char *path, int flags, int mode);
+int tg__io_write(int fd, const void *buf, size_t n, const char *path); /* all n bytes */
+struct iovec;
+int tg__io_writev(int fd, struct iovec *iov, int n, const char *path); /* all of it; iov is used up */
+int tg__io_fsync(int fd, const char *path);
+int tg__io_close(int fd, const char *path);
+int tg__io_rename(const char *from, const char *to);
+int tg__io_link(const char *from, const char *to);
+int tg__io_unlink(const char *path);
+int tg__io_fsync_dir(const char *path); /* the directory holding path */
+int tg__io_fflush(FILE *f, const char *path);
+
 /* FNV-1a over n bytes, continuing from h (start from TG_FNV1A_INIT): the fingerprints of
  * parameters that resumed runs and process groups compare. */
 #define TG_FNV1A_INIT 1469598103934665603ull

@@ -2,6 +2,7 @@
  * and __metadata__ holding format = "tgraph", config (JSON), src_vocab and tgt_vocab (JSON
  * arrays of tokens, index = id). A checkpoint is usable alone. Unknown config keys are
  * ignored; missing required keys and shapes that disagree with the config are errors. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,67 @@ static tg_status parse_vocab(const char *text, const char *key, const char *path
     return TG_OK;
 }
 
+static bool same_vocab(const tg_vocab *a, const tg_vocab *b) {
+    if (tg_vocab_size(a) != tg_vocab_size(b)) return false;
+    for (int32_t i = 0; i < tg_vocab_size(a); i++)
+        if (strcmp(tg_vocab_token(a, i), tg_vocab_token(b, i))) return false;
+    return true;
+}
+
+/* The file's tensors against the parameters the config implies, before anything is allocated
+ * for them: a small file can claim a config of a terabyte. */
+typedef struct {
+    const tg_st_file *f;
+    double params; /* implied by the config */
+    char bad[320]; /* the first disagreement */
+} probe;
+
+static tg_status probe_param(void *ctx, const char *name, int nd, const int64_t *shape) {
+    probe *p = ctx;
+    double n = 1.0;
+    for (int d = 0; d < nd; d++) n *= (double)shape[d];
+    p->params += n;
+    size_t k;
+    if (p->bad[0]) return TG_OK; /* keep counting */
+    if (tg_st_find(p->f, name, &k) != TG_OK) {
+        tg_error_clear();
+        snprintf(p->bad, sizeof p->bad, "parameter '%s' is missing", name);
+        return TG_OK;
+    }
+    const int64_t *fs = tg_st_tensor_shape(p->f, k);
+    bool same = tg_st_tensor_ndim(p->f, k) == nd;
+    for (int d = 0; same && d < nd; d++) same = fs[d] == shape[d];
+    if (!same) {
+        char a[96], e[96];
+        snprintf(p->bad, sizeof p->bad, "parameter '%s' has shape %s, the config implies %s", name,
+                 tg_shape_str(a, sizeof a, tg_st_tensor_ndim(p->f, k), fs), tg_shape_str(e, sizeof e, nd, shape));
+    }
+    return TG_OK;
+}
+
+static tg_status check_tensors(const tg_st_file *f, const tg_model_config *c, const char *path) {
+    probe p = {.f = f};
+    tg_status st = tg_model_config_check(c);
+    if (st == TG_OK) st = tg__model_params_visit(c, probe_param, &p);
+    if (st) return tg_error_prefix(st, "checkpoint '%s'", path);
+    if (!p.bad[0]) return TG_OK;
+    double bytes = 4.0 * p.params;
+    const char *unit = bytes >= 1e12 ? "TB" : bytes >= 1e9 ? "GB" : bytes >= 1e6 ? "MB" : "kB";
+    double scale = bytes >= 1e12 ? 1e12 : bytes >= 1e9 ? 1e9 : bytes >= 1e6 ? 1e6 : 1e3;
+    return tg_error_set(p.bad[strlen(p.bad) - 1] == ']' ? TG_ERR_SHAPE : TG_ERR_FORMAT,
+                        "checkpoint '%s': %s (its config implies %.4g parameters, %.3g %s; nothing was allocated)",
+                        path, p.bad, p.params, bytes / scale, unit);
+}
+
+/* Every weight a finite number: a NaN would score `nan` and translate garbage without a word. */
+static tg_status check_finite(const float *x, int64_t n, const char *name, const char *path) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return tg_error_set(TG_ERR_NUMERIC, "checkpoint '%s': parameter '%s' holds %g at index %lld (a diverged or "
+                                "damaged checkpoint)", path, name, (double)x[i], (long long)i);
+    return TG_OK;
+}
+
 tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
     if (!path || !b || !out) return tg_error_set(TG_ERR_INVALID, "tg_model_load: NULL argument");
     *out = NULL;
@@ -234,8 +296,17 @@ tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
     if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "tgt_vocab"), "tgt_vocab", path, &tv);
     tg_model *m = NULL;
     if (st == TG_OK && c.share_embeddings) { /* a joint vocabulary: one object for both sides */
+        if (!same_vocab(sv, tv))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': the config shares one embedding table, but src_vocab "
+                              "(%lld tokens) and tgt_vocab (%lld tokens) differ", path, (long long)tg_vocab_size(sv),
+                              (long long)tg_vocab_size(tv));
         tg_vocab_free(tv);
         tv = sv;
+    }
+    if (st == TG_OK) {
+        c.src_vocab = tg_vocab_size(sv);
+        c.tgt_vocab = tg_vocab_size(tv);
+        st = check_tensors(f, &c, path);
     }
     if (st == TG_OK) {
         st = tg_model_new(&c, sv, tv, b, 0, &m);
@@ -270,6 +341,7 @@ tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
         }
         buf = p;
         st = tg_st_read_f32(f, k, buf, (size_t)n);
+        if (st == TG_OK) st = check_finite(buf, n, name, path);
         if (st == TG_OK) st = tg_store_write(m->store, i, buf, n);
     }
     free(buf);

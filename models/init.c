@@ -9,10 +9,15 @@
 
 typedef enum { INIT_XAVIER, INIT_ZERO, INIT_ONE, INIT_EMBED, INIT_EYE } init_kind;
 
+/* tg__model_params_visit: a model without a store only lists its parameters, to this visitor */
+static _Thread_local tg__param_visitor visit_fn;
+static _Thread_local void *visit_ctx;
+
 static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int64_t cols,
                      init_kind k) {
     int64_t shape[2] = {rows, cols};
     int ndim = cols > 0 ? 2 : 1;
+    if (!m->store) return visit_fn(visit_ctx, name, ndim, shape);
     int64_t n = rows * (cols > 0 ? cols : 1);
     float *w = malloc((size_t)n * sizeof *w);
     if (!w) return tg_error_set(TG_ERR_NOMEM, "model init: out of memory for '%s'", name);
@@ -39,7 +44,7 @@ static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int
     } while (0)
 
 static tg_status linear(tg_model *m, tg_rng *r, const char *prefix, int64_t out, int64_t in) {
-    char name[160];
+    char name[176]; /* a prefix of up to 159 bytes and ".weight" */
     snprintf(name, sizeof name, "%s.weight", prefix);
     TRY(add(m, r, name, out, in, INIT_XAVIER));
     snprintf(name, sizeof name, "%s.bias", prefix);
@@ -47,7 +52,7 @@ static tg_status linear(tg_model *m, tg_rng *r, const char *prefix, int64_t out,
 }
 
 static tg_status norm(tg_model *m, tg_rng *r, const char *prefix) {
-    char name[160];
+    char name[176];
     snprintf(name, sizeof name, "%s.weight", prefix);
     TRY(add(m, r, name, m->cfg.d_model, 0, INIT_ONE));
     snprintf(name, sizeof name, "%s.bias", prefix);
@@ -74,6 +79,28 @@ static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
         TRY(add(m, r, name, h, h, INIT_EYE));
     }
     return TG_OK;
+}
+
+tg_status tg__model_params_visit(const tg_model_config *c, tg__param_visitor fn, void *ctx) {
+    tg_model probe = {.cfg = *c};
+    visit_fn = fn;
+    visit_ctx = ctx;
+    return tg__model_init_params(&probe, 0);
+}
+
+static tg_status count_param(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    (void)name;
+    double n = 1.0;
+    for (int d = 0; d < ndim; d++) n *= (double)shape[d];
+    *(double *)ctx += n;
+    return TG_OK;
+}
+
+tg_status tg_model_param_count(const tg_model_config *c, double *out) {
+    if (!c || !out) return tg_error_set(TG_ERR_INVALID, "tg_model_param_count: NULL argument");
+    *out = 0.0;
+    tg_status st = tg_model_config_check(c);
+    return st ? st : tg__model_params_visit(c, count_param, out);
 }
 
 tg_status tg__model_init_params(tg_model *m, uint64_t seed) {

@@ -57,5 +57,9 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
 
 /* parameter initialisation (models/init.c) */
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);
+/* The parameters config c implies, in store order, without allocating any: fn is called with
+ * each name and shape; a non-OK return stops the walk and is returned. */
+typedef tg_status (*tg__param_visitor)(void *ctx, const char *name, int ndim, const int64_t *shape);
+tg_status tg__model_params_visit(const tg_model_config *c, tg__param_visitor fn, void *ctx);
 
 #endif

@@ -17,6 +17,7 @@ set -u
 TG=${1:?usage: test_tool.sh PATH/TO/tg}
 case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures/models
+. "$fixtures/../../tool_lib.sh" # ok, bad, run, expect, check, absent
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_tool.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
@@ -25,38 +26,6 @@ export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
 
 passed=0
 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1"
-    [ -s out.txt ] && sed 's/^/     stdout: /' out.txt | head -8
-    [ -s err.txt ] && sed 's/^/     stderr: /' err.txt | head -8
-}
-# run CMD...: runs tg with stdout in out.txt, stderr in err.txt; status in $rc
-run() {
-    "$TG" "$@" >out.txt 2>err.txt
-    rc=$?
-}
-# expect NAME STATUS FRAGMENT CMD...: exit status STATUS and (if FRAGMENT is not empty) FRAGMENT
-# in stdout or stderr
-expect() {
-    name=$1 want=$2 frag=$3
-    shift 3
-    run "$@"
-    if [ "$rc" -ne "$want" ]; then
-        bad "$name (exit $rc, expected $want)"
-    elif [ -n "$frag" ] && ! grep -qF -- "$frag" out.txt err.txt; then
-        bad "$name (no \"$frag\" in the output)"
-    else
-        ok "$name"
-    fi
-}
-check() { # check NAME COMMAND...: passes when the command succeeds
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-absent() { [ ! -e "$1" ]; }
 
 # ---------------------------------------------------------------- data
 # reverse task over 8 symbols, lengths 2..7, from a fixed linear congruential generator

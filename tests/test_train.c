@@ -1,7 +1,7 @@
 /* The training library (include/tg/train.h): learning-rate schedules checked against values
  * computed by hand, text validation errors, tokenisation and vocabularies, the batcher's
  * token budget / coverage / determinism, gradient accumulation equal to one full batch,
- * bit-exact resume, checkpoint averaging by hand, dev evaluation against tg_model_score, a
+ * bit-exact resume, the training directory's lock and tidying, checkpoint averaging by hand, dev evaluation against tg_model_score, a
  * stop request, and a small Transformer that learns to reverse random strings. */
 #include <dirent.h>
 #include <stdio.h>
@@ -648,6 +648,44 @@ START_TEST(test_train_config) {
 }
 END_TEST
 
+/* ---- the training directory (train/rundir.c) ---- */
+
+START_TEST(test_train_dir_lock_and_tidy) {
+    char *d = tmpdir(), p[512], want[64];
+    tg_train_lock *a = NULL, *b = NULL;
+    ck_assert_int_eq(tg_train_dir_lock(d, &a), TG_OK);
+    /* flock excludes another open file description, even in the same process */
+    ck_assert_int_eq(tg_train_dir_lock(d, &b), TG_ERR_STATE);
+    snprintf(want, sizeof want, "in use by another trainer (pid %ld)", (long)getpid());
+    tg_assert_msg_has(tg_error_message(), want);
+    tg_train_dir_unlock(a);
+    ck_assert_int_eq(tg_train_dir_lock(d, &b), TG_OK);
+    tg_train_dir_unlock(b);
+    /* what a crash leaves: temporary files and a model file no state names; a user's file stays */
+    static const char *files[] = {"model.safetensors.tmp.123", ".tg-model-7.safetensors", "checkpoint-3.safetensors",
+                                  "notes.safetensors.txt", "metrics.jsonl"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, files[i]);
+        write_file(p, "x\n", 2);
+    }
+    ck_assert_int_eq(tg_train_dir_tidy(d, false), TG_OK);
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, files[i]);
+        ck_assert_msg((access(p, F_OK) == 0) == (i >= 2), "%s", files[i]);
+    }
+    ck_assert_int_eq(tg_train_dir_model_path(d, p, sizeof p), TG_OK);
+    ck_assert_str_eq(p + strlen(d), "/model.safetensors");
+    /* clear: the old run's checkpoints and log go, other files stay */
+    ck_assert_int_eq(tg_train_dir_tidy(d, true), TG_OK);
+    for (int i = 2; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, files[i]);
+        ck_assert_msg((access(p, F_OK) == 0) == (i == 3), "%s", files[i]);
+    }
+    rmtree(d);
+    free(d);
+}
+END_TEST
+
 /* ---- averaging ---- */
 
 START_TEST(test_checkpoint_average_by_hand) {
@@ -779,6 +817,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_stop_request_and_kept_checkpoints);
     tcase_add_test(tc, test_train_config);
     tcase_add_test(tc, test_checkpoint_average_by_hand);
+    tcase_add_test(tc, test_train_dir_lock_and_tidy);
     suite_add_tcase(s, tc);
     /* the slow one in a case of its own: CK_RUN_CASE=train runs the others */
     TCase *learn = tcase_create("learn");

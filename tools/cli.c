@@ -22,10 +22,27 @@ int tg_cli_fail(const char *cmd, int code, const char *fmt, ...) {
     if (tg_cli_quiet) return code;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tg %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char small[1024], *msg = small;
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!msg) msg = small; /* truncated */
+    /* a message quotes tokens, file names and lines from the input: control bytes in them (a
+     * CR would return the cursor and garble the line) are shown escaped, as C writes them */
+    fprintf(stderr, "tg %s: ", cmd);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+        if (*c >= 0x20 && *c != 0x7f) fputc(*c, stderr);
+        else if (*c == '\r') fputs("\\r", stderr);
+        else if (*c == '\n') fputs("\\n", stderr);
+        else if (*c == '\t') fputs("\\t", stderr);
+        else fprintf(stderr, "\\x%02x", *c);
+    }
+    fputc('\n', stderr);
+    if (msg != small) free(msg);
     return code;
 }
 

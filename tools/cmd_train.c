@@ -306,6 +306,22 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
     return st;
 }
 
+/* A model that cannot fit is refused before its memory is asked for (a typo in --d-model or
+ * the layer counts would otherwise spend minutes allocating and initialising, or swap): on the
+ * CPU weights, gradients and Adam's two moments take 16 bytes per parameter of the machine's
+ * memory; with CUDA the host holds one copy at a time (4 bytes). */
+static tg_status check_size(const tg_model_config *c, bool cuda) {
+    double n;
+    tg_status st = tg_model_param_count(c, &n);
+    if (st) return st;
+    double need = (cuda ? 4.0 : 16.0) * n, have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    if (have > 0.0 && need > have)
+        return tg_error_set(TG_ERR_NOMEM, "the model has %.4g parameters and needs %.3g GB of memory%s, more than this "
+                            "machine's %.3g GB: check --d-model, --d-ff, the layer counts and the vocabulary", n,
+                            need / 1e9, cuda ? "" : " (weights, gradients and Adam's moments)", have / 1e9);
+    return TG_OK;
+}
+
 /* Options the resumed run stored in its state file, applied where the command line is silent. */
 static int restore_options(const char *cmd, tg_opt *t, const char *state_path, tg_json **keep) {
     tg_st_file *f;
@@ -347,6 +363,7 @@ int tg_cmd_train(int argc, char **argv) {
     tg_corpus *train = NULL, *dev = NULL;
     tg_trainer *tr = NULL;
     char *opts_json = NULL;
+    tg_train_lock *lock = NULL; /* rank 0 holds --out's lock from its first look into it */
     bool created_dir = false;
     tg_status st = TG_OK;
     rc = TG_EXIT_OK;
@@ -377,6 +394,16 @@ int tg_cmd_train(int argc, char **argv) {
         if (st == TG_OK) st = tg_train_group_same(grp, o.resume, "options (--resume)");
         if (st) goto done;
     }
+    struct stat sb;
+    if (leader && stat(o.out, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        st = tg_train_dir_lock(o.out, &lock);
+        if (st == TG_OK && o.resume && !file_exists(o.out, "state.safetensors"))
+            st = tg_error_set(TG_ERR_IO, "cannot resume: '%s' holds no complete checkpoint (the run stopped before its "
+                              "first save): start it again without --resume", o.out);
+        /* the model of the last complete save (train/rundir.c) */
+        if (st == TG_OK && o.resume) st = tg_train_dir_model_path(o.out, model_path, sizeof model_path);
+    }
+    AGREE_OR_DONE();
     if (o.resume && grp &&
         (st = tg_train_group_share_files(grp, model_path, state_path, sizeof model_path, tmpdir, sizeof tmpdir))) {
         st = tg_error_prefix(st, "cannot resume");
@@ -492,6 +519,8 @@ int tg_cmd_train(int argc, char **argv) {
                 (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
 
     if (!m) {
+        st = check_size(&mc, !strcmp(o.backend, "cuda"));
+        AGREE_OR_DONE();
         st = tg_model_new(&mc, sv, tv, be, (uint64_t)o.seed, &m);
         sv = tv = NULL; /* owned by the model, even on failure */
         AGREE_OR_DONE();
@@ -510,6 +539,15 @@ int tg_cmd_train(int argc, char **argv) {
     } else if (errno != EEXIST) {
         st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", o.out, strerror(errno));
     }
+    if (leader && st == TG_OK && !lock) {
+        st = tg_train_dir_lock(o.out, &lock);
+        /* another trainer may have made and filled DIR since the check above */
+        if (st == TG_OK && !o.overwrite && file_exists(o.out, "state.safetensors"))
+            st = tg_error_set(TG_ERR_IO, "'%s' already holds a model: continue it with --resume or start anew with "
+                              "--overwrite", o.out);
+    }
+    /* what a crash left behind; with --overwrite, the old run itself */
+    if (leader && st == TG_OK) st = tg_train_dir_tidy(o.out, o.overwrite);
     AGREE_OR_DONE();
     st = tg_trainer_new(m, train, dev, &tc, &tr); /* agreed across the group inside */
     if (st) goto done;
@@ -566,9 +604,11 @@ done:
     if (st) {
         rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
         /* leave nothing behind in a directory this run created and never saved into */
-        if (created_dir && !file_exists(o.out, "model.safetensors")) {
+        if (created_dir && !file_exists(o.out, "state.safetensors")) {
             char p[4096];
             snprintf(p, sizeof p, "%s/metrics.jsonl", o.out);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/.tg-train.lock", o.out);
             unlink(p);
             rmdir(o.out);
         }
@@ -589,6 +629,7 @@ done:
     free(cfg_text);
     free(opts_json);
     tg_train_group_cleanup(tmpdir);
+    tg_train_dir_unlock(lock);
     if (grp && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED && st == TG_ERR_BACKEND &&
         strstr(tg_error_message(), "MPI: "))
         tg_dist_abort(grp, rc); /* the transport failed: the ranks cannot meet in MPI_Finalize */

@@ -2,12 +2,16 @@
 # Install the Debian packages tgraph needs, only those that are missing.
 #   tools/install_deps.sh build   compiler, meson, OpenBLAS, Check, MPI
 #   tools/install_deps.sh run     build + data packages (CMUdict) + gnuplot + PyTorch (peer)
+#   tools/install_deps.sh fuzz    build + clang with libFuzzer and its sanitizer runtimes (./test.sh --fuzz)
 # Without root, it names what is missing and returns 1 (the caller decides what to do).
 set -eu
 what=${1:-build}
 pkgs="gcc meson ninja-build pkg-config libopenblas-dev check python3 libopenmpi-dev openmpi-bin"
 if [ "$what" = run ]; then
     pkgs="$pkgs pocketsphinx-en-us gnuplot-nox python3-torch"
+fi
+if [ "$what" = fuzz ]; then
+    pkgs="$pkgs clang libclang-rt-14-dev libomp-14-dev"
 fi
 missing=""
 for p in $pkgs; do

@@ -5,6 +5,7 @@
  * checkpoints of one model: same configuration, vocabularies, tensor names and shapes. Works
  * on the safetensors files directly, so no model is built; the first file's metadata is copied
  * to the output, which is therefore a checkpoint of the same model. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,7 +75,12 @@ tg_status tg_checkpoint_average(const char *const *paths, int64_t k, const char 
                 break;
             }
             st = tg_st_read_f32(f[i], idx, x, n);
-            for (size_t e = 0; st == TG_OK && e < n; e++) acc[e] += (double)x[e];
+            for (size_t e = 0; st == TG_OK && e < n; e++) {
+                if (!isfinite(x[e]))
+                    st = tg_error_set(TG_ERR_NUMERIC, "'%s': parameter '%s' holds %g at index %zu (a diverged or "
+                                      "damaged checkpoint)", paths[i], name, (double)x[e], e);
+                acc[e] += (double)x[e];
+            }
         }
         for (size_t e = 0; st == TG_OK && e < n; e++) acc_f[e] = (float)(acc[e] / (double)k);
         if (st == TG_OK) st = tg_st_writer_add(w, name, TG_ST_F32, nd, shape, acc_f);

@@ -244,7 +244,7 @@ tg_status tg_vocab_build(const tg_lines *const *texts, int ntexts, const tg_text
     for (int64_t i = 0; i < t.cap; i++)
         if (t.e[i].tok) t.e[m++] = t.e[i];
     if (st == TG_OK) {
-        qsort(t.e, (size_t)m, sizeof *t.e, by_count);
+        if (m > 0) qsort(t.e, (size_t)m, sizeof *t.e, by_count); /* t.e is NULL without tokens */
         st = tg_vocab_new(out);
     }
     for (int64_t i = 0; st == TG_OK && i < m; i++) {

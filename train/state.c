@@ -9,9 +9,11 @@
  *                 seed, the dropout RNG (seed, counter), tokens, elapsed seconds, and the
  *                 fingerprints of the corpus and of the model parameters saved with it.
  *                 64-bit integers are hex strings (a JSON number holds only 53 bits).
+ *   model_file    the name of the model checkpoint saved with it, ".tg-model-<step>.safetensors"
  *   ...           any keys set with tg_trainer_set_metadata
- * The model checkpoint is written first, then the state; the state names the model's
- * fingerprint, so a state paired with a different checkpoint is refused on resume. */
+ * The model checkpoint is written first, then the state, whose rename is the save's commit
+ * point (train/rundir.c); the state also holds the model's fingerprint, so a state paired with
+ * a different checkpoint is refused on resume. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +57,13 @@ static bool has_slot(const tg_optim_config *c, int which) {
 
 tg_status tg_trainer_save(tg_trainer *t, const char *dir) {
     if (!t || !dir) return tg_error_set(TG_ERR_INVALID, "tg_trainer_save: NULL argument");
-    char mpath[4096], spath[4096];
-    if (snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir) >= (int)sizeof mpath ||
+    char mpath[4096], spath[4096], mfile[64];
+    tg_status st = tg__train_model_file(t->step, mfile, sizeof mfile);
+    if (st) return st;
+    if (snprintf(mpath, sizeof mpath, "%s/%s", dir, mfile) >= (int)sizeof mpath ||
         snprintf(spath, sizeof spath, "%s/state.safetensors", dir) >= (int)sizeof spath)
         return tg_error_set(TG_ERR_INVALID, "tg_trainer_save: directory name too long");
-    tg_status st = tg_model_save(t->m, mpath);
+    st = tg_model_save(t->m, mpath);
     if (st) return st;
     uint64_t mh;
     st = tg__model_hash(t->m, &mh);
@@ -82,6 +86,7 @@ tg_status tg_trainer_save(tg_trainer *t, const char *dir) {
     if (st == TG_OK) st = tg_st_writer_set_metadata(w, "format", STATE_FORMAT);
     if (st == TG_OK) st = tg_st_writer_set_metadata(w, "train_config", cfg);
     if (st == TG_OK) st = tg_st_writer_set_metadata(w, "state", state);
+    if (st == TG_OK) st = tg_st_writer_set_metadata(w, "model_file", mfile);
     for (int i = 0; st == TG_OK && i < t->nmeta; i++) st = tg_st_writer_set_metadata(w, t->meta_key[i], t->meta_val[i]);
     float *buf = NULL;
     for (int64_t i = 0; st == TG_OK && i < tg_store_count(s); i++) {
@@ -102,7 +107,9 @@ tg_status tg_trainer_save(tg_trainer *t, const char *dir) {
             if (st == TG_OK) st = tg_st_writer_add(w, name, TG_ST_F32, nd, shape, buf);
         }
     }
-    if (st == TG_OK) st = tg_st_writer_save(w, spath);
+    if (st == TG_OK) st = tg_st_writer_save(w, spath); /* the commit point (train/rundir.c) */
+    if (st == TG_OK) st = tg__train_dir_publish(dir, mfile, "model.safetensors");
+    if (st == TG_OK) st = tg__train_dir_drop_models(dir, mfile);
     free(buf);
     free(cfg);
     tg_st_writer_free(w);

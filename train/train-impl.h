@@ -21,6 +21,9 @@ struct tg_trainer {
     double run_start;      /* monotonic clock at the start of tg_trainer_run */
     int64_t steps_at_start;
     FILE *metrics; /* out_dir/metrics.jsonl while running */
+    char metrics_path[4096];
+    double first_loss; /* of this trainer's first step: the divergence bound's base */
+    int64_t above_bound; /* steps in a row with a loss past that bound */
     char *meta_key[TG_TRAIN_MAX_META], *meta_val[TG_TRAIN_MAX_META];
     int nmeta;
     /* progress: sums since the last log line */
@@ -38,6 +41,13 @@ struct tg_trainer {
 
 /* Seconds on the monotonic clock. */
 double tg__train_now(void);
+/* The training directory (train/rundir.c): the model file name of a save at `step`; make
+ * dir/as another name of dir/model_file, atomically; remove the model files other than keep
+ * (NULL: all); cut metrics.jsonl after the last line of a step <= step. */
+tg_status tg__train_model_file(int64_t step, char *buf, size_t n);
+tg_status tg__train_dir_publish(const char *dir, const char *model_file, const char *as);
+tg_status tg__train_dir_drop_models(const char *dir, const char *keep);
+tg_status tg__metrics_truncate(const char *path, int64_t step);
 /* FNV-1a over every parameter's float bytes, in store order. */
 tg_status tg__model_hash(tg_model *m, uint64_t *out);
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include "tg/autograd.h"
 #include "tg/json.h"
 #include "tg/ops.h"
+#include "core/tg-impl.h"
 #include "train/train-impl.h"
 
 double tg__train_now(void) {
@@ -336,6 +338,12 @@ static tg_status dist_grad(tg_trainer *t, tg_status st, tg_batch *b, int64_t k, 
     return st;
 }
 
+/* The error of a run whose numbers went bad, with what usually causes it. */
+static tg_status diverged(const char *what, double lr) {
+    return tg_error_set(TG_ERR_NUMERIC, "%s: training diverged (learning rate %.3g at this step): lower the learning "
+                        "rate, lengthen the warm-up or clip the gradient norm", what, lr);
+}
+
 tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
     if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_step: NULL trainer");
     int64_t k = t->cfg.accum;
@@ -382,8 +390,10 @@ tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
     if (!group && st == TG_OK) st = tg_train_grad(t->m, bp, k, seeds, true, &si.grad);
     if (st == TG_OK) {
         st = t->cfg.clip > 0.0 ? tg_store_clip_grad(s, t->cfg.clip, &si.grad_norm) : tg_store_grad_norm(s, &si.grad_norm);
-        if (st == TG_OK && !isfinite(si.grad_norm))
-            st = tg_error_set(TG_ERR_NUMERIC, "gradient norm is %g", si.grad_norm);
+        char what[64] = "";
+        if (st == TG_OK && !isfinite(si.grad.loss)) snprintf(what, sizeof what, "the loss is %g", si.grad.loss);
+        else if (st == TG_OK && !isfinite(si.grad_norm)) snprintf(what, sizeof what, "the gradient norm is %g", si.grad_norm);
+        if (what[0]) st = diverged(what, tg_lr_at(&t->cfg.lr, t->step + 1));
         if (st) st = tg_error_prefix(st, "step %lld", (long long)(t->step + 1));
     }
     if (st == TG_OK) {
@@ -474,14 +484,23 @@ static void draw_bar(tg_trainer *t, double tok_s) {
     t->bar_open = true;
 }
 
-static void log_train(tg_trainer *t, const tg_step_info *si, bool line) {
+/* A metrics line is out of the buffer and at the kernel, or the run stops: a log that silently
+ * loses lines (a full disk) is worse than no run. */
+static tg_status metrics_flush(tg_trainer *t) {
+    if (tg__io_fflush(t->metrics, t->metrics_path) == 0) return TG_OK;
+    tg_status st = tg_error_set(TG_ERR_IO, "cannot write '%s': %s", t->metrics_path, strerror(errno));
+    __fpurge(t->metrics); /* what was reported unwritten must not appear at fclose */
+    return st;
+}
+
+static tg_status log_train(tg_trainer *t, const tg_step_info *si, bool line) {
     double now = tg__train_now(), span = now - t->win_time0;
     double tok_s = span > 0.0 ? (double)t->win_tokens / span : 0.0;
     if (use_bar(t) && t->cfg.progress != TG_PROGRESS_NONE && (line || now - t->last_bar > 0.2)) {
         draw_bar(t, tok_s);
         t->last_bar = now;
     }
-    if (!line) return;
+    if (!line) return TG_OK;
     double loss = t->win_tokens_t > 0 ? t->win_loss / t->win_tokens_t : NAN;
     double nll = t->win_tokens_t > 0 ? t->win_nll / t->win_tokens_t : NAN;
     if (t->metrics) {
@@ -501,7 +520,8 @@ static void log_train(tg_trainer *t, const tg_step_info *si, bool line) {
             json_num(t->metrics, "allreduce_ms", t->win_steps ? 1e3 * t->win_comm_s / (double)t->win_steps : NAN);
         }
         fprintf(t->metrics, "}\n");
-        fflush(t->metrics);
+        tg_status st = metrics_flush(t);
+        if (st) return st;
     }
     if (!use_bar(t) && t->cfg.progress != TG_PROGRESS_NONE) {
         char e[32], el[32];
@@ -514,6 +534,7 @@ static void log_train(tg_trainer *t, const tg_step_info *si, bool line) {
     t->win_loss = t->win_nll = t->win_tokens_t = t->win_comm_s = 0.0;
     t->win_tokens = t->win_steps = 0;
     t->win_time0 = now;
+    return TG_OK;
 }
 
 tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
@@ -532,7 +553,7 @@ tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
                 (long long)e.sentences);
         json_num(t->metrics, "elapsed_s", elapsed(t));
         fprintf(t->metrics, "}\n");
-        fflush(t->metrics);
+        if ((st = metrics_flush(t))) return st;
     }
     if (t->cfg.progress != TG_PROGRESS_NONE) {
         end_bar(t);
@@ -547,9 +568,11 @@ tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
 /* ---- checkpoints kept by step number ---- */
 
 static tg_status keep_checkpoint(tg_trainer *t) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/checkpoint-%lld.safetensors", t->out_dir, (long long)t->step);
-    tg_status st = tg_model_save(t->m, path);
+    char path[4096], mfile[64];
+    /* another name of the model file just saved (no second write) */
+    snprintf(path, sizeof path, "checkpoint-%lld.safetensors", (long long)t->step);
+    tg_status st = tg__train_model_file(t->step, mfile, sizeof mfile);
+    if (st == TG_OK) st = tg__train_dir_publish(t->out_dir, mfile, path);
     if (st) return st;
     /* delete the oldest beyond the last keep_checkpoints; the steps are ours, so look them up
      * by number downwards from the current step instead of listing the directory */
@@ -557,7 +580,8 @@ static tg_status keep_checkpoint(tg_trainer *t) {
     for (int64_t s = t->step; s >= 1; s--) {
         snprintf(path, sizeof path, "%s/checkpoint-%lld.safetensors", t->out_dir, (long long)s);
         if (access(path, F_OK) != 0) continue;
-        if (++kept > t->cfg.keep_checkpoints) unlink(path);
+        if (++kept > t->cfg.keep_checkpoints && tg__io_unlink(path) != 0 && errno != ENOENT)
+            return tg_error_set(TG_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
     }
     return TG_OK;
 }
@@ -579,6 +603,22 @@ static tg_status save_all(tg_trainer *t) {
     return st;
 }
 
+/* A finite loss can diverge too (Adam with a learning rate far too high settles at losses of
+ * 1e5): past DIVERGE_FACTOR times the larger of the run's first loss and ln(V) (a uniform
+ * guess) on DIVERGE_STEPS steps in a row, no sound run recovers; stop instead of training on. */
+#define DIVERGE_FACTOR 3.0
+#define DIVERGE_STEPS 10
+static tg_status check_divergence(tg_trainer *t, double loss) {
+    if (t->first_loss == 0.0) t->first_loss = fmax(loss, log((double)tg_model_cfg(t->m)->tgt_vocab));
+    double bound = DIVERGE_FACTOR * t->first_loss;
+    t->above_bound = loss > bound ? t->above_bound + 1 : 0;
+    if (t->above_bound < DIVERGE_STEPS) return TG_OK;
+    char what[128];
+    snprintf(what, sizeof what, "step %lld: the loss is %g, above %.3g (3 x its start) for %d steps in a row",
+             (long long)t->step, loss, bound, DIVERGE_STEPS);
+    return diverged(what, tg_lr_at(&t->cfg.lr, t->step));
+}
+
 /* Why to stop before the next step (1 requested, 2 time limit), the same on every rank. */
 static tg_status stop_flags(tg_trainer *t, volatile sig_atomic_t *stop, int *flags) {
     double f = (stop && *stop) ? 1.0 : 0.0;
@@ -592,11 +632,13 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
     if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_run: NULL trainer");
     tg_status st = TG_OK;
     if (t->out_dir && t->writer) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/metrics.jsonl", t->out_dir);
+        char *path = t->metrics_path;
+        snprintf(path, sizeof t->metrics_path, "%s/metrics.jsonl", t->out_dir);
         if (mkdir(t->out_dir, 0777) != 0 && errno != EEXIST)
             st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", t->out_dir, strerror(errno));
-        else if (!(t->metrics = fopen(path, "a")))
+        /* lines past the step we start from were logged by a run that crashed before saving
+         * them: this run logs those steps again */
+        else if ((st = tg__metrics_truncate(path, t->step)) == TG_OK && !(t->metrics = fopen(path, "a")))
             st = tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     }
     st = tg_dist_agree(t->cfg.dist, st);
@@ -628,9 +670,13 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
         t->win_tokens += si.grad.src_tokens + si.grad.tgt_tokens;
         t->last_loss = si.grad.loss;
         t->last_lr = si.lr;
-        log_train(t, &si, t->step % t->cfg.log_interval == 0);
+        bool line = t->step % t->cfg.log_interval == 0;
+        st = log_train(t, &si, line);
+        if (line) st = tg_dist_agree(t->cfg.dist, st); /* rank 0 alone writes the metrics */
+        if (st == TG_OK) st = check_divergence(t, si.grad.loss); /* the loss is the group's */
+        if (st) break;
         if (t->dev && t->cfg.eval_interval > 0 && t->step % t->cfg.eval_interval == 0) {
-            st = tg_trainer_eval(t, NULL);
+            st = tg_dist_agree(t->cfg.dist, tg_trainer_eval(t, NULL));
             if (st) break;
             last_eval = t->step;
         }
@@ -640,8 +686,9 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
             last_save = t->step;
         }
     }
-    if (st == TG_OK && t->win_tokens_t > 0) log_train(t, &si, true); /* the last partial window */
-    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted) st = tg_trainer_eval(t, NULL);
+    if (st == TG_OK && t->win_tokens_t > 0) st = tg_dist_agree(t->cfg.dist, log_train(t, &si, true)); /* the last window */
+    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted)
+        st = tg_dist_agree(t->cfg.dist, tg_trainer_eval(t, NULL));
     if (st == TG_OK && t->out_dir && last_save != t->step) st = save_all(t);
     end_bar(t);
     if (t->metrics) {
@@ -650,8 +697,10 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
                     (long long)t->step, (long long)tg_batcher_epoch(t->bt));
             json_num(t->metrics, "elapsed_s", elapsed(t));
             fprintf(t->metrics, "}\n");
+            st = metrics_flush(t);
         }
-        fclose(t->metrics);
+        if (fclose(t->metrics) != 0 && st == TG_OK)
+            st = tg_error_set(TG_ERR_IO, "cannot write '%s': %s", t->metrics_path, strerror(errno));
         t->metrics = NULL;
     }
     t->elapsed_before += tg__train_now() - t->run_start;

@@ -68,6 +68,9 @@ const char *tg_attn_kind_name(tg_attn_kind k);
 tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
 /* Per-head query/key width of the configuration (d_p for fixed_head, d/h otherwise). */
 int64_t tg_model_head_dim(const tg_model_config *c);
+/* The number of parameters (floats) of a model of config c (vocabulary sizes included),
+ * without creating it; as a double, since a bad config can imply more than 2^63. */
+tg_status tg_model_param_count(const tg_model_config *c, double *out);
 /* h_max = floor(d / mean_len) (SPEC §2.4; the interacting-head paper's head-count bound). */
 int64_t tg_model_max_heads(int64_t d_model, double mean_len);
 

@@ -286,8 +286,10 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop);
 /* Evaluate on the dev corpus (TG_ERR_STATE if there is none); appends a metrics line. */
 tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out);
 
-/* Write the model checkpoint and then the training state (train/state.c), each atomically:
- * dir/model.safetensors and dir/state.safetensors. */
+/* Save the model checkpoint and the training state in dir (train/state.c) as one commit: a
+ * crash at any instant leaves either this save or the previous one complete (train/rundir.c).
+ * Visible results: dir/model.safetensors and dir/state.safetensors (which names the model file
+ * saved with it, dir/.tg-model-<step>.safetensors, a second name of model.safetensors). */
 tg_status tg_trainer_save(tg_trainer *t, const char *dir);
 /* Restore the training state written by tg_trainer_save into a trainer built on the same data
  * with the model loaded from the same directory: optimizer moments and step count, batch
@@ -301,6 +303,21 @@ tg_status tg_trainer_set_metadata(tg_trainer *t, const char *key, const char *va
 int64_t tg_trainer_steps(const tg_trainer *t);
 int64_t tg_trainer_epoch(const tg_trainer *t);
 tg_model *tg_trainer_model(tg_trainer *t);
+
+/* ---- the training directory (train/rundir.c) ---------------------------------------------- */
+
+/* An exclusive advisory lock (flock) on dir/.tg-train.lock, held until tg_train_dir_unlock or
+ * the process ends; TG_ERR_STATE naming the holder's pid when another process holds it. */
+typedef struct tg_train_lock tg_train_lock;
+tg_status tg_train_dir_lock(const char *dir, tg_train_lock **out);
+void tg_train_dir_unlock(tg_train_lock *l);
+/* The model checkpoint of dir's last complete save (the one its state names), to resume from:
+ * dir/.tg-model-<step>.safetensors, or dir/model.safetensors when the state names none. */
+tg_status tg_train_dir_model_path(const char *dir, char *buf, size_t n);
+/* Under the lock, before training: remove temporary files and model files that no state
+ * names (left by a crash), and make model.safetensors the last complete save's model; with
+ * clear, first remove the old run (state, model, metrics.jsonl, checkpoint-<step> files). */
+tg_status tg_train_dir_tidy(const char *dir, bool clear);
 
 /* ---- checkpoint averaging (train/average.c) ----------------------------------------------- */
 
