@@ -115,15 +115,14 @@ static tg_tensor *output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
 tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
     if (!m || !g || !b || !b->tgt_in)
         return tg__fail(g, TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
-    /* both sides checked before any node is made: the message names the entry point */
     const tg_model_config *c = &m->cfg;
-    if (!tg__check_ids(g, "tg_model_logits", "source", b->src, b->size, b->src_len, 0, c->src_vocab,
-                       c->max_len) ||
-        !tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
+    tg_tensor *src_mask;
+    tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask); /* checks src */
+    if (!mem) return NULL; /* the graph says why; a NULL memory would read as self-attention */
+    /* the target side is checked where it is used (the source by tg_model_encode) */
+    if (!tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
                        c->tgt_vocab, c->max_len))
         return NULL;
-    tg_tensor *src_mask;
-    tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
     tg_tensor *self_mask = tg__causal_mask(g, b->tgt_in, b->size, b->tgt_len);
     return output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));

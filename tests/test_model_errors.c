@@ -110,7 +110,7 @@ START_TEST(test_ids_out_of_range) {
     bad_src[5] = SRC_V; /* [1,1] */
     b.src = bad_src;
     EXPECT_BUILD_ERROR(tg_model_logits(M, G, &b), TG_ERR_INVALID,
-                       "tg_model_logits: source id 10 at [1,1] is outside the vocabulary (10 ids)");
+                       "tg_model_encode: source id 10 at [1,1] is outside the vocabulary (10 ids)");
     fresh();
     EXPECT_BUILD_ERROR(tg_model_loss(M, G, &b), TG_ERR_INVALID, "source id 10 at [1,1]");
     fresh();
@@ -152,7 +152,7 @@ START_TEST(test_length_past_max_len) {
     b.src = long_ids;
     b.src_len = MAX_LEN + 1;
     EXPECT_BUILD_ERROR(tg_model_logits(M, G, &b), TG_ERR_INVALID,
-                       "tg_model_logits: source sequence of 9 tokens exceeds max_len 8");
+                       "tg_model_encode: source sequence of 9 tokens exceeds max_len 8");
     fresh();
     EXPECT_BUILD_ERROR(tg_model_loss(M, G, &b), TG_ERR_INVALID, "source sequence of 9 tokens exceeds max_len 8");
     fresh();
@@ -180,7 +180,7 @@ START_TEST(test_empty_batch) {
     M = model_of(_i);
     tg_batch b = good_batch();
     b.size = 0;
-    EXPECT_BUILD_ERROR(tg_model_logits(M, G, &b), TG_ERR_INVALID, "tg_model_logits: empty batch (0 source sentences");
+    EXPECT_BUILD_ERROR(tg_model_logits(M, G, &b), TG_ERR_INVALID, "tg_model_encode: empty batch (0 source sentences");
     fresh();
     EXPECT_BUILD_ERROR(tg_model_loss(M, G, &b), TG_ERR_INVALID, "empty batch");
     double sc[2];
@@ -209,7 +209,7 @@ START_TEST(test_null_arguments) {
     fresh();
     b = good_batch();
     b.src = NULL;
-    EXPECT_BUILD_ERROR(tg_model_logits(M, G, &b), TG_ERR_INVALID, "tg_model_logits: source ids are NULL");
+    EXPECT_BUILD_ERROR(tg_model_logits(M, G, &b), TG_ERR_INVALID, "tg_model_encode: source ids are NULL");
     fresh();
     EXPECT_BUILD_ERROR(tg_model_encode(M, G, NULL, 2, 4, NULL), TG_ERR_INVALID, "tg_model_encode: source ids are NULL");
     b = good_batch();
