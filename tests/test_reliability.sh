@@ -5,12 +5,13 @@
 #    every step once and leaves no temporary files; the same with a device that fills up at
 #    every write (enospc:N): the run stops with a message, and resumes once there is room;
 #  - a second trainer on a directory in use (or started at the same time) is refused with the
-#    holder's pid; --overwrite
-#    removes the old run's checkpoints and log;
+#    holder's pid; --overwrite removes the old run's checkpoints and log;
+#  - a model larger than the machine's memory is refused before allocating;
 #  - metrics.jsonl on a full device (/dev/full) stops the run;
 #  - a diverging run (Adam at lr 100) stops with the step, the loss and a hint;
 #  - checkpoints from tests/fixtures/bad/: a config implying terabytes (refused before any
-#    allocation, under a 4 GB address-space limit), NaN and inf weights (named), a shared
+#    allocation, under a 4 GB address-space limit), NaN and inf weights (named by score,
+#    translate, average and train --resume), a shared
 #    embedding with two vocabularies, a token with a CR (escaped in the message).
 # Usage: test_reliability.sh PATH/TO/tg     Prints "N passed, N failed"; exit status 1 on failure.
 set -u
