@@ -4,12 +4,14 @@
 #    crash:N, core/io.c) resumes to a model byte-identical to an uninterrupted run's, logs
 #    every step once and leaves no temporary files; the same with a device that fills up at
 #    every write (enospc:N): the run stops with a message, and resumes once there is room;
-#  - a second trainer on a directory in use is refused with the holder's pid; --overwrite
-#    removes the old run's checkpoints and log;
+#  - a second trainer on a directory in use (or started at the same time) is refused with the
+#    holder's pid; --overwrite removes the old run's checkpoints and log;
+#  - a model larger than the machine's memory is refused before allocating;
 #  - metrics.jsonl on a full device (/dev/full) stops the run;
 #  - a diverging run (Adam at lr 100) stops with the step, the loss and a hint;
 #  - checkpoints from tests/fixtures/bad/: a config implying terabytes (refused before any
-#    allocation, under a 4 GB address-space limit), NaN and inf weights (named), a shared
+#    allocation, under a 4 GB address-space limit), NaN and inf weights (named by score,
+#    translate, average and train --resume), a shared
 #    embedding with two vocabularies, a token with a CR (escaped in the message).
 # Usage: test_reliability.sh PATH/TO/tg     Prints "N passed, N failed"; exit status 1 on failure.
 set -u
@@ -120,6 +122,19 @@ kill -INT $pid
 wait $pid
 check "the first trainer was not disturbed (exit 130)" [ $? -eq 130 ]
 expect "once it has ended, --resume works" 0 "resuming at step" train --out L --resume --steps 1 --minutes 0.0001
+# two trainers started together on one new directory: exactly one trains
+# shellcheck disable=SC2086
+"$TG" train $opts --out T2 >t1.out 2>t1.err &
+p1=$!
+# shellcheck disable=SC2086
+"$TG" train $opts --out T2 >t2.out 2>t2.err &
+p2=$!
+wait $p1
+s1=$?
+wait $p2
+s2=$?
+check "two trainers started together: one trains, the other is refused" sh -c "[ $((s1 + s2)) -eq 1 ] &&
+    grep -qE 'in use by another trainer|already holds a model' t1.err t2.err"
 # shellcheck disable=SC2086
 run train $opts --out O --save-interval 1 --keep-checkpoints 3
 # shellcheck disable=SC2086
