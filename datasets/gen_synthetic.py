@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Generate the synthetic copy / reverse / sort tasks for tgraph (DATA.md section 3).
+"""Generate the synthetic copy / reverse / sort tasks for tgraph (datasets/README.md).
 
 Usage: gen_synthetic.py [--tasks copy,reverse,sort] [--vocab-size V] [--min-len A]
                         [--max-len B] [--train N] [--dev N] [--test N] [--seed S] [OUT_DIR]

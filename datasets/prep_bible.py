@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Prepare the Bible English -> Spanish translation task for tgraph (DATA.md section 2).
+"""Prepare the Bible English -> Spanish translation task for tgraph (datasets/README.md).
 
 Usage: prep_bible.py [--src-module MOD] [--tgt-module MOD] [--vocab-size N] [--force] [-q]
                      [OUT_DIR]
 
 Dumps two SWORD modules with diatheke (default: World English Bible engWEB2015eb -> Reina-Valera
 1909 spaRV1909eb), turns their OSIS markup into plain verse text, aligns verses by book, chapter
-and verse, drops the verses listed in DATA.md as misaligned, splits by held-out books and
+and verse, drops the verses known to be misaligned (datasets/README.md), splits by held-out books and
 trains one shared sentencepiece BPE model on both training sides. Writes into OUT_DIR (default
 <repo>/data/bible):
 
@@ -68,11 +68,11 @@ BOOKS = [
     ("III John", "3John"), ("Jude", "Jude"), ("Revelation of John", "Rev")]
 BOOK_ID = dict(BOOKS)
 
-# Held-out books (DATA.md): whole books, so no verse of a test book is seen in training.
+# Held-out books: whole books, so no verse of a test book is seen in training.
 TEST_BOOKS = {"Ruth", "Dan", "John", "Heb"}
 DEV_BOOKS = {"Esth", "Lam", "Jonah", "Mic", "Acts", "Phil"}
 
-# RV1909 claims KJV versification but keeps Spanish verse divisions in these places (DATA.md):
+# RV1909 claims KJV versification but keeps Spanish verse divisions in these places:
 # (book, chapter, first verse, last verse or None = to the end of the chapter).
 EXCLUDE = [
     ("Num", 13, 1, None), ("Num", 30, 1, None), ("1Sam", 24, 1, None), ("Job", 39, 1, None),
@@ -457,14 +457,14 @@ def statistics(out_dir, pairs_by_split, counts, warnings, src_module, tgt_module
         s.append("%s: %d" % (k, counts[k]))
     s += ["warning: " + w for w in warnings]
     total = sum(len(p) for p in pairs_by_split.values())
-    s.append("aligned pairs: %d (DATA.md: 30865)" % total)
+    s.append("aligned pairs: %d (expected: 30865)" % total)
     expected = {"train": 27672, "dev": 1569, "test": 1624}
-    # Three views of a sentence's length: space-separated words of the raw text (what DATA.md
+    # Three views of a sentence's length: space-separated words of the raw text (what the expected counts
     # counts), word+punctuation tokens (*.tok), BPE pieces (what the model sees).
     views = [("words", ".txt"), ("tokens", ".tok"), ("BPE", "")]
     vocab = {"src": set(), "tgt": set()}
     allv = {(v, side): [] for v, _ in views for side in ("src", "tgt")}
-    s.append("split   pairs (DATA.md)   " +
+    s.append("split   pairs (expected)  " +
              "   ".join("%-6s src mean/max  tgt mean/max" % v for v, _ in views))
     for split in ("train", "dev", "test"):
         row = "%-6s %6d (%5d)  " % (split, len(pairs_by_split[split]), expected[split])
@@ -485,11 +485,11 @@ def statistics(out_dir, pairs_by_split, counts, warnings, src_module, tgt_module
         for side in ("src", "tgt"):
             lens = allv[(view, side)]
             row += "  %5.1f / %-4d" % (sum(lens) / max(1, len(lens)), max(lens, default=0))
-    s.append(row + "   (DATA.md words: 24 / 86, 23 / 80; BPE about 31)")
+    s.append(row + "   (expected words: 24 / 86, 23 / 80; BPE about 31)")
     over = sum(1 for side in ("src", "tgt") for n in allv[("BPE", side)] if n > 128)
     s.append("sentences over 128 BPE pieces: %d" % over)
     s.append("word+punctuation vocabulary (all splits, cased): src %d, tgt %d "
-             "(DATA.md: 13k / 31k)" % (len(vocab["src"]), len(vocab["tgt"])))
+             "(expected: 13k / 31k)" % (len(vocab["src"]), len(vocab["tgt"])))
     pieces = read_lines(os.path.join(out_dir, "spm.vocab"))
     s.append("BPE vocabulary (shared): %d pieces" % len(pieces))
     return s
@@ -583,7 +583,7 @@ def prepare(args, say):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Prepare the Bible EN->ES task (DATA.md section 2).")
+    ap = argparse.ArgumentParser(description="Prepare the Bible EN->ES task (datasets/README.md).")
     ap.add_argument("out_dir", nargs="?", default=DEFAULT_OUT,
                     help="output directory (default: %(default)s)")
     ap.add_argument("--src-module", default="engWEB2015eb",

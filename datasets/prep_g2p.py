@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Prepare the CMUdict grapheme-to-phoneme (G2P) task for tgraph (see DATA.md section 1).
+"""Prepare the CMUdict grapheme-to-phoneme (G2P) task for tgraph (datasets/README.md).
 
 Usage: prep_g2p.py [-i DICT] [--force] [-q] [OUT_DIR]
 
@@ -55,7 +55,7 @@ STRESS_RE = re.compile(r"[0-9]+$")
 
 
 def split_of(word):
-    """DATA.md's split: first 8 hex digits of sha256(word) as an integer, mod 100."""
+    """The split: first 8 hex digits of sha256(word) as an integer, mod 100."""
     bucket = int(hashlib.sha256(word.encode("utf-8")).hexdigest()[:8], 16) % 100
     if bucket < 90:
         return "train"
@@ -205,7 +205,7 @@ def statistics(d, out, dups, path, digest):
           max((len(p) for p in all_prons), default=0))]
     for kind, (count, examples) in sorted(d.notes.items()):
         s.append("note: %s: %d (e.g. %s)" % (kind, count, "; ".join(examples)))
-    s.append("split  words  lines  src mean/max  tgt mean/max  (DATA.md words)")
+    s.append("split  words  lines  src mean/max  tgt mean/max  (expected words)")
     expected = {"train": 113343, "dev": 6286, "test": 6316}
     for split in SPLITS:
         src, tgt, refs = out[split]
@@ -247,7 +247,7 @@ def is_cached(out_dir, record):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Prepare the CMUdict G2P task (DATA.md section 1).")
+    ap = argparse.ArgumentParser(description="Prepare the CMUdict G2P task (datasets/README.md).")
     ap.add_argument("out_dir", nargs="?", default=DEFAULT_OUT,
                     help="output directory (default: %(default)s)")
     ap.add_argument("-i", "--input", default=DEFAULT_DICT,
