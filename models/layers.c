@@ -74,11 +74,7 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
     x = tg_scale(x, sqrtf((float)c->d_model));
     tg_tensor *pos;
     if (c->learned_pos) {
-        int32_t *pid = malloc((size_t)len * sizeof *pid);
-        if (!pid) return NULL;
-        for (int64_t i = 0; i < len; i++) pid[i] = (int32_t)(offset + i);
-        pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_input(g, TG_DTYPE_I32, 1, &len, pid));
-        free(pid);
+        pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_arange(g, offset, len));
     } else {
         pos = sinusoid(g, offset, len, c->d_model);
     }
@@ -86,13 +82,7 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
 }
 
 tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len) {
-    float *mk = malloc((size_t)(B * len) * sizeof *mk);
-    if (!mk) return NULL;
-    for (int64_t i = 0; i < B * len; i++) mk[i] = ids[i] == TG_PAD ? 1.0f : 0.0f;
-    int64_t s[4] = {B, 1, 1, len};
-    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
-    free(mk);
-    return t;
+    return tg_padding_mask(g, ids, B, len, TG_PAD);
 }
 
 tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {

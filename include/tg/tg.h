@@ -10,4 +10,7 @@
 #include "tg/autograd.h"
 #include "tg/optim.h"
 #include "tg/rng.h"
+#include "tg/init.h"
+#include "tg/sample.h"
+#include "tg/gradcheck.h"
 #endif
