@@ -22,6 +22,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
 #define NUM(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_number((double)(v)))
 #define STR(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_string(v, strlen(v)))
 #define BOOL(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_bool(v))
+    STR("arch", tg_model_arch_name(c->arch));
     NUM("d_model", c->d_model);
     NUM("heads", c->heads);
     NUM("enc_layers", c->enc_layers);
@@ -136,6 +137,13 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
     *c = tg_model_config_default();
     const char *att = NULL, *norm = NULL, *pos = NULL, *act = NULL;
     if (tg_json_kind(o) != TG_JSON_OBJECT) st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config is not an object", path);
+    if (st == TG_OK) { /* the model family; checkpoints from before families are encdec */
+        const tg_json *a = tg_json_get(o, "arch");
+        if (a && tg_json_kind(a) != TG_JSON_STRING)
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'arch' is not a string", path);
+        else if (a && tg_model_arch_parse(tg_json_string(a), &c->arch) != TG_OK)
+            st = tg_error_prefix(TG_ERR_FORMAT, "checkpoint '%s'", path);
+    }
     if (st == TG_OK) st = get_int(o, "d_model", &c->d_model, path);
     if (st == TG_OK) st = get_int(o, "heads", &c->heads, path);
     if (st == TG_OK) st = get_int(o, "enc_layers", &c->enc_layers, path);

@@ -24,6 +24,29 @@ tg_model_config tg_model_config_default(void) {
     return c;
 }
 
+tg_model_config tg_model_config_lm_default(void) {
+    tg_model_config c = tg_model_config_default();
+    c.arch = TG_ARCH_LM;
+    c.enc_layers = 0;
+    c.pre_norm = true;
+    c.learned_pos = true;
+    c.gelu = true;
+    c.share_embeddings = true;
+    c.label_smoothing = 0.0f;
+    return c;
+}
+
+const char *tg_model_arch_name(tg_model_arch a) {
+    return a == TG_ARCH_LM ? "lm" : a == TG_ARCH_ENCDEC ? "encdec" : "unknown";
+}
+
+tg_status tg_model_arch_parse(const char *name, tg_model_arch *out) {
+    if (name && !strcmp(name, "encdec")) *out = TG_ARCH_ENCDEC;
+    else if (name && !strcmp(name, "lm")) *out = TG_ARCH_LM;
+    else return tg_error_set(TG_ERR_INVALID, "unknown model family '%s' (encdec, lm)", name ? name : "(null)");
+    return TG_OK;
+}
+
 const char *tg_attn_kind_name(tg_attn_kind k) {
     return (k >= TG_ATTN_MHA && k <= TG_ATTN_INTERACTING_PAIRWISE) ? kind_names[k] : "unknown";
 }
@@ -55,6 +78,11 @@ int64_t tg_model_max_heads(int64_t d_model, double mean_len) {
 
 tg_status tg_model_config_check(const tg_model_config *c) {
     if (!c) return tg_error_set(TG_ERR_INVALID, "model config: NULL");
+    RANGE(c->arch == TG_ARCH_ENCDEC || c->arch == TG_ARCH_LM, "unknown model family %d", (int)c->arch);
+    RANGE(c->arch != TG_ARCH_LM || c->enc_layers == 0, "a language model (arch lm) has no encoder: enc_layers %lld",
+          (long long)c->enc_layers);
+    RANGE(c->arch != TG_ARCH_LM || c->share_embeddings,
+          "a language model (arch lm) has one vocabulary and a tied output: share_embeddings must be set");
     RANGE(c->d_model >= 1 && c->d_model <= 65536, "d_model %lld outside [1, 65536]", (long long)c->d_model);
     RANGE(c->heads >= 1 && c->heads <= 1024, "heads %lld outside [1, 1024]", (long long)c->heads);
     RANGE(c->enc_layers >= 0 && c->enc_layers <= 256, "enc_layers %lld outside [0, 256]", (long long)c->enc_layers);

@@ -100,16 +100,17 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
             TRY(norm(m, &r, p));
         }
     }
+    bool lm = c->arch == TG_ARCH_LM; /* no cross-attention, two norms per layer */
     for (int64_t l = 0; l < c->dec_layers; l++) {
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         TRY(attention(m, &r, p));
         snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
-        TRY(attention(m, &r, p));
+        if (!lm) TRY(attention(m, &r, p));
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn.fc1", (long long)l);
         TRY(linear(m, &r, p, c->d_ff, c->d_model));
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn.fc2", (long long)l);
         TRY(linear(m, &r, p, c->d_model, c->d_ff));
-        for (int k = 1; k <= 3; k++) {
+        for (int k = 1; k <= (lm ? 2 : 3); k++) {
             snprintf(p, sizeof p, "decoder.layers.%lld.norm%d", (long long)l, k);
             TRY(norm(m, &r, p));
         }

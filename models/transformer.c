@@ -65,6 +65,10 @@ static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_
 tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
                            tg_tensor **src_mask) {
     const tg_model_config *c = &m->cfg;
+    if (c->arch == TG_ARCH_LM) {
+        tg_error_set(TG_ERR_INVALID, "tg_model_encode: a language model (arch lm) has no encoder");
+        return NULL;
+    }
     tg_tensor *mask = tg__pad_mask(g, src, B, S);
     if (src_mask) *src_mask = mask;
     tg_tensor *x = tg__embed(m, g, tg__src_embed_name(c), src, B, S, 0);
@@ -85,17 +89,20 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
 tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory, tg_tensor *src_mask,
                       tg_tensor *self_mask) {
     const tg_model_config *c = &m->cfg;
+    bool lm = c->arch == TG_ARCH_LM; /* no cross-attention; the FFN's norm is norm2 */
     char p[160], n[160];
     for (int64_t l = 0; l < c->dec_layers; l++) {
         attn_ctx self = {NULL, self_mask}, cross = {memory, src_mask};
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         snprintf(n, sizeof n, "decoder.layers.%lld.norm1", (long long)l);
         y = tg__residual(m, g, n, p, y, attn_sublayer, &self);
-        snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
-        snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
-        y = tg__residual(m, g, n, p, y, attn_sublayer, &cross);
+        if (!lm) {
+            snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
+            snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
+            y = tg__residual(m, g, n, p, y, attn_sublayer, &cross);
+        }
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
-        snprintf(n, sizeof n, "decoder.layers.%lld.norm3", (long long)l);
+        snprintf(n, sizeof n, "decoder.layers.%lld.norm%d", (long long)l, lm ? 2 : 3);
         y = tg__residual(m, g, n, p, y, ffn_sublayer, NULL);
     }
     if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
@@ -113,8 +120,8 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
         tg_error_set(TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
         return NULL;
     }
-    tg_tensor *src_mask;
-    tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);
+    tg_tensor *src_mask = NULL, *mem = NULL; /* a language model reads the target side only */
+    if (m->cfg.arch != TG_ARCH_LM) mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
     tg_tensor *self_mask = tg__causal_mask(g, b->tgt_in, b->size, b->tgt_len);
     return output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));

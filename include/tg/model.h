@@ -42,7 +42,16 @@ typedef enum tg_attn_kind {
     TG_ATTN_INTERACTING_PAIRWISE,
 } tg_attn_kind;
 
+/* The model family (docs/guide.md "Model families"). */
+typedef enum tg_model_arch {
+    TG_ARCH_ENCDEC = 0, /* encoder-decoder (translation): the default, and old checkpoints */
+    TG_ARCH_LM,         /* decoder-only language model (GPT-2 style): no encoder and no
+                         * cross-attention, one vocabulary, output tied to the embedding;
+                         * a sequence is the target side of a batch */
+} tg_model_arch;
+
 typedef struct tg_model_config {
+    tg_model_arch arch;
     int64_t d_model, heads, enc_layers, dec_layers, d_ff;
     tg_attn_kind attention;
     int64_t head_dim;         /* fixed_head: per-head width d_p (0 = d_model/heads) */
@@ -60,9 +69,15 @@ typedef struct tg_model_config {
 /* The paper's base model defaults: N=6, d=512, d_ff=2048, h=8, dropout 0.1, post-LN, sinusoidal,
  * label smoothing 0.1, max_len 256. */
 tg_model_config tg_model_config_default(void);
+/* A GPT-2 style language model (arch lm): the defaults above with no encoder, pre-LN, learned
+ * positions, GELU, one shared embedding tied to the output, no label smoothing. */
+tg_model_config tg_model_config_lm_default(void);
 /* Check every field; the message names the first bad one. */
 tg_status tg_model_config_check(const tg_model_config *c);
 const char *tg_attn_kind_name(tg_attn_kind k);
+/* "encdec" / "lm" */
+const char *tg_model_arch_name(tg_model_arch a);
+tg_status tg_model_arch_parse(const char *name, tg_model_arch *out);
 tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
 /* Per-head query/key width of the configuration (d_p for fixed_head, d/h otherwise). */
 int64_t tg_model_head_dim(const tg_model_config *c);
@@ -101,9 +116,15 @@ typedef struct tg_batch {
 tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
                          const int32_t *const *tgt, const int64_t *tgt_n);
 void tg_batch_free(tg_batch *b);
+/* A batch of n sequences for a language model (arch lm): targets = the sequences, sources
+ * empty. */
+tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
 
 /* ---- graphs ---- */
-/* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). */
+/* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)
+ * reads only the target side: tgt_in = <s> + tokens predicts tgt_out = tokens + </s> under a
+ * causal mask, so tg_model_loss and tg_model_score (log P of each sequence, </s> included)
+ * serve both families. */
 tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b);
 /* Mean label-smoothed cross-entropy over non-pad target tokens (scalar). */
 tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
@@ -111,7 +132,8 @@ tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
 tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores);
 
 /* ---- pieces for decoding and tests ---- */
-/* Encoder output [B, S, d] and the source padding mask [B, 1, 1, S] (1 = masked) it used. */
+/* Encoder output [B, S, d] and the source padding mask [B, 1, 1, S] (1 = masked) it used.
+ * A language model has no encoder: NULL with an error. */
 tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
                            tg_tensor **src_mask);
 /* One attention sub-layer of the configured variant, parameters under `prefix` (e.g.
