@@ -133,6 +133,11 @@ tg_status tg_corpus_new(const tg_lines *src, const tg_lines *tgt, const tg_vocab
  * tasks. tgt and tgt_n may be NULL. */
 tg_status tg_corpus_from_ids(int64_t n, const int32_t *const *src, const int64_t *src_n,
                              const int32_t *const *tgt, const int64_t *tgt_n, tg_corpus **out);
+/* A language model's corpus (arch lm): every line of `text` one sequence (the target side;
+ * the sources are empty), encoded with the model's one vocabulary. Options and errors as
+ * tg_corpus_new. */
+tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+                           tg_corpus **out);
 void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 int64_t tg_corpus_size(const tg_corpus *c);
