@@ -126,6 +126,8 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
     if (!m || !out) return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: NULL argument");
     const tg_model_config *c = &m->cfg;
     bool lm = c->arch == TG_ARCH_LM;
+    if (c->arch == TG_ARCH_MLM)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: a masked language model (arch mlm) has no decoder");
     if (lm && src)
         return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: a language model (arch lm) has no source sentences "
                                             "(generate with tg_generate)");

@@ -35,8 +35,9 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
     const tg_model_config *c = &m->cfg;
     tg_generate_options o = opts ? *opts : tg_generate_options_default();
     if (c->arch != TG_ARCH_LM)
-        return tg_error_set(TG_ERR_INVALID, "tg_generate: the model is an encoder-decoder (arch %s); generation "
-                                            "continues a language model (arch lm): translate with tg_decode",
+        return tg_error_set(TG_ERR_INVALID, "tg_generate: the model is %s (arch %s); generation continues a "
+                                            "language model (arch lm)",
+                            c->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder",
                             tg_model_arch_name(c->arch));
     if (o.max_new < 1) return tg_error_set(TG_ERR_INVALID, "tg_generate: max_new %lld < 1", (long long)o.max_new);
     if (n + 1 > c->max_len)

@@ -23,6 +23,8 @@ tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt,
     m->tgt = tgt;
     m->backend = b;
     tg_status st = tg_model_config_check(&m->cfg);
+    if (st == TG_OK && m->cfg.arch == TG_ARCH_MLM && tg_vocab_id(src, "<mask>") == TG_UNK)
+        st = tg_error_set(TG_ERR_INVALID, "tg_model_new: a masked language model (arch mlm) needs the token <mask> in its vocabulary");
     if (st == TG_OK) st = tg_store_new(b, &m->store);
     if (st == TG_OK) st = tg__model_init_params(m, seed);
     if (st) {
@@ -119,6 +121,14 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
     if (!m || !g || !b || !b->tgt_in) {
         tg_error_set(TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
         return NULL;
+    }
+    if (m->cfg.arch == TG_ARCH_MLM) { /* the encoder's output at every source position */
+        if (b->tgt_len != b->src_len) {
+            tg_error_set(TG_ERR_SHAPE, "tg_model_logits: a masked language model's targets (%lld) align with its inputs (%lld)",
+                         (long long)b->tgt_len, (long long)b->src_len);
+            return NULL;
+        }
+        return output_logits(m, g, tg_model_encode(m, g, b->src, b->size, b->src_len, NULL));
     }
     tg_tensor *src_mask = NULL, *mem = NULL; /* a language model reads the target side only */
     if (m->cfg.arch != TG_ARCH_LM) mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tg/graph.h"
+#include "tg/rng.h"
 #include "tg/store.h"
 
 #ifdef __cplusplus
@@ -48,6 +49,8 @@ typedef enum tg_model_arch {
     TG_ARCH_LM,         /* decoder-only language model (GPT-2 style): no encoder and no
                          * cross-attention, one vocabulary, output tied to the embedding;
                          * a sequence is the target side of a batch */
+    TG_ARCH_MLM,        /* encoder-only masked language model (BERT style): the encoder stack
+                         * and an output tied to the embedding; the vocabulary holds "<mask>" */
 } tg_model_arch;
 
 typedef struct tg_model_config {
@@ -72,10 +75,13 @@ tg_model_config tg_model_config_default(void);
 /* A GPT-2 style language model (arch lm): the defaults above with no encoder, pre-LN, learned
  * positions, GELU, one shared embedding tied to the output, no label smoothing. */
 tg_model_config tg_model_config_lm_default(void);
+/* A BERT style masked language model (arch mlm): the defaults with no decoder, post-LN, learned
+ * positions, GELU, one shared embedding tied to the output, no label smoothing. */
+tg_model_config tg_model_config_mlm_default(void);
 /* Check every field; the message names the first bad one. */
 tg_status tg_model_config_check(const tg_model_config *c);
 const char *tg_attn_kind_name(tg_attn_kind k);
-/* "encdec" / "lm" */
+/* "encdec" / "lm" / "mlm" */
 const char *tg_model_arch_name(tg_model_arch a);
 tg_status tg_model_arch_parse(const char *name, tg_model_arch *out);
 tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
@@ -119,6 +125,22 @@ void tg_batch_free(tg_batch *b);
 /* A batch of n sequences for a language model (arch lm): targets = the sequences, sources
  * empty. */
 tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
+
+/* ---- masked language models (arch mlm; models/mlm.c) ---- */
+/* BERT's masking rule (Devlin et al. 2019) on ids[0..n): every token that is not special
+ * (id >= 4) and not <mask> is chosen with probability p (at least one when any is eligible);
+ * a chosen token becomes <mask> (80 %), a uniformly random id of [4, V) (10 %) or stays (10 %).
+ * Writes the model input into input[0..n) and the targets into target[0..n): the original id
+ * where chosen, <pad> (ignored) elsewhere. Draws from rng. */
+tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+                      int32_t *target);
+/* A batch of n masked sequences: src = input + </s>, tgt_out = target with <pad> at every
+ * position not chosen (the </s> too), tgt_tokens = the number of chosen positions. */
+tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+                             const int64_t *len);
+/* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
+ * and their number. */
+tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
 
 /* ---- graphs ---- */
 /* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)

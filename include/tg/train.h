@@ -138,6 +138,13 @@ tg_status tg_corpus_from_ids(int64_t n, const int32_t *const *src, const int64_t
  * tg_corpus_new. */
 tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
                            tg_corpus **out);
+/* A masked language model's corpus (arch mlm): every line of `text` masked once by BERT's rule
+ * (tg_mlm_mask, probability p, from an RNG seeded with `seed`: static masking, the same masks
+ * every epoch); pair i is (masked input, targets), batched by tg_batch_build_mlm. Lines longer
+ * than opt->max_len (tokens + </s>) are skipped or an error as tg_corpus_new. The vocabulary
+ * must hold <mask>. */
+tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt, double p,
+                            uint64_t seed, tg_corpus **out);
 void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 int64_t tg_corpus_size(const tg_corpus *c);
