@@ -1,8 +1,9 @@
 #!/bin/sh
-# End-to-end tests of the language-model family in the `tg` program (tg train --arch lm,
-# tg score --text, tg generate, tg inspect) on a tiny generated text: files written, perplexity
-# reported, cached generation equal to full recomputation, seeded sampling repeatable, and
-# every wrong-family or too-long input refused with a message and no output file.
+# End-to-end tests of the language-model families in the `tg` program (tg train --arch lm and
+# --arch mlm, tg score --text, tg generate, tg inspect) on a tiny generated text: files
+# written, perplexity and masked-token accuracy reported, cached generation equal to full
+# recomputation, seeded sampling repeatable, and every wrong-family or too-long input refused
+# with a message and no output file.
 # Usage: test_lm_tool.sh PATH/TO/tg     Prints "N passed, N failed"; exit status 1 on any failure.
 set -u
 
@@ -102,6 +103,23 @@ expect "train --train without --arch lm" 2 "the texts of --arch lm" train --trai
 expect "train --arch lm --enc-layers 2" 2 "has no encoder" train --arch lm --train dev.txt --out X --steps 1 --enc-layers 2
 check "  no directory created" sh -c '[ ! -e X ]'
 expect "generate --greedy with --top-k" 2 "--greedy takes no" generate --model L/model.safetensors --greedy --top-k 3
+
+# the masked language model family (--arch mlm)
+# shellcheck disable=SC2086
+expect "train --arch mlm" 0 "done at step 60" train --arch mlm --train train.txt --dev dev.txt --out M \
+    --d-model 32 --heads 2 --enc-layers 2 --d-ff 64 --max-len 12 --dropout 0 --schedule constant --lr 0.003 \
+    --warmup 10 --max-tokens 300 --progress none --steps 60
+expect "inspect names the mlm family" 0 "family: mlm (encoder-only masked language model)" inspect --model M/model.safetensors
+check "inspect: no decoder" grep -q "encoder layers 2, decoder layers 0" out.txt
+expect "score --text with an mlm: accuracy" 0 "masked tokens: accuracy" score --model M/model.safetensors --text dev.txt \
+    --seed 7
+cp out.txt mlm1.txt
+expect "score --text with an mlm again" 0 "" score --model M/model.safetensors --text dev.txt --seed 7
+check "mlm scores repeat with the seed" cmp -s out.txt mlm1.txt
+expect "generate with an mlm" 1 "is a masked language model (arch mlm)" generate --model M/model.safetensors --output g3.txt
+check "  nothing written" sh -c '[ ! -e g3.txt ]'
+expect "translate with an mlm" 1 "has no decoder" translate --model M/model.safetensors --input dev.txt
+expect "train --arch mlm --dec-layers 1" 2 "has no decoder" train --arch mlm --train dev.txt --out X --steps 1 --dec-layers 1
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

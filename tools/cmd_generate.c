@@ -95,9 +95,9 @@ int tg_cmd_generate(int argc, char **argv) {
     tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
     if (st == TG_OK) st = tg_model_load(model, be, &m);
     if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_LM)
-        st = tg_error_set(TG_ERR_INVALID, "'%s' is an encoder-decoder model (arch %s): tg generate continues a language "
-                                          "model (tg train --arch lm); translate with tg translate",
-                          model, tg_model_arch_name(tg_model_cfg(m)->arch));
+        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg generate continues a language model (tg train --arch lm)",
+                          model, tg_model_cfg(m)->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder model",
+                          tg_model_arch_name(tg_model_cfg(m)->arch));
     if (st == TG_OK && input) {
         st = tg_lines_read(input, true, &lines);
         np = lines.n;

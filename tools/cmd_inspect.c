@@ -56,7 +56,9 @@ int tg_cmd_inspect(int argc, char **argv) {
     tg_store *s = tg_model_store(m);
     struct stat sb;
     printf("model: %s (%lld bytes)\n", path, stat(path, &sb) == 0 ? (long long)sb.st_size : -1LL);
-    printf("family: %s\n", c->arch == TG_ARCH_LM ? "lm (decoder-only language model)" : "encdec (encoder-decoder)");
+    printf("family: %s\n", c->arch == TG_ARCH_LM    ? "lm (decoder-only language model)"
+                            : c->arch == TG_ARCH_MLM ? "mlm (encoder-only masked language model)"
+                                                     : "encdec (encoder-decoder)");
     printf("configuration:\n");
     printf("  d_model %lld, heads %lld (head dim %lld), d_ff %lld\n", (long long)c->d_model, (long long)c->heads,
            (long long)tg_model_head_dim(c), (long long)c->d_ff);

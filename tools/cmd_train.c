@@ -27,12 +27,13 @@
 
 static const char SYNOPSIS[] =
     "--train-src FILE --train-tgt FILE [--dev-src FILE --dev-tgt FILE] --out DIR\n"
-    "                | --arch lm --train FILE [--dev FILE] --out DIR\n"
+    "                | --arch lm|mlm --train FILE [--dev FILE] --out DIR\n"
     "                (--steps N | --epochs N | --minutes M) [model and training options] [--config FILE] [--resume]";
 static const char DESCRIPTION[] =
     "Train an encoder-decoder Transformer, or with --arch lm a decoder-only language model on a\n"
     "text of one sequence per line (GPT-2 style defaults: pre-LN, learned positions, GELU, one\n"
-    "vocabulary tied to the output, no label smoothing). Writes DIR/model.safetensors, DIR/state.safetensors and\n"
+    "vocabulary tied to the output, no label smoothing), or with --arch mlm an encoder-only masked\n"
+    "language model (BERT style: 15 % of the tokens masked once by the 80/10/10 rule). Writes DIR/model.safetensors, DIR/state.safetensors and\n"
     "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
     "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
     "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).\n"
@@ -69,7 +70,8 @@ static void on_signal(int sig) {
 typedef struct {
     /* data */
     const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
-    const char *arch, *train, *dev; /* --arch lm: one text file each */
+    const char *arch, *train, *dev; /* --arch lm / mlm: one text file each */
+    double mask_prob;               /* --arch mlm */
     bool joint, chars, resume, overwrite;
     int64_t min_count, max_vocab;
     /* model */
@@ -100,6 +102,7 @@ static void defaults(train_opts *o) {
     o->max_len = m.max_len;
     o->attention = "mha";
     o->arch = "encdec";
+    o->mask_prob = 0.15;
     o->norm = "post";
     o->pos = "sinusoidal";
     o->activation = "relu";
@@ -136,9 +139,11 @@ static void table(train_opts *o, tg_opt *t) {
         {"train-tgt", TG_OPT_STRING, &o->train_tgt, 0, 0, NULL, "FILE", "training target sentences (required)", 0, 0},
         {"dev-src", TG_OPT_STRING, &o->dev_src, 0, 0, NULL, "FILE", "dev source sentences (loss at intervals)", 0, 0},
         {"dev-tgt", TG_OPT_STRING, &o->dev_tgt, 0, 0, NULL, "FILE", "dev target sentences", 0, 0},
-        {"arch", TG_OPT_CHOICE, &o->arch, 0, 0, "encdec|lm", NULL, "model family: encoder-decoder or language model", 0, 0},
-        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE", "--arch lm: training text, one sequence per line", 0, 0},
-        {"dev", TG_OPT_STRING, &o->dev, 0, 0, NULL, "FILE", "--arch lm: dev text (perplexity at intervals)", 0, 0},
+        {"arch", TG_OPT_CHOICE, &o->arch, 0, 0, "encdec|lm|mlm", NULL,
+         "model family: encoder-decoder, language model, masked language model", 0, 0},
+        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE", "--arch lm/mlm: training text, one sequence per line", 0, 0},
+        {"dev", TG_OPT_STRING, &o->dev, 0, 0, NULL, "FILE", "--arch lm/mlm: dev text (loss at intervals)", 0, 0},
+        {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
         {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
         {"resume", TG_OPT_BOOL, &o->resume, 0, 0, NULL, NULL, "continue the run saved in --out", 0, 0},
@@ -246,6 +251,15 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
         if (!tg_cli_find(t, "activation")->set) c->gelu = true;
         if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
     }
+    if (c->arch == TG_ARCH_MLM) { /* no decoder, one tied table; BERT defaults where unset */
+        if (tg_cli_find(t, "dec-layers")->on_cli && o->dec_layers != 0)
+            return fail(cmd, TG_EXIT_USAGE, "--arch mlm has no decoder: --dec-layers must be 0");
+        c->dec_layers = 0;
+        c->share_embeddings = true;
+        if (!tg_cli_find(t, "pos")->set) c->learned_pos = true;
+        if (!tg_cli_find(t, "activation")->set) c->gelu = true;
+        if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
+    }
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
@@ -311,7 +325,8 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
     tg_status st = TG_OK;
     *sv = *tv = NULL;
     if (o->src_vocab) st = tg_vocab_read(o->src_vocab, sv);
-    else st = tg_vocab_build(both, o->joint && strcmp(o->arch, "lm") ? 2 : 1, &to, o->min_count, o->max_vocab, sv);
+    else st = tg_vocab_build(both, o->joint && !strcmp(o->arch, "encdec") ? 2 : 1, &to, o->min_count, o->max_vocab, sv);
+    if (st == TG_OK && !strcmp(o->arch, "mlm")) st = tg_vocab_add(*sv, "<mask>", NULL); /* the mask token */
     if (st) return st;
     if (o->joint) {
         *tv = *sv;
@@ -406,16 +421,17 @@ int tg_cmd_train(int argc, char **argv) {
                 fprintf(stderr, "tg train: warning: --%s is ignored with --resume (the model and its vocabularies "
                                 "come from the checkpoint)\n", model_opts[i]);
     }
-    bool lm = !strcmp(o.arch, "lm");
+    bool lm = strcmp(o.arch, "encdec") != 0; /* lm or mlm: one text */
     /* (a resumed lm run stored --train as --train-src and --train-tgt too: those agree) */
 #define SAME_OR_UNSET(a, b) (!(a) || ((b) && !strcmp((a), (b))))
     if (lm && !(SAME_OR_UNSET(o.train_src, o.train) && SAME_OR_UNSET(o.train_tgt, o.train) &&
                 SAME_OR_UNSET(o.dev_src, o.dev) && SAME_OR_UNSET(o.dev_tgt, o.dev))) {
-        rc = fail(cmd, TG_EXIT_USAGE, "--arch lm trains on one text: give --train FILE [--dev FILE], not --train-src/--train-tgt");
+        rc = fail(cmd, TG_EXIT_USAGE, "--arch %s trains on one text: give --train FILE [--dev FILE], not --train-src/--train-tgt",
+                  o.arch);
         goto done;
     }
     if (!lm && (o.train || o.dev)) {
-        rc = fail(cmd, TG_EXIT_USAGE, "--train and --dev are the texts of --arch lm; an encoder-decoder takes --train-src and --train-tgt");
+        rc = fail(cmd, TG_EXIT_USAGE, "--train and --dev are the texts of --arch lm or mlm; an encoder-decoder takes --train-src and --train-tgt");
         goto done;
     }
     if (lm) { /* the text is read as the target side; one vocabulary */
@@ -423,7 +439,7 @@ int tg_cmd_train(int argc, char **argv) {
         o.dev_src = o.dev_tgt = o.dev;
         o.joint = true;
         if (!o.train) {
-            rc = fail(cmd, TG_EXIT_USAGE, "--arch lm needs --train FILE (see tg train --help)");
+            rc = fail(cmd, TG_EXIT_USAGE, "--arch %s needs --train FILE (see tg train --help)", o.arch);
             goto done;
         }
     }
@@ -488,8 +504,14 @@ int tg_cmd_train(int argc, char **argv) {
     }
     const tg_vocab *vs = m ? tg_model_src_vocab(m) : sv, *vt = m ? tg_model_tgt_vocab(m) : tv;
     tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
-    st = lm ? tg_corpus_new_lm(&lt, vt, &co, &train) : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
-    if (st == TG_OK && o.dev_src) st = lm ? tg_corpus_new_lm(&dt, vt, &co, &dev) : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    bool mlm = !strcmp(o.arch, "mlm"); /* masks drawn once from the seed (dev: seed + 1) */
+    st = mlm  ? tg_corpus_new_mlm(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
+         : lm ? tg_corpus_new_lm(&lt, vt, &co, &train)
+              : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
+    if (st == TG_OK && o.dev_src)
+        st = mlm  ? tg_corpus_new_mlm(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
+             : lm ? tg_corpus_new_lm(&dt, vt, &co, &dev)
+                  : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
     AGREE_OR_DONE();
     if (grp) {
         st = tg_train_group_same(grp, tg_corpus_hash(train), "training data");
