@@ -114,6 +114,9 @@ tg_status tg_model_config_check(const tg_model_config *c) {
         RANGE(c->d_model % c->heads == 0, "d_model %lld is not a multiple of heads %lld (%s)",
               (long long)c->d_model, (long long)c->heads, tg_attn_kind_name(c->attention));
     }
+    RANGE(!c->rope || !c->learned_pos, "pos is rope or learned, not both");
+    RANGE(!c->rope || tg_model_head_dim(c) % 2 == 0, "rope rotates pairs of channels: head dim %lld is odd",
+          (long long)tg_model_head_dim(c));
     RANGE(c->max_len >= 2 && c->max_len <= 1 << 20, "max_len %lld outside [2, 1048576]", (long long)c->max_len);
     RANGE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout %g outside [0, 1)", (double)c->dropout);
     RANGE(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f, "attn_dropout %g outside [0, 1)", (double)c->attn_dropout);

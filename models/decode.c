@@ -241,7 +241,7 @@ static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
         v = tg_concat(vv, 2, 1);
     }
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
-    return tg__attn_core(m, g, prefix, x, tg__split_heads(k, h, dk), tg__split_heads(v, h, dk), NULL);
+    return tg__attn_core(m, g, prefix, x, tg__split_heads(k, h, dk), tg__split_heads(v, h, dk), NULL, true);
 }
 
 /* Cross-attention over the memory keys/values computed once by the encoder graph. */
@@ -250,7 +250,7 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
     tg_tensor *k = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
     tg_tensor *v = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
-    return tg__attn_core(m, g, prefix, x, k, v, s->mask);
+    return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
 }
 
 static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {

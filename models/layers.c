@@ -26,16 +26,28 @@ tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x
     return tg_reshape(y, nd, shape);
 }
 
+/* LayerNorm, or RMSNorm: x / sqrt(mean(x^2) + eps) * g (no centring, no bias), composed of
+ * primitive ops (their gradients compose). */
 tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
-    return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), 1e-5f);
+    if (!m->cfg.rms_norm) return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), 1e-5f);
+    tg_tensor *ms = tg_mean(tg_mul(x, x), -1, true);
+    return tg_mul(tg_mul(x, tg_rsqrt(tg_add_scalar(ms, 1e-5f))), param(m, g, prefix, "weight"));
 }
 
-/* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0) */
+/* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0).
+ * SwiGLU: act(x W1^T + b1) = silu(x W1^T + b1) * (x W3^T + b3), silu(z) = z sigmoid(z) and
+ * sigmoid(z) = (1 + tanh(z / 2)) / 2 (primitive ops only). */
 tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
     char p[192];
     snprintf(p, sizeof p, "%s.fc1", prefix);
     tg_tensor *h = tg__linear(m, g, p, x, true);
-    h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
+    if (m->cfg.swiglu) {
+        snprintf(p, sizeof p, "%s.fc3", prefix);
+        tg_tensor *sig = tg_affine(tg_tanh(tg_scale(h, 0.5f)), 0.5f, 0.5f);
+        h = tg_mul(tg_mul(h, sig), tg__linear(m, g, p, x, true));
+    } else {
+        h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
+    }
     h = tg_dropout(h, m->cfg.ffn_dropout);
     snprintf(p, sizeof p, "%s.fc2", prefix);
     return tg__linear(m, g, p, h, true);
@@ -73,7 +85,9 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
     tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
     x = tg_scale(x, sqrtf((float)c->d_model));
     tg_tensor *pos;
-    if (c->learned_pos) {
+    if (c->rope) { /* positions enter in the attention (rotary), not here */
+        return tg_dropout(x, c->dropout);
+    } else if (c->learned_pos) {
         pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_arange(g, offset, len));
     } else {
         pos = sinusoid(g, offset, len, c->d_model);

@@ -40,13 +40,14 @@ tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
                       tg_tensor *src_mask, tg_tensor *self_mask);
 
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
- * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv] */
+ * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:
+ * self-attention, where pos=rope rotates keys (positions 0..m-1) and queries (the last n) */
 void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
                  tg_tensor **v);
 /* [B, n, h*w] -> [B, h, n, w] (contiguous), head i owning columns [i*w, (i+1)*w) */
 tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w);
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
-                         tg_tensor *k, tg_tensor *v, tg_tensor *mask);
+                         tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool self);
 
 /* parameter initialisation (models/init.c) */
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);

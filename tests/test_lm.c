@@ -17,7 +17,8 @@ static void setup(void) { ck_assert_int_eq(tg_backend_cpu_new(2, &B), TG_OK); }
 static void teardown(void) { tg_backend_free(B); }
 
 #define NSEQ 6
-static const char *kinds[] = {"mha", "fixed_head", "talking_heads", "interacting", "interacting_pairwise"};
+static const char *kinds[] = {"mha",         "fixed_head", "talking_heads", "interacting", "interacting_pairwise",
+                              "mha_modern", "talking_heads_rope"}; /* the last two: RMSNorm, SwiGLU, RoPE */
 
 static tg_model *load_fixture(const char *kind) {
     char path[1024];

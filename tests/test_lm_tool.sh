@@ -104,6 +104,17 @@ expect "train --arch lm --enc-layers 2" 2 "has no encoder" train --arch lm --tra
 check "  no directory created" sh -c '[ ! -e X ]'
 expect "generate --greedy with --top-k" 2 "--greedy takes no" generate --model L/model.safetensors --greedy --top-k 3
 
+# the blocks of later Transformers: RoPE, SwiGLU, RMSNorm
+# shellcheck disable=SC2086
+expect "train --arch lm --pos rope --activation swiglu --norm-kind rms" 0 "done at step 40" train --arch lm \
+    --train train.txt --out R $small --steps 40 --pos rope --activation swiglu --norm-kind rms
+expect "inspect shows the blocks" 0 "norm pre (rms), pos rope, activation swiglu" inspect --model R/model.safetensors
+expect "generate with RoPE, cached" 0 "" generate --model R/model.safetensors --prompt "the" --seed 2 --output r1.txt
+expect "generate with RoPE, full" 0 "" generate --model R/model.safetensors --prompt "the" --seed 2 --no-cache --output r2.txt
+check "RoPE: cached generation = full recomputation" cmp -s r1.txt r2.txt
+expect "inspect --tensors of a RoPE model" 0 "" inspect --model R/model.safetensors --tensors
+check "  no position table" sh -c '! grep -q pos_embed out.txt'
+
 # the masked language model family (--arch mlm)
 # shellcheck disable=SC2086
 expect "train --arch mlm" 0 "done at step 60" train --arch mlm --train train.txt --dev dev.txt --out M \

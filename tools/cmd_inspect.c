@@ -67,8 +67,8 @@ int tg_cmd_inspect(int argc, char **argv) {
            c->attention == TG_ATTN_INTERACTING ? (c->interacting_literal ? " (literal all-pairs form)"
                                                                          : " (summed-query form)")
                                                : "");
-    printf("  norm %s, pos %s, activation %s\n", c->pre_norm ? "pre" : "post", c->learned_pos ? "learned" : "sinusoidal",
-           c->gelu ? "gelu" : "relu");
+    printf("  norm %s (%s), pos %s, activation %s\n", c->pre_norm ? "pre" : "post", c->rms_norm ? "rms" : "layer",
+           c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
     printf("  dropout %g, attn_dropout %g, ffn_dropout %g, label_smoothing %g\n", (double)c->dropout,
            (double)c->attn_dropout, (double)c->ffn_dropout, (double)c->label_smoothing);
     printf("  max_len %lld, share_embeddings %s, tie_output %s\n", (long long)c->max_len,

@@ -76,7 +76,7 @@ typedef struct {
     int64_t min_count, max_vocab;
     /* model */
     int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len;
-    const char *attention, *norm, *pos, *activation;
+    const char *attention, *norm, *pos, *activation, *norm_kind;
     bool interacting_literal, share_embeddings, tie_output;
     double dropout, attn_dropout, ffn_dropout, label_smoothing;
     /* training */
@@ -88,7 +88,7 @@ typedef struct {
 
 #define MODEL_OPTION_NAMES                                                                                      \
     "arch", "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal",     \
-        "norm", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", "ffn-dropout", \
+        "norm", "norm-kind", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", "ffn-dropout", \
         "label-smoothing", "max-len", "joint", "chars", "min-count", "max-vocab", "src-vocab", "tgt-vocab"
 
 static void defaults(train_opts *o) {
@@ -106,6 +106,7 @@ static void defaults(train_opts *o) {
     o->norm = "post";
     o->pos = "sinusoidal";
     o->activation = "relu";
+    o->norm_kind = "layer";
     o->tie_output = true;
     o->dropout = m.dropout;
     o->attn_dropout = m.attn_dropout;
@@ -165,11 +166,14 @@ static void table(train_opts *o, tg_opt *t) {
         {"interacting-literal", TG_OPT_BOOL, &o->interacting_literal, 0, 0, NULL, NULL,
          "interacting: the paper's all-pairs form", 0, 0},
         {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
-        {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned", NULL, "positional encoding", 0, 0},
+        {"norm-kind", TG_OPT_CHOICE, &o->norm_kind, 0, 0, "layer|rms", NULL, "LayerNorm or RMSNorm", 0, 0},
+        {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned|rope", NULL,
+         "positional encoding (rope: rotary, in self-attention)", 0, 0},
         {"share-embeddings", TG_OPT_BOOL, &o->share_embeddings, 0, 0, NULL, NULL,
          "one table for source, target and output (unset: as --joint)", 0, 0},
         {"tie-output", TG_OPT_BOOL, &o->tie_output, 0, 0, NULL, NULL, "output projection = target embedding", 0, 0},
-        {"activation", TG_OPT_CHOICE, &o->activation, 0, 0, "relu|gelu", NULL, "feed-forward activation", 0, 0},
+        {"activation", TG_OPT_CHOICE, &o->activation, 0, 0, "relu|gelu|swiglu", NULL,
+         "feed-forward activation (swiglu: gated, a third matrix)", 0, 0},
         {"dropout", TG_OPT_FLOAT, &o->dropout, 0, 0.99, NULL, "P", "dropout", 0, 0},
         {"attn-dropout", TG_OPT_FLOAT, &o->attn_dropout, 0, 0.99, NULL, "P", "attention dropout (unset: as --dropout)", 0, 0},
         {"ffn-dropout", TG_OPT_FLOAT, &o->ffn_dropout, 0, 0.99, NULL, "P", "dropout on the FFN hidden layer", 0, 0},
@@ -234,6 +238,9 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     c->pre_norm = !strcmp(o->norm, "pre");
     c->learned_pos = !strcmp(o->pos, "learned");
     c->gelu = !strcmp(o->activation, "gelu");
+    c->swiglu = !strcmp(o->activation, "swiglu");
+    c->rope = !strcmp(o->pos, "rope");
+    c->rms_norm = !strcmp(o->norm_kind, "rms");
     c->share_embeddings = tg_cli_find(t, "share-embeddings")->set ? o->share_embeddings : o->joint;
     c->tie_output = o->tie_output;
     c->dropout = (float)o->dropout;

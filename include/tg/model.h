@@ -64,6 +64,10 @@ typedef struct tg_model_config {
     bool share_embeddings;    /* one table for source, target and output */
     bool tie_output;          /* output projection = target embedding (default true) */
     bool gelu;                /* activation=gelu (default relu) */
+    /* blocks of later Transformers, each an option of every family */
+    bool rms_norm;            /* norm_kind=rms: RMSNorm (Zhang & Sennrich 2019) for every norm */
+    bool swiglu;              /* activation=swiglu: (silu(x W1) * x W3) W2 (Shazeer 2020) */
+    bool rope;                /* pos=rope: rotary positions in self-attention (Su et al. 2021) */
     int64_t max_len;          /* longest sequence (tokens incl. specials) */
     float dropout, attn_dropout, ffn_dropout, label_smoothing;
     int64_t src_vocab, tgt_vocab; /* sizes (filled from the vocabularies) */
@@ -160,7 +164,8 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
                            tg_tensor **src_mask);
 /* One attention sub-layer of the configured variant, parameters under `prefix` (e.g.
  * "encoder.layers.0.self_attn"): xq [B,n,d], xkv [B,m,d], mask broadcastable to [B,1,n,m]
- * (1 = masked, or NULL). Returns [B,n,d]. */
+ * (1 = masked, or NULL). Returns [B,n,d]. With pos=rope, xq == xkv (self-attention) rotates
+ * queries and keys by their positions 0..n-1. */
 tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask);
 
