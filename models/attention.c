@@ -89,6 +89,25 @@ static tg_tensor *rope(tg_graph *g, tg_tensor *x, int64_t p0, int64_t n, int64_t
     return tg_add(tg_mul(x, cosv), tg_mul(tg_concat(half, 2, -1), sinv));
 }
 
+/* Restricted self-attention (Vaswani et al. 2017, Table 1, neighbourhood r): [1, 1, n, mk],
+ * 1 = masked where |i' - j| > r, the n queries at positions i' = mk - n + i (the last n of the
+ * keys, as a cached step). Combined with the caller's mask by addition (any value != 0 masks).
+ * It restricts what a query sees; the scores are still computed for every pair, so the cost
+ * stays that of full attention, O(n·m·d), not the O(r·n·d) of a banded kernel. */
+static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
+    float *w = malloc((size_t)(n * mk) * sizeof *w);
+    if (!w) return NULL;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < mk; j++) {
+            int64_t d = mk - n + i - j;
+            w[i * mk + j] = (d > r || d < -r) ? 1.0f : 0.0f;
+        }
+    int64_t s[4] = {1, 1, n, mk};
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, w);
+    free(w);
+    return t;
+}
+
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
                          tg_tensor *v, tg_tensor *mask, bool self) {
     const tg_model_config *c = &m->cfg;
@@ -102,6 +121,10 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         int64_t q4[4] = {B, n, h, dk}, q3[3] = {B, n, h * dk};
         q = tg_reshape(rope(g, tg_reshape(q, 4, q4), mk - n, n, dk, true), 3, q3);
         k = rope(g, k, 0, mk, dk, false);
+    }
+    if (c->window > 0 && self) {
+        tg_tensor *w = window_mask(g, n, mk, c->window);
+        mask = mask ? tg_add(mask, w) : w;
     }
     tg_tensor *o = NULL;
     switch (c->attention) {

@@ -35,6 +35,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     STR("norm", c->pre_norm ? "pre" : "post");
     STR("pos", c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal");
     STR("norm_kind", c->rms_norm ? "rms" : "layer");
+    NUM("window", c->window);
     NUM("max_len", c->max_len);
     BOOL("share_embeddings", c->share_embeddings);
     STR("activation", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
@@ -165,6 +166,9 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         if (strcmp(nk, "layer") && strcmp(nk, "rms"))
             st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': norm_kind '%s' is not layer or rms", path, nk);
         c->rms_norm = !strcmp(nk, "rms");
+        const tg_json *w = tg_json_get(o, "window"); /* absent: unrestricted */
+        if (w && (tg_json_int64(w, &c->window) != TG_OK || c->window < 0))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'window' is not an integer >= 0", path);
     }
     if (st == TG_OK) {
         const tg_json *a = tg_json_get(o, "activation");

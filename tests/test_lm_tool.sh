@@ -106,9 +106,10 @@ expect "generate --greedy with --top-k" 2 "--greedy takes no" generate --model L
 
 # the blocks of later Transformers: RoPE, SwiGLU, RMSNorm
 # shellcheck disable=SC2086
-expect "train --arch lm --pos rope --activation swiglu --norm-kind rms" 0 "done at step 40" train --arch lm \
-    --train train.txt --out R $small --steps 40 --pos rope --activation swiglu --norm-kind rms
+expect "train --arch lm --pos rope --activation swiglu --norm-kind rms --window 3" 0 "done at step 40" train \
+    --arch lm --train train.txt --out R $small --steps 40 --pos rope --activation swiglu --norm-kind rms --window 3
 expect "inspect shows the blocks" 0 "norm pre (rms), pos rope, activation swiglu" inspect --model R/model.safetensors
+check "inspect shows the window" grep -q "restricted to a window of 3" out.txt
 expect "generate with RoPE, cached" 0 "" generate --model R/model.safetensors --prompt "the" --seed 2 --output r1.txt
 expect "generate with RoPE, full" 0 "" generate --model R/model.safetensors --prompt "the" --seed 2 --no-cache --output r2.txt
 check "RoPE: cached generation = full recomputation" cmp -s r1.txt r2.txt

@@ -18,7 +18,8 @@ static void teardown(void) { tg_backend_free(B); }
 
 #define NROWS 6
 static const char *kinds[] = {"mha",        "fixed_head", "talking_heads", "interacting", "interacting_pairwise",
-                              "mha_modern"}; /* the last: RMSNorm, SwiGLU, RoPE */
+                              "mha_modern",            /* RMSNorm, SwiGLU, RoPE */
+                              "talking_heads_window"}; /* restricted, window 2 */
 
 static tg_model *load_fixture(const char *kind) {
     char path[1024];

@@ -63,10 +63,12 @@ int tg_cmd_inspect(int argc, char **argv) {
     printf("  d_model %lld, heads %lld (head dim %lld), d_ff %lld\n", (long long)c->d_model, (long long)c->heads,
            (long long)tg_model_head_dim(c), (long long)c->d_ff);
     printf("  encoder layers %lld, decoder layers %lld\n", (long long)c->enc_layers, (long long)c->dec_layers);
-    printf("  attention %s%s\n", tg_attn_kind_name(c->attention),
+    printf("  attention %s%s", tg_attn_kind_name(c->attention),
            c->attention == TG_ATTN_INTERACTING ? (c->interacting_literal ? " (literal all-pairs form)"
                                                                          : " (summed-query form)")
                                                : "");
+    if (c->window > 0) printf(", restricted to a window of %lld", (long long)c->window);
+    printf("\n");
     printf("  norm %s (%s), pos %s, activation %s\n", c->pre_norm ? "pre" : "post", c->rms_norm ? "rms" : "layer",
            c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
     printf("  dropout %g, attn_dropout %g, ffn_dropout %g, label_smoothing %g\n", (double)c->dropout,

@@ -75,7 +75,7 @@ typedef struct {
     bool joint, chars, resume, overwrite;
     int64_t min_count, max_vocab;
     /* model */
-    int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len;
+    int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len, window;
     const char *attention, *norm, *pos, *activation, *norm_kind;
     bool interacting_literal, share_embeddings, tie_output;
     double dropout, attn_dropout, ffn_dropout, label_smoothing;
@@ -88,7 +88,7 @@ typedef struct {
 
 #define MODEL_OPTION_NAMES                                                                                      \
     "arch", "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal",     \
-        "norm", "norm-kind", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", "ffn-dropout", \
+        "norm", "norm-kind", "window", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", "ffn-dropout", \
         "label-smoothing", "max-len", "joint", "chars", "min-count", "max-vocab", "src-vocab", "tgt-vocab"
 
 static void defaults(train_opts *o) {
@@ -166,6 +166,8 @@ static void table(train_opts *o, tg_opt *t) {
         {"interacting-literal", TG_OPT_BOOL, &o->interacting_literal, 0, 0, NULL, NULL,
          "interacting: the paper's all-pairs form", 0, 0},
         {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
+        {"window", TG_OPT_INT, &o->window, 0, 1 << 20, NULL, "R",
+         "restricted self-attention: keys within R positions (0: all)", 0, 0},
         {"norm-kind", TG_OPT_CHOICE, &o->norm_kind, 0, 0, "layer|rms", NULL, "LayerNorm or RMSNorm", 0, 0},
         {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned|rope", NULL,
          "positional encoding (rope: rotary, in self-attention)", 0, 0},
@@ -241,6 +243,7 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     c->swiglu = !strcmp(o->activation, "swiglu");
     c->rope = !strcmp(o->pos, "rope");
     c->rms_norm = !strcmp(o->norm_kind, "rms");
+    c->window = o->window;
     c->share_embeddings = tg_cli_find(t, "share-embeddings")->set ? o->share_embeddings : o->joint;
     c->tie_output = o->tie_output;
     c->dropout = (float)o->dropout;

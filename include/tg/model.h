@@ -68,6 +68,9 @@ typedef struct tg_model_config {
     bool rms_norm;            /* norm_kind=rms: RMSNorm (Zhang & Sennrich 2019) for every norm */
     bool swiglu;              /* activation=swiglu: (silu(x W1) * x W3) W2 (Shazeer 2020) */
     bool rope;                /* pos=rope: rotary positions in self-attention (Su et al. 2021) */
+    int64_t window;           /* > 0: restricted self-attention (Vaswani et al. 2017, Table 1): a
+                               * query at position i sees keys j with |i - j| <= window only
+                               * (0 = unrestricted); cross-attention is never restricted */
     int64_t max_len;          /* longest sequence (tokens incl. specials) */
     float dropout, attn_dropout, ffn_dropout, label_smoothing;
     int64_t src_vocab, tgt_vocab; /* sizes (filled from the vocabularies) */
