@@ -131,7 +131,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
     case TG_ATTN_MHA:
     case TG_ATTN_FIXED_HEAD: {
         tg_tensor *s = tg_scale(tg_matmul(split_heads(q, h, dk), k, false, true), scale);
-        o = tg_matmul(probs(m, s, mask), v, false, false);
+        o = tg_matmul(tg__attn_seen(m, prefix, probs(m, s, mask)), v, false, false);
         break;
     }
     case TG_ATTN_TALKING_HEADS: {
@@ -140,7 +140,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         if (mask) l = tg_masked_fill(l, mask, -INFINITY);
         tg_tensor *w = tg_softmax(l);
         tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), w);
-        o = tg_matmul(tg_dropout(u, c->attn_dropout), v, false, false);
+        o = tg_matmul(tg__attn_seen(m, prefix, tg_dropout(u, c->attn_dropout)), v, false, false);
         break;
     }
     case TG_ATTN_INTERACTING: {
@@ -157,7 +157,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
             tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
             s = tg_matmul(tg_reshape(qsum, 4, qs), k, false, true);
         }
-        o = tg_matmul(probs(m, tg_scale(s, scale), mask), v, false, false);
+        o = tg_matmul(tg__attn_seen(m, prefix, probs(m, tg_scale(s, scale), mask)), v, false, false);
         break;
     }
     case TG_ATTN_INTERACTING_PAIRWISE: {
@@ -173,7 +173,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
             int64_t s5[5] = {ms[0], 1, 1, ms[2], ms[3]};
             m5 = tg_reshape(mask, 5, s5);
         }
-        tg_tensor *a = probs(m, s, m5);
+        tg_tensor *a = tg__attn_seen(m, prefix, probs(m, s, m5));
         tg_tensor *o5 = tg_matmul(a, tg_reshape(v, 5, k5), false, false); /* [B,h,h,n,dv] */
         static const int perm[5] = {0, 3, 1, 2, 4};
         int64_t flat[3] = {B, n, h * h * dk};

@@ -5,12 +5,24 @@
 #include "core/tg-impl.h"
 #include "tg/model.h"
 
+/* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c) */
+typedef struct tg__attn_capture {
+    int64_t n, cap;
+    char (*name)[160];
+    tg_tensor **w;
+} tg__attn_capture;
+
 struct tg_model {
     tg_model_config cfg;
     tg_vocab *src, *tgt; /* tgt == src for a joint vocabulary */
     tg_store *store;
     tg_backend *backend;
+    tg__attn_capture *capture; /* non-NULL: tg__attn_core records its weights here */
 };
+
+/* The attention weights of sub-layer `prefix` (the tensor that multiplies V), recorded and
+ * kept when m->capture is set; returns w. */
+tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w);
 
 /* parameter names of SPEC §4 */
 const char *tg__src_embed_name(const tg_model_config *c);

@@ -277,6 +277,57 @@ START_TEST(test_lm_trains) {
 }
 END_TEST
 
+/* attention weights for looking at: one map per sub-layer; in a language model with a window
+ * of 2 every row is a distribution over the keys i-2..i only */
+START_TEST(test_attention_maps) {
+    tg_model *m = load_fixture("interacting_window");
+    const int32_t s[5] = {4, 5, 6, 7, 8};
+    const int32_t *p[1] = {s};
+    int64_t n = 5;
+    tg_batch b;
+    ck_assert_int_eq(tg_batch_build_lm(&b, 1, p, &n), TG_OK);
+    tg_attn_map *maps;
+    int64_t count;
+    ck_assert_msg(tg_model_attention_maps(m, &b, &maps, &count) == TG_OK, "%s", tg_error_message());
+    ck_assert_int_eq(count, 2);
+    ck_assert_str_eq(maps[1].name, "decoder.layers.1.self_attn");
+    ck_assert_int_eq(maps[0].ndim, 4);
+    int64_t h = maps[0].shape[1], T = maps[0].shape[2];
+    ck_assert(maps[0].shape[0] == 1 && h == 2 && T == 6 && maps[0].shape[3] == 6);
+    for (int64_t k = 0; k < count; k++)
+        for (int64_t a = 0; a < h; a++)
+            for (int64_t i = 0; i < T; i++) {
+                double sum = 0.0;
+                for (int64_t j = 0; j < T; j++) {
+                    float w = maps[k].w[(a * T + i) * T + j];
+                    if (j > i || j < i - 2) ck_assert_msg(w == 0.0f, "map %lld head %lld [%lld, %lld] = %g", (long long)k,
+                                                          (long long)a, (long long)i, (long long)j, (double)w);
+                    sum += w;
+                }
+                tg_assert_close(sum, 1.0, 1e-5, 0);
+            }
+    tg_attn_maps_free(maps, count);
+    tg_batch_free(&b);
+    tg_model_free(m);
+    /* an encoder-decoder: encoder self, then decoder self and cross per layer */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/models/interacting_pairwise_post.safetensors", TG_TEST_DATA);
+    ck_assert_int_eq(tg_model_load(path, B, &m), TG_OK);
+    const int32_t *src[1] = {s}, *tgt[1] = {s};
+    int64_t sn = 3, tn = 2;
+    ck_assert_int_eq(tg_batch_build(&b, 1, src, &sn, tgt, &tn), TG_OK);
+    ck_assert_int_eq(tg_model_attention_maps(m, &b, &maps, &count), TG_OK);
+    ck_assert_int_eq(count, 6);
+    ck_assert_str_eq(maps[0].name, "encoder.layers.0.self_attn");
+    ck_assert_str_eq(maps[3].name, "decoder.layers.0.cross_attn");
+    ck_assert_int_eq(maps[3].ndim, 5); /* pairwise: [B, h_i, h_j, n, m] */
+    ck_assert(maps[3].shape[3] == 3 && maps[3].shape[4] == 4);
+    tg_attn_maps_free(maps, count);
+    tg_batch_free(&b);
+    tg_model_free(m);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("lm");
     TCase *t = tcase_create("lm");
@@ -288,6 +339,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_lm_save_load);
     tcase_add_test(t, test_lm_wrong_family);
     tcase_add_test(t, test_lm_trains);
+    tcase_add_test(t, test_attention_maps);
     suite_add_tcase(s, t);
     return s;
 }

@@ -116,6 +116,21 @@ check "RoPE: cached generation = full recomputation" cmp -s r1.txt r2.txt
 expect "inspect --tensors of a RoPE model" 0 "" inspect --model R/model.safetensors --tensors
 check "  no position table" sh -c '! grep -q pos_embed out.txt'
 
+# attention weights: CSV per head and a heat-map grid per sub-layer
+expect "attention of a language model" 0 "2 attention sub-layers" attention --model R/model.safetensors \
+    --text "the cat sat" --out att
+check "attention: a CSV per head, labelled" sh -c \
+    'head -1 att/decoder.layers.1.self_attn.h1.csv | grep -qx "\"query \\\\ key\",\"<s>\",\"the\",\"cat\",\"sat\""'
+if command -v gnuplot >/dev/null 2>&1; then
+    check "attention: PNG heat maps (gnuplot)" sh -c '[ -s att/decoder.layers.0.self_attn.png ]'
+fi
+expect "attention of an encoder-decoder, its greedy translation" 0 "6 attention sub-layers" attention \
+    --model "$fixtures/talking_heads_pre.safetensors" --src "a b c" --out att2 --no-png
+check "attention: cross-attention files" sh -c '[ -s att2/decoder.layers.1.cross_attn.h0.csv ] && [ ! -e att2/decoder.layers.1.cross_attn.png ]'
+expect "attention: --text for an encoder-decoder" 1 "give --src (and --tgt)" attention \
+    --model "$fixtures/mha_pre.safetensors" --text "a" --out att3
+check "  no directory created" sh -c '[ ! -e att3 ]'
+
 # the masked language model family (--arch mlm)
 # shellcheck disable=SC2086
 expect "train --arch mlm" 0 "done at step 60" train --arch mlm --train train.txt --dev dev.txt --out M \

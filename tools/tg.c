@@ -21,6 +21,7 @@ static const command commands[] = {
     {"generate", tg_cmd_generate, "continue prompts with a language model (greedy or sampled)"},
     {"score", tg_cmd_score, "log-probability of each target sentence given its source (or text: perplexity)"},
     {"eval", tg_cmd_eval, "BLEU, chrF, WER and PER of hypotheses against references"},
+    {"attention", tg_cmd_attention, "attention weights of every layer and head: CSV and heat maps"},
     {"inspect", tg_cmd_inspect, "configuration and parameter counts of a checkpoint"},
     {"average", tg_cmd_average, "average the parameters of several checkpoints"},
 };

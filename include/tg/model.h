@@ -172,6 +172,21 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
 tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask);
 
+/* ---- attention weights, for looking at (models/attn_maps.c) ---- */
+typedef struct tg_attn_map {
+    char name[160];             /* the sub-layer: "encoder.layers.0.self_attn", ... */
+    int ndim;                   /* 4: [B, h, n, m]; interacting_pairwise 5: [B, h_i, h_j, n, m] */
+    int64_t shape[TG_MAX_DIMS];
+    float *w;                   /* the weights that multiply V (talking heads: after the
+                                 * post-softmax mixing), row-major; malloc'ed */
+} tg_attn_map;
+
+/* The attention weights of every attention sub-layer (encoder self, decoder self, cross, in
+ * build order) for a batch (as tg_model_logits takes it), dropout off. On success *maps is a
+ * malloc'ed array of *count maps, freed with tg_attn_maps_free. */
+tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
+void tg_attn_maps_free(tg_attn_map *maps, int64_t count);
+
 #ifdef __cplusplus
 }
 #endif
