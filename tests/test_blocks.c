@@ -19,19 +19,6 @@ static void teardown(void) { tg_backend_free(B); }
 
 #define NPAIRS 8
 
-static int read_lines(const char *path, char **out, int max) {
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char buf[4096];
-    int n = 0;
-    while (n < max && fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n")] = '\0';
-        out[n++] = strdup(buf);
-    }
-    fclose(f);
-    return n;
-}
-
 static tg_model *load_modern(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/fixtures/modern/encdec_modern.safetensors", TG_TEST_DATA);
@@ -48,9 +35,9 @@ static tg_model *load_modern(void) {
 static void pairs(tg_model *m, int32_t **sid, int64_t *sn, int32_t **tid, int64_t *tn) {
     char path[1024], *src[NPAIRS], *tgt[NPAIRS];
     snprintf(path, sizeof path, "%s/fixtures/models/pairs.src", TG_TEST_DATA);
-    ck_assert_int_eq(read_lines(path, src, NPAIRS), NPAIRS);
+    ck_assert_int_eq(tg_test_read_lines(path, src, NPAIRS), NPAIRS);
     snprintf(path, sizeof path, "%s/fixtures/models/pairs.tgt", TG_TEST_DATA);
-    ck_assert_int_eq(read_lines(path, tgt, NPAIRS), NPAIRS);
+    ck_assert_int_eq(tg_test_read_lines(path, tgt, NPAIRS), NPAIRS);
     for (int i = 0; i < NPAIRS; i++) {
         ck_assert_int_eq(tg_vocab_encode(tg_model_src_vocab(m), src[i], &sid[i], &sn[i]), TG_OK);
         ck_assert_int_eq(tg_vocab_encode(tg_model_tgt_vocab(m), tgt[i], &tid[i], &tn[i]), TG_OK);
@@ -66,18 +53,12 @@ START_TEST(test_modern_encdec_fixture) {
     pairs(m, sid, sn, tid, tn);
     tg_batch b;
     ck_assert_int_eq(tg_batch_build(&b, NPAIRS, (const int32_t *const *)sid, sn, (const int32_t *const *)tid, tn), TG_OK);
-    double got[NPAIRS], want[NPAIRS];
+    double got[NPAIRS];
     ck_assert_msg(tg_model_score(m, &b, got) == TG_OK, "%s", tg_error_message());
     tg_batch_free(&b);
     char path[1024];
     snprintf(path, sizeof path, "%s/fixtures/modern/encdec_modern.scores", TG_TEST_DATA);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i < NPAIRS; i++) ck_assert_int_eq(fscanf(f, "%lf", &want[i]), 1);
-    fclose(f);
-    for (int i = 0; i < NPAIRS; i++)
-        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-4 * fabs(want[i]), "pair %d: %.9f, PyTorch %.9f", i + 1, got[i],
-                      want[i]);
+    tg_test_expect_scores(path, got, NPAIRS, 1e-4, "encdec_modern");
     /* beam search on the cached decoder = on the full recomputation (RoPE positions of a
      * cached step are the cache's) */
     tg_decode_options o = tg_decode_options_default();

@@ -30,24 +30,11 @@ static tg_model *load_fixture(const char *kind) {
     return m;
 }
 
-static int read_lines(const char *path, char **out, int max) {
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char buf[4096];
-    int n = 0;
-    while (n < max && fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n")] = '\0';
-        out[n++] = strdup(buf);
-    }
-    fclose(f);
-    return n;
-}
-
 /* log P of each text line under m, all lines in one padded batch */
 static void score_text(tg_model *m, double *scores) {
     char path[1024], *lines[NSEQ];
     snprintf(path, sizeof path, "%s/fixtures/lm/text.txt", TG_TEST_DATA);
-    ck_assert_int_eq(read_lines(path, lines, NSEQ), NSEQ);
+    ck_assert_int_eq(tg_test_read_lines(path, lines, NSEQ), NSEQ);
     int32_t *ids[NSEQ];
     int64_t n[NSEQ];
     for (int i = 0; i < NSEQ; i++)
@@ -65,17 +52,11 @@ static void score_text(tg_model *m, double *scores) {
 /* tg_model_score of a language model equals PyTorch's float64 reference within 1e-4 relative */
 START_TEST(test_lm_fixture_scores) {
     tg_model *m = load_fixture(kinds[_i]);
-    double got[NSEQ], want[NSEQ];
+    double got[NSEQ];
     score_text(m, got);
     char path[1024];
     snprintf(path, sizeof path, "%s/fixtures/lm/lm_%s.scores", TG_TEST_DATA, kinds[_i]);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i < NSEQ; i++) ck_assert_int_eq(fscanf(f, "%lf", &want[i]), 1);
-    fclose(f);
-    for (int i = 0; i < NSEQ; i++)
-        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-4 * fabs(want[i]), "%s line %d: %.9f, PyTorch %.9f", kinds[_i],
-                      i + 1, got[i], want[i]);
+    tg_test_expect_scores(path, got, NSEQ, 1e-4, kinds[_i]);
     tg_model_free(m);
 }
 END_TEST

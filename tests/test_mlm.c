@@ -66,17 +66,11 @@ static void score_rows(tg_model *m, double *scores) {
 
 START_TEST(test_mlm_fixture_scores) {
     tg_model *m = load_fixture(kinds[_i]);
-    double got[NROWS], want[NROWS];
+    double got[NROWS];
     score_rows(m, got);
     char path[1024];
     snprintf(path, sizeof path, "%s/fixtures/mlm/mlm_%s.scores", TG_TEST_DATA, kinds[_i]);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i < NROWS; i++) ck_assert_int_eq(fscanf(f, "%lf", &want[i]), 1);
-    fclose(f);
-    for (int i = 0; i < NROWS; i++)
-        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-4 * fabs(want[i]), "%s row %d: %.9f, PyTorch %.9f", kinds[_i], i + 1,
-                      got[i], want[i]);
+    tg_test_expect_scores(path, got, NROWS, 1e-4, kinds[_i]);
     tg_model_free(m);
 }
 END_TEST

@@ -251,21 +251,15 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     c->ffn_dropout = (float)o->ffn_dropout;
     c->label_smoothing = (float)o->label_smoothing;
     if (tg_model_arch_parse(o->arch, &c->arch) != TG_OK) return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
-    if (c->arch == TG_ARCH_LM) { /* no encoder, one tied table; GPT-2 defaults where unset */
-        if (tg_cli_find(t, "enc-layers")->on_cli && o->enc_layers != 0)
-            return fail(cmd, TG_EXIT_USAGE, "--arch lm has no encoder: --enc-layers must be 0");
-        c->enc_layers = 0;
+    if (c->arch != TG_ARCH_ENCDEC) { /* one stack, one tied table; GPT-2 / BERT defaults where unset */
+        bool lm = c->arch == TG_ARCH_LM;
+        if (tg_cli_find(t, lm ? "enc-layers" : "dec-layers")->on_cli && (lm ? o->enc_layers : o->dec_layers) != 0)
+            return fail(cmd, TG_EXIT_USAGE, "--arch %s has no %s: --%s must be 0", o->arch, lm ? "encoder" : "decoder",
+                        lm ? "enc-layers" : "dec-layers");
+        if (lm) c->enc_layers = 0;
+        else c->dec_layers = 0;
         c->share_embeddings = true;
-        if (!tg_cli_find(t, "norm")->set) c->pre_norm = true;
-        if (!tg_cli_find(t, "pos")->set) c->learned_pos = true;
-        if (!tg_cli_find(t, "activation")->set) c->gelu = true;
-        if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
-    }
-    if (c->arch == TG_ARCH_MLM) { /* no decoder, one tied table; BERT defaults where unset */
-        if (tg_cli_find(t, "dec-layers")->on_cli && o->dec_layers != 0)
-            return fail(cmd, TG_EXIT_USAGE, "--arch mlm has no decoder: --dec-layers must be 0");
-        c->dec_layers = 0;
-        c->share_embeddings = true;
+        if (lm && !tg_cli_find(t, "norm")->set) c->pre_norm = true; /* BERT is post-LN */
         if (!tg_cli_find(t, "pos")->set) c->learned_pos = true;
         if (!tg_cli_find(t, "activation")->set) c->gelu = true;
         if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
