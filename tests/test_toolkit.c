@@ -1,5 +1,6 @@
 /* The model writer's toolkit: tg_paramf, positions and masks, argmax / top-k / seeded sampling,
- * initialisers, the public gradient checker and optimizer parameter groups. */
+ * initialisers, the public gradient checker, optimizer parameter groups and the key/value
+ * cache for incremental decoding. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,75 @@ START_TEST(test_optim_groups) {
 }
 END_TEST
 
+/* one causal attention of x over itself, o = softmax(q k^T / 2 + causal) v with q = k = v = x
+ * rows [1, n, 4], the n queries the last of nk = len + n positions */
+static tg_tensor *toy_attention(tg_graph *g, tg_tensor *q, tg_tensor *k, tg_tensor *v) {
+    int64_t n = tg_tensor_dim(q, 1), nk = tg_tensor_dim(k, 1);
+    tg_tensor *s = tg_scale(tg_matmul(q, k, false, true), 0.5f);
+    s = tg_masked_fill(s, tg_causal_mask(g, n, nk), -INFINITY);
+    return tg_matmul(tg_softmax(s), v, false, false);
+}
+
+/* incremental decoding with the cache (steps of 1, 2 and 1 positions) = the full pass */
+START_TEST(test_kv_cache) {
+    enum { T = 4, W = 4 };
+    float x[2][T * W]; /* two rows (sequences) */
+    tg_rng r;
+    tg_rng_init(&r, 3);
+    for (int i = 0; i < 2 * T * W; i++) x[i / (T * W)][i % (T * W)] = (float)tg_rng_normal(&r);
+    tg_graph *g = tg_graph_new();
+    int64_t s3[3] = {2, T, W};
+    tg_tensor *xs = tg_input(g, TG_DTYPE_F32, 3, s3, x);
+    tg_tensor *full = tg_keep(toy_attention(g, xs, xs, xs));
+    float want[2 * T * W], got[2 * T * W];
+    run_read(g, full, want, sizeof want);
+    tg_graph_free(g);
+    tg_kv_cache *c;
+    CK(tg_kv_cache_new(B, 1, 2, T, W, &c));
+    static const int steps[3] = {1, 2, 1};
+    int64_t at = 0;
+    for (int st = 0; st < 3; st++) {
+        int64_t n = steps[st], sn[3] = {2, n, W};
+        float xn[2 * T * W];
+        for (int b = 0; b < 2; b++)
+            for (int64_t i = 0; i < n * W; i++) xn[b * n * W + i] = x[b][at * W + i];
+        g = tg_graph_new();
+        tg_graph_set_grad_enabled(g, false);
+        tg_tensor *q = tg_input(g, TG_DTYPE_F32, 3, sn, xn);
+        tg_tensor *k = tg_kv_cache_extend(g, c, 0, 0, q), *v = tg_kv_cache_extend(g, c, 0, 1, q);
+        ck_assert_int_eq(tg_tensor_dim(k, 1), at + n);
+        tg_tensor *o = tg_keep(toy_attention(g, q, k, v));
+        float part[2 * T * W];
+        run_read(g, o, part, (size_t)(2 * n * W) * sizeof *part);
+        CK(tg_kv_cache_commit(c));
+        tg_graph_free(g);
+        for (int b = 0; b < 2; b++)
+            for (int64_t i = 0; i < n * W; i++) got[b * T * W + at * W + i] = part[b * n * W + i];
+        at += n;
+        ck_assert_int_eq(tg_kv_cache_len(c), at);
+    }
+    for (int i = 0; i < 2 * T * W; i++) tg_assert_close(got[i], want[i], 1e-6, 1e-5);
+    /* full: one more position is an error on the graph; extending twice too */
+    g = tg_graph_new();
+    int64_t s1[3] = {2, 1, W};
+    tg_tensor *one = tg_input(g, TG_DTYPE_F32, 3, s1, x[0]);
+    ck_assert_ptr_null(tg_kv_cache_extend(g, c, 0, 0, one));
+    const char *msg;
+    ck_assert_int_eq(tg_graph_status(g, &msg), TG_ERR_INVALID);
+    tg_assert_msg_has(msg, "4 cached + 1 new positions exceed max_len 4");
+    tg_graph_free(g);
+    tg_kv_cache_reset(c);
+    g = tg_graph_new();
+    one = tg_input(g, TG_DTYPE_F32, 3, s1, x[0]);
+    ck_assert_ptr_nonnull(tg_kv_cache_extend(g, c, 0, 0, one));
+    ck_assert_ptr_null(tg_kv_cache_extend(g, c, 0, 0, one));
+    ck_assert_int_eq(tg_graph_status(g, &msg), TG_ERR_INVALID);
+    tg_assert_msg_has(msg, "extended twice");
+    tg_graph_free(g);
+    tg_kv_cache_free(c);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("toolkit");
     TCase *t = tcase_create("toolkit");
@@ -343,6 +413,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_initializers);
     tcase_add_test(t, test_gradcheck_public);
     tcase_add_test(t, test_optim_groups);
+    tcase_add_test(t, test_kv_cache);
     suite_add_tcase(s, t);
     return s;
 }

@@ -13,4 +13,5 @@
 #include "tg/init.h"
 #include "tg/sample.h"
 #include "tg/gradcheck.h"
+#include "tg/kv_cache.h"
 #endif
