@@ -162,7 +162,8 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': pos '%s' is not sinusoidal, learned or rope", path, pos);
     if (st == TG_OK) { /* absent in checkpoints from before RMSNorm: layer */
         const tg_json *k = tg_json_get(o, "norm_kind");
-        const char *nk = tg_json_kind(k) == TG_JSON_STRING ? tg_json_string(k) : "layer";
+        const char *nk = tg_json_kind(k) == TG_JSON_STRING ? tg_json_string(k) : NULL;
+        if (!nk) nk = "layer";
         if (strcmp(nk, "layer") && strcmp(nk, "rms"))
             st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': norm_kind '%s' is not layer or rms", path, nk);
         c->rms_norm = !strcmp(nk, "rms");

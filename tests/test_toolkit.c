@@ -270,7 +270,8 @@ START_TEST(test_gradcheck_public) {
     tg_assert_msg_has(tg_error_message(), "entries checked");
     ck_assert(res.worst > 1.0);
     /* a build error is reported as such */
-    in[1].shape[1] = 5;
+    in[1].ndim = 1; /* the same 8 values as [8]: does not broadcast against [2, 4] */
+    in[1].shape[0] = 8;
     o = tg_gradcheck_options_default();
     ck_assert_int_eq(tg_gradcheck(user_layer, s, 2, in, B, &o, &res), TG_ERR_SHAPE);
     tg_assert_msg_has(tg_error_message(), "tg_gradcheck: build");
