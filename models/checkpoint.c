@@ -36,6 +36,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     STR("pos", c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal");
     STR("norm_kind", c->rms_norm ? "rms" : "layer");
     NUM("window", c->window);
+    NUM("classes", c->classes);
     NUM("max_len", c->max_len);
     BOOL("share_embeddings", c->share_embeddings);
     STR("activation", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
@@ -167,9 +168,11 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         if (strcmp(nk, "layer") && strcmp(nk, "rms"))
             st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': norm_kind '%s' is not layer or rms", path, nk);
         c->rms_norm = !strcmp(nk, "rms");
-        const tg_json *w = tg_json_get(o, "window"); /* absent: unrestricted */
+        const tg_json *w = tg_json_get(o, "window"), *k2 = tg_json_get(o, "classes"); /* absent: 0 */
         if (w && (tg_json_int64(w, &c->window) != TG_OK || c->window < 0))
             st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'window' is not an integer >= 0", path);
+        if (k2 && (tg_json_int64(k2, &c->classes) != TG_OK || c->classes < 0))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'classes' is not an integer >= 0", path);
     }
     if (st == TG_OK) {
         const tg_json *a = tg_json_get(o, "activation");

@@ -115,6 +115,9 @@ tg_status tg_model_config_check(const tg_model_config *c) {
               (long long)c->d_model, (long long)c->heads, tg_attn_kind_name(c->attention));
     }
     RANGE(!c->rope || !c->learned_pos, "pos is rope or learned, not both");
+    RANGE(c->classes >= 0 && c->classes <= 1 << 20, "classes %lld outside [0, 1048576]", (long long)c->classes);
+    RANGE(c->classes == 0 || c->arch == TG_ARCH_MLM, "a classification head (classes %lld) needs arch mlm",
+          (long long)c->classes);
     RANGE(c->window >= 0 && c->window <= 1 << 20, "window %lld outside [0, 1048576]", (long long)c->window);
     RANGE(!c->rope || tg_model_head_dim(c) % 2 == 0, "rope rotates pairs of channels: head dim %lld is odd",
           (long long)tg_model_head_dim(c));

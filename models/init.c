@@ -128,6 +128,7 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
         if (c->enc_layers > 0) TRY(norm(m, &r, "encoder.norm"));
         if (c->dec_layers > 0) TRY(norm(m, &r, "decoder.norm"));
     }
+    if (c->classes > 0) TRY(linear(m, &r, "cls_head", c->classes, c->d_model));
     if (!c->share_embeddings && !c->tie_output)
         TRY(add(m, &r, "out_proj.weight", c->tgt_vocab, c->d_model, INIT_XAVIER));
     return TG_OK;

@@ -9,6 +9,7 @@
 
 #include "tg/decode.h"
 #include "tg/model.h"
+#include "tg/ops.h"
 #include "tg/train.h"
 #include "tg_check.h"
 
@@ -238,6 +239,55 @@ START_TEST(test_mlm_trains) {
 }
 END_TEST
 
+/* the classification head on the first token against PyTorch: each row's class log-probabilities */
+START_TEST(test_mlm_classify_fixture) {
+    char path[1024], *rows[NROWS];
+    snprintf(path, sizeof path, "%s/fixtures/mlm/mlm_mha_cls.safetensors", TG_TEST_DATA);
+    tg_model *m = NULL;
+    ck_assert_msg(tg_model_load(path, B, &m) == TG_OK, "%s", tg_error_message());
+    ck_assert_int_eq(tg_model_cfg(m)->classes, 3);
+    snprintf(path, sizeof path, "%s/fixtures/mlm/masked.txt", TG_TEST_DATA);
+    ck_assert_int_eq(tg_test_read_lines(path, rows, NROWS), NROWS);
+    int32_t *ids[NROWS];
+    int64_t len[NROWS], S = 0;
+    for (int r = 0; r < NROWS; r++) {
+        rows[r][strcspn(rows[r], "\t")] = '\0'; /* the input column */
+        ck_assert_int_eq(tg_vocab_encode(tg_model_src_vocab(m), rows[r], &ids[r], &len[r]), TG_OK);
+        if (len[r] + 1 > S) S = len[r] + 1;
+    }
+    int32_t *flat = calloc((size_t)(NROWS * S), sizeof *flat); /* tokens + </s>, <pad> after */
+    for (int r = 0; r < NROWS; r++) {
+        memcpy(flat + r * S, ids[r], (size_t)len[r] * sizeof *flat);
+        flat[r * S + len[r]] = TG_EOS;
+        free(ids[r]);
+        free(rows[r]);
+    }
+    tg_graph *g = tg_graph_new();
+    tg_graph_set_training(g, false);
+    tg_tensor *lp = tg_keep(tg_log_softmax(tg_model_classify(m, g, flat, NROWS, S)));
+    ck_assert_msg(lp != NULL, "%s", tg_error_message());
+    float got[NROWS * 3];
+    ck_assert_int_eq(tg_graph_run(g, B), TG_OK);
+    ck_assert_int_eq(tg_tensor_read(lp, got, sizeof got), TG_OK);
+    double gd[NROWS * 3];
+    for (int i = 0; i < NROWS * 3; i++) gd[i] = got[i];
+    snprintf(path, sizeof path, "%s/fixtures/mlm/mlm_mha_cls.cls", TG_TEST_DATA);
+    tg_test_expect_scores(path, gd, NROWS * 3, 1e-4, "mlm_mha_cls");
+    tg_graph_free(g);
+    /* a model without a head */
+    tg_model *plain = load_fixture("mha");
+    g = tg_graph_new();
+    ck_assert_ptr_null(tg_model_classify(plain, g, flat, 1, 1));
+    free(flat);
+    const char *msg;
+    ck_assert_int_eq(tg_graph_status(g, &msg), TG_ERR_INVALID);
+    tg_assert_msg_has(msg, "has no classification head");
+    tg_graph_free(g);
+    tg_model_free(plain);
+    tg_model_free(m);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("mlm");
     TCase *t = tcase_create("mlm");
@@ -247,6 +297,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_mlm_save_load);
     tcase_add_test(t, test_mlm_wrong_family);
     tcase_add_test(t, test_mlm_trains);
+    tcase_add_test(t, test_mlm_classify_fixture);
     suite_add_tcase(s, t);
     return s;
 }

@@ -68,6 +68,8 @@ typedef struct tg_model_config {
     bool rms_norm;            /* norm_kind=rms: RMSNorm (Zhang & Sennrich 2019) for every norm */
     bool swiglu;              /* activation=swiglu: (silu(x W1) * x W3) W2 (Shazeer 2020) */
     bool rope;                /* pos=rope: rotary positions in self-attention (Su et al. 2021) */
+    int64_t classes;          /* arch mlm: > 0 adds a classification head on the first token
+                               * (cls_head.weight [classes, d], cls_head.bias) */
     int64_t window;           /* > 0: restricted self-attention (Vaswani et al. 2017, Table 1): a
                                * query at position i sees keys j with |i - j| <= window only
                                * (0 = unrestricted); cross-attention is never restricted */
@@ -145,6 +147,10 @@ tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p
  * position not chosen (the </s> too), tgt_tokens = the number of chosen positions. */
 tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
                              const int64_t *len);
+/* Class logits [B, classes] of a masked language model with a classification head (classes
+ * > 0): the final encoder state of each sequence's first token through cls_head, as BERT
+ * classifies from its first token. ids [B, S] (right-padded with <pad>). */
+tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S);
 /* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
  * and their number. */
 tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
