@@ -135,7 +135,7 @@ check "  no directory created" sh -c '[ ! -e att3 ]'
 # shellcheck disable=SC2086
 expect "train --arch mlm" 0 "done at step 60" train --arch mlm --train train.txt --dev dev.txt --out M \
     --d-model 32 --heads 2 --enc-layers 2 --d-ff 64 --max-len 12 --dropout 0 --schedule constant --lr 0.003 \
-    --warmup 10 --max-tokens 300 --progress none --steps 60
+    --warmup 10 --max-tokens 300 --progress none --steps 60 --optimizer adamw --no-decay-vectors
 expect "inspect names the mlm family" 0 "family: mlm (encoder-only masked language model)" inspect --model M/model.safetensors
 check "inspect: no decoder" grep -q "encoder layers 2, decoder layers 0" out.txt
 expect "score --text with an mlm: accuracy" 0 "masked tokens: accuracy" score --model M/model.safetensors --text dev.txt \

@@ -82,6 +82,7 @@ typedef struct {
     /* training */
     const char *optimizer, *schedule, *progress, *backend;
     double beta1, beta2, eps, weight_decay, momentum, lr, factor, min_lr, clip, minutes;
+    bool no_decay_vectors;
     int64_t warmup, max_tokens, accum, steps, epochs, seed, eval_interval, save_interval, log_interval, keep, threads;
     bool shuffle;
 } train_opts;
@@ -188,6 +189,8 @@ static void table(train_opts *o, tg_opt *t) {
         {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E", "Adam epsilon", 0, 0},
         {"weight-decay", TG_OPT_FLOAT, &o->weight_decay, 0, 10, NULL, "W",
          "weight decay (AdamW: decoupled; default 0, 0.01 with adamw)", 0, 0},
+        {"no-decay-vectors", TG_OPT_BOOL, &o->no_decay_vectors, 0, 0, NULL, NULL,
+         "no weight decay on biases and norm parameters (as GPT-2 and BERT)", 0, 0},
         {"momentum", TG_OPT_FLOAT, &o->momentum, 0, 0.999999, NULL, "M", "SGD momentum", 0, 0},
         {"schedule", TG_OPT_CHOICE, &o->schedule, 0, 0, "noam|constant|inverse_sqrt|inverse-sqrt|cosine", NULL,
          "learning-rate schedule", 0, 0},
@@ -284,6 +287,7 @@ static int train_config(const char *cmd, const train_opts *o, tg_opt *t, tg_trai
     c->optim.eps = (float)o->eps;
     c->optim.momentum = (float)o->momentum;
     if (tg_cli_find(t, "weight-decay")->set) c->optim.weight_decay = (float)o->weight_decay;
+    c->no_decay_vectors = o->no_decay_vectors;
     if (tg_lr_kind_parse(o->schedule, &c->lr.kind) != TG_OK)
         return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     c->lr.lr = o->lr;

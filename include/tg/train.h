@@ -236,6 +236,7 @@ typedef enum tg_progress_mode {
 
 typedef struct tg_train_config {
     tg_optim_config optim; /* SPEC §1: Adam 0.9 / 0.98 / 1e-9 */
+    bool no_decay_vectors; /* no weight decay on biases and norms (tg_optim_no_decay_on_vectors) */
     tg_lr_schedule lr;
     int64_t max_tokens;    /* token budget of one batch (padded source + target tokens) */
     int64_t accum;         /* batches accumulated per optimizer step (>= 1) */
