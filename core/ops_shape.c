@@ -24,15 +24,20 @@ tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape) {
     tg_graph *g = x->graph;
     if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim > 0 && !shape))
         return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: bad number of dimensions %d", ndim);
+    /* every message names the shape as requested (with its -1), the input shape too */
+    char req[96], a[96];
+    tg_shape_str(req, sizeof req, ndim, shape);
+    SHAPESTR(a, x);
     int64_t s[TG_MAX_DIMS], known = 1;
     int infer = -1;
     for (int i = 0; i < ndim; i++) {
         s[i] = shape[i];
         if (s[i] == -1) {
-            if (infer >= 0) return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: more than one -1");
+            if (infer >= 0)
+                return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: %s to %s: more than one -1", a, req);
             infer = i;
         } else if (s[i] < 0) {
-            return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: negative dimension %lld",
+            return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: %s to %s: negative dimension %lld", a, req,
                             (long long)s[i]);
         } else {
             known *= s[i];
@@ -40,18 +45,15 @@ tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape) {
     }
     int64_t n = tg_tensor_numel(x);
     if (infer >= 0) {
-        if (known == 0 || n % known != 0) {
-            char a[96];
-            return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: cannot infer -1 reshaping %s",
-                            SHAPESTR(a, x));
-        }
+        if (known == 0 || n % known != 0)
+            return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: cannot infer -1 reshaping %s (%lld elements) to %s",
+                            a, (long long)n, req);
         s[infer] = n / known;
     }
     if (tg__numel(ndim, s) != n) {
-        char a[96], b[96];
-        return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: %s has %lld elements, %s has %lld",
-                        SHAPESTR(a, x), (long long)n, tg_shape_str(b, sizeof b, ndim, s),
-                        (long long)tg__numel(ndim, s));
+        char b[96];
+        return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: %s has %lld elements, %s has %lld", a, (long long)n,
+                        tg_shape_str(b, sizeof b, ndim, s), (long long)tg__numel(ndim, s));
     }
     tg_tensor *c = tg__cont(x);
     CHECK1(c);

@@ -3,6 +3,7 @@
  * a fully masked row gives zeros (the softmax kernel guarantees it). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "models/model-impl.h"
 
@@ -63,20 +64,74 @@ static tg_tensor *mix_heads(tg_tensor *p, tg_tensor *x) {
     return tg_reshape(tg_matmul(p, tg_reshape(x, 3, s3), true, false), 4, s4);
 }
 
+/* Rotary position embedding (Su et al. 2021) in the rotate-half pairing of GPT-NeoX and LLaMA:
+ * channel c < w/2 of a head pairs with c + w/2 and, at position p, turns by p θ_c with
+ * θ_c = 10000^(-2c/w):
+ *   y_c = x_c cos(p θ_c) - x_{c+w/2} sin(p θ_c),  y_{c+w/2} = x_{c+w/2} cos(p θ_c) + x_c sin(p θ_c),
+ * i.e. y = x ⊙ cos + [-x2, x1] ⊙ sin. Then q_i·k_j depends on positions only through i - j.
+ * x [..., n, (heads,) w] with positions p0..p0+n-1 on the axis `tables` broadcast against:
+ * tables [n, w] (keys [B,h,n,w]) or [n, 1, w] (queries [B,n,h,w]). */
+static tg_tensor *rope(tg_graph *g, tg_tensor *x, int64_t p0, int64_t n, int64_t w, bool per_head_axis) {
+    if (!x) return NULL;
+    float *cs = malloc((size_t)(2 * n * w) * sizeof *cs);
+    if (!cs) return NULL;
+    for (int64_t p = 0; p < n; p++)
+        for (int64_t c = 0; c < w; c++) {
+            double th = (double)(p0 + p) * pow(10000.0, -2.0 * (double)(c % (w / 2)) / (double)w);
+            cs[p * w + c] = (float)cos(th);
+            cs[n * w + p * w + c] = (float)sin(th);
+        }
+    int64_t s[3] = {n, 1, w}, s2[2] = {n, w};
+    tg_tensor *cosv = tg_input(g, TG_DTYPE_F32, per_head_axis ? 3 : 2, per_head_axis ? s : s2, cs);
+    tg_tensor *sinv = tg_input(g, TG_DTYPE_F32, per_head_axis ? 3 : 2, per_head_axis ? s : s2, cs + n * w);
+    free(cs);
+    tg_tensor *half[2] = {tg_neg(tg_slice(x, -1, w / 2, w)), tg_slice(x, -1, 0, w / 2)};
+    return tg_add(tg_mul(x, cosv), tg_mul(tg_concat(half, 2, -1), sinv));
+}
+
+/* Restricted self-attention (Vaswani et al. 2017, Table 1, neighbourhood r): [1, 1, n, mk],
+ * 1 = masked where |i' - j| > r, the n queries at positions i' = mk - n + i (the last n of the
+ * keys, as a cached step). Combined with the caller's mask by addition (any value != 0 masks).
+ * It restricts what a query sees; the scores are still computed for every pair, so the cost
+ * stays that of full attention, O(n·m·d), not the O(r·n·d) of a banded kernel. */
+static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
+    float *w = malloc((size_t)(n * mk) * sizeof *w);
+    if (!w) return NULL;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < mk; j++) {
+            int64_t d = mk - n + i - j;
+            w[i * mk + j] = (d > r || d < -r) ? 1.0f : 0.0f;
+        }
+    int64_t s[4] = {1, 1, n, mk};
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, w);
+    free(w);
+    return t;
+}
+
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
-                         tg_tensor *v, tg_tensor *mask) {
+                         tg_tensor *v, tg_tensor *mask, bool self) {
     const tg_model_config *c = &m->cfg;
     int64_t h = c->heads, dk = tg_model_head_dim(c);
     float scale = 1.0f / sqrtf((float)dk);
     tg_tensor *q = proj(m, g, prefix, "q_proj", xq);
     if (!q || !k || !v) return NULL;
     int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = tg_tensor_dim(k, 2);
+    if (c->rope && self) {
+        /* keys at positions 0..mk-1; the n queries are the last n of them (n = 1 over a cache) */
+        int64_t q4[4] = {B, n, h, dk}, q3[3] = {B, n, h * dk};
+        q = tg_reshape(rope(g, tg_reshape(q, 4, q4), mk - n, n, dk, true), 3, q3);
+        k = rope(g, k, 0, mk, dk, false);
+    }
+    if (c->window > 0 && self) {
+        tg_tensor *w = window_mask(g, n, mk, c->window);
+        mask = mask ? tg_add(mask, w) : w;
+    }
     tg_tensor *o = NULL;
     switch (c->attention) {
     case TG_ATTN_MHA:
     case TG_ATTN_FIXED_HEAD: {
         tg_tensor *s = tg_scale(tg_matmul(split_heads(q, h, dk), k, false, true), scale);
-        o = tg_matmul(probs(m, s, mask), v, false, false);
+        o = tg_matmul(tg__attn_seen(m, prefix, probs(m, s, mask)), v, false, false);
         break;
     }
     case TG_ATTN_TALKING_HEADS: {
@@ -85,7 +140,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         if (mask) l = tg_masked_fill(l, mask, -INFINITY);
         tg_tensor *w = tg_softmax(l);
         tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), w);
-        o = tg_matmul(tg_dropout(u, c->attn_dropout), v, false, false);
+        o = tg_matmul(tg__attn_seen(m, prefix, tg_dropout(u, c->attn_dropout)), v, false, false);
         break;
     }
     case TG_ATTN_INTERACTING: {
@@ -102,7 +157,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
             tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
             s = tg_matmul(tg_reshape(qsum, 4, qs), k, false, true);
         }
-        o = tg_matmul(probs(m, tg_scale(s, scale), mask), v, false, false);
+        o = tg_matmul(tg__attn_seen(m, prefix, probs(m, tg_scale(s, scale), mask)), v, false, false);
         break;
     }
     case TG_ATTN_INTERACTING_PAIRWISE: {
@@ -118,7 +173,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
             int64_t s5[5] = {ms[0], 1, 1, ms[2], ms[3]};
             m5 = tg_reshape(mask, 5, s5);
         }
-        tg_tensor *a = probs(m, s, m5);
+        tg_tensor *a = tg__attn_seen(m, prefix, probs(m, s, m5));
         tg_tensor *o5 = tg_matmul(a, tg_reshape(v, 5, k5), false, false); /* [B,h,h,n,dv] */
         static const int perm[5] = {0, 3, 1, 2, 4};
         int64_t flat[3] = {B, n, h * h * dk};
@@ -160,5 +215,5 @@ tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_t
                         (long long)kv[1]);
     tg_tensor *k, *v;
     tg__attn_kv(m, g, prefix, xkv, &k, &v);
-    return tg__attn_core(m, g, prefix, xq, k, v, mask);
+    return tg__attn_core(m, g, prefix, xq, k, v, mask, xq == xkv);
 }

@@ -23,6 +23,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
 #define NUM(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_number((double)(v)))
 #define STR(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_string(v, strlen(v)))
 #define BOOL(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_bool(v))
+    STR("arch", tg_model_arch_name(c->arch));
     NUM("d_model", c->d_model);
     NUM("heads", c->heads);
     NUM("enc_layers", c->enc_layers);
@@ -33,10 +34,13 @@ static tg_status config_json(const tg_model_config *c, char **out) {
         st = set(o, "head_dim", c->attention == TG_ATTN_FIXED_HEAD ? tg_json_new_number((double)tg_model_head_dim(c))
                                                                  : tg_json_new_null());
     STR("norm", c->pre_norm ? "pre" : "post");
-    STR("pos", c->learned_pos ? "learned" : "sinusoidal");
+    STR("pos", c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal");
+    STR("norm_kind", c->rms_norm ? "rms" : "layer");
+    NUM("window", c->window);
+    NUM("classes", c->classes);
     NUM("max_len", c->max_len);
     BOOL("share_embeddings", c->share_embeddings);
-    STR("activation", c->gelu ? "gelu" : "relu");
+    STR("activation", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
     NUM("dropout", c->dropout);
     NUM("label_smoothing", c->label_smoothing);
     /* tgraph's own extras (other readers ignore unknown keys) */
@@ -139,6 +143,13 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
     *c = tg_model_config_default();
     const char *att = NULL, *norm = NULL, *pos = NULL, *act = NULL;
     if (tg_json_kind(o) != TG_JSON_OBJECT) st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config is not an object", path);
+    if (st == TG_OK) { /* the model family; checkpoints from before families are encdec */
+        const tg_json *a = tg_json_get(o, "arch");
+        if (a && tg_json_kind(a) != TG_JSON_STRING)
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'arch' is not a string", path);
+        else if (a && tg_model_arch_parse(tg_json_string(a), &c->arch) != TG_OK)
+            st = tg_error_prefix(TG_ERR_FORMAT, "checkpoint '%s'", path);
+    }
     if (st == TG_OK) st = get_int(o, "d_model", &c->d_model, path);
     if (st == TG_OK) st = get_int(o, "heads", &c->heads, path);
     if (st == TG_OK) st = get_int(o, "enc_layers", &c->enc_layers, path);
@@ -151,13 +162,26 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
     if (st == TG_OK) st = get_str(o, "pos", &pos, path);
     if (st == TG_OK && strcmp(norm, "post") && strcmp(norm, "pre"))
         st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': norm '%s' is not post or pre", path, norm);
-    if (st == TG_OK && strcmp(pos, "sinusoidal") && strcmp(pos, "learned"))
-        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': pos '%s' is not sinusoidal or learned", path, pos);
+    if (st == TG_OK && strcmp(pos, "sinusoidal") && strcmp(pos, "learned") && strcmp(pos, "rope"))
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': pos '%s' is not sinusoidal, learned or rope", path, pos);
+    if (st == TG_OK) { /* absent in checkpoints from before RMSNorm: layer */
+        const tg_json *k = tg_json_get(o, "norm_kind");
+        const char *nk = tg_json_kind(k) == TG_JSON_STRING ? tg_json_string(k) : NULL;
+        if (!nk) nk = "layer";
+        if (strcmp(nk, "layer") && strcmp(nk, "rms"))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': norm_kind '%s' is not layer or rms", path, nk);
+        c->rms_norm = !strcmp(nk, "rms");
+        const tg_json *w = tg_json_get(o, "window"), *k2 = tg_json_get(o, "classes"); /* absent: 0 */
+        if (w && (tg_json_int64(w, &c->window) != TG_OK || c->window < 0))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'window' is not an integer >= 0", path);
+        if (k2 && (tg_json_int64(k2, &c->classes) != TG_OK || c->classes < 0))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'classes' is not an integer >= 0", path);
+    }
     if (st == TG_OK) {
         const tg_json *a = tg_json_get(o, "activation");
         act = tg_json_kind(a) == TG_JSON_STRING ? tg_json_string(a) : "relu";
-        if (strcmp(act, "relu") && strcmp(act, "gelu"))
-            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu or gelu", path, act);
+        if (strcmp(act, "relu") && strcmp(act, "gelu") && strcmp(act, "swiglu"))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu, gelu or swiglu", path, act);
     }
     if (st == TG_OK && c->attention == TG_ATTN_FIXED_HEAD) st = get_int(o, "head_dim", &c->head_dim, path);
     if (st == TG_OK) {
@@ -165,7 +189,9 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
             st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config lacks required key 'share_embeddings'", path);
         c->pre_norm = !strcmp(norm, "pre");
         c->learned_pos = !strcmp(pos, "learned");
+        c->rope = !strcmp(pos, "rope");
         c->gelu = act && !strcmp(act, "gelu");
+        c->swiglu = act && !strcmp(act, "swiglu");
         c->share_embeddings = get_bool(o, "share_embeddings", false);
         /* SPEC §4: out_proj.weight exists only when the output projection is not tied */
         c->tie_output = get_bool(o, "tie_output", !has_out_proj);

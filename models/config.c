@@ -24,6 +24,41 @@ tg_model_config tg_model_config_default(void) {
     return c;
 }
 
+tg_model_config tg_model_config_lm_default(void) {
+    tg_model_config c = tg_model_config_default();
+    c.arch = TG_ARCH_LM;
+    c.enc_layers = 0;
+    c.pre_norm = true;
+    c.learned_pos = true;
+    c.gelu = true;
+    c.share_embeddings = true;
+    c.label_smoothing = 0.0f;
+    return c;
+}
+
+tg_model_config tg_model_config_mlm_default(void) {
+    tg_model_config c = tg_model_config_default();
+    c.arch = TG_ARCH_MLM;
+    c.dec_layers = 0;
+    c.learned_pos = true;
+    c.gelu = true;
+    c.share_embeddings = true;
+    c.label_smoothing = 0.0f;
+    return c;
+}
+
+const char *tg_model_arch_name(tg_model_arch a) {
+    return a == TG_ARCH_LM ? "lm" : a == TG_ARCH_MLM ? "mlm" : a == TG_ARCH_ENCDEC ? "encdec" : "unknown";
+}
+
+tg_status tg_model_arch_parse(const char *name, tg_model_arch *out) {
+    if (name && !strcmp(name, "encdec")) *out = TG_ARCH_ENCDEC;
+    else if (name && !strcmp(name, "lm")) *out = TG_ARCH_LM;
+    else if (name && !strcmp(name, "mlm")) *out = TG_ARCH_MLM;
+    else return tg_error_set(TG_ERR_INVALID, "unknown model family '%s' (encdec, lm, mlm)", name ? name : "(null)");
+    return TG_OK;
+}
+
 const char *tg_attn_kind_name(tg_attn_kind k) {
     return (k >= TG_ATTN_MHA && k <= TG_ATTN_INTERACTING_PAIRWISE) ? kind_names[k] : "unknown";
 }
@@ -55,10 +90,21 @@ int64_t tg_model_max_heads(int64_t d_model, double mean_len) {
 
 tg_status tg_model_config_check(const tg_model_config *c) {
     if (!c) return tg_error_set(TG_ERR_INVALID, "model config: NULL");
+    RANGE(c->arch >= TG_ARCH_ENCDEC && c->arch <= TG_ARCH_MLM, "unknown model family %d", (int)c->arch);
+    RANGE(c->arch != TG_ARCH_MLM || (c->dec_layers == 0 && c->enc_layers >= 1),
+          "a masked language model (arch mlm) is an encoder: enc_layers %lld must be >= 1 and dec_layers %lld 0",
+          (long long)c->enc_layers, (long long)c->dec_layers);
+    RANGE(c->arch != TG_ARCH_MLM || c->share_embeddings,
+          "a masked language model (arch mlm) has one vocabulary and a tied output: share_embeddings must be set");
+    RANGE(c->arch != TG_ARCH_LM || c->enc_layers == 0, "a language model (arch lm) has no encoder: enc_layers %lld",
+          (long long)c->enc_layers);
+    RANGE(c->arch != TG_ARCH_LM || c->share_embeddings,
+          "a language model (arch lm) has one vocabulary and a tied output: share_embeddings must be set");
     RANGE(c->d_model >= 1 && c->d_model <= 65536, "d_model %lld outside [1, 65536]", (long long)c->d_model);
     RANGE(c->heads >= 1 && c->heads <= 1024, "heads %lld outside [1, 1024]", (long long)c->heads);
     RANGE(c->enc_layers >= 0 && c->enc_layers <= 256, "enc_layers %lld outside [0, 256]", (long long)c->enc_layers);
-    RANGE(c->dec_layers >= 1 && c->dec_layers <= 256, "dec_layers %lld outside [1, 256]", (long long)c->dec_layers);
+    RANGE(c->dec_layers >= (c->arch == TG_ARCH_MLM ? 0 : 1) && c->dec_layers <= 256, "dec_layers %lld outside [%d, 256]",
+          (long long)c->dec_layers, c->arch == TG_ARCH_MLM ? 0 : 1);
     RANGE(c->d_ff >= 1 && c->d_ff <= 1 << 20, "d_ff %lld outside [1, 1048576]", (long long)c->d_ff);
     RANGE(c->attention >= TG_ATTN_MHA && c->attention <= TG_ATTN_INTERACTING_PAIRWISE,
           "unknown attention kind %d", (int)c->attention);
@@ -70,6 +116,13 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     }
     RANGE(!c->no_out_proj || c->attention == TG_ATTN_INTERACTING,
           "no_out_proj applies to the interacting kind only (not %s)", tg_attn_kind_name(c->attention));
+    RANGE(!c->rope || !c->learned_pos, "pos is rope or learned, not both");
+    RANGE(c->classes >= 0 && c->classes <= 1 << 20, "classes %lld outside [0, 1048576]", (long long)c->classes);
+    RANGE(c->classes == 0 || c->arch == TG_ARCH_MLM, "a classification head (classes %lld) needs arch mlm",
+          (long long)c->classes);
+    RANGE(c->window >= 0 && c->window <= 1 << 20, "window %lld outside [0, 1048576]", (long long)c->window);
+    RANGE(!c->rope || tg_model_head_dim(c) % 2 == 0, "rope rotates pairs of channels: head dim %lld is odd",
+          (long long)tg_model_head_dim(c));
     RANGE(c->max_len >= 2 && c->max_len <= 1 << 20, "max_len %lld outside [2, 1048576]", (long long)c->max_len);
     RANGE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout %g outside [0, 1)", (double)c->dropout);
     RANGE(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f, "attn_dropout %g outside [0, 1)", (double)c->attn_dropout);

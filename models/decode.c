@@ -18,6 +18,10 @@
  * they only need projected K/V; the query is the one new position, and every cached key
  * precedes it, so self-attention needs no mask.
  *
+ * A language model (arch lm) uses the same decoder without an encoder: no source, no memory
+ * and no cross-attention; its "sentences" are independent sequences started by <s>, and a
+ * prompt is fed one token per step (tg_generate, models/generate.c).
+ *
  * Full mode (the reference for tests): the memory is cached, but every step re-runs the whole
  * decoder stack (tg__decode, the code that scores and trains) over each row's whole prefix
  * with the causal mask, and keeps the logits of the last position. */
@@ -119,9 +123,16 @@ static tg_status encode(tg_decoder *d) {
 tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
                          int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out) {
     if (out) *out = NULL;
-    if (!m || !src || !src_n || !out)
-        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: NULL argument");
+    if (!m || !out) return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: NULL argument");
     const tg_model_config *c = &m->cfg;
+    bool lm = c->arch == TG_ARCH_LM;
+    if (c->arch == TG_ARCH_MLM)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: a masked language model (arch mlm) has no decoder");
+    if (lm && src)
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: a language model (arch lm) has no source sentences "
+                                            "(generate with tg_generate)");
+    if (!lm && (!src || !src_n))
+        return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: an encoder-decoder model needs source sentences");
     if (n < 1 || max_rows < 1 || max_steps < 1)
         return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: %lld sentences, %lld rows, %lld steps (each must be >= 1)",
                             (long long)n, (long long)max_rows, (long long)max_steps);
@@ -129,7 +140,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
         return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: %lld steps exceed the model's max_len %lld",
                             (long long)max_steps, (long long)c->max_len);
     int64_t S = 0;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; !lm && i < n; i++) {
         if (src_n[i] < 0 || (src_n[i] > 0 && !src[i]))
             return tg_error_set(TG_ERR_INVALID, "tg_decoder_new: sentence %lld: bad length or NULL ids", (long long)i);
         if (src_n[i] + 1 > c->max_len)
@@ -150,7 +161,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
     d->max_rows = max_rows;
     d->max_steps = max_steps;
     d->w = c->heads * tg_model_head_dim(c);
-    d->src = calloc((size_t)(n * S), sizeof *d->src);
+    d->src = calloc((size_t)(n * S + 1), sizeof *d->src);
     d->sent = malloc((size_t)max_rows * sizeof *d->sent);
     d->sent_next = malloc((size_t)max_rows * sizeof *d->sent_next);
     d->hist = malloc((size_t)(max_rows * max_steps) * sizeof *d->hist);
@@ -160,7 +171,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
     if (!d->src || !d->sent || !d->sent_next || !d->hist || !d->hist_next || (cached && !d->buf))
         st = nomem("buffers");
     if (st == TG_OK) {
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; !lm && i < n; i++) {
             if (src_n[i] > 0) memcpy(d->src + i * S, src[i], (size_t)src_n[i] * sizeof *d->src);
             d->src[i * S + src_n[i]] = TG_EOS;
         }
@@ -174,7 +185,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
             snprintf(name, sizeof name, "self.%lld.%c", (long long)l, kv ? 'v' : 'k');
             st = tg_store_add(d->cache, name, 2, shape, NULL, false);
         }
-    if (st == TG_OK) st = encode(d);
+    if (st == TG_OK && !lm) st = encode(d);
     if (st != TG_OK) {
         tg_decoder_free(d);
         return st;
@@ -230,7 +241,7 @@ static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
         v = tg_concat(vv, 2, 1);
     }
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
-    return tg__attn_core(m, g, prefix, x, tg__split_heads(k, h, dk), tg__split_heads(v, h, dk), NULL);
+    return tg__attn_core(m, g, prefix, x, tg__split_heads(k, h, dk), tg__split_heads(v, h, dk), NULL, true);
 }
 
 /* Cross-attention over the memory keys/values computed once by the encoder graph. */
@@ -239,7 +250,7 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
     tg_tensor *k = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
     tg_tensor *v = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
-    return tg__attn_core(m, g, prefix, x, k, v, s->mask);
+    return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
 }
 
 static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
@@ -293,7 +304,8 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
         self_ids = tg_input(g, TG_DTYPE_I32, 2, s, ids);
         free(ids);
     }
-    tg_status st = memory_inputs(g, d, R, &cross_ids, &mask);
+    bool lm = c->arch == TG_ARCH_LM;
+    tg_status st = lm ? TG_OK : memory_inputs(g, d, R, &cross_ids, &mask);
     if (st) return st;
     tg_tensor **nk = calloc((size_t)(2 * L + 1), sizeof *nk);
     if (!nk) return nomem("step outputs");
@@ -305,11 +317,13 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         snprintf(nn, sizeof nn, "decoder.layers.%lld.norm1", (long long)l);
         y = tg__residual(m, g, nn, p, y, self_sublayer, &self);
-        snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
-        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm2", (long long)l);
-        y = tg__residual(m, g, nn, p, y, cross_sublayer, &cross);
+        if (!lm) {
+            snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
+            snprintf(nn, sizeof nn, "decoder.layers.%lld.norm2", (long long)l);
+            y = tg__residual(m, g, nn, p, y, cross_sublayer, &cross);
+        }
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
-        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm3", (long long)l);
+        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm%d", (long long)l, lm ? 2 : 3);
         y = tg__residual(m, g, nn, p, y, ffn_sublayer, NULL);
     }
     if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
@@ -335,13 +349,13 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits)
     int32_t *tok = malloc((size_t)(R * T) * sizeof *tok);
     if (!tok) return nomem("step inputs");
     for (int64_t r = 0; r < R; r++) memcpy(tok + r * T, d->hist_next + r * d->max_steps, (size_t)T * sizeof *tok);
-    tg_tensor *ids, *mask;
-    tg_status st = memory_inputs(g, d, R, &ids, &mask);
+    tg_tensor *ids = NULL, *mask = NULL, *mem = NULL;
+    tg_status st = c->arch == TG_ARCH_LM ? TG_OK : memory_inputs(g, d, R, &ids, &mask);
     if (st) {
         free(tok);
         return st;
     }
-    tg_tensor *mem = tg_embedding(tg_param(g, d->cache, "memory"), ids);
+    if (ids) mem = tg_embedding(tg_param(g, d->cache, "memory"), ids);
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tok, R, T, 0);
     tg_tensor *y2 = tg__decode(m, g, y, mem, mask, tg__causal_mask(g, tok, R, T));
     int64_t s3[3] = {R, T, V};

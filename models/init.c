@@ -55,8 +55,21 @@ static tg_status norm(tg_model *m, tg_rng *r, const char *prefix) {
     char name[176];
     snprintf(name, sizeof name, "%s.weight", prefix);
     TRY(add(m, r, name, m->cfg.d_model, 0, INIT_ONE));
+    if (m->cfg.rms_norm) return TG_OK; /* RMSNorm has a gain only */
     snprintf(name, sizeof name, "%s.bias", prefix);
     return add(m, r, name, m->cfg.d_model, 0, INIT_ZERO);
+}
+
+/* fc1 (and with SwiGLU the gate's partner fc3) [d_ff, d], fc2 [d, d_ff] */
+static tg_status ffn(tg_model *m, tg_rng *r, const char *prefix) {
+    const tg_model_config *c = &m->cfg;
+    char name[160];
+    snprintf(name, sizeof name, "%s.fc1", prefix);
+    TRY(linear(m, r, name, c->d_ff, c->d_model));
+    snprintf(name, sizeof name, "%s.fc2", prefix);
+    TRY(linear(m, r, name, c->d_model, c->d_ff));
+    snprintf(name, sizeof name, "%s.fc3", prefix);
+    return c->swiglu ? linear(m, r, name, c->d_ff, c->d_model) : TG_OK;
 }
 
 static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
@@ -118,33 +131,31 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
     for (int64_t l = 0; l < c->enc_layers; l++) {
         snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
         TRY(attention(m, &r, p));
-        snprintf(p, sizeof p, "encoder.layers.%lld.ffn.fc1", (long long)l);
-        TRY(linear(m, &r, p, c->d_ff, c->d_model));
-        snprintf(p, sizeof p, "encoder.layers.%lld.ffn.fc2", (long long)l);
-        TRY(linear(m, &r, p, c->d_model, c->d_ff));
+        snprintf(p, sizeof p, "encoder.layers.%lld.ffn", (long long)l);
+        TRY(ffn(m, &r, p));
         for (int k = 1; k <= 2; k++) {
             snprintf(p, sizeof p, "encoder.layers.%lld.norm%d", (long long)l, k);
             TRY(norm(m, &r, p));
         }
     }
+    bool lm = c->arch == TG_ARCH_LM; /* no cross-attention, two norms per layer */
     for (int64_t l = 0; l < c->dec_layers; l++) {
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         TRY(attention(m, &r, p));
         snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
-        TRY(attention(m, &r, p));
-        snprintf(p, sizeof p, "decoder.layers.%lld.ffn.fc1", (long long)l);
-        TRY(linear(m, &r, p, c->d_ff, c->d_model));
-        snprintf(p, sizeof p, "decoder.layers.%lld.ffn.fc2", (long long)l);
-        TRY(linear(m, &r, p, c->d_model, c->d_ff));
-        for (int k = 1; k <= 3; k++) {
+        if (!lm) TRY(attention(m, &r, p));
+        snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
+        TRY(ffn(m, &r, p));
+        for (int k = 1; k <= (lm ? 2 : 3); k++) {
             snprintf(p, sizeof p, "decoder.layers.%lld.norm%d", (long long)l, k);
             TRY(norm(m, &r, p));
         }
     }
     if (c->pre_norm) {
         if (c->enc_layers > 0) TRY(norm(m, &r, "encoder.norm"));
-        TRY(norm(m, &r, "decoder.norm"));
+        if (c->dec_layers > 0) TRY(norm(m, &r, "decoder.norm"));
     }
+    if (c->classes > 0) TRY(linear(m, &r, "cls_head", c->classes, c->d_model));
     if (!c->share_embeddings && !c->tie_output)
         TRY(add(m, &r, "out_proj.weight", c->tgt_vocab, c->d_model, INIT_XAVIER));
     return TG_OK;

@@ -30,16 +30,28 @@ tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x
     return tg_reshape(y, nd, shape);
 }
 
+/* LayerNorm, or RMSNorm: x / sqrt(mean(x^2) + eps) * g (no centring, no bias), composed of
+ * primitive ops (their gradients compose). */
 tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
-    return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), 1e-5f);
+    if (!m->cfg.rms_norm) return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), 1e-5f);
+    tg_tensor *ms = tg_mean(tg_mul(x, x), -1, true);
+    return tg_mul(tg_mul(x, tg_rsqrt(tg_add_scalar(ms, 1e-5f))), param(m, g, prefix, "weight"));
 }
 
-/* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0) */
+/* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0).
+ * SwiGLU: act(x W1^T + b1) = silu(x W1^T + b1) * (x W3^T + b3), silu(z) = z sigmoid(z) and
+ * sigmoid(z) = (1 + tanh(z / 2)) / 2 (primitive ops only). */
 tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
     char p[192];
     snprintf(p, sizeof p, "%s.fc1", prefix);
     tg_tensor *h = tg__linear(m, g, p, x, true);
-    h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
+    if (m->cfg.swiglu) {
+        snprintf(p, sizeof p, "%s.fc3", prefix);
+        tg_tensor *sig = tg_affine(tg_tanh(tg_scale(h, 0.5f)), 0.5f, 0.5f);
+        h = tg_mul(tg_mul(h, sig), tg__linear(m, g, p, x, true));
+    } else {
+        h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
+    }
     h = tg_dropout(h, m->cfg.ffn_dropout);
     snprintf(p, sizeof p, "%s.fc2", prefix);
     return tg__linear(m, g, p, h, true);
@@ -101,12 +113,10 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
     tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
     x = tg_scale(x, sqrtf((float)c->d_model));
     tg_tensor *pos;
-    if (c->learned_pos) {
-        int32_t *pid = malloc((size_t)len * sizeof *pid);
-        if (!pid) return tg__fail(g, TG_ERR_NOMEM, "positional ids: out of memory");
-        for (int64_t i = 0; i < len; i++) pid[i] = (int32_t)(offset + i);
-        pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_input(g, TG_DTYPE_I32, 1, &len, pid));
-        free(pid);
+    if (c->rope) { /* positions enter in the attention (rotary), not here */
+        return tg_dropout(x, c->dropout);
+    } else if (c->learned_pos) {
+        pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_arange(g, offset, len));
     } else {
         pos = sinusoid(g, offset, len, c->d_model);
     }
@@ -117,13 +127,7 @@ tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len)
     if (!ids || B < 1 || len < 1)
         return tg__fail(g, TG_ERR_INVALID, "padding mask: empty batch or NULL ids ([%lld,%lld])",
                         (long long)B, (long long)len);
-    float *mk = malloc((size_t)(B * len) * sizeof *mk);
-    if (!mk) return tg__fail(g, TG_ERR_NOMEM, "padding mask: out of memory");
-    for (int64_t i = 0; i < B * len; i++) mk[i] = ids[i] == TG_PAD ? 1.0f : 0.0f;
-    int64_t s[4] = {B, 1, 1, len};
-    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
-    free(mk);
-    return t;
+    return tg_padding_mask(g, ids, B, len, TG_PAD);
 }
 
 tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {

@@ -6,12 +6,24 @@
 #include "core/tg-impl.h"
 #include "tg/model.h"
 
+/* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c) */
+typedef struct tg__attn_capture {
+    int64_t n, cap;
+    char (*name)[160];
+    tg_tensor **w;
+} tg__attn_capture;
+
 struct tg_model {
     tg_model_config cfg;
     tg_vocab *src, *tgt; /* tgt == src for a joint vocabulary */
     tg_store *store;
     tg_backend *backend;
+    tg__attn_capture *capture; /* non-NULL: tg__attn_core records its weights here */
 };
+
+/* The attention weights of sub-layer `prefix` (the tensor that multiplies V), recorded and
+ * kept when m->capture is set; returns w. */
+tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w);
 
 /* parameter names of SPEC §4 */
 const char *tg__src_embed_name(const tg_model_config *c);
@@ -47,13 +59,14 @@ tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
                       tg_tensor *src_mask, tg_tensor *self_mask);
 
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
- * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv] */
+ * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:
+ * self-attention, where pos=rope rotates keys (positions 0..m-1) and queries (the last n) */
 void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
                  tg_tensor **v);
 /* [B, n, h*w] -> [B, h, n, w] (contiguous), head i owning columns [i*w, (i+1)*w) */
 tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w);
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
-                         tg_tensor *k, tg_tensor *v, tg_tensor *mask);
+                         tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool self);
 
 /* parameter initialisation (models/init.c) */
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);

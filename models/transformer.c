@@ -23,6 +23,8 @@ tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt,
     m->tgt = tgt;
     m->backend = b;
     tg_status st = tg_model_config_check(&m->cfg);
+    if (st == TG_OK && m->cfg.arch == TG_ARCH_MLM && tg_vocab_id(src, "<mask>") == TG_UNK)
+        st = tg_error_set(TG_ERR_INVALID, "tg_model_new: a masked language model (arch mlm) needs the token <mask> in its vocabulary");
     if (st == TG_OK) st = tg_store_new(b, &m->store);
     if (st == TG_OK) st = tg__model_init_params(m, seed);
     if (st) {
@@ -67,6 +69,8 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
     if (src_mask) *src_mask = NULL;
     if (!m || !g) return tg__fail(g, TG_ERR_INVALID, "tg_model_encode: NULL model or graph");
     const tg_model_config *c = &m->cfg;
+    if (c->arch == TG_ARCH_LM)
+        return tg__fail(g, TG_ERR_INVALID, "tg_model_encode: a language model (arch lm) has no encoder");
     if (!tg__check_ids(g, "tg_model_encode", "source", src, B, S, 0, c->src_vocab, c->max_len))
         return NULL;
     tg_tensor *mask = tg__pad_mask(g, src, B, S);
@@ -89,17 +93,20 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
 tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory, tg_tensor *src_mask,
                       tg_tensor *self_mask) {
     const tg_model_config *c = &m->cfg;
+    bool lm = c->arch == TG_ARCH_LM; /* no cross-attention; the FFN's norm is norm2 */
     char p[160], n[160];
     for (int64_t l = 0; l < c->dec_layers; l++) {
         attn_ctx self = {NULL, self_mask}, cross = {memory, src_mask};
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         snprintf(n, sizeof n, "decoder.layers.%lld.norm1", (long long)l);
         y = tg__residual(m, g, n, p, y, attn_sublayer, &self);
-        snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
-        snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
-        y = tg__residual(m, g, n, p, y, attn_sublayer, &cross);
+        if (!lm) {
+            snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
+            snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
+            y = tg__residual(m, g, n, p, y, attn_sublayer, &cross);
+        }
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
-        snprintf(n, sizeof n, "decoder.layers.%lld.norm3", (long long)l);
+        snprintf(n, sizeof n, "decoder.layers.%lld.norm%d", (long long)l, lm ? 2 : 3);
         y = tg__residual(m, g, n, p, y, ffn_sublayer, NULL);
     }
     if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
@@ -116,9 +123,18 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
     if (!m || !g || !b || !b->tgt_in)
         return tg__fail(g, TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
     const tg_model_config *c = &m->cfg;
-    tg_tensor *src_mask;
-    tg_tensor *mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask); /* checks src */
-    if (!mem) return NULL; /* the graph says why; a NULL memory would read as self-attention */
+    if (c->arch == TG_ARCH_MLM) { /* the encoder's output at every source position */
+        if (b->tgt_len != b->src_len)
+            return tg__fail(g, TG_ERR_SHAPE,
+                            "tg_model_logits: a masked language model's targets (%lld) align with its inputs (%lld)",
+                            (long long)b->tgt_len, (long long)b->src_len);
+        return output_logits(m, g, tg_model_encode(m, g, b->src, b->size, b->src_len, NULL));
+    }
+    tg_tensor *src_mask = NULL, *mem = NULL; /* a language model reads the target side only */
+    if (c->arch != TG_ARCH_LM) {
+        mem = tg_model_encode(m, g, b->src, b->size, b->src_len, &src_mask); /* checks src */
+        if (!mem) return NULL; /* the graph says why; a NULL memory would read as self-attention */
+    }
     /* the target side is checked where it is used (the source by tg_model_encode) */
     if (!tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
                        c->tgt_vocab, c->max_len))

@@ -1,16 +1,12 @@
-/* Finite-difference gradient checks for tgraph ops (tests only).
- *
- * A case builds y = f(x_1..x_k) from leaf inputs; the check compares tg_backward's gradient of
- * L = sum(y * R) (R fixed random weights, so every output element counts differently) with
- * central differences (L(x + h e_i) - L(x - h e_i)) / 2h, where L is accumulated in double on
- * the host from the float32 forward values. Float32 forward values carry ~1e-7 relative error,
- * so with h = 5e-3 the numerical gradient is good to ~1e-4: a component passes when
- * |analytic - numeric| <= atol + rtol * |numeric| (defaults atol 2e-3, rtol 1e-2). */
-#ifndef TG_GRADCHECK_H
-#define TG_GRADCHECK_H
+/* Gradient-check cases of the op table (tests only): each case names its inputs' shapes and
+ * value kinds; gc_run checks it with the library's tg_gradcheck (tg/gradcheck.h: the method,
+ * the tolerances atol 2e-3, rtol 1e-2, and the worst-entry report). */
+#ifndef TG_TESTS_GRADCHECK_H
+#define TG_TESTS_GRADCHECK_H
 
 #include <stdbool.h>
 
+#include "tg/gradcheck.h"
 #include "tg/tg.h"
 
 #define GC_MAX_IN 4

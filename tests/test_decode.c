@@ -417,27 +417,14 @@ static const char *fixtures[] = {
 };
 
 #define NPAIRS 8
-static int read_lines(const char *path, char **out, int max) {
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char buf[4096];
-    int n = 0;
-    while (n < max && fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n")] = '\0';
-        out[n++] = strdup(buf);
-    }
-    fclose(f);
-    return n;
-}
-
 /* greedy decoding of pairs.src equals PyTorch's, token strings, all pairs in one batch; beam
  * search on these fitted models finds an output at least as good */
 START_TEST(test_fixture_greedy) {
     char path[512], *src[NPAIRS], *want[NPAIRS];
     snprintf(path, sizeof path, "%s/fixtures/models/pairs.src", TG_TEST_DATA);
-    int n = read_lines(path, src, NPAIRS);
+    int n = tg_test_read_lines(path, src, NPAIRS);
     snprintf(path, sizeof path, "%s/fixtures/models/%s.greedy", TG_TEST_DATA, fixtures[_i]);
-    ck_assert_int_eq(read_lines(path, want, NPAIRS), n);
+    ck_assert_int_eq(tg_test_read_lines(path, want, NPAIRS), n);
     ck_assert_int_eq(n, NPAIRS);
     snprintf(path, sizeof path, "%s/fixtures/models/%s.safetensors", TG_TEST_DATA, fixtures[_i]);
     tg_model *m;

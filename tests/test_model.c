@@ -17,19 +17,6 @@ static void teardown(void) { tg_backend_free(B); }
 #define NPAIRS 8
 static char *lines_src[NPAIRS], *lines_tgt[NPAIRS];
 
-static int read_lines(const char *path, char **out, int max) {
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char buf[4096];
-    int n = 0;
-    while (n < max && fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n")] = '\0';
-        out[n++] = strdup(buf);
-    }
-    fclose(f);
-    return n;
-}
-
 /* score sentence pairs with a model, batched as given */
 static void score_pairs(tg_model *m, char **src, char **tgt, int n, double *scores) {
     int32_t *sid[NPAIRS], *tid[NPAIRS];
@@ -59,9 +46,9 @@ static const char *fixtures[] = {
 START_TEST(test_fixture_scores) {
     char path[512];
     snprintf(path, sizeof path, "%s/fixtures/models/pairs.src", TG_TEST_DATA);
-    int n = read_lines(path, lines_src, NPAIRS);
+    int n = tg_test_read_lines(path, lines_src, NPAIRS);
     snprintf(path, sizeof path, "%s/fixtures/models/pairs.tgt", TG_TEST_DATA);
-    ck_assert_int_eq(read_lines(path, lines_tgt, NPAIRS), n);
+    ck_assert_int_eq(tg_test_read_lines(path, lines_tgt, NPAIRS), n);
     snprintf(path, sizeof path, "%s/fixtures/models/%s.safetensors", TG_TEST_DATA, fixtures[_i]);
     tg_model *m;
     ck_assert_msg(tg_model_load(path, B, &m) == TG_OK, "%s", tg_error_message());

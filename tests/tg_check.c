@@ -1,8 +1,39 @@
-/* main() for every Check suite (runs tg_test_suite() and exits 1 on any failure), and the
- * shared assertions of tg_check.h. */
+/* main() for every Check suite (runs tg_test_suite() and exits 1 on any failure), the
+ * shared assertions of tg_check.h, and small file readers the suites share. */
 #include "tg_check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+int tg_test_read_lines(const char *path, char **out, int max) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char buf[4096];
+    int n = 0;
+    while (n < max && fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n")] = '\0';
+        out[n++] = strdup(buf);
+    }
+    fclose(f);
+    return n;
+}
+
+void tg_test_read_doubles(const char *path, double *out, int n) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    for (int i = 0; i < n; i++) ck_assert_msg(fscanf(f, "%lf", &out[i]) == 1, "%s: number %d missing", path, i + 1);
+    fclose(f);
+}
+
+void tg_test_expect_scores(const char *path, const double *got, int n, double rtol, const char *label) {
+    double *want = malloc((size_t)n * sizeof *want);
+    ck_assert_ptr_nonnull(want);
+    tg_test_read_doubles(path, want, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= rtol * fabs(want[i]), "%s entry %d: %.9f, PyTorch %.9f", label, i + 1,
+                      got[i], want[i]);
+    free(want);
+}
 
 int main(void) {
     SRunner *sr = srunner_create(tg_test_suite());

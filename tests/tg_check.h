@@ -37,6 +37,15 @@ void tg_expect_build_error(const tg_graph *g, const tg_tensor *t, tg_status st, 
                       "%s = %.9g, expected %s = %.9g", #a, a_, #b, b_);                    \
     } while (0)
 
+/* Up to max lines of a text file (without '\n', strdup'ed: free each) into out; returns the
+ * count. Fails the test when the file cannot be opened. */
+int tg_test_read_lines(const char *path, char **out, int max);
+/* Exactly n numbers of a text file (one or more per line) into out; fails the test otherwise. */
+void tg_test_read_doubles(const char *path, double *out, int n);
+/* got[0..n) against the n reference numbers of the file at path (a PyTorch fixture's scores),
+ * each within rtol relative; a failure names `label` and the entry. */
+void tg_test_expect_scores(const char *path, const double *got, int n, double rtol, const char *label);
+
 /* Directory of tests/ in the source tree (fixtures live in tests/fixtures). */
 #ifndef TG_TEST_DATA
 #define TG_TEST_DATA "tests"

@@ -56,17 +56,22 @@ int tg_cmd_inspect(int argc, char **argv) {
     tg_store *s = tg_model_store(m);
     struct stat sb;
     printf("model: %s (%lld bytes)\n", path, stat(path, &sb) == 0 ? (long long)sb.st_size : -1LL);
+    printf("family: %s\n", c->arch == TG_ARCH_LM    ? "lm (decoder-only language model)"
+                            : c->arch == TG_ARCH_MLM ? "mlm (encoder-only masked language model)"
+                                                     : "encdec (encoder-decoder)");
     printf("configuration:\n");
     printf("  d_model %lld, heads %lld (head dim %lld), d_ff %lld\n", (long long)c->d_model, (long long)c->heads,
            (long long)tg_model_head_dim(c), (long long)c->d_ff);
     printf("  encoder layers %lld, decoder layers %lld\n", (long long)c->enc_layers, (long long)c->dec_layers);
-    printf("  attention %s%s%s\n", tg_attn_kind_name(c->attention),
+    printf("  attention %s%s", tg_attn_kind_name(c->attention),
            c->attention == TG_ATTN_INTERACTING ? (c->interacting_literal ? " (literal all-pairs form)"
                                                                          : " (summed-query form)")
-                                               : "",
-           c->no_out_proj ? ", no output projection" : "");
-    printf("  norm %s, pos %s, activation %s\n", c->pre_norm ? "pre" : "post", c->learned_pos ? "learned" : "sinusoidal",
-           c->gelu ? "gelu" : "relu");
+                                               : "");
+    if (c->no_out_proj) printf(", no output projection");
+    if (c->window > 0) printf(", restricted to a window of %lld", (long long)c->window);
+    printf("\n");
+    printf("  norm %s (%s), pos %s, activation %s\n", c->pre_norm ? "pre" : "post", c->rms_norm ? "rms" : "layer",
+           c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
     printf("  dropout %g, attn_dropout %g, ffn_dropout %g, label_smoothing %g\n", (double)c->dropout,
            (double)c->attn_dropout, (double)c->ffn_dropout, (double)c->label_smoothing);
     printf("  max_len %lld, share_embeddings %s, tie_output %s\n", (long long)c->max_len,

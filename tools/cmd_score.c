@@ -5,7 +5,14 @@
  * Everything is read and checked first (UTF-8, no empty lines, parallel line counts, no sentence
  * longer than the model's max_len), so a bad input prints nothing on standard output. Pairs are
  * scored in batches of --batch in file order; padding is masked, so a score does not depend on
- * the batch it is in. */
+ * the batch it is in.
+ *
+ * A language model (arch lm) scores a text instead (--text, one sequence per line): log P of
+ * each line's tokens and </s> given <s>, and on standard error the perplexity
+ * exp(-Σ log P / Σ tokens), </s> counted as a token. A masked language model (arch mlm) scores
+ * --text masked by BERT's rule from --seed: log P of the masked tokens of each line, and on
+ * standard error the masked-token accuracy and perplexity. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +21,26 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 
-static const char SYNOPSIS[] = "--model M --src FILE --tgt FILE [--batch N] [--chars] [--threads N]";
+static const char SYNOPSIS[] = "--model M (--src FILE --tgt FILE | --text FILE) [--batch N] [--chars] [--threads N]";
 static const char DESCRIPTION[] =
     "Print log P(target | source) for each line pair: natural log, </s> included (SPEC.md 4), one\n"
-    "decimal number per line, in input order.";
+    "decimal number per line, in input order. A language model (arch lm) scores each line of\n"
+    "--text and prints its perplexity per token on standard error; a masked language model (arch\n"
+    "mlm) masks each line of --text (--mask-prob, --seed) and prints log P of the masked tokens,\n"
+    "and on standard error the masked-token accuracy.";
 
 int tg_cmd_score(int argc, char **argv) {
-    const char *cmd = "score", *model = NULL, *src = NULL, *tgt = NULL, *backend = "cpu";
-    int64_t batch = 32, threads = 0;
+    const char *cmd = "score", *model = NULL, *src = NULL, *tgt = NULL, *text = NULL, *backend = "cpu";
+    int64_t batch = 32, threads = 0, seed = 1;
+    double mask_prob = 0.15;
     bool chars = false;
     tg_opt opts[] = {
         {"model", TG_OPT_STRING, &model, 0, 0, NULL, "M", "checkpoint (.safetensors) (required)", 0, 0},
         {"src", TG_OPT_STRING, &src, 0, 0, NULL, "FILE", "source sentences (required)", 0, 0},
         {"tgt", TG_OPT_STRING, &tgt, 0, 0, NULL, "FILE", "target sentences, parallel to --src (required)", 0, 0},
+        {"text", TG_OPT_STRING, &text, 0, 0, NULL, "FILE", "a language model's text, one sequence per line", 0, 0},
+        {"mask-prob", TG_OPT_FLOAT, &mask_prob, 1e-6, 1, NULL, "P", "arch mlm: share of tokens masked", 0, 0},
+        {"seed", TG_OPT_INT, &seed, 0, 9007199254740992.0, NULL, "S", "arch mlm: masking seed", 0, 0},
         {"batch", TG_OPT_INT, &batch, 1, 100000, NULL, "N", "sentence pairs per batch", 0, 0},
         {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (as trained with --chars)", 0, 0},
         {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
@@ -37,7 +51,8 @@ int tg_cmd_score(int argc, char **argv) {
     int rc = tg_cli_parse(cmd, opts, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
     if (rc) return TG_EXIT_USAGE;
-    if (!model || !src || !tgt) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--model, --src and --tgt are required");
+    if (!model || (!text && (!src || !tgt)) || (text && (src || tgt)))
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--model and either --src and --tgt or (a language model) --text are required");
 
     tg_backend *be = NULL;
     tg_model *m = NULL;
@@ -46,13 +61,24 @@ int tg_cmd_score(int argc, char **argv) {
     double *scores = NULL;
     tg_status st = tg_backend_new(backend, &(tg_backend_options){.threads = (int)threads, .device = 0}, &be);
     if (st == TG_OK) st = tg_model_load(model, be, &m);
-    if (st == TG_OK) st = tg_lines_read(src, false, &ls);
-    if (st == TG_OK) st = tg_lines_read(tgt, false, &lt);
+    tg_model_arch arch = st == TG_OK ? tg_model_cfg(m)->arch : TG_ARCH_ENCDEC;
+    bool lm = st == TG_OK && arch != TG_ARCH_ENCDEC; /* lm or mlm: a text */
+    if (st == TG_OK && lm && !text)
+        st = tg_error_set(TG_ERR_INVALID, "'%s' is a %slanguage model (arch %s): score a text with --text FILE", model,
+                          arch == TG_ARCH_MLM ? "masked " : "", tg_model_arch_name(arch));
+    if (st == TG_OK && !lm && text)
+        st = tg_error_set(TG_ERR_INVALID, "'%s' is an encoder-decoder model (arch encdec): score pairs with --src and --tgt",
+                          model);
+    if (st == TG_OK && !lm) st = tg_lines_read(src, false, &ls);
+    if (st == TG_OK) st = tg_lines_read(lm ? text : tgt, false, &lt);
     if (st == TG_OK) {
         /* a sentence the model cannot take is an error here, never silently skipped */
         tg_corpus_options co = {.text = {.chars = chars}, .max_len = tg_model_cfg(m)->max_len, .skip_long = false};
-        st = tg_corpus_new(&ls, &lt, tg_model_src_vocab(m), tg_model_tgt_vocab(m), &co, &c);
+        st = arch == TG_ARCH_MLM ? tg_corpus_new_mlm(&lt, tg_model_tgt_vocab(m), &co, mask_prob, (uint64_t)seed, &c)
+             : lm                ? tg_corpus_new_lm(&lt, tg_model_tgt_vocab(m), &co, &c)
+                                 : tg_corpus_new(&ls, &lt, tg_model_src_vocab(m), tg_model_tgt_vocab(m), &co, &c);
     }
+    int64_t tokens = 0, right = 0;
     int64_t n = tg_corpus_size(c);
     if (st == TG_OK && !(scores = malloc((size_t)(n ? n : 1) * sizeof *scores)))
         st = tg_error_set(TG_ERR_NOMEM, "out of memory");
@@ -65,6 +91,10 @@ int tg_cmd_score(int argc, char **argv) {
         st = tg_corpus_batch(c, idx, k, &b);
         if (st == TG_OK) {
             st = tg_model_score(m, &b, scores + i);
+            tokens += b.tgt_tokens;
+            int64_t r = 0, t = 0;
+            if (st == TG_OK && arch == TG_ARCH_MLM) st = tg_model_mlm_accuracy(m, &b, &r, &t);
+            right += r;
             tg_batch_free(&b);
         }
     }
@@ -72,6 +102,15 @@ int tg_cmd_score(int argc, char **argv) {
     if (st == TG_OK) {
         for (int64_t i = 0; i < n; i++) printf("%.6f\n", scores[i]);
         if (fflush(stdout) != 0) st = tg_error_set(TG_ERR_IO, "cannot write the scores");
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += scores[i];
+        if (arch == TG_ARCH_LM && st == TG_OK && tokens > 0)
+            fprintf(stderr, "tg score: %lld sequences, %lld tokens with </s>: %.4f nats per token, perplexity %.3f\n",
+                    (long long)n, (long long)tokens, -sum / (double)tokens, exp(-sum / (double)tokens));
+        if (arch == TG_ARCH_MLM && st == TG_OK && tokens > 0)
+            fprintf(stderr, "tg score: %lld sequences, %lld masked tokens: accuracy %.2f %%, %.4f nats per token, perplexity %.3f\n",
+                    (long long)n, (long long)tokens, 100.0 * (double)right / (double)tokens, -sum / (double)tokens,
+                    exp(-sum / (double)tokens));
     }
     if (st) tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     free(scores);

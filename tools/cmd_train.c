@@ -27,9 +27,13 @@
 
 static const char SYNOPSIS[] =
     "--train-src FILE --train-tgt FILE [--dev-src FILE --dev-tgt FILE] --out DIR\n"
+    "                | --arch lm|mlm --train FILE [--dev FILE] --out DIR\n"
     "                (--steps N | --epochs N | --minutes M) [model and training options] [--config FILE] [--resume]";
 static const char DESCRIPTION[] =
-    "Train an encoder-decoder Transformer. Writes DIR/model.safetensors, DIR/state.safetensors and\n"
+    "Train an encoder-decoder Transformer, or with --arch lm a decoder-only language model on a\n"
+    "text of one sequence per line (GPT-2 style defaults: pre-LN, learned positions, GELU, one\n"
+    "vocabulary tied to the output, no label smoothing), or with --arch mlm an encoder-only masked\n"
+    "language model (BERT style: 15 % of the tokens masked once by the 80/10/10 rule). Writes DIR/model.safetensors, DIR/state.safetensors and\n"
     "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
     "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
     "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).\n"
@@ -66,24 +70,28 @@ static void on_signal(int sig) {
 typedef struct {
     /* data */
     const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
+    const char *arch, *train, *dev; /* --arch lm / mlm: one text file each */
+    double mask_prob;               /* --arch mlm */
     bool joint, chars, resume, overwrite;
     int64_t min_count, max_vocab;
     /* model */
-    int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len;
-    const char *attention, *norm, *pos, *activation;
+    int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len, window;
+    const char *attention, *norm, *pos, *activation, *norm_kind;
     bool interacting_literal, no_out_proj, share_embeddings, tie_output;
     double dropout, attn_dropout, ffn_dropout, label_smoothing;
     /* training */
     const char *optimizer, *schedule, *progress, *backend;
     double beta1, beta2, eps, weight_decay, momentum, lr, factor, min_lr, clip, minutes;
+    bool no_decay_vectors;
     int64_t warmup, max_tokens, accum, steps, epochs, seed, eval_interval, save_interval, log_interval, keep, threads;
     bool shuffle;
 } train_opts;
 
 #define MODEL_OPTION_NAMES                                                                                      \
-    "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal",     \
-        "no-out-proj", "norm", "pos", "share-embeddings", "tie-output", "activation", "dropout", "attn-dropout", \
-        "ffn-dropout", "label-smoothing", "max-len", "joint", "chars", "min-count", "max-vocab", "src-vocab", "tgt-vocab"
+    "arch", "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal", \
+        "no-out-proj", "norm", "norm-kind", "window", "pos", "share-embeddings", "tie-output", "activation",      \
+        "dropout", "attn-dropout", "ffn-dropout", "label-smoothing", "max-len", "joint", "chars", "min-count",    \
+        "max-vocab", "src-vocab", "tgt-vocab"
 
 static void defaults(train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -95,9 +103,12 @@ static void defaults(train_opts *o) {
     o->d_ff = m.d_ff;
     o->max_len = m.max_len;
     o->attention = "mha";
+    o->arch = "encdec";
+    o->mask_prob = 0.15;
     o->norm = "post";
     o->pos = "sinusoidal";
     o->activation = "relu";
+    o->norm_kind = "layer";
     o->tie_output = true;
     o->dropout = m.dropout;
     o->attn_dropout = m.attn_dropout;
@@ -131,6 +142,11 @@ static void table(train_opts *o, tg_opt *t) {
         {"train-tgt", TG_OPT_STRING, &o->train_tgt, 0, 0, NULL, "FILE", "training target sentences (required)", 0, 0},
         {"dev-src", TG_OPT_STRING, &o->dev_src, 0, 0, NULL, "FILE", "dev source sentences (loss at intervals)", 0, 0},
         {"dev-tgt", TG_OPT_STRING, &o->dev_tgt, 0, 0, NULL, "FILE", "dev target sentences", 0, 0},
+        {"arch", TG_OPT_CHOICE, &o->arch, 0, 0, "encdec|lm|mlm", NULL,
+         "model family: encoder-decoder, language model, masked language model", 0, 0},
+        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE", "--arch lm/mlm: training text, one sequence per line", 0, 0},
+        {"dev", TG_OPT_STRING, &o->dev, 0, 0, NULL, "FILE", "--arch lm/mlm: dev text (loss at intervals)", 0, 0},
+        {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
         {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
         {"resume", TG_OPT_BOOL, &o->resume, 0, 0, NULL, NULL, "continue the run saved in --out", 0, 0},
@@ -154,11 +170,16 @@ static void table(train_opts *o, tg_opt *t) {
         {"no-out-proj", TG_OPT_BOOL, &o->no_out_proj, 0, 0, NULL, NULL,
          "interacting: no output projection (the authors' public code)", 0, 0},
         {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
-        {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned", NULL, "positional encoding", 0, 0},
+        {"window", TG_OPT_INT, &o->window, 0, 1 << 20, NULL, "R",
+         "restricted self-attention: keys within R positions (0: all)", 0, 0},
+        {"norm-kind", TG_OPT_CHOICE, &o->norm_kind, 0, 0, "layer|rms", NULL, "LayerNorm or RMSNorm", 0, 0},
+        {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned|rope", NULL,
+         "positional encoding (rope: rotary, in self-attention)", 0, 0},
         {"share-embeddings", TG_OPT_BOOL, &o->share_embeddings, 0, 0, NULL, NULL,
          "one table for source, target and output (unset: as --joint)", 0, 0},
         {"tie-output", TG_OPT_BOOL, &o->tie_output, 0, 0, NULL, NULL, "output projection = target embedding", 0, 0},
-        {"activation", TG_OPT_CHOICE, &o->activation, 0, 0, "relu|gelu", NULL, "feed-forward activation", 0, 0},
+        {"activation", TG_OPT_CHOICE, &o->activation, 0, 0, "relu|gelu|swiglu", NULL,
+         "feed-forward activation (swiglu: gated, a third matrix)", 0, 0},
         {"dropout", TG_OPT_FLOAT, &o->dropout, 0, 0.99, NULL, "P", "dropout", 0, 0},
         {"attn-dropout", TG_OPT_FLOAT, &o->attn_dropout, 0, 0.99, NULL, "P", "attention dropout (unset: as --dropout)", 0, 0},
         {"ffn-dropout", TG_OPT_FLOAT, &o->ffn_dropout, 0, 0.99, NULL, "P", "dropout on the FFN hidden layer", 0, 0},
@@ -171,6 +192,8 @@ static void table(train_opts *o, tg_opt *t) {
         {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E", "Adam epsilon", 0, 0},
         {"weight-decay", TG_OPT_FLOAT, &o->weight_decay, 0, 10, NULL, "W",
          "weight decay (AdamW: decoupled; default 0, 0.01 with adamw)", 0, 0},
+        {"no-decay-vectors", TG_OPT_BOOL, &o->no_decay_vectors, 0, 0, NULL, NULL,
+         "no weight decay on biases and norm parameters (as GPT-2 and BERT)", 0, 0},
         {"momentum", TG_OPT_FLOAT, &o->momentum, 0, 0.999999, NULL, "M", "SGD momentum", 0, 0},
         {"schedule", TG_OPT_CHOICE, &o->schedule, 0, 0, "noam|constant|inverse_sqrt|inverse-sqrt|cosine", NULL,
          "learning-rate schedule", 0, 0},
@@ -224,12 +247,30 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     c->pre_norm = !strcmp(o->norm, "pre");
     c->learned_pos = !strcmp(o->pos, "learned");
     c->gelu = !strcmp(o->activation, "gelu");
+    c->swiglu = !strcmp(o->activation, "swiglu");
+    c->rope = !strcmp(o->pos, "rope");
+    c->rms_norm = !strcmp(o->norm_kind, "rms");
+    c->window = o->window;
     c->share_embeddings = tg_cli_find(t, "share-embeddings")->set ? o->share_embeddings : o->joint;
     c->tie_output = o->tie_output;
     c->dropout = (float)o->dropout;
     c->attn_dropout = (float)(tg_cli_find(t, "attn-dropout")->set ? o->attn_dropout : o->dropout);
     c->ffn_dropout = (float)o->ffn_dropout;
     c->label_smoothing = (float)o->label_smoothing;
+    if (tg_model_arch_parse(o->arch, &c->arch) != TG_OK) return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+    if (c->arch != TG_ARCH_ENCDEC) { /* one stack, one tied table; GPT-2 / BERT defaults where unset */
+        bool lm = c->arch == TG_ARCH_LM;
+        if (tg_cli_find(t, lm ? "enc-layers" : "dec-layers")->on_cli && (lm ? o->enc_layers : o->dec_layers) != 0)
+            return fail(cmd, TG_EXIT_USAGE, "--arch %s has no %s: --%s must be 0", o->arch, lm ? "encoder" : "decoder",
+                        lm ? "enc-layers" : "dec-layers");
+        if (lm) c->enc_layers = 0;
+        else c->dec_layers = 0;
+        c->share_embeddings = true;
+        if (lm && !tg_cli_find(t, "norm")->set) c->pre_norm = true; /* BERT is post-LN */
+        if (!tg_cli_find(t, "pos")->set) c->learned_pos = true;
+        if (!tg_cli_find(t, "activation")->set) c->gelu = true;
+        if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
+    }
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
@@ -250,6 +291,7 @@ static int train_config(const char *cmd, const train_opts *o, tg_opt *t, tg_trai
     c->optim.eps = (float)o->eps;
     c->optim.momentum = (float)o->momentum;
     if (tg_cli_find(t, "weight-decay")->set) c->optim.weight_decay = (float)o->weight_decay;
+    c->no_decay_vectors = o->no_decay_vectors;
     if (tg_lr_kind_parse(o->schedule, &c->lr.kind) != TG_OK)
         return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     c->lr.lr = o->lr;
@@ -295,7 +337,8 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
     tg_status st = TG_OK;
     *sv = *tv = NULL;
     if (o->src_vocab) st = tg_vocab_read(o->src_vocab, sv);
-    else st = tg_vocab_build(both, o->joint ? 2 : 1, &to, o->min_count, o->max_vocab, sv);
+    else st = tg_vocab_build(both, o->joint && !strcmp(o->arch, "encdec") ? 2 : 1, &to, o->min_count, o->max_vocab, sv);
+    if (st == TG_OK && !strcmp(o->arch, "mlm")) st = tg_vocab_add(*sv, "<mask>", NULL); /* the mask token */
     if (st) return st;
     if (o->joint) {
         *tv = *sv;
@@ -417,6 +460,28 @@ int tg_cmd_train(int argc, char **argv) {
                 fprintf(stderr, "tg train: warning: --%s is ignored with --resume (the model and its vocabularies "
                                 "come from the checkpoint)\n", model_opts[i]);
     }
+    bool lm = strcmp(o.arch, "encdec") != 0; /* lm or mlm: one text */
+    /* (a resumed lm run stored --train as --train-src and --train-tgt too: those agree) */
+#define SAME_OR_UNSET(a, b) (!(a) || ((b) && !strcmp((a), (b))))
+    if (lm && !(SAME_OR_UNSET(o.train_src, o.train) && SAME_OR_UNSET(o.train_tgt, o.train) &&
+                SAME_OR_UNSET(o.dev_src, o.dev) && SAME_OR_UNSET(o.dev_tgt, o.dev))) {
+        rc = fail(cmd, TG_EXIT_USAGE, "--arch %s trains on one text: give --train FILE [--dev FILE], not --train-src/--train-tgt",
+                  o.arch);
+        goto done;
+    }
+    if (!lm && (o.train || o.dev)) {
+        rc = fail(cmd, TG_EXIT_USAGE, "--train and --dev are the texts of --arch lm or mlm; an encoder-decoder takes --train-src and --train-tgt");
+        goto done;
+    }
+    if (lm) { /* the text is read as the target side; one vocabulary */
+        o.train_src = o.train_tgt = o.train;
+        o.dev_src = o.dev_tgt = o.dev;
+        o.joint = true;
+        if (!o.train) {
+            rc = fail(cmd, TG_EXIT_USAGE, "--arch %s needs --train FILE (see tg train --help)", o.arch);
+            goto done;
+        }
+    }
     if (!o.train_src || !o.train_tgt) {
         rc = fail(cmd, TG_EXIT_USAGE, "--train-src and --train-tgt are required (see tg train --help)");
         goto done;
@@ -478,8 +543,14 @@ int tg_cmd_train(int argc, char **argv) {
     }
     const tg_vocab *vs = m ? tg_model_src_vocab(m) : sv, *vt = m ? tg_model_tgt_vocab(m) : tv;
     tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
-    st = tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
-    if (st == TG_OK && o.dev_src) st = tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    bool mlm = !strcmp(o.arch, "mlm"); /* masks drawn once from the seed (dev: seed + 1) */
+    st = mlm  ? tg_corpus_new_mlm(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
+         : lm ? tg_corpus_new_lm(&lt, vt, &co, &train)
+              : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
+    if (st == TG_OK && o.dev_src)
+        st = mlm  ? tg_corpus_new_mlm(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
+             : lm ? tg_corpus_new_lm(&dt, vt, &co, &dev)
+                  : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
     AGREE_OR_DONE();
     if (grp) {
         st = tg_train_group_same(grp, tg_corpus_hash(train), "training data");
@@ -496,6 +567,7 @@ int tg_cmd_train(int argc, char **argv) {
     }
     tg_corpus_stats cs;
     tg_corpus_stats_get(train, &cs);
+    if (lm) cs.mean_len = cs.tgt_mean; /* the sources of a language model are empty */
     int64_t hmax = tg_model_max_heads(mc.d_model, cs.mean_len);
     if (leader)
         fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",

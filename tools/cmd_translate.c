@@ -246,6 +246,12 @@ int tg_cmd_translate(int argc, char **argv) {
     if (rc == 0 && tg_backend_cpu_new((int)op.threads, &be) != TG_OK) rc = fail("%s", tg_error_message());
     if (rc == 0 && tg_model_load(op.model, be, &m) != TG_OK)
         rc = fail("cannot load model '%s': %s", op.model, tg_error_message());
+    if (rc == 0 && tg_model_cfg(m)->arch == TG_ARCH_LM)
+        rc = fail("'%s' is a language model (arch lm): it has no source to translate; continue text with tg generate",
+                  op.model);
+    if (rc == 0 && tg_model_cfg(m)->arch == TG_ARCH_MLM)
+        rc = fail("'%s' is a masked language model (arch mlm): it has no decoder; score a text with tg score --text",
+                  op.model);
     int32_t **ids = calloc((size_t)(text.n ? text.n : 1), sizeof *ids);
     int64_t *len = calloc((size_t)(text.n ? text.n : 1), sizeof *len);
     if (rc == 0 && (!ids || !len)) rc = fail("out of memory");

@@ -18,8 +18,10 @@ static const command commands[] = {
     {"prep", tg_cmd_prep, "corpus statistics (mean lengths, h_max) and vocabularies"},
     {"train", tg_cmd_train, "train a Transformer; writes model, training state and metrics"},
     {"translate", tg_cmd_translate, "decode sentences with a checkpoint (greedy or beam search)"},
-    {"score", tg_cmd_score, "log-probability of each target sentence given its source"},
+    {"generate", tg_cmd_generate, "continue prompts with a language model (greedy or sampled)"},
+    {"score", tg_cmd_score, "log-probability of each target sentence given its source (or text: perplexity)"},
     {"eval", tg_cmd_eval, "BLEU, chrF, WER and PER of hypotheses against references"},
+    {"attention", tg_cmd_attention, "attention weights of every layer and head: CSV and heat maps"},
     {"inspect", tg_cmd_inspect, "configuration and parameter counts of a checkpoint"},
     {"average", tg_cmd_average, "average the parameters of several checkpoints"},
 };

@@ -313,11 +313,14 @@ tg_status tg_vocab_read(const char *path, tg_vocab **out) {
 struct tg_corpus {
     int64_t n, skipped;
     bool has_tgt;
+    bool mlm;                   /* masked-LM pairs: batches by tg_batch_build_mlm */
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
     int64_t cap, src_cap, tgt_cap;
 };
+
+void tg__corpus_set_mlm(tg_corpus *c) { c->mlm = true; }
 
 void tg_corpus_free(tg_corpus *c) {
     if (!c) return;
@@ -514,8 +517,8 @@ tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_
         s[i] = tg_corpus_src(c, idx[i], &sn[i]);
         if (c->has_tgt) t[i] = tg_corpus_tgt(c, idx[i], &tn[i]);
     }
-    if (st == TG_OK)
-        st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
+    if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
+    else if (st == TG_OK) st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
     free(s);
     free(t);
     free(sn);

@@ -1,5 +1,7 @@
 /* Optimizers over a store: the update itself runs on the store's backend (one fused pass per
- * parameter); this file owns the state buffers and the step count. */
+ * parameter); this file owns the state buffers, the step count and the parameter groups (a
+ * weight decay and a learning-rate scale per parameter). */
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@ struct tg_optim {
     tg_optim_config cfg;
     int64_t steps;
     float **m, **v; /* per parameter, NULL where unused */
+    float *wd, *lr_scale; /* per parameter: its group's weight decay and learning-rate scale */
 };
 
 tg_optim_config tg_optim_defaults(tg_optim_kind kind) {
@@ -43,6 +46,8 @@ void tg_optim_free(tg_optim *o) {
     }
     free(o->m);
     free(o->v);
+    free(o->wd);
+    free(o->lr_scale);
     free(o);
 }
 
@@ -67,13 +72,17 @@ tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out) 
     int64_t n = s->n ? s->n : 1;
     o->m = calloc((size_t)n, sizeof *o->m);
     o->v = calloc((size_t)n, sizeof *o->v);
-    if (!o->m || !o->v) {
+    o->wd = calloc((size_t)n, sizeof *o->wd);
+    o->lr_scale = calloc((size_t)n, sizeof *o->lr_scale);
+    if (!o->m || !o->v || !o->wd || !o->lr_scale) {
         tg_optim_free(o);
         return tg_error_set(TG_ERR_NOMEM, "tg_optim_new: out of memory");
     }
     bool need_m = cfg->kind != TG_OPTIM_SGD || cfg->momentum > 0.0f;
     bool need_v = cfg->kind != TG_OPTIM_SGD;
     for (int64_t i = 0; i < s->n; i++) {
+        o->wd[i] = cfg->weight_decay;
+        o->lr_scale[i] = 1.0f;
         if (!s->p[i].trainable) continue;
         if ((need_m && !(o->m[i] = zeros(s->backend, s->p[i].numel))) ||
             (need_v && !(o->v[i] = zeros(s->backend, s->p[i].numel)))) {
@@ -91,13 +100,55 @@ tg_status tg_optim_step(tg_optim *o, float lr) {
         return tg_error_set(TG_ERR_INVALID, "tg_optim_step: learning rate %g must be >= 0", (double)lr);
     o->steps++;
     tg_store *s = o->store;
+    tg_optim_config c = o->cfg;
     for (int64_t i = 0; i < s->n; i++) {
         tg_param_entry *e = &s->p[i];
         if (!e->trainable) continue;
-        tg_status st = s->backend->vt->optim_update(s->backend, &o->cfg, lr, o->steps, e->data,
+        c.weight_decay = o->wd[i];
+        tg_status st = s->backend->vt->optim_update(s->backend, &c, lr * o->lr_scale[i], o->steps, e->data,
                                                     e->grad, o->m[i], o->v[i], e->numel);
         if (st) return tg_error_prefix(st, "tg_optim_step: '%s'", e->name);
     }
+    return TG_OK;
+}
+
+tg_status tg_optim_set_group(tg_optim *o, const char *pattern, float weight_decay, float lr_scale,
+                             int64_t *matched) {
+    if (matched) *matched = 0;
+    if (!o || !pattern) return tg_error_set(TG_ERR_INVALID, "tg_optim_set_group: NULL argument");
+    if (!(weight_decay >= 0.0f && weight_decay <= 1e30f) || !(lr_scale >= 0.0f && lr_scale <= 1e30f))
+        return tg_error_set(TG_ERR_INVALID,
+                            "tg_optim_set_group '%s': weight decay %g and learning-rate scale %g must be finite and >= 0",
+                            pattern, (double)weight_decay, (double)lr_scale);
+    int64_t k = 0;
+    for (int64_t i = 0; i < o->store->n; i++) {
+        if (fnmatch(pattern, o->store->p[i].name, 0) != 0) continue;
+        o->wd[i] = weight_decay;
+        o->lr_scale[i] = lr_scale;
+        k++;
+    }
+    if (matched) *matched = k;
+    return TG_OK;
+}
+
+tg_status tg_optim_no_decay_on_vectors(tg_optim *o, int64_t *matched) {
+    /* keeps each vector's learning-rate scale: only the decay changes */
+    if (!o) return tg_error_set(TG_ERR_INVALID, "tg_optim_no_decay_on_vectors: optimizer is NULL");
+    int64_t k = 0;
+    for (int64_t i = 0; i < o->store->n; i++)
+        if (o->store->p[i].ndim < 2) {
+            o->wd[i] = 0.0f;
+            k++;
+        }
+    if (matched) *matched = k;
+    return TG_OK;
+}
+
+tg_status tg_optim_group_of(const tg_optim *o, int64_t i, float *weight_decay, float *lr_scale) {
+    if (!o || i < 0 || i >= o->store->n)
+        return tg_error_set(TG_ERR_INVALID, "tg_optim_group_of: bad parameter index %lld", (long long)i);
+    if (weight_decay) *weight_decay = o->wd[i];
+    if (lr_scale) *lr_scale = o->lr_scale[i];
     return TG_OK;
 }
 

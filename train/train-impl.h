@@ -7,6 +7,10 @@
 
 #define TG_TRAIN_MAX_META 8
 
+/* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
+ * (train/data.c; set by tg_corpus_new_mlm). */
+void tg__corpus_set_mlm(tg_corpus *c);
+
 struct tg_trainer {
     tg_model *m;
     const tg_corpus *train, *dev;

@@ -242,6 +242,7 @@ tg_status tg_trainer_new(tg_model *m, const tg_corpus *train, const tg_corpus *d
     /* the dropout RNG is keyed apart from the batcher's shuffle, both from the one seed */
     tg_rng_init(&t->drop_rng, c.seed ^ 0xD80F0D80F0D80F0Dull);
     if (st == TG_OK) st = tg_optim_new(tg_model_store(m), &c.optim, &t->opt);
+    if (st == TG_OK && c.no_decay_vectors) st = tg_optim_no_decay_on_vectors(t->opt, NULL);
     if (st == TG_OK) st = tg_batcher_new(train, c.max_tokens, c.seed, c.shuffle, &t->bt);
     if (st == TG_OK) st = tg_store_zero_grad(tg_model_store(m));
     t->writer = tg_dist_rank(c.dist) == 0;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "tg/model.h"
+#include "tg/sample.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +33,9 @@ typedef struct tg_decoder tg_decoder;
 /* Encode n sources (token ids without specials; </s> is appended, shorter ones are padded) and
  * prepare a decoder for up to max_rows hypotheses per step and max_steps steps (positions).
  * cached = false gives the no-cache reference (full re-run of the decoder each step). The model
- * is borrowed and must outlive the decoder; src is copied. Free with tg_decoder_free. */
+ * is borrowed and must outlive the decoder; src is copied. Free with tg_decoder_free.
+ * A language model (arch lm) has no source: src and src_n must be NULL, and the n "sentences"
+ * are independent sequences, each started by feeding <s> at step 0. */
 tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
                          int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out);
 void tg_decoder_free(tg_decoder *d);
@@ -94,6 +97,35 @@ tg_status tg_decode_full(tg_model *m, const int32_t *const *src, const int64_t *
                          const tg_decode_options *opts, tg_nbest **out);
 /* Free the results of tg_decode (NULL is allowed). */
 void tg_decode_free(tg_nbest *r, int64_t n);
+
+/* ---- generation from a language model (arch lm; models/generate.c) ---- */
+typedef struct tg_generate_options {
+    int64_t max_new;          /* tokens to generate at most (default 100) */
+    tg_sample_options sample; /* temperature (0 = greedy), top_k, top_p */
+    uint64_t seed;            /* the sampling RNG's seed (default 1) */
+    bool cached;              /* true (default): cached keys/values, one step per token;
+                               * false: the whole prefix recomputed per token (the reference) */
+} tg_generate_options;
+
+/* max_new 100, temperature 1, top_k 0, top_p 1, seed 1, cached. */
+tg_generate_options tg_generate_options_default(void);
+
+typedef struct tg_generation {
+    int32_t *ids;    /* generated ids after the prompt, without </s> (malloc'ed) */
+    int64_t len;
+    double logprob;  /* log P of the generated ids (and </s> when finished) under the model at
+                      * temperature 1, whatever the sampling options */
+    bool finished;   /* ended with </s> (false: max_new or the model's max_len reached) */
+} tg_generation;
+
+/* Continue `prompt` (n >= 0 ids of the model's vocabulary, without <s>): <s> and the prompt are
+ * fed one token per step, then tokens are drawn (tg_sample) until </s>, max_new tokens, or the
+ * model's max_len positions. <pad> and <s> are never drawn. Errors: an encoder-decoder model, a
+ * prompt with <pad> or an id outside the vocabulary, or a prompt that with <s> does not fit in
+ * max_len. On success *out owns its ids (tg_generation_free). */
+tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
+                      tg_generation *out);
+void tg_generation_free(tg_generation *g);
 
 #ifdef __cplusplus
 }

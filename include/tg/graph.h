@@ -61,6 +61,23 @@ tg_tensor *tg_full(tg_graph *g, float value, int ndim, const int64_t *shape);
  * and the parameter is trainable, tg_backward accumulates its gradient into the store. */
 tg_tensor *tg_param(tg_graph *g, tg_store *store, const char *name);
 
+/* tg_param with a printf-style name: tg_paramf(g, store, "layers.%d.w", i). A name longer than
+ * 127 bytes is an error recorded on the graph. */
+tg_tensor *tg_paramf(tg_graph *g, tg_store *store, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- leaves that model writers reach for (values computed on the host at the call) ---- */
+/* i32 [n]: start, start+1, ..., start+n-1 (the positions of a learned position table). */
+tg_tensor *tg_arange(tg_graph *g, int64_t start, int64_t n);
+/* f32 [nq, nk] causal mask, 1 = masked: the nq queries are the last nq of nk positions (query i
+ * sits at position nk - nq + i) and may not see a later key j > nk - nq + i. nq == nk is the
+ * usual square mask; nq = 1 is one new position over a cache. Broadcasts to [B, h, nq, nk]
+ * in tg_masked_fill(scores, mask, -INFINITY). */
+tg_tensor *tg_causal_mask(tg_graph *g, int64_t nq, int64_t nk);
+/* f32 [B, 1, 1, T] key padding mask, 1 = masked where ids[b*T + t] == pad (host ids, [B, T]).
+ * Combine with a causal mask by tg_add: any value != 0 masks. */
+tg_tensor *tg_padding_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T, int32_t pad);
+
 /* Ask for d(loss)/d(t) of a leaf input: call before building ops on t. tg_grad(g, t) then
  * returns the gradient tensor after tg_backward. Returns t. */
 tg_tensor *tg_requires_grad(tg_tensor *t);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tg/graph.h"
+#include "tg/rng.h"
 #include "tg/store.h"
 
 #ifdef __cplusplus
@@ -42,7 +43,18 @@ typedef enum tg_attn_kind {
     TG_ATTN_INTERACTING_PAIRWISE,
 } tg_attn_kind;
 
+/* The model family (docs/guide.md "Model families"). */
+typedef enum tg_model_arch {
+    TG_ARCH_ENCDEC = 0, /* encoder-decoder (translation): the default, and old checkpoints */
+    TG_ARCH_LM,         /* decoder-only language model (GPT-2 style): no encoder and no
+                         * cross-attention, one vocabulary, output tied to the embedding;
+                         * a sequence is the target side of a batch */
+    TG_ARCH_MLM,        /* encoder-only masked language model (BERT style): the encoder stack
+                         * and an output tied to the embedding; the vocabulary holds "<mask>" */
+} tg_model_arch;
+
 typedef struct tg_model_config {
+    tg_model_arch arch;
     int64_t d_model, heads, enc_layers, dec_layers, d_ff;
     tg_attn_kind attention;
     int64_t head_dim;         /* fixed_head: per-head width d_p (0 = d_model/heads) */
@@ -54,6 +66,15 @@ typedef struct tg_model_config {
     bool share_embeddings;    /* one table for source, target and output */
     bool tie_output;          /* output projection = target embedding (default true) */
     bool gelu;                /* activation=gelu (default relu) */
+    /* blocks of later Transformers, each an option of every family */
+    bool rms_norm;            /* norm_kind=rms: RMSNorm (Zhang & Sennrich 2019) for every norm */
+    bool swiglu;              /* activation=swiglu: (silu(x W1) * x W3) W2 (Shazeer 2020) */
+    bool rope;                /* pos=rope: rotary positions in self-attention (Su et al. 2021) */
+    int64_t classes;          /* arch mlm: > 0 adds a classification head on the first token
+                               * (cls_head.weight [classes, d], cls_head.bias) */
+    int64_t window;           /* > 0: restricted self-attention (Vaswani et al. 2017, Table 1): a
+                               * query at position i sees keys j with |i - j| <= window only
+                               * (0 = unrestricted); cross-attention is never restricted */
     int64_t max_len;          /* longest sequence (tokens incl. specials) */
     float dropout, attn_dropout, ffn_dropout, label_smoothing;
     int64_t src_vocab, tgt_vocab; /* sizes (filled from the vocabularies) */
@@ -62,9 +83,18 @@ typedef struct tg_model_config {
 /* The paper's base model defaults: N=6, d=512, d_ff=2048, h=8, dropout 0.1, post-LN, sinusoidal,
  * label smoothing 0.1, max_len 256. */
 tg_model_config tg_model_config_default(void);
+/* A GPT-2 style language model (arch lm): the defaults above with no encoder, pre-LN, learned
+ * positions, GELU, one shared embedding tied to the output, no label smoothing. */
+tg_model_config tg_model_config_lm_default(void);
+/* A BERT style masked language model (arch mlm): the defaults with no decoder, post-LN, learned
+ * positions, GELU, one shared embedding tied to the output, no label smoothing. */
+tg_model_config tg_model_config_mlm_default(void);
 /* Check every field; the message names the first bad one. */
 tg_status tg_model_config_check(const tg_model_config *c);
 const char *tg_attn_kind_name(tg_attn_kind k);
+/* "encdec" / "lm" / "mlm" */
+const char *tg_model_arch_name(tg_model_arch a);
+tg_status tg_model_arch_parse(const char *name, tg_model_arch *out);
 tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
 /* Per-head query/key width of the configuration (d_p for fixed_head, d/h otherwise). */
 int64_t tg_model_head_dim(const tg_model_config *c);
@@ -106,9 +136,35 @@ typedef struct tg_batch {
 tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
                          const int32_t *const *tgt, const int64_t *tgt_n);
 void tg_batch_free(tg_batch *b);
+/* A batch of n sequences for a language model (arch lm): targets = the sequences, sources
+ * empty. */
+tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
+
+/* ---- masked language models (arch mlm; models/mlm.c) ---- */
+/* BERT's masking rule (Devlin et al. 2019) on ids[0..n): every token that is not special
+ * (id >= 4) and not <mask> is chosen with probability p (at least one when any is eligible);
+ * a chosen token becomes <mask> (80 %), a uniformly random id of [4, V) (10 %) or stays (10 %).
+ * Writes the model input into input[0..n) and the targets into target[0..n): the original id
+ * where chosen, <pad> (ignored) elsewhere. Draws from rng. */
+tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+                      int32_t *target);
+/* A batch of n masked sequences: src = input + </s>, tgt_out = target with <pad> at every
+ * position not chosen (the </s> too), tgt_tokens = the number of chosen positions. */
+tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+                             const int64_t *len);
+/* Class logits [B, classes] of a masked language model with a classification head (classes
+ * > 0): the final encoder state of each sequence's first token through cls_head, as BERT
+ * classifies from its first token. ids [B, S] (right-padded with <pad>). */
+tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S);
+/* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
+ * and their number. */
+tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
 
 /* ---- graphs ---- */
-/* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). */
+/* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)
+ * reads only the target side: tgt_in = <s> + tokens predicts tgt_out = tokens + </s> under a
+ * causal mask, so tg_model_loss and tg_model_score (log P of each sequence, </s> included)
+ * serve both families. */
 tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b);
 /* Mean label-smoothed cross-entropy over non-pad target tokens (scalar). */
 tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
@@ -116,14 +172,31 @@ tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
 tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores);
 
 /* ---- pieces for decoding and tests ---- */
-/* Encoder output [B, S, d] and the source padding mask [B, 1, 1, S] (1 = masked) it used. */
+/* Encoder output [B, S, d] and the source padding mask [B, 1, 1, S] (1 = masked) it used.
+ * A language model has no encoder: NULL with an error. */
 tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
                            tg_tensor **src_mask);
 /* One attention sub-layer of the configured variant, parameters under `prefix` (e.g.
  * "encoder.layers.0.self_attn"): xq [B,n,d], xkv [B,m,d], mask broadcastable to [B,1,n,m]
- * (1 = masked, or NULL). Returns [B,n,d]. */
+ * (1 = masked, or NULL). Returns [B,n,d]. With pos=rope, xq == xkv (self-attention) rotates
+ * queries and keys by their positions 0..n-1. */
 tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask);
+
+/* ---- attention weights, for looking at (models/attn_maps.c) ---- */
+typedef struct tg_attn_map {
+    char name[160];             /* the sub-layer: "encoder.layers.0.self_attn", ... */
+    int ndim;                   /* 4: [B, h, n, m]; interacting_pairwise 5: [B, h_i, h_j, n, m] */
+    int64_t shape[TG_MAX_DIMS];
+    float *w;                   /* the weights that multiply V (talking heads: after the
+                                 * post-softmax mixing), row-major; malloc'ed */
+} tg_attn_map;
+
+/* The attention weights of every attention sub-layer (encoder self, decoder self, cross, in
+ * build order) for a batch (as tg_model_logits takes it), dropout off. On success *maps is a
+ * malloc'ed array of *count maps, freed with tg_attn_maps_free. */
+tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
+void tg_attn_maps_free(tg_attn_map *maps, int64_t count);
 
 #ifdef __cplusplus
 }

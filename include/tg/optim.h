@@ -38,6 +38,24 @@ tg_status tg_optim_step(tg_optim *o, float lr);
 /* Number of steps taken. */
 int64_t tg_optim_steps(const tg_optim *o);
 
+/* ---- parameter groups ----
+ * Every parameter starts in the default group: the configuration's weight decay and learning
+ * rate scale 1. A group assignment gives the parameters whose names match a glob pattern
+ * (fnmatch(3): "*.bias", "layers.*.norm?.weight") their own weight decay and a learning-rate
+ * multiplier; a later assignment overrides an earlier one for the parameters it matches. */
+/* Assign the parameters matching `pattern`: decay = weight decay (>= 0) of every kind (SGD and
+ * Adam add it to the gradient, AdamW decays decoupled), lr_scale >= 0 multiplies the step's
+ * learning rate. The number matched goes to *matched (may be NULL); matching none is not an
+ * error. */
+tg_status tg_optim_set_group(tg_optim *o, const char *pattern, float weight_decay, float lr_scale,
+                             int64_t *matched);
+/* The usual rule of GPT-2 / BERT training: no weight decay on parameters with fewer than two
+ * dimensions (biases, layer-norm gains and biases); matrices and embeddings keep the
+ * configuration's decay. Returns the number of parameters exempted in *matched (may be NULL). */
+tg_status tg_optim_no_decay_on_vectors(tg_optim *o, int64_t *matched);
+/* The weight decay and learning-rate scale in effect for parameter i. */
+tg_status tg_optim_group_of(const tg_optim *o, int64_t i, float *weight_decay, float *lr_scale);
+
 /* The optimizer state as host arrays, for checkpoints: moments of parameter i (n = numel);
  * `which` 0 = first moment / momentum, 1 = second moment. */
 tg_status tg_optim_read_state(const tg_optim *o, int64_t i, int which, float *dst, int64_t n);

@@ -21,4 +21,9 @@
 #include "tg/train.h"
 #include "tg/metrics.h"
 #include "tg/dist.h"
+/* the model writer's toolkit */
+#include "tg/init.h"
+#include "tg/sample.h"
+#include "tg/gradcheck.h"
+#include "tg/kv_cache.h"
 #endif

@@ -133,6 +133,18 @@ tg_status tg_corpus_new(const tg_lines *src, const tg_lines *tgt, const tg_vocab
  * tasks. tgt and tgt_n may be NULL. */
 tg_status tg_corpus_from_ids(int64_t n, const int32_t *const *src, const int64_t *src_n,
                              const int32_t *const *tgt, const int64_t *tgt_n, tg_corpus **out);
+/* A language model's corpus (arch lm): every line of `text` one sequence (the target side;
+ * the sources are empty), encoded with the model's one vocabulary. Options and errors as
+ * tg_corpus_new. */
+tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+                           tg_corpus **out);
+/* A masked language model's corpus (arch mlm): every line of `text` masked once by BERT's rule
+ * (tg_mlm_mask, probability p, from an RNG seeded with `seed`: static masking, the same masks
+ * every epoch); pair i is (masked input, targets), batched by tg_batch_build_mlm. Lines longer
+ * than opt->max_len (tokens + </s>) are skipped or an error as tg_corpus_new. The vocabulary
+ * must hold <mask>. */
+tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt, double p,
+                            uint64_t seed, tg_corpus **out);
 void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 int64_t tg_corpus_size(const tg_corpus *c);
@@ -224,6 +236,7 @@ typedef enum tg_progress_mode {
 
 typedef struct tg_train_config {
     tg_optim_config optim; /* SPEC §1: Adam 0.9 / 0.98 / 1e-9 */
+    bool no_decay_vectors; /* no weight decay on biases and norms (tg_optim_no_decay_on_vectors) */
     tg_lr_schedule lr;
     int64_t max_tokens;    /* token budget of one batch (padded source + target tokens) */
     int64_t accum;         /* batches accumulated per optimizer step (>= 1) */

@@ -1,0 +1,91 @@
+/* Generation from a decoder-only language model (arch lm) on the incremental decoder of
+ * models/decode.c: <s> and the prompt go in one token per step (each step appends to the
+ * cached keys/values of every layer), then every drawn token is fed back as the next step, so a
+ * token costs one step over the cache, not a pass over the whole prefix. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model-impl.h"
+#include "tg/decode.h"
+
+tg_generate_options tg_generate_options_default(void) {
+    tg_generate_options o = {.max_new = 100, .sample = tg_sample_options_default(), .seed = 1, .cached = true};
+    return o;
+}
+
+void tg_generation_free(tg_generation *g) {
+    if (!g) return;
+    free(g->ids);
+    memset(g, 0, sizeof *g);
+}
+
+/* log sum_i exp(x_i) in double: log softmax(x)[k] = x[k] - this */
+static double log_sum_exp(const float *x, int64_t n) {
+    double mx = -INFINITY, z = 0.0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, (double)x[i]);
+    for (int64_t i = 0; i < n; i++) z += exp((double)x[i] - mx);
+    return mx + log(z);
+}
+
+tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
+                      tg_generation *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!m || !out || n < 0 || (n > 0 && !prompt)) return tg_error_set(TG_ERR_INVALID, "tg_generate: NULL argument");
+    const tg_model_config *c = &m->cfg;
+    tg_generate_options o = opts ? *opts : tg_generate_options_default();
+    if (c->arch != TG_ARCH_LM)
+        return tg_error_set(TG_ERR_INVALID, "tg_generate: the model is %s (arch %s); generation continues a "
+                                            "language model (arch lm)",
+                            c->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder",
+                            tg_model_arch_name(c->arch));
+    if (o.max_new < 1) return tg_error_set(TG_ERR_INVALID, "tg_generate: max_new %lld < 1", (long long)o.max_new);
+    if (n + 1 > c->max_len)
+        return tg_error_set(TG_ERR_INVALID, "tg_generate: the prompt has %lld tokens (+ <s>), the model's max_len is %lld",
+                            (long long)n, (long long)c->max_len);
+    int64_t V = c->tgt_vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (prompt[i] <= TG_PAD || prompt[i] >= V)
+            return tg_error_set(TG_ERR_INVALID, "tg_generate: prompt token %lld: id %d is <pad> or outside the vocabulary (%lld)",
+                                (long long)i, prompt[i], (long long)V);
+    /* steps: <s> and the prompt, then one per generated token but the last */
+    int64_t steps = n + o.max_new < c->max_len ? n + o.max_new : c->max_len;
+    tg_decoder *d = NULL;
+    tg_status st = tg_decoder_new(m, NULL, NULL, 1, 1, steps, o.cached, &d);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    out->ids = malloc((size_t)o.max_new * sizeof *out->ids);
+    if (st == TG_OK && (!logits || !out->ids)) st = tg_error_set(TG_ERR_NOMEM, "tg_generate: out of memory");
+    tg_rng rng;
+    tg_rng_init(&rng, o.seed);
+    const int32_t parent = 0;
+    int32_t tok = TG_BOS;
+    for (int64_t s = 0; st == TG_OK && s < steps; s++) {
+        st = tg_decoder_step(d, 1, &parent, &tok, logits);
+        if (st != TG_OK) break;
+        if (s < n) { /* still reading the prompt: its next token is given */
+            tok = prompt[s];
+            continue;
+        }
+        /* log P under the model (temperature 1, no filters): the normaliser before masking */
+        double lse = log_sum_exp(logits, V);
+        logits[TG_PAD] = logits[TG_BOS] = -INFINITY; /* never drawn */
+        int64_t next;
+        st = tg_sample(logits, V, &o.sample, &rng, &next);
+        if (st != TG_OK) break;
+        out->logprob += (double)logits[next] - lse;
+        if (next == TG_EOS) {
+            out->finished = true;
+            break;
+        }
+        out->ids[out->len++] = (int32_t)next;
+        tok = (int32_t)next;
+        if (out->len == o.max_new) break;
+    }
+    free(logits);
+    tg_decoder_free(d);
+    if (st != TG_OK) {
+        tg_generation_free(out);
+        return st;
+    }
+    return TG_OK;
+}

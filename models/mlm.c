@@ -1,0 +1,94 @@
+/* The encoder-only masked language model family (arch mlm, BERT style): the masking rule,
+ * batches whose targets are the chosen positions only, and masked-token accuracy. The model is
+ * the encoder stack of models/transformer.c with the output tied to the embedding
+ * (tg_model_logits), so loss, training, evaluation and scoring are the shared code. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model-impl.h"
+
+tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+                      int32_t *target) {
+    if (!v || (n > 0 && (!ids || !input || !target)) || !rng || n < 0)
+        return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: NULL argument");
+    if (!(p > 0.0 && p <= 1.0)) return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: probability %g outside (0, 1]", p);
+    int32_t mask = tg_vocab_id(v, "<mask>"), V = (int32_t)tg_vocab_size(v);
+    if (mask == TG_UNK) return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: the vocabulary has no <mask> token");
+    int64_t eligible = 0, chosen = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool ok = ids[i] >= 4 && ids[i] != mask;
+        eligible += ok;
+        bool pick = ok && tg_rng_uniform(rng) < p;
+        chosen += pick;
+        input[i] = ids[i];
+        target[i] = pick ? ids[i] : TG_PAD;
+    }
+    if (eligible > 0 && chosen == 0) { /* every sequence teaches something: one at random */
+        int64_t k = (int64_t)tg_rng_below(rng, (uint64_t)eligible);
+        for (int64_t i = 0; i < n; i++)
+            if (ids[i] >= 4 && ids[i] != mask && k-- == 0) target[i] = ids[i];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (target[i] == TG_PAD) continue;
+        double r = tg_rng_uniform(rng);
+        if (r < 0.8) input[i] = mask;                                            /* 80 %: <mask> */
+        else if (r < 0.9) input[i] = 4 + (int32_t)tg_rng_below(rng, (uint64_t)(V - 4)); /* 10 %: random */
+    } /* 10 %: unchanged */
+    return TG_OK;
+}
+
+tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+                             const int64_t *len) {
+    if (!target) return tg_error_set(TG_ERR_INVALID, "tg_batch_build_mlm: no targets");
+    tg_status st = tg_batch_build(b, n, input, len, target, len);
+    if (st) return st;
+    /* the targets: chosen positions only (the </s> that tg_batch_build appends is no target) */
+    b->tgt_tokens = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t *to = b->tgt_out + i * b->tgt_len;
+        to[len[i]] = TG_PAD;
+        for (int64_t j = 0; j < len[i]; j++) b->tgt_tokens += to[j] != TG_PAD;
+    }
+    return TG_OK;
+}
+
+tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S) {
+    if (!m || !g || !ids) return NULL;
+    if (m->cfg.arch != TG_ARCH_MLM || m->cfg.classes < 1)
+        return tg__fail(g, TG_ERR_INVALID, "tg_model_classify: the model has no classification head (arch %s, classes %lld)",
+                        tg_model_arch_name(m->cfg.arch), (long long)m->cfg.classes);
+    tg_tensor *h = tg_model_encode(m, g, ids, B, S, NULL); /* [B, S, d] */
+    int64_t s2[2] = {B, m->cfg.d_model};
+    return tg__linear(m, g, "cls_head", tg_reshape(tg_slice(h, 1, 0, 1), 2, s2), true);
+}
+
+tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total) {
+    if (!m || !b || !correct || !total) return tg_error_set(TG_ERR_INVALID, "tg_model_mlm_accuracy: NULL argument");
+    *correct = *total = 0;
+    if (m->cfg.arch != TG_ARCH_MLM)
+        return tg_error_set(TG_ERR_INVALID, "tg_model_mlm_accuracy: the model is not a masked language model (arch %s)",
+                            tg_model_arch_name(m->cfg.arch));
+    tg_graph *g = tg_graph_new();
+    if (!g) return tg_error_set(TG_ERR_NOMEM, "tg_model_mlm_accuracy: out of memory");
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    int64_t V = m->cfg.tgt_vocab, n = b->size * b->tgt_len;
+    tg_tensor *logits = tg_keep(tg_model_logits(m, g, b));
+    float *l = malloc((size_t)(n * V) * sizeof *l);
+    tg_status st = l ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_model_mlm_accuracy: out of memory");
+    if (st == TG_OK && !logits) {
+        const char *msg;
+        tg_status gs = tg_graph_status(g, &msg);
+        st = gs ? tg_error_set(gs, "%s", msg) : tg_error_prefix(TG_ERR_INVALID, "tg_model_mlm_accuracy");
+    }
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) st = tg_tensor_read(logits, l, (size_t)(n * V) * sizeof *l);
+    for (int64_t i = 0; st == TG_OK && i < n; i++) {
+        if (b->tgt_out[i] == TG_PAD) continue;
+        ++*total;
+        *correct += tg_argmax(l + i * V, V) == b->tgt_out[i];
+    }
+    free(l);
+    tg_graph_free(g);
+    return st;
+}

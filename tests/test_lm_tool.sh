@@ -1,0 +1,152 @@
+#!/bin/sh
+# End-to-end tests of the language-model families in the `tg` program (tg train --arch lm and
+# --arch mlm, tg score --text, tg generate, tg inspect) on a tiny generated text: files
+# written, perplexity and masked-token accuracy reported, cached generation equal to full
+# recomputation, seeded sampling repeatable, and every wrong-family or too-long input refused
+# with a message and no output file.
+# Usage: test_lm_tool.sh PATH/TO/tg     Prints "N passed, N failed"; exit status 1 on any failure.
+set -u
+
+TG=${1:?usage: test_lm_tool.sh PATH/TO/tg}
+case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
+fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures/models
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_lm_tool.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() {
+    failed=$((failed + 1))
+    echo "FAIL $1"
+    [ -s out.txt ] && sed 's/^/     stdout: /' out.txt | head -8
+    [ -s err.txt ] && sed 's/^/     stderr: /' err.txt | head -8
+}
+run() {
+    "$TG" "$@" >out.txt 2>err.txt
+    rc=$?
+}
+# expect NAME STATUS FRAGMENT CMD...: exit status STATUS and FRAGMENT (if any) in stdout or stderr
+expect() {
+    name=$1 want=$2 frag=$3
+    shift 3
+    run "$@"
+    if [ "$rc" -ne "$want" ]; then
+        bad "$name (exit $rc, expected $want)"
+    elif [ -n "$frag" ] && ! grep -qF -- "$frag" out.txt err.txt; then
+        bad "$name (no \"$frag\" in the output)"
+    else
+        ok "$name"
+    fi
+}
+check() {
+    name=$1
+    shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+
+i=0
+while [ $i -lt 30 ]; do
+    echo "the cat sat on the mat"
+    echo "a dog ran on the grass"
+    echo "the dog sat"
+    i=$((i + 1))
+done >train.txt
+head -3 train.txt >dev.txt
+
+small="--d-model 32 --heads 2 --dec-layers 2 --d-ff 64 --max-len 12 --dropout 0 --schedule constant --lr 0.003
+ --warmup 10 --max-tokens 300 --progress none"
+# shellcheck disable=SC2086
+expect "train --arch lm" 0 "done at step 80" train --arch lm --train train.txt --dev dev.txt --out L $small --steps 80 \
+    --eval-interval 40
+check "train wrote model, state, metrics" sh -c '[ -s L/model.safetensors ] && [ -s L/state.safetensors ] && [ -s L/metrics.jsonl ]'
+check "dev perplexity in the metrics" grep -q '"event":"dev".*"ppl"' L/metrics.jsonl
+expect "train --resume of an lm" 0 "resuming at step 80" train --out L --resume --steps 90
+expect "inspect names the family" 0 "family: lm (decoder-only language model)" inspect --model L/model.safetensors
+check "inspect: no encoder" grep -q "encoder layers 0, decoder layers 2" out.txt
+expect "inspect an old checkpoint: encdec" 0 "family: encdec (encoder-decoder)" inspect --model "$fixtures/mha_pre.safetensors"
+expect "score --text" 0 "tg score: 3 sequences, 18 tokens with </s>" score --model L/model.safetensors --text dev.txt
+check "score: one line per sequence" sh -c '[ "$(wc -l <out.txt)" -eq 3 ]'
+check "score: perplexity below 2 on the training text" sh -c \
+    'awk "/perplexity/ { exit !(\$NF < 2.0) }" err.txt'
+expect "generate greedy" 0 "the cat sat on the mat" generate --model L/model.safetensors --prompt "the cat" --greedy
+cp out.txt greedy.txt
+expect "generate greedy without the cache" 0 "" generate --model L/model.safetensors --prompt "the cat" --greedy --no-cache
+check "cached greedy = full recomputation" cmp -s out.txt greedy.txt
+printf 'a\nthe dog\n\n' >prompts.txt
+expect "generate sampled from a file" 0 "" generate --model L/model.safetensors --input prompts.txt --temperature 1.5 \
+    --top-k 8 --top-p 0.95 --seed 4 --output s1.txt
+expect "generate sampled without the cache" 0 "" generate --model L/model.safetensors --input prompts.txt \
+    --temperature 1.5 --top-k 8 --top-p 0.95 --seed 4 --no-cache --output s2.txt
+check "sampled: three lines" sh -c '[ "$(wc -l <s1.txt)" -eq 3 ]'
+check "cached sampling = full recomputation (same seed)" cmp -s s1.txt s2.txt
+
+# wrong family, too long, bad options: an error and no output file
+expect "generate with an encoder-decoder" 1 "is an encoder-decoder model (arch encdec)" generate \
+    --model "$fixtures/mha_pre.safetensors" --prompt "a" --output g1.txt
+check "  nothing written" sh -c '[ ! -e g1.txt ]'
+expect "generate: prompt longer than max_len" 1 "the prompt has 12 tokens; the model takes at most 11 (+ <s>)" generate \
+    --model L/model.safetensors --prompt "the cat sat on the mat the cat sat on the mat" --output g2.txt
+check "  nothing written" sh -c '[ ! -e g2.txt ]'
+expect "translate with a language model" 1 "is a language model (arch lm)" translate --model L/model.safetensors \
+    --input dev.txt
+expect "score pairs with a language model" 1 "score a text with --text FILE" score --model L/model.safetensors \
+    --src dev.txt --tgt dev.txt
+expect "score --text with an encoder-decoder" 1 "score pairs with --src and --tgt" score \
+    --model "$fixtures/mha_pre.safetensors" --text dev.txt
+expect "train --arch lm with --train-src" 2 "--arch lm trains on one text" train --arch lm --train-src dev.txt \
+    --train-tgt dev.txt --out X --steps 1
+expect "train --train without --arch lm" 2 "the texts of --arch lm" train --train dev.txt --out X --steps 1
+expect "train --arch lm --enc-layers 2" 2 "has no encoder" train --arch lm --train dev.txt --out X --steps 1 --enc-layers 2
+check "  no directory created" sh -c '[ ! -e X ]'
+expect "generate --greedy with --top-k" 2 "--greedy takes no" generate --model L/model.safetensors --greedy --top-k 3
+
+# the blocks of later Transformers: RoPE, SwiGLU, RMSNorm
+# shellcheck disable=SC2086
+expect "train --arch lm --pos rope --activation swiglu --norm-kind rms --window 3" 0 "done at step 40" train \
+    --arch lm --train train.txt --out R $small --steps 40 --pos rope --activation swiglu --norm-kind rms --window 3
+expect "inspect shows the blocks" 0 "norm pre (rms), pos rope, activation swiglu" inspect --model R/model.safetensors
+check "inspect shows the window" grep -q "restricted to a window of 3" out.txt
+expect "generate with RoPE, cached" 0 "" generate --model R/model.safetensors --prompt "the" --seed 2 --output r1.txt
+expect "generate with RoPE, full" 0 "" generate --model R/model.safetensors --prompt "the" --seed 2 --no-cache --output r2.txt
+check "RoPE: cached generation = full recomputation" cmp -s r1.txt r2.txt
+expect "inspect --tensors of a RoPE model" 0 "" inspect --model R/model.safetensors --tensors
+check "  no position table" sh -c '! grep -q pos_embed out.txt'
+
+# attention weights: CSV per head and a heat-map grid per sub-layer
+expect "attention of a language model" 0 "2 attention sub-layers" attention --model R/model.safetensors \
+    --text "the cat sat" --out att
+check "attention: a CSV per head, labelled" sh -c \
+    'head -1 att/decoder.layers.1.self_attn.h1.csv | grep -qx "\"query \\\\ key\",\"<s>\",\"the\",\"cat\",\"sat\""'
+if command -v gnuplot >/dev/null 2>&1; then
+    check "attention: PNG heat maps (gnuplot)" sh -c '[ -s att/decoder.layers.0.self_attn.png ]'
+fi
+expect "attention of an encoder-decoder, its greedy translation" 0 "6 attention sub-layers" attention \
+    --model "$fixtures/talking_heads_pre.safetensors" --src "a b c" --out att2 --no-png
+check "attention: cross-attention files" sh -c '[ -s att2/decoder.layers.1.cross_attn.h0.csv ] && [ ! -e att2/decoder.layers.1.cross_attn.png ]'
+expect "attention: --text for an encoder-decoder" 1 "give --src (and --tgt)" attention \
+    --model "$fixtures/mha_pre.safetensors" --text "a" --out att3
+check "  no directory created" sh -c '[ ! -e att3 ]'
+
+# the masked language model family (--arch mlm)
+# shellcheck disable=SC2086
+expect "train --arch mlm" 0 "done at step 60" train --arch mlm --train train.txt --dev dev.txt --out M \
+    --d-model 32 --heads 2 --enc-layers 2 --d-ff 64 --max-len 12 --dropout 0 --schedule constant --lr 0.003 \
+    --warmup 10 --max-tokens 300 --progress none --steps 60 --optimizer adamw --no-decay-vectors
+expect "inspect names the mlm family" 0 "family: mlm (encoder-only masked language model)" inspect --model M/model.safetensors
+check "inspect: no decoder" grep -q "encoder layers 2, decoder layers 0" out.txt
+expect "score --text with an mlm: accuracy" 0 "masked tokens: accuracy" score --model M/model.safetensors --text dev.txt \
+    --seed 7
+cp out.txt mlm1.txt
+expect "score --text with an mlm again" 0 "" score --model M/model.safetensors --text dev.txt --seed 7
+check "mlm scores repeat with the seed" cmp -s out.txt mlm1.txt
+expect "generate with an mlm" 1 "is a masked language model (arch mlm)" generate --model M/model.safetensors --output g3.txt
+check "  nothing written" sh -c '[ ! -e g3.txt ]'
+expect "translate with an mlm" 1 "has no decoder" translate --model M/model.safetensors --input dev.txt
+expect "train --arch mlm --dec-layers 1" 2 "has no decoder" train --arch mlm --train dev.txt --out X --steps 1 --dec-layers 1
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,163 @@
+/* `tg generate`: continue prompts with a decoder-only language model (arch lm): greedy or
+ * sampled (temperature, top-k, top-p, seeded), with cached keys/values so that a token costs
+ * one decoder step (tg_generate, models/generate.c).
+ *
+ * Everything is checked before anything is generated (the model's family, every prompt's
+ * tokens and length), and the output is written only when every prompt has been continued, so
+ * a bad input writes nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tg/decode.h"
+#include "tg/train.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+static const char SYNOPSIS[] =
+    "--model M [--prompt TEXT | --input FILE] [--max-new N] [--greedy | --temperature T --top-k K --top-p P]\n"
+    "                [--seed S] [--chars] [--output FILE]";
+static const char DESCRIPTION[] =
+    "Continue each prompt (--prompt, or each line of --input; none: generate from <s>) with a\n"
+    "language model trained by tg train --arch lm, and print prompt and continuation, one line\n"
+    "each. Sampling draws from softmax(logits / T) restricted to the top k tokens and then to the\n"
+    "top-p nucleus; --greedy takes the most likely token. --chars: the model was trained with\n"
+    "--chars (a space is the token U+2581).";
+
+/* Append the text of tokens to a growing buffer: words joined by spaces, or characters with
+ * U+2581 read as a space. */
+static int append(char **buf, size_t *len, size_t *cap, const char *s) {
+    size_t n = strlen(s);
+    if (*len + n + 2 > *cap) {
+        size_t c = (*cap ? *cap * 2 : 256) + n;
+        char *p = realloc(*buf, c);
+        if (!p) return -1;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n + 1);
+    *len += n;
+    return 0;
+}
+
+static int append_tokens(char **buf, size_t *len, size_t *cap, const tg_vocab *v, const int32_t *ids, int64_t n,
+                         bool chars, bool *first) {
+    for (int64_t i = 0; i < n; i++) {
+        const char *t = tg_vocab_token(v, ids[i]);
+        if (chars && !strcmp(t, "\xe2\x96\x81")) t = " ";
+        if (!chars && !*first && append(buf, len, cap, " ")) return -1;
+        if (append(buf, len, cap, t)) return -1;
+        *first = false;
+    }
+    return 0;
+}
+
+int tg_cmd_generate(int argc, char **argv) {
+    const char *cmd = "generate", *model = NULL, *prompt = NULL, *input = NULL, *output = NULL, *backend = "cpu";
+    int64_t max_new = 100, top_k = 0, seed = 1, threads = 0;
+    double temperature = 1.0, top_p = 1.0;
+    bool greedy = false, chars = false, no_cache = false;
+    tg_opt opts[] = {
+        {"model", TG_OPT_STRING, &model, 0, 0, NULL, "M", "language model checkpoint (required)", 0, 0},
+        {"prompt", TG_OPT_STRING, &prompt, 0, 0, NULL, "TEXT", "the prompt", 0, 0},
+        {"input", TG_OPT_STRING, &input, 0, 0, NULL, "FILE", "prompts, one per line", 0, 0},
+        {"output", TG_OPT_STRING, &output, 0, 0, NULL, "FILE", "write to FILE (default: standard output)", 0, 0},
+        {"max-new", TG_OPT_INT, &max_new, 1, 1 << 20, NULL, "N", "tokens to generate at most per prompt", 0, 0},
+        {"greedy", TG_OPT_BOOL, &greedy, 0, 0, NULL, NULL, "take the most likely token (temperature 0)", 0, 0},
+        {"temperature", TG_OPT_FLOAT, &temperature, 0, 100, NULL, "T", "sampling temperature (0: greedy)", 0, 0},
+        {"top-k", TG_OPT_INT, &top_k, 0, 1 << 30, NULL, "K", "sample from the K most likely tokens (0: all)", 0, 0},
+        {"top-p", TG_OPT_FLOAT, &top_p, 1e-9, 1, NULL, "P", "then from the smallest set of mass >= P", 0, 0},
+        {"seed", TG_OPT_INT, &seed, 0, 9007199254740992.0, NULL, "S", "sampling seed", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (trained with --chars)", 0, 0},
+        {"no-cache", TG_OPT_BOOL, &no_cache, 0, 0, NULL, NULL, "recompute the whole prefix per token (slow; a check)", 0, 0},
+        {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
+        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        {0},
+    };
+    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    int rc = tg_cli_parse(cmd, opts, argc, argv, NULL, 0, NULL);
+    if (rc == TG_CLI_HELP) return TG_EXIT_OK;
+    if (rc) return TG_EXIT_USAGE;
+    if (!model) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--model is required");
+    if (prompt && input) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--prompt and --input exclude each other");
+    if (greedy && (tg_cli_find(opts, "temperature")->set || top_k || tg_cli_find(opts, "top-p")->set))
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--greedy takes no --temperature, --top-k or --top-p");
+
+    tg_backend *be = NULL;
+    tg_model *m = NULL;
+    tg_lines lines = {0};
+    int64_t np = input ? 0 : 1;
+    int32_t **ids = NULL;
+    int64_t *len = NULL;
+    tg_generation *gen = NULL;
+    char *text = NULL;
+    size_t tlen = 0, tcap = 0;
+    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
+    if (st == TG_OK) st = tg_model_load(model, be, &m);
+    if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_LM)
+        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg generate continues a language model (tg train --arch lm)",
+                          model, tg_model_cfg(m)->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder model",
+                          tg_model_arch_name(tg_model_cfg(m)->arch));
+    if (st == TG_OK && input) {
+        st = tg_lines_read(input, true, &lines);
+        np = lines.n;
+    }
+    if (st == TG_OK && (!(ids = calloc((size_t)np + 1, sizeof *ids)) || !(len = calloc((size_t)np + 1, sizeof *len)) ||
+                        !(gen = calloc((size_t)np + 1, sizeof *gen))))
+        st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    /* every prompt: tokens and length, before anything is generated */
+    tg_text_options to = {.chars = chars};
+    int64_t max_len = st == TG_OK ? tg_model_cfg(m)->max_len : 0;
+    for (int64_t i = 0; st == TG_OK && i < np; i++) {
+        const char *p = input ? lines.line[i] : prompt ? prompt : "";
+        char **toks = NULL;
+        int64_t nt = 0;
+        st = tg_tokenize(p, &to, &toks, &nt);
+        if (st == TG_OK && !(ids[i] = malloc((size_t)(nt + 1) * sizeof **ids))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; st == TG_OK && k < nt; k++) ids[i][k] = tg_vocab_id(tg_model_tgt_vocab(m), toks[k]);
+        len[i] = nt;
+        tg_tokens_free(toks, nt);
+        if (st == TG_OK && nt + 1 > max_len)
+            st = tg_error_set(TG_ERR_INVALID, "%s%lld: the prompt has %lld tokens; the model takes at most %lld (+ <s>)",
+                              input ? "prompt on line " : "prompt ", (long long)(i + 1), (long long)nt,
+                              (long long)(max_len - 1));
+    }
+    tg_generate_options go = tg_generate_options_default();
+    go.max_new = max_new;
+    go.seed = (uint64_t)seed;
+    go.cached = !no_cache;
+    go.sample.temperature = greedy ? 0.0f : (float)temperature;
+    go.sample.top_k = top_k;
+    go.sample.top_p = (float)top_p;
+    for (int64_t i = 0; st == TG_OK && i < np; i++) {
+        go.seed = (uint64_t)seed + (uint64_t)i; /* each prompt its own stream */
+        st = tg_generate(m, ids[i], len[i], &go, &gen[i]);
+        bool first = true;
+        if (st == TG_OK &&
+            (append_tokens(&text, &tlen, &tcap, tg_model_tgt_vocab(m), ids[i], len[i], chars, &first) ||
+             append_tokens(&text, &tlen, &tcap, tg_model_tgt_vocab(m), gen[i].ids, gen[i].len, chars, &first) ||
+             append(&text, &tlen, &tcap, "\n")))
+            st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    }
+    if (st == TG_OK) { /* only now: the output */
+        FILE *f = output ? fopen(output, "w") : stdout;
+        if (!f) st = tg_error_set(TG_ERR_IO, "cannot write '%s'", output);
+        else {
+            if (tlen && fwrite(text, 1, tlen, f) != tlen) st = tg_error_set(TG_ERR_IO, "cannot write the output");
+            if ((f != stdout ? fclose(f) : fflush(f)) != 0 && st == TG_OK) st = tg_error_set(TG_ERR_IO, "cannot write the output");
+        }
+    }
+    for (int64_t i = 0; i < np; i++) {
+        if (ids) free(ids[i]);
+        if (gen) tg_generation_free(&gen[i]);
+    }
+    free(ids);
+    free(len);
+    free(gen);
+    free(text);
+    tg_lines_free(&lines);
+    tg_model_free(m);
+    tg_backend_free(be);
+    if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
+    return TG_EXIT_OK;
+}

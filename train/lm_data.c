@@ -1,0 +1,54 @@
+/* Corpora of the language-model families, one sequence per line, held as parallel corpora so
+ * that batching, training, evaluation and scoring are the encoder-decoder's own code:
+ *  - arch lm: the sequence is the target side and the sources are empty (an empty source costs
+ *    one token, </s>, per sentence in the batch budget);
+ *  - arch mlm: (masked sequence, targets at the masked positions), masked once by BERT's rule. */
+#include <stdlib.h>
+
+#include "train/train-impl.h"
+
+tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+                           tg_corpus **out) {
+    if (!text || !vocab || !out) return tg_error_set(TG_ERR_INVALID, "tg_corpus_new_lm: NULL argument");
+    static char empty[1] = "";
+    tg_lines none = {.n = text->n, .line = malloc((size_t)(text->n ? text->n : 1) * sizeof(char *)), .buf = NULL,
+                     .path = text->path};
+    if (!none.line) return tg_error_set(TG_ERR_NOMEM, "tg_corpus_new_lm: out of memory");
+    for (int64_t i = 0; i < text->n; i++) none.line[i] = empty;
+    tg_status st = tg_corpus_new(&none, text, vocab, vocab, opt, out);
+    free(none.line);
+    return st;
+}
+
+tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt, double p,
+                            uint64_t seed, tg_corpus **out) {
+    if (out) *out = NULL;
+    tg_corpus *lm = NULL;
+    tg_status st = tg_corpus_new_lm(text, vocab, opt, &lm);
+    if (st) return st;
+    int64_t n = tg_corpus_size(lm);
+    int32_t **in = calloc((size_t)(n ? n : 1), sizeof *in), **tg = calloc((size_t)(n ? n : 1), sizeof *tg);
+    int64_t *len = calloc((size_t)(n ? n : 1), sizeof *len);
+    if (!in || !tg || !len) st = tg_error_set(TG_ERR_NOMEM, "tg_corpus_new_mlm: out of memory");
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    for (int64_t i = 0; st == TG_OK && i < n; i++) {
+        const int32_t *ids = tg_corpus_tgt(lm, i, &len[i]);
+        in[i] = malloc((size_t)(len[i] + 1) * sizeof **in);
+        tg[i] = malloc((size_t)(len[i] + 1) * sizeof **tg);
+        if (!in[i] || !tg[i]) st = tg_error_set(TG_ERR_NOMEM, "tg_corpus_new_mlm: out of memory");
+        else st = tg_mlm_mask(vocab, ids, len[i], p, &rng, in[i], tg[i]);
+    }
+    if (st == TG_OK)
+        st = tg_corpus_from_ids(n, (const int32_t *const *)in, len, (const int32_t *const *)tg, len, out);
+    if (st == TG_OK) tg__corpus_set_mlm(*out);
+    for (int64_t i = 0; in && tg && i < n; i++) {
+        free(in[i]);
+        free(tg[i]);
+    }
+    free(in);
+    free(tg);
+    free(len);
+    tg_corpus_free(lm);
+    return st;
+}
