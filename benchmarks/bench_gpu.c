@@ -4,7 +4,7 @@
  *   bench_gpu [--config nmt-small|g2p-small|base] [--attention mha] [--heads N]
  *             [--batch B] [--len L] [--steps 20] [--warmup-steps 3] [--check 1]
  *
- * Configurations (../shared/PERF.md): g2p-small d 256, h 4, 3+3 layers, d_ff 1024, vocabularies
+ * Configurations (docs/results.md §4): g2p-small d 256, h 4, 3+3 layers, d_ff 1024, vocabularies
  * 30/45, 128 x 10 tokens; nmt-small d 512, h 8, 6+6, d_ff 2048, vocabulary 8000 (separate
  * source/target tables here), 32 x 32 tokens; base: nmt-small with 64 x 64 tokens.
  * Each step builds a fresh graph (as training does), so the time includes graph building and

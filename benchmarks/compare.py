@@ -57,7 +57,7 @@ TASKS = {
 SIZES = {
     "tiny": dict(d_model=64, heads=4, layers=2, d_ff=256),
     "small": dict(d_model=128, heads=4, layers=2, d_ff=512),
-    "g2p-small": dict(d_model=256, heads=4, layers=3, d_ff=1024),  # PERF.md
+    "g2p-small": dict(d_model=256, heads=4, layers=3, d_ff=1024),  # results.md §4
     "base": dict(d_model=512, heads=8, layers=6, d_ff=2048),       # Vaswani et al.; Li & Luo
 }
 DEFAULT_SIZE = {"g2p": "small", "bible": "small", "reverse": "tiny", "copy": "tiny",
@@ -177,7 +177,7 @@ def build_parser():
     a("--bench", default=None, choices=["auto", "on", "off"], help="speed phase against the "
       "PyTorch peer (auto: when torch imports; default auto, bible off)")
     a("--bench-size", default="g2p-small", help="model preset of the speed phase (default "
-      "g2p-small, PERF.md)")
+      "g2p-small, docs/results.md §4)")
     a("--bench-heads", default="4", help="head counts of the speed phase (default 4)")
     a("--bench-batch", default="128x10x10", help="batch x source length x target length "
       "(default 128x10x10)")
@@ -337,7 +337,7 @@ def prepare_data(o):
 
 
 def corpus_stats(data):
-    """n̄ = mean tokens per training sequence, both sides pooled, without </s> (SPEC §2.4)."""
+    """n̄ = mean tokens per training sequence, both sides pooled, without </s> (docs/model.md §2.4)."""
     tokens = seqs = longest = 0
     for side in ("src", "tgt"):
         with open(os.path.join(data, "train." + side), encoding="utf-8") as f:
@@ -399,7 +399,7 @@ def tool_env(o):
     the caller chose a policy. Spinning threads are what OpenMP does by default; on a machine
     where other processes also run, a spinning team waits for a descheduled member and a
     training step took 12× longer on a loaded 2-core machine (5.8 s against 0.49 s).
-    The PyTorch peer gets the same setting (PERF.md's fair settings)."""
+    The PyTorch peer gets the same setting (its fair settings, docs/results.md §4)."""
     env = dict(os.environ)
     env["TG_NUM_THREADS"] = str(o.threads)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -459,7 +459,7 @@ def train_command(o, data, run, d, resume=False):
     if run["variant"] == "fixed_head":
         cmd += ["--head-dim", str(o.fixed_head_dim)]
     if o.task == "bible":
-        cmd += ["--joint"]  # one BPE vocabulary: shared embeddings (SPEC §1)
+        cmd += ["--joint"]  # one BPE vocabulary: shared embeddings (docs/model.md §1)
     if pairwise_accum(run) > 1:  # the same batch in slices (memory grows with h^2)
         cmd += ["--accum", str(pairwise_accum(run))]
     return cmd + budget_args(o) + o.train_arg

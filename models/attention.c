@@ -1,4 +1,4 @@
-/* The attention variants of SPEC §2, one interface: attend(X_q [B,n,d], X_kv [B,m,d], mask).
+/* The attention variants of docs/model.md §2, one interface: attend(X_q [B,n,d], X_kv [B,m,d], mask).
  * Masks broadcast to [B,1,n,m] with 1 = masked; a masked logit is -inf before the softmax and
  * a fully masked row gives zeros (the softmax kernel guarantees it). */
 #include <math.h>
@@ -19,7 +19,7 @@ static tg_tensor *proj(tg_model *m, tg_graph *g, const char *prefix, const char 
     return tg__linear(m, g, p, x, true);
 }
 
-/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (SPEC §4). The copy makes
+/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (docs/model.md §4). The copy makes
  * the batch of per-head products one uniform stride for the GEMM engine. */
 static tg_tensor *split_heads(tg_tensor *x, int64_t h, int64_t w) {
     if (!x) return NULL;

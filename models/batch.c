@@ -1,4 +1,4 @@
-/* Batches with SPEC §4's token conventions: source ids = tokens + </s>; decoder input =
+/* Batches with docs/model.md §4's token conventions: source ids = tokens + </s>; decoder input =
  * <s> + tokens; targets = tokens + </s>; right-padded with <pad>. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Model checkpoints in SPEC §4's format: safetensors, F32 tensors under the parameter names,
+/* Model checkpoints in docs/model.md §4's format: safetensors, F32 tensors under the parameter names,
  * and __metadata__ holding format = "tgraph", config (JSON), src_vocab and tgt_vocab (JSON
  * arrays of tokens, index = id). A checkpoint is usable alone. Unknown config keys are
  * ignored; missing required keys and shapes that disagree with the config are errors. */
@@ -193,7 +193,7 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         c->gelu = act && !strcmp(act, "gelu");
         c->swiglu = act && !strcmp(act, "swiglu");
         c->share_embeddings = get_bool(o, "share_embeddings", false);
-        /* SPEC §4: out_proj.weight exists only when the output projection is not tied */
+        /* docs/model.md §4: out_proj.weight exists only when the output projection is not tied */
         c->tie_output = get_bool(o, "tie_output", !has_out_proj);
         c->interacting_literal = get_bool(o, "interacting_literal", false);
         c->no_out_proj = get_bool(o, "no_out_proj", false);

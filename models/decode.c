@@ -1,4 +1,4 @@
-/* The incremental decoder (SPEC §1 "Decoding"): the encoder runs once, then one small graph per
+/* The incremental decoder (docs/model.md §1 "Decoding"): the encoder runs once, then one small graph per
  * step feeds one token per hypothesis ("row") through the decoder stack.
  *
  * Cached mode. Graphs are define-then-run and die after a step, so the caches live outside
@@ -258,7 +258,7 @@ static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_
     return tg__ffn(m, g, prefix, x);
 }
 
-/* logits = y E^T (SPEC §1: no bias), y [R, T, d] -> [R*T, V] */
+/* logits = y E^T (docs/model.md §1: no bias), y [R, T, d] -> [R*T, V] */
 static tg_tensor *logits_of(tg_model *m, tg_graph *g, tg_tensor *y) {
     int64_t flat[2] = {-1, m->cfg.d_model};
     return tg_matmul(tg_reshape(y, 2, flat), tg_param(g, m->store, tg__out_proj_name(&m->cfg)), false, true);

@@ -1,4 +1,4 @@
-/* Greedy and beam search (SPEC §1 "Decoding") on the incremental decoder of decode.c.
+/* Greedy and beam search (docs/model.md §1 "Decoding") on the incremental decoder of decode.c.
  *
  * Scores: log P(Y|X) is the sum of log softmax over the whole target vocabulary (computed in
  * double on the host from the step's float logits); a hypothesis scores log P(Y|X) / lp(Y)

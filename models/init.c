@@ -1,4 +1,4 @@
-/* Parameters of a model, created under SPEC §4's names with SPEC §1's initialisation:
+/* Parameters of a model, created under docs/model.md §4's names with docs/model.md §1's initialisation:
  * Xavier-uniform matrices, zero biases, LayerNorm gain 1 / bias 0, embeddings N(0, d^-1/2),
  * talking-heads mixing matrices the identity (so training starts as MHA). */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Layers of the Transformer (SPEC §1) from primitive ops: linear, layer norm, FFN, embeddings
+/* Layers of the Transformer (docs/model.md §1) from primitive ops: linear, layer norm, FFN, embeddings
  * with positions, masks, and the residual wiring of a sub-layer (post-LN or pre-LN).
  *
  * Error contract: a builder here that fails marks its graph (tg__fail, first error wins) before
@@ -57,7 +57,7 @@ tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
     return tg__linear(m, g, p, h, true);
 }
 
-/* Sinusoidal encoding, interleaved (SPEC §1): PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+/* Sinusoidal encoding, interleaved (docs/model.md §1): PE(pos, 2i) = sin(pos / 10000^(2i/d)),
  * PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). */
 static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) {
     float *pe = malloc((size_t)(len * d) * sizeof *pe);

@@ -25,7 +25,7 @@ struct tg_model {
  * kept when m->capture is set; returns w. */
 tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w);
 
-/* parameter names of SPEC §4 */
+/* parameter names of docs/model.md §4 */
 const char *tg__src_embed_name(const tg_model_config *c);
 const char *tg__tgt_embed_name(const tg_model_config *c);
 const char *tg__out_proj_name(const tg_model_config *c);
@@ -48,7 +48,7 @@ tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len)
 /* decoder self-attention mask [B,1,T,T]: causal or padded keys */
 tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T);
 
-/* a sub-layer with residual, norm and dropout (SPEC §1 wiring); f computes the sub-layer */
+/* a sub-layer with residual, norm and dropout (docs/model.md §1 wiring); f computes the sub-layer */
 typedef tg_tensor *(*tg__sublayer_fn)(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x,
                                       void *ctx);
 tg_tensor *tg__residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,

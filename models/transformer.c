@@ -1,4 +1,4 @@
-/* The encoder–decoder Transformer (SPEC §1): model lifetime, encoder and decoder stacks,
+/* The encoder–decoder Transformer (docs/model.md §1): model lifetime, encoder and decoder stacks,
  * logits, loss and scores. */
 #include <stdio.h>
 #include <stdlib.h>

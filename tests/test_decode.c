@@ -1,4 +1,4 @@
-/* Decoding (SPEC §1 "Decoding"): the cached incremental decoder against the full re-run for
+/* Decoding (docs/model.md §1 "Decoding"): the cached incremental decoder against the full re-run for
  * every attention kind, greedy and beam search, the length penalty and limit, batching, n-best
  * lists, and the greedy outputs of the PyTorch fixtures (tests/fixtures/models). */
 #include <stdio.h>
@@ -394,7 +394,7 @@ static double forced_logprob(tg_model *m, const int32_t *src, int64_t sn, const 
 }
 
 /* the log-probability accumulated while decoding is the teacher-forced one of the output; for
- * finished outputs that is the model's score (SPEC §4), checked on the fixtures below */
+ * finished outputs that is the model's score (docs/model.md §4), checked on the fixtures below */
 START_TEST(test_logprob_equals_forced) {
     tg_model *m = random_model((tg_attn_kind)_i, _i % 2, true, false, 70 + (uint64_t)_i);
     tg_nbest *r = decode(m, SRC, SRC_N, 4, 3, 3, TG_DECODE_AUTO, 6);

@@ -1,4 +1,4 @@
-/* Tests of the metrics module (include/tg/metrics.h, SPEC.md §3).
+/* Tests of the metrics module (include/tg/metrics.h, docs/model.md §3).
  *
  * Two kinds of oracle:
  * - small examples computed by hand (the arithmetic is in the comments);

@@ -1,6 +1,6 @@
-/* The model zoo against SPEC.md: PyTorch reference scores for every attention kind and both
+/* The model zoo against docs/model.md: PyTorch reference scores for every attention kind and both
  * norm placements (fixtures from tests/fixtures/make_model_fixtures.py), the identities of
- * SPEC §2, masking, and save -> load -> score. */
+ * docs/model.md §2, masking, and save -> load -> score. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +74,7 @@ START_TEST(test_fixture_scores) {
 }
 END_TEST
 
-/* ---- identities of SPEC §2 on one attention sub-layer ---- */
+/* ---- identities of docs/model.md §2 on one attention sub-layer ---- */
 
 static tg_model *tiny_opts(tg_attn_kind kind, int64_t heads, int64_t head_dim, bool literal, bool no_out_proj) {
     tg_model_config c = tg_model_config_default();

@@ -1,5 +1,5 @@
 /* Forward values of every op (ops.h) against values computed by hand, or computed here in
- * double precision from the op's definition (NumPy broadcasting, biased variance, SPEC.md §1's
+ * double precision from the op's definition (NumPy broadcasting, biased variance, docs/model.md §1's
  * label-smoothed cross-entropy). Each test builds a small graph on a 2-thread CPU backend,
  * runs it and compares every element of the kept result; shapes are checked too.
  * Views and layout (reshape, permute, slice, contiguous) have their own file, test_views.c. */
@@ -1045,7 +1045,7 @@ END_TEST
 
 /* ================================ cross-entropy ================================ */
 
-/* SPEC.md §1: q(k) = (1 - eps)[k = y] + eps / V, loss_row = -sum_k q(k) log softmax(x)_k */
+/* docs/model.md §1: q(k) = (1 - eps)[k = y] + eps / V, loss_row = -sum_k q(k) log softmax(x)_k */
 static double ce_row_ref(const float *x, int64_t V, int32_t y, double eps) {
     double m = -INFINITY, s = 0, loss = 0;
     for (int64_t k = 0; k < V; k++) m = x[k] > m ? x[k] : m;

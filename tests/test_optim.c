@@ -2,7 +2,7 @@
  * Philox-4x32-10 against the known-answer vectors of Random123 (kat_vectors), and the sequential
  * generator's uniform and normal draws for sanity.
  *
- * Reference updates are computed here in double from the formulas (SPEC.md §1 training recipe;
+ * Reference updates are computed here in double from the formulas (docs/model.md §1 training recipe;
  * Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019) and compared with the float32
  * results to a relative 1e-5. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* `tg average`: checkpoint averaging (SPEC.md §1: parameter mean of the last k checkpoints).
+/* `tg average`: checkpoint averaging (docs/model.md §1: parameter mean of the last k checkpoints).
  * Either the checkpoints are named, or --dir DIR --last K takes the K highest-numbered
  * DIR/checkpoint-STEP.safetensors that `tg train --keep-checkpoints` leaves. */
 #include <dirent.h>

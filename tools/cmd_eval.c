@@ -1,13 +1,13 @@
-/* `tg eval`: score hypotheses against references (SPEC.md §3) and print each metric with a
+/* `tg eval`: score hypotheses against references (docs/model.md §3) and print each metric with a
  * sacreBLEU-style signature of what was computed, "NAME|sig = score (details)"; optionally
  * sacreBLEU's paired bootstrap test against a baseline system, and everything as one JSON
  * object (--json) for scripts.
  *
  * References: one line per hypothesis. A line may hold several references joined by " ||| "
- * (the .refs files of the G2P data); WER and PER then use them as SPEC §3 says for G2P (a word
+ * (the .refs files of the G2P data); WER and PER then use them as docs/model.md §3 says for G2P (a word
  * is right if it matches any reference; PER against the closest). BLEU, chrF, METEOR, ROUGE-L
  * and CIDEr-D take exactly one reference per line.
- * WER has two meanings in SPEC §3: word-level Levenshtein distance / reference words (the
+ * WER has two meanings in docs/model.md §3: word-level Levenshtein distance / reference words (the
  * default for single references), and for G2P the share of words whose whole phoneme string is
  * wrong (mode g2p: chosen by --g2p, and automatically when a reference line holds " ||| " or
  * the reference file ends in .refs). The signature says which. */

@@ -1,4 +1,4 @@
-/* `tg inspect`: what a checkpoint holds: its configuration (SPEC.md §4 metadata), vocabulary
+/* `tg inspect`: what a checkpoint holds: its configuration (docs/model.md §4 metadata), vocabulary
  * sizes, and parameter counts per module (embeddings, each encoder and decoder layer split into
  * attention / feed-forward / norms) and per kind (self- and cross-attention of the configured
  * variant, feed-forward, norms, embeddings). The checkpoint is loaded as `tg score` would load

@@ -1,6 +1,6 @@
 /* `tg prep`: read a (parallel) corpus, check it, build its vocabularies and print the statistics
  * that choose a model: sentence counts, mean lengths per side (tokens without and with </s>)
- * and the interacting-head paper's bound h_max = floor(d / n̄) (SPEC.md §2.4), n̄ the mean
+ * and the interacting-head paper's bound h_max = floor(d / n̄) (docs/model.md §2.4), n̄ the mean
  * token length of the sequences, both sides pooled, without </s>. With --out the vocabularies
  * are written (one token per line, index = id) for `tg train --src-vocab/--tgt-vocab`. */
 #include <errno.h>
@@ -17,7 +17,7 @@ static const char SYNOPSIS[] = "--src FILE [--tgt FILE] [--joint] [--chars] [--d
 static const char DESCRIPTION[] =
     "Check a corpus (UTF-8, no empty lines, parallel line counts), build its vocabularies and print\n"
     "sentence counts, mean lengths (tokens per sentence, without and with </s>) and\n"
-    "h_max = floor(d_model / n) (SPEC.md 2.4), n = mean tokens per sequence over both sides, without </s>.";
+    "h_max = floor(d_model / n) (docs/model.md §2.4), n = mean tokens per sequence over both sides, without </s>.";
 
 int tg_cmd_prep(int argc, char **argv) {
     const char *src = NULL, *tgt = NULL, *out = NULL;
@@ -93,14 +93,14 @@ int tg_cmd_prep(int argc, char **argv) {
         int64_t hmax = tg_model_max_heads(d_model, s.mean_len);
         printf("n̄ = mean tokens per sequence (%s, without </s>) = %.3f\n", tgt ? "both sides pooled" : "source",
                s.mean_len);
-        printf("h_max = floor(d_model / n̄) = floor(%lld / %.3f) = %lld   (SPEC.md 2.4)\n", (long long)d_model,
+        printf("h_max = floor(d_model / n̄) = floor(%lld / %.3f) = %lld   (docs/model.md §2.4)\n", (long long)d_model,
                s.mean_len, (long long)hmax);
         if (tgt)
             printf("per side: h_max(source) = %lld, h_max(target) = %lld\n",
                    (long long)tg_model_max_heads(d_model, s.src_mean), (long long)tg_model_max_heads(d_model, s.tgt_mean));
         if (heads > 0 && heads > hmax)
             fprintf(stderr, "tg prep: warning: %lld heads > h_max = %lld for this corpus at d_model %lld "
-                            "(head width %lld < mean length %.1f: the low-rank bottleneck of SPEC.md 2.2/2.4)\n",
+                            "(head width %lld < mean length %.1f: the low-rank bottleneck of docs/model.md §2.2/2.4)\n",
                     (long long)heads, (long long)hmax, (long long)d_model, (long long)(d_model / heads), s.mean_len);
         if (out) printf("vocabularies written to %s/\n", out);
     }

@@ -1,4 +1,4 @@
-/* `tg score`: log P(target | source) of each sentence pair under a checkpoint (SPEC.md §4: the
+/* `tg score`: log P(target | source) of each sentence pair under a checkpoint (docs/model.md §4: the
  * sum over target positions of log softmax(logits)[target], natural log, </s> included, the
  * softmax over the whole target vocabulary, dropout off), one line per pair, "%.6f".
  *
@@ -23,7 +23,7 @@
 
 static const char SYNOPSIS[] = "--model M (--src FILE --tgt FILE | --text FILE) [--batch N] [--chars] [--threads N]";
 static const char DESCRIPTION[] =
-    "Print log P(target | source) for each line pair: natural log, </s> included (SPEC.md 4), one\n"
+    "Print log P(target | source) for each line pair: natural log, </s> included (docs/model.md §4), one\n"
     "decimal number per line, in input order. A language model (arch lm) scores each line of\n"
     "--text and prints its perplexity per token on standard error; a masked language model (arch\n"
     "mlm) masks each line of --text (--mask-prob, --seed) and prints log P of the masked tokens,\n"

@@ -1,6 +1,6 @@
-/* `tg train`: train a Transformer on a parallel corpus (SPEC.md §1 training recipe).
+/* `tg train`: train a Transformer on a parallel corpus (docs/model.md §1 training recipe).
  *
- * Writes into --out DIR: model.safetensors (the SPEC §4 checkpoint), state.safetensors (optimizer
+ * Writes into --out DIR: model.safetensors (the docs/model.md §4 checkpoint), state.safetensors (optimizer
  * moments, position in the data, RNG: `--resume` continues bit-exactly) and metrics.jsonl (one
  * JSON object per line: train / dev / end events), each checkpoint written atomically.
  *
@@ -163,7 +163,7 @@ static void table(train_opts *o, tg_opt *t) {
         {"dec-layers", TG_OPT_INT, &o->dec_layers, 1, 256, NULL, "N", "decoder layers", 0, 0},
         {"d-ff", TG_OPT_INT, &o->d_ff, 1, 1 << 20, NULL, "N", "feed-forward width", 0, 0},
         {"attention", TG_OPT_CHOICE, &o->attention, 0, 0, "mha|fixed_head|talking_heads|interacting|interacting_pairwise",
-         NULL, "attention variant (SPEC.md 2)", 0, 0},
+         NULL, "attention variant (docs/model.md §2)", 0, 0},
         {"head-dim", TG_OPT_INT, &o->head_dim, 0, 65536, NULL, "N", "fixed_head: per-head width (0: d/h)", 0, 0},
         {"interacting-literal", TG_OPT_BOOL, &o->interacting_literal, 0, 0, NULL, NULL,
          "interacting: the paper's all-pairs form", 0, 0},
@@ -587,7 +587,7 @@ int tg_cmd_train(int argc, char **argv) {
                 (long long)mc.max_len);
     if (leader && mc.heads > hmax)
         fprintf(stderr, "tg train: warning: %lld heads > h_max = floor(%lld / %.2f) = %lld of the training data "
-                        "(SPEC.md 2.4: heads narrower than the mean sequence length hit the low-rank bottleneck)\n",
+                        "(docs/model.md §2.4: heads narrower than the mean sequence length hit the low-rank bottleneck)\n",
                 (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
 
     if (!m) {

@@ -1,4 +1,4 @@
-/* `tg translate`: decode sources with a checkpoint (greedy or beam search, SPEC §1 "Decoding").
+/* `tg translate`: decode sources with a checkpoint (greedy or beam search, docs/model.md §1 "Decoding").
  *
  * Input: one sentence per line, tokens separated by spaces (tokens not in the source vocabulary
  * become <unk>). Output: one hypothesis per line, tokens separated by one space, in input order;

@@ -1,4 +1,4 @@
-/* Checkpoint averaging (SPEC.md §1: "parameter mean of the last k checkpoints"; the paper
+/* Checkpoint averaging (docs/model.md §1: "parameter mean of the last k checkpoints"; the paper
  * averages the last 5 checkpoints of the base model).
  *
  * θ_avg = (1/k) Σ_i θ_i element by element, summed in double and rounded once to float, over

@@ -1,6 +1,6 @@
 /* Training data: text files read and validated whole, tokenisation (words or characters),
  * vocabularies built from counts, parallel corpora of token ids, and the length-bucketed
- * batcher of SPEC.md §1 ("batches built from length-sorted buckets to a token budget").
+ * batcher of docs/model.md §1 ("batches built from length-sorted buckets to a token budget").
  *
  * Validation happens before anything is written anywhere, so a bad input file never leaves
  * partial output behind: every error names the file and the 1-based line. */

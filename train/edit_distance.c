@@ -1,4 +1,4 @@
-/* Edit-distance metrics (SPEC.md §3): word-level Levenshtein distance, corpus WER, and the
+/* Edit-distance metrics (docs/model.md §3): word-level Levenshtein distance, corpus WER, and the
  * G2P word error rate / phoneme error rate with several reference pronunciations. */
 #include "tg/metrics.h"
 #include "train/metrics-impl.h"

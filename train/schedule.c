@@ -1,4 +1,4 @@
-/* Learning-rate schedules (SPEC.md §1 "Training recipe").
+/* Learning-rate schedules (docs/model.md §1 "Training recipe").
  *
  * noam (Vaswani et al. 2017, eq. 3): lr(step) = factor · d^-0.5 · min(step^-0.5, step · w^-1.5),
  * step from 1: a linear rise for w steps to factor · (d·w)^-0.5, then decay as step^-0.5. The two

@@ -1,4 +1,4 @@
-/* The training loop (SPEC.md §1 "Training recipe"): gradient accumulation over k batches,
+/* The training loop (docs/model.md §1 "Training recipe"): gradient accumulation over k batches,
  * global-norm clipping, the learning-rate schedule, dev-set evaluation, JSON-lines metrics,
  * a progress display, periodic checkpoints and a clean stop on request.
  *

@@ -1,4 +1,4 @@
-/* tgraph — evaluation metrics (SPEC.md §3): corpus BLEU and chrF computed exactly as
+/* tgraph — evaluation metrics (docs/model.md §3): corpus BLEU and chrF computed exactly as
  * sacreBLEU 2.x computes them, word error rate, the G2P word/phoneme error rates, METEOR (as
  * NLTK, without WordNet), ROUGE-L (as rouge-score), CIDEr-D (as pycocoevalcap), and
  * sacreBLEU's paired bootstrap significance test over per-sentence statistics.
@@ -131,7 +131,7 @@ typedef struct tg_metric_g2p_result {
     int64_t ref_phones;   /* Σ_i length of the closest reference of word i */
 } tg_metric_g2p_result;
 
-/* G2P metrics (SPEC.md §3) for n words. hyps[i] is the predicted pronunciation of word i and
+/* G2P metrics (docs/model.md §3) for n words. hyps[i] is the predicted pronunciation of word i and
  * refs[i][0 .. n_refs[i]) its accepted pronunciations, all as phonemes separated by
  * whitespace (so "AH0  B" equals "AH0 B"); n_refs[i] >= 1. With d_ij the phoneme-level
  * Levenshtein distance between hyps[i] and refs[i][j]:

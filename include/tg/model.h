@@ -1,4 +1,4 @@
-/* tgraph — the Transformer model zoo (SPEC.md §1, §2, §4).
+/* tgraph — the Transformer model zoo (docs/model.md §1, §2, §4).
  *
  * A model is a configuration, two vocabularies and a parameter store. Building the graph for a
  * batch is one call; the attention variant is a configuration field, so every attention of the
@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-/* ---- vocabularies: ids <pad>=0, <unk>=1, <s>=2, </s>=3 come first (SPEC §4) ---- */
+/* ---- vocabularies: ids <pad>=0, <unk>=1, <s>=2, </s>=3 come first (docs/model.md §4) ---- */
 enum { TG_PAD = 0, TG_UNK = 1, TG_BOS = 2, TG_EOS = 3 };
 
 typedef struct tg_vocab tg_vocab;
@@ -101,13 +101,13 @@ int64_t tg_model_head_dim(const tg_model_config *c);
 /* The number of parameters (floats) of a model of config c (vocabulary sizes included),
  * without creating it; as a double, since a bad config can imply more than 2^63. */
 tg_status tg_model_param_count(const tg_model_config *c, double *out);
-/* h_max = floor(d / mean_len) (SPEC §2.4; the interacting-head paper's head-count bound). */
+/* h_max = floor(d / mean_len) (docs/model.md §2.4; the interacting-head paper's head-count bound). */
 int64_t tg_model_max_heads(int64_t d_model, double mean_len);
 
 /* ---- the model ---- */
 typedef struct tg_model tg_model;
 
-/* A freshly initialised model (SPEC §1 initialisation, seeded). Takes ownership of the
+/* A freshly initialised model (docs/model.md §1 initialisation, seeded). Takes ownership of the
  * vocabularies (src and tgt may be the same pointer: a joint vocabulary); cfg's vocab sizes are
  * set from them. */
 tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
@@ -119,11 +119,11 @@ const tg_vocab *tg_model_src_vocab(const tg_model *m);
 const tg_vocab *tg_model_tgt_vocab(const tg_model *m);
 tg_backend *tg_model_backend(const tg_model *m);
 
-/* Checkpoints in the SPEC §4 safetensors format (usable alone; written atomically). */
+/* Checkpoints in the docs/model.md §4 safetensors format (usable alone; written atomically). */
 tg_status tg_model_save(const tg_model *m, const char *path);
 tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out);
 
-/* ---- batches (SPEC §4 token conventions) ---- */
+/* ---- batches (docs/model.md §4 token conventions) ---- */
 typedef struct tg_batch {
     int64_t size, src_len, tgt_len; /* B, S (incl. </s>), T (incl. <s> / </s>) */
     int32_t *src;                   /* [B, S]: tokens + </s>, right-padded with <pad> */
@@ -168,7 +168,7 @@ tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct
 tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b);
 /* Mean label-smoothed cross-entropy over non-pad target tokens (scalar). */
 tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
-/* log P(target | source) per sentence (SPEC §4: natural log, </s> included, dropout off). */
+/* log P(target | source) per sentence (docs/model.md §4: natural log, </s> included, dropout off). */
 tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores);
 
 /* ---- pieces for decoding and tests ---- */

@@ -149,7 +149,7 @@ typedef enum tg_reduction {
     TG_REDUCE_SUM = 1,
     TG_REDUCE_NONE = 2, /* one loss per row; ignored rows give 0 */
 } tg_reduction;
-/* Label-smoothed cross-entropy (SPEC.md §1): logits [N, V], targets i32 [N];
+/* Label-smoothed cross-entropy (docs/model.md §1): logits [N, V], targets i32 [N];
  * q(k) = (1 - eps)[k = y] + eps / V; loss_row = -sum_k q(k) log softmax(logits)_k.
  * Rows whose target equals ignore_index contribute nothing. */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,

@@ -26,7 +26,7 @@ typedef struct tg_optim_config {
 
 typedef struct tg_optim tg_optim;
 
-/* Defaults of SPEC.md: Adam, beta1 0.9, beta2 0.98, eps 1e-9, no weight decay. */
+/* Defaults of docs/model.md: Adam, beta1 0.9, beta2 0.98, eps 1e-9, no weight decay. */
 tg_optim_config tg_optim_defaults(tg_optim_kind kind);
 
 /* An optimizer for every trainable parameter of s (borrowed; must outlive it). State (moments)

@@ -1,4 +1,4 @@
-/* tgraph — safetensors files (checkpoints, SPEC.md §4).
+/* tgraph — safetensors files (checkpoints, docs/model.md §4).
  *
  * Layout: an 8-byte little-endian u64 header length N, N bytes of JSON header, then the data
  * buffer. The header maps each tensor name to {"dtype": "F32", "shape": [..],

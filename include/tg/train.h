@@ -1,5 +1,5 @@
 /* tgraph — training: learning-rate schedules, corpora and batching, the training loop, training
- * state for bit-exact resumption, and checkpoint averaging (SPEC.md §1 "Training recipe").
+ * state for bit-exact resumption, and checkpoint averaging (docs/model.md §1 "Training recipe").
  *
  * The pieces, bottom up:
  *   tg_lr_*       learning rate as a function of the step (noam, constant, inverse-sqrt, cosine)
@@ -165,7 +165,7 @@ typedef struct tg_corpus_stats {
     int64_t src_tokens, tgt_tokens; /* without </s> */
     int64_t src_max, tgt_max;       /* longest sentence, without </s> */
     double src_mean, tgt_mean;      /* mean tokens per sentence, without </s> (+1 with it) */
-    /* n̄ of SPEC §2.4: mean tokens per sequence over both sides pooled, without </s>
+    /* n̄ of docs/model.md §2.4: mean tokens per sequence over both sides pooled, without </s>
      * (source-only corpus: the source mean) */
     double mean_len;
 } tg_corpus_stats;
@@ -235,7 +235,7 @@ typedef enum tg_progress_mode {
 } tg_progress_mode;
 
 typedef struct tg_train_config {
-    tg_optim_config optim; /* SPEC §1: Adam 0.9 / 0.98 / 1e-9 */
+    tg_optim_config optim; /* docs/model.md §1: Adam 0.9 / 0.98 / 1e-9 */
     bool no_decay_vectors; /* no weight decay on biases and norms (tg_optim_no_decay_on_vectors) */
     tg_lr_schedule lr;
     int64_t max_tokens;    /* token budget of one batch (padded source + target tokens) */
@@ -264,7 +264,7 @@ typedef struct tg_train_config {
     tg_progress_mode progress;
 } tg_train_config;
 
-/* Defaults: SPEC §1's Adam and noam schedule (d_model from the model when 0), 4096 tokens,
+/* Defaults: docs/model.md §1's Adam and noam schedule (d_model from the model when 0), 4096 tokens,
  * accum 1, no clipping, seed 1, shuffle, log every 100 steps, no limits set. */
 tg_train_config tg_train_config_default(void);
 tg_status tg_train_config_check(const tg_train_config *c);
