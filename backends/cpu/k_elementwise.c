@@ -37,8 +37,7 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
 #define BINARY_LOOP(EXPR)                                                                    \
     do {                                                                                     \
         if (na == n && nb == n) {                                                            \
-            _Pragma("omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)") \
-            for (int64_t i = 0; i < n; i++) {                                                \
+            TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                            \
                 float x = a[i], y = b[i];                                                    \
                 o[i] = (EXPR);                                                               \
             }                                                                                \
@@ -49,8 +48,7 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
             int nd = t->ndim;                                                                \
             int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / (inner ? inner : 1);       \
             int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;                      \
-            _Pragma("omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)") \
-            for (int64_t r = 0; r < rows; r++) {                                             \
+            TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {                                         \
                 const float *ar = a + row_offset(r, nd, t->shape, sa);                       \
                 const float *br = b + row_offset(r, nd, t->shape, sb);                       \
                 float *orow = o + r * inner;                                                 \
@@ -80,16 +78,14 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
     } while (0)
 
 #define UNARY_LOOP(EXPR)                                                                  \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)")      \
-    for (int64_t i = 0; i < n; i++) {                                                     \
+    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                                 \
         float x = a[i];                                                                   \
         o[i] = (EXPR);                                                                    \
     }
 
 /* same-shape op of two inputs (x = src0, y = src1) */
 #define PAIR_LOOP(EXPR)                                                                   \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)")      \
-    for (int64_t i = 0; i < n; i++) {                                                     \
+    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                                 \
         float x = a[i], y = b[i];                                                         \
         o[i] = (EXPR);                                                                    \
     }
@@ -202,7 +198,7 @@ __attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *
 }
 #endif
 
-static void dropout(const tg_tensor *t, const float *a, float *o, int64_t n, int nt) {
+static void dropout(tg_cpu_par *par, const tg_tensor *t, const float *a, float *o, int64_t n) {
     float p = t->pf[0], keep_scale = 1.0f / (1.0f - p);
     uint32_t key[2] = {(uint32_t)t->pi[1], (uint32_t)t->pi[2]};
     uint32_t stream = (uint32_t)t->pi[0];
@@ -212,19 +208,16 @@ static void dropout(const tg_tensor *t, const float *a, float *o, int64_t n, int
         /* blocks of 64 whole groups (256 elements) in parallel; the rest below */
         enum { BLK = 64 };
         int64_t nblk = n / (4 * BLK);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t bi = 0; bi < nblk; bi++)
+        TG_CPU_FOR(par, bi, nblk, n > TG_PAR_MIN)
             dropout_avx2(a, o, bi * BLK, (bi + 1) * BLK, stream, key, p, keep_scale);
         done = nblk * BLK;
     }
 #endif
-#pragma omp parallel for num_threads(nt) schedule(static) if (n - 4 * done > TG_PAR_MIN)
-    for (int64_t gi = done; gi < groups; gi++)
-        dropout_scalar(a, o, n, gi, gi + 1, stream, key, p, keep_scale);
+    TG_CPU_FOR(par, k, groups - done, n - 4 * done > TG_PAR_MIN)
+        dropout_scalar(a, o, n, done + k, done + k + 1, stream, key, p, keep_scale);
 }
 
-tg_status tg_cpu_elementwise(tg_backend *bk, tg_tensor *t) {
-    int nt = bk->nthreads;
+tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     float *o = F32(t);
     const float *a = t->nsrc > 0 ? F32(t->src[0]) : NULL;
@@ -234,8 +227,7 @@ tg_status tg_cpu_elementwise(tg_backend *bk, tg_tensor *t) {
     switch (t->op) {
     case TG_OP_FILL: {
         float v = t->pf[0];
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) o[i] = v;
+        TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
         return TG_OK;
     }
     case TG_OP_ADD: BINARY_LOOP(x + y); return TG_OK;
@@ -266,8 +258,7 @@ tg_status tg_cpu_elementwise(tg_backend *bk, tg_tensor *t) {
         int64_t im = nd ? sm[nd - 1] : 0;
         bool is_i32 = m->dtype == TG_DTYPE_I32;
         const void *mp = m->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
+        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
             int64_t mo = row_offset(r, nd, t->shape, sm);
             const float *ar = a + r * inner;
             float *orow = o + r * inner;
@@ -279,7 +270,7 @@ tg_status tg_cpu_elementwise(tg_backend *bk, tg_tensor *t) {
         }
         return TG_OK;
     }
-    case TG_OP_DROPOUT: dropout(t, a, o, n, nt); return TG_OK;
+    case TG_OP_DROPOUT: dropout(p, t, a, o, n); return TG_OK;
     default:
         return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no elementwise kernel for %s",
                             tg_op_name(t->op));

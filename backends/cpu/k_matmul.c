@@ -1,4 +1,4 @@
-/* CPU matmul: maps a (possibly strided, broadcast) batched product onto tg_cpu_gemm_batched.
+/* CPU matmul: maps a (possibly strided, broadcast) batched product onto the GEMM engine.
  * An operand whose rows are contiguous is read with its row stride as leading dimension; one
  * whose columns are contiguous (a transposed view) flips its transpose flag instead of being
  * copied. Batch dimensions that collapse into one stride go in a single batched call. */
@@ -33,7 +33,7 @@ static void describe(const tg_tensor *x, bool trans, int nb, operand *op) {
     }
 }
 
-tg_status tg_cpu_matmul(tg_backend *bk, tg_tensor *t) {
+tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *a = t->src[0], *b = t->src[1];
     int nb = t->ndim - 2;
     int64_t M = t->shape[nb], N = t->shape[nb + 1];
@@ -78,8 +78,27 @@ tg_status tg_cpu_matmul(tg_backend *bk, tg_tensor *t) {
             offb += k * ob.bstride[i];
             offc += k * cst[i];
         }
-        tg_cpu_gemm_batched(inner, oa.trans, ob.trans, M, N, K, 1.0f, A + offa, oa.ld, sa, B + offb,
-                            ob.ld, sb, (t->flags & TG_TF_ACCUM) ? 1.0f : 0.0f, C + offc, N, sc, bk->nthreads);
+        const tg_cpu_gemm_args g = {.outer = 1,
+                                    .batch = inner,
+                                    .M = M,
+                                    .N = N,
+                                    .K = K,
+                                    .trans_a = oa.trans,
+                                    .trans_b = ob.trans,
+                                    .alpha = 1.0f,
+                                    .beta = (t->flags & TG_TF_ACCUM) ? 1.0f : 0.0f,
+                                    .a = A + offa,
+                                    .lda = oa.ld,
+                                    .stride_a = sa,
+                                    .b = B + offb,
+                                    .ldb = ob.ld,
+                                    .stride_b = sb,
+                                    .c = C + offc,
+                                    .ldc = N,
+                                    .stride_c = sc};
+        /* a barrier between calls: each may hand out its tasks from the team's counter */
+        if (o > 0) tg_cpu_barrier(p);
+        tg_cpu_gemm_run_par(&g, TG_CPU_GEMM_AUTO, p);
     }
     return TG_OK;
 }

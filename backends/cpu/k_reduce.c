@@ -17,10 +17,9 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 }
 
 /* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
-static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t inner, int nt, bool acc) {
+static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer, int64_t n, int64_t inner, bool acc) {
     if (inner == 1) {
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n > TG_PAR_MIN)
-        for (int64_t r = 0; r < outer; r++) {
+        TG_CPU_FOR(p, r, outer, outer * n > TG_PAR_MIN) {
             const float *xr = x + r * n;
             double s = 0.0; /* long rows (sum of all elements): accumulate in double */
             for (int64_t k = 0; k < n; k++) s += xr[k];
@@ -31,8 +30,7 @@ static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t
     /* column sums: parallel over (outer, column blocks), rows added in order */
     enum { CB = 256 };
     int64_t nblk = (inner + CB - 1) / CB;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
-    for (int64_t w = 0; w < outer * nblk; w++) {
+    TG_CPU_FOR(p, w, outer * nblk, outer * n * inner > TG_PAR_MIN) {
         int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
         float *orow = o + r * inner, part[CB];
         const float *xr = x + r * n * inner;
@@ -45,7 +43,7 @@ static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t
 
 /* sum_to: reduce x to t's shape. Common cases (leading or trailing dims summed) become one
  * sum_axis; the general case loops over the reduced index space of each output element. */
-static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
+static void sum_to(tg_cpu_par *p, const tg_tensor *t, const tg_tensor *x) {
     bool acc = (t->flags & TG_TF_ACCUM) != 0;
     int nd = x->ndim, off = nd - t->ndim;
     bool red[TG_MAX_DIMS];
@@ -63,7 +61,7 @@ static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
         int64_t R = 1, C = 1;
         for (int i = 0; i < lead; i++) R *= x->shape[i];
         for (int i = lead; i < nd; i++) C *= x->shape[i];
-        sum_axis(x->data, t->data, 1, R, C, nt, acc);
+        sum_axis(p, x->data, t->data, 1, R, C, acc);
         return;
     }
     int64_t xs[TG_MAX_DIMS], s = 1;
@@ -74,8 +72,7 @@ static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
     int64_t nout = tg_tensor_numel(t), nred = tg_tensor_numel(x) / (nout ? nout : 1);
     const float *xp = x->data;
     float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nout * nred > TG_PAR_MIN)
-    for (int64_t e = 0; e < nout; e++) {
+    TG_CPU_FOR(p, e, nout, nout * nred > TG_PAR_MIN) {
         /* base offset from the kept coordinates of e */
         int64_t base = 0, q = e;
         for (int i = nd - 1; i >= 0; i--) {
@@ -100,22 +97,20 @@ static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
     }
 }
 
-tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t) {
-    int nt = b->nthreads;
+tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t outer, n, inner;
     switch (t->op) {
     case TG_OP_SUM:
         split3(x, t->pi[0], &outer, &n, &inner);
-        sum_axis(x->data, t->data, outer, n, inner, nt, false);
+        sum_axis(p, x->data, t->data, outer, n, inner, false);
         return TG_OK;
-    case TG_OP_SUM_TO: sum_to(t, x, nt); return TG_OK;
+    case TG_OP_SUM_TO: sum_to(p, t, x); return TG_OK;
     case TG_OP_MAX: {
         split3(x, t->pi[0], &outer, &n, &inner);
         const float *xp = x->data;
         float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
-        for (int64_t r = 0; r < outer; r++)
+        TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
             for (int64_t c = 0; c < inner; c++) {
                 const float *col = xp + r * n * inner + c;
                 float m = col[0];
@@ -130,8 +125,7 @@ tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t) {
         split3(x, t->pi[0], &outer, &n, &inner);
         const float *xp = x->data, *y = t->src[1]->data, *dy = t->src[2]->data;
         float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
-        for (int64_t r = 0; r < outer; r++)
+        TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
             for (int64_t c = 0; c < inner; c++) {
                 int64_t j = r * inner + c;
                 bool done = false;

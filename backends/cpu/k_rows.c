@@ -118,8 +118,7 @@ static void row_stats(const float *x, int64_t d, float eps, float *mean, float *
     *rstd = 1.0f / sqrtf((ACC8_COMBINE(acc)) / (float)d + eps);
 }
 
-tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
-    int nt = b->nthreads;
+tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, rows = d ? n / d : 0;
     float *o = t->data;
@@ -128,8 +127,7 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
     case TG_OP_LOG_SOFTMAX: {
         const float *x = t->src[0]->data;
         bool lg = t->op == TG_OP_LOG_SOFTMAX;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) softmax_row(x + r * d, o + r * d, d, lg);
+        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) softmax_row(x + r * d, o + r * d, d, lg);
         return TG_OK;
     }
     case TG_OP_SOFTMAX_BACK:
@@ -137,8 +135,7 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
         /* softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy) */
         const float *y = t->src[0]->data, *dy = t->src[1]->data;
         bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
+        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
             const float *yr = y + r * d, *gr = dy + r * d;
             float *xr = o + r * d;
             if (lg) {
@@ -157,8 +154,7 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
         const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
         const float *bt = t->src[2] ? (const float *)t->src[2]->data : NULL;
         float eps = t->pf[0];
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
+        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
             const float *xr = x + r * d;
             float *yr = o + r * d, mu, rs;
             row_stats(xr, d, eps, &mu, &rs);
@@ -176,8 +172,7 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
         const float *x = t->src[0]->data, *dy = t->src[2]->data;
         const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
         float eps = t->pf[0];
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
+        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
             const float *xr = x + r * d, *gr = dy + r * d;
             float *dx = o + r * d, mu, rs, ag[8] = {0}, agx[8] = {0};
             row_stats(xr, d, eps, &mu, &rs);
