@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu-impl.h"
+#include "backends/cpu/vmath.h"
 
 /* Row reductions in a fixed order: element j goes to accumulator j % 8 and the 8 are
  * combined pairwise at the end. The order depends only on the row length (results do not
@@ -42,39 +43,6 @@ static inline float row_dot(const float *a, const float *b, int64_t n) {
     return ACC8_COMBINE(acc);
 }
 
-/* sum of exp(x - m), without storing the exponentials (the output may be x itself) */
-static inline float row_sum_exp(const float *x, int64_t n, float m) {
-    if (n < SHORT_ROW) {
-        float s = 0.0f;
-        for (int64_t j = 0; j < n; j++) s += tg_fast_expf(x[j] - m);
-        return s;
-    }
-    float acc[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += tg_fast_expf(x[j + k] - m);
-    for (int k = 0; j < n; j++, k++) acc[k] += tg_fast_expf(x[j] - m);
-    return ACC8_COMBINE(acc);
-}
-
-/* the maximum (exact in any order; NaNs are skipped as by a serial scan) */
-static inline float row_max(const float *v, int64_t n) {
-    if (n < SHORT_ROW) {
-        float m = -INFINITY;
-        for (int64_t j = 0; j < n; j++) m = v[j] > m ? v[j] : m;
-        return m;
-    }
-    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                    -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] = v[j + k] > acc[k] ? v[j + k] : acc[k];
-    for (int k = 0; j < n; j++, k++) acc[k] = v[j] > acc[k] ? v[j] : acc[k];
-    float m = acc[0];
-    for (int k = 1; k < 8; k++) m = acc[k] > m ? acc[k] : m;
-    return m;
-}
-
 /* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
  * would keep the loop scalar (see tg_clampf in cpu-impl.h). */
 static inline float zero_if_neg_inf(float x, float e) {
@@ -84,26 +52,6 @@ static inline float zero_if_neg_inf(float x, float e) {
     } v = {e};
     v.u &= -(uint32_t)(x != -INFINITY);
     return v.f;
-}
-
-/* softmax / log-softmax of one row (y may be x: in place). Entries at -inf get probability 0
- * (log-prob -inf); a row that is entirely -inf gives zeros (softmax) or -inf (log-softmax),
- * never NaN. */
-static void softmax_row(const float *x, float *y, int64_t n, bool log_out) {
-    float m = row_max(x, n);
-    if (m == -INFINITY) {
-        for (int64_t j = 0; j < n; j++) y[j] = log_out ? -INFINITY : 0.0f;
-        return;
-    }
-    if (log_out) {
-        float lse = m + logf(row_sum_exp(x, n, m));
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - lse;
-    } else {
-        /* exponentials first (no reduction in this loop, so it vectorises), then their sum */
-        for (int64_t j = 0; j < n; j++) y[j] = zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
-        float inv = 1.0f / row_sum(y, n);
-        for (int64_t j = 0; j < n; j++) y[j] *= inv;
-    }
 }
 
 /* mean and 1/sqrt(var + eps) of a row (two passes: stable for large means) */
@@ -127,7 +75,9 @@ tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
     case TG_OP_LOG_SOFTMAX: {
         const float *x = t->src[0]->data;
         bool lg = t->op == TG_OP_LOG_SOFTMAX;
-        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) softmax_row(x + r * d, o + r * d, d, lg);
+        int64_t lo, hi; /* vmath.c: rows of 8–32 (attention) in AVX2 vectors */
+        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+        if (hi > lo) tg_cpu_vsoftmax_rows(x + lo * d, o + lo * d, hi - lo, d, lg);
         return TG_OK;
     }
     case TG_OP_SOFTMAX_BACK:
