@@ -160,6 +160,61 @@ START_TEST(test_softmax_rows) {
 }
 END_TEST
 
+/* Layer norm and its backward against double references, both paths, row lengths 1..40 and
+ * model widths, with and without gamma and beta; error relative to the row's scale. */
+START_TEST(test_layer_norm_rows) {
+    enum { ROWS = 3, DMAX = 300 };
+    static float x[ROWS * DMAX], g[DMAX], b[DMAX], dy[ROWS * DMAX], y[ROWS * DMAX], dx[ROWS * DMAX];
+    const float eps = 1e-5f;
+    double worst_f = 0, worst_b = 0;
+    int ds[44];
+    for (int i = 0; i < 40; i++) ds[i] = i + 1;
+    ds[40] = 63, ds[41] = 256, ds[42] = 257, ds[43] = 300;
+    for (int di = 0; di < 44; di++)
+        for (int path = 0; path < npaths(); path++)
+            for (int affine = 0; affine < 2; affine++) {
+                int d = ds[di];
+                for (int i = 0; i < ROWS * d; i++) {
+                    x[i] = 3.0f + (float)(((i * 37) % 29) - 14) * 0.21f; /* a mean far from 0 */
+                    dy[i] = (float)(((i * 11) % 17) - 8) * 0.13f;
+                }
+                for (int j = 0; j < d; j++) {
+                    g[j] = 0.5f + 0.01f * (float)j;
+                    b[j] = -0.2f + 0.003f * (float)j;
+                }
+                const float *gp = affine ? g : NULL, *bp = affine ? b : NULL;
+                tg_cpu_vlayer_norm_rows_path(x, gp, bp, y, ROWS, d, eps, path == 1);
+                tg_cpu_vlayer_norm_back_rows_path(x, gp, dy, dx, ROWS, d, eps, path == 1);
+                for (int r = 0; r < ROWS; r++) {
+                    const float *xr = x + r * d, *gr = dy + r * d;
+                    double mu = 0, var = 0, sg = 0, sgx = 0;
+                    for (int j = 0; j < d; j++) mu += xr[j];
+                    mu /= d;
+                    for (int j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);
+                    double rs = 1.0 / sqrt(var / d + eps);
+                    for (int j = 0; j < d; j++) {
+                        double gj = gr[j] * (affine ? g[j] : 1.0);
+                        sg += gj;
+                        sgx += gj * (xr[j] - mu) * rs;
+                    }
+                    sg /= d, sgx /= d;
+                    for (int j = 0; j < d; j++) {
+                        double xh = (xr[j] - mu) * rs;
+                        double ref = affine ? xh * g[j] + b[j] : xh;
+                        double gj = gr[j] * (affine ? g[j] : 1.0);
+                        double refb = rs * (gj - sg - xh * sgx);
+                        double ef = fabs(y[r * d + j] - ref), eb = fabs(dx[r * d + j] - refb) / fmax(rs, 1.0);
+                        worst_f = ef > worst_f ? ef : worst_f;
+                        worst_b = eb > worst_b ? eb : worst_b;
+                        ck_assert_msg(ef <= 5e-6 && eb <= 5e-6, "d %d path %d affine %d: y %.9g vs %.9g, dx %.9g vs %.9g",
+                                      d, path, affine, y[r * d + j], ref, dx[r * d + j], refb);
+                    }
+                }
+            }
+    printf("layer norm: max absolute error %.3g forward, %.3g backward (of max(rstd, 1))\n", worst_f, worst_b);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("vmath");
     TCase *tc = tcase_create("vmath");
@@ -168,6 +223,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_tails);
     tcase_add_test(tc, test_softmax_rows);
+    tcase_add_test(tc, test_layer_norm_rows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -54,18 +54,6 @@ static inline float zero_if_neg_inf(float x, float e) {
     return v.f;
 }
 
-/* mean and 1/sqrt(var + eps) of a row (two passes: stable for large means) */
-static void row_stats(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    float mu = row_sum(x, d) / (float)d;
-    float acc[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= d; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += (x[j + k] - mu) * (x[j + k] - mu);
-    for (int k = 0; j < d; j++, k++) acc[k] += (x[j] - mu) * (x[j] - mu);
-    *mean = mu;
-    *rstd = 1.0f / sqrtf((ACC8_COMBINE(acc)) / (float)d + eps);
-}
-
 tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, rows = d ? n / d : 0;
@@ -99,52 +87,20 @@ tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
         }
         return TG_OK;
     }
-    case TG_OP_LAYER_NORM: {
+    case TG_OP_LAYER_NORM:
+    case TG_OP_LAYER_NORM_BACK: {
         const float *x = t->src[0]->data;
         const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
-        const float *bt = t->src[2] ? (const float *)t->src[2]->data : NULL;
         float eps = t->pf[0];
-        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
-            const float *xr = x + r * d;
-            float *yr = o + r * d, mu, rs;
-            row_stats(xr, d, eps, &mu, &rs);
-            for (int64_t j = 0; j < d; j++) {
-                float v = (xr[j] - mu) * rs;
-                if (gm) v *= gm[j];
-                if (bt) v += bt[j];
-                yr[j] = v;
-            }
-        }
-        return TG_OK;
-    }
-    case TG_OP_LAYER_NORM_BACK: {
-        /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma * dy */
-        const float *x = t->src[0]->data, *dy = t->src[2]->data;
-        const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
-        float eps = t->pf[0];
-        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
-            const float *xr = x + r * d, *gr = dy + r * d;
-            float *dx = o + r * d, mu, rs, ag[8] = {0}, agx[8] = {0};
-            row_stats(xr, d, eps, &mu, &rs);
-            /* sums of g and g * xhat, 8 accumulators each (see row_sum) */
-            int64_t j = 0;
-            for (; j + 8 <= d; j += 8)
-                for (int k = 0; k < 8; k++) {
-                    float gj = gm ? gr[j + k] * gm[j + k] : gr[j + k];
-                    ag[k] += gj;
-                    agx[k] += gj * (xr[j + k] - mu) * rs;
-                }
-            for (int k = 0; j < d; j++, k++) {
-                float gj = gm ? gr[j] * gm[j] : gr[j];
-                ag[k] += gj;
-                agx[k] += gj * (xr[j] - mu) * rs;
-            }
-            float sg = (ACC8_COMBINE(ag)) / (float)d, sgx = (ACC8_COMBINE(agx)) / (float)d;
-            for (j = 0; j < d; j++) {
-                float gj = gm ? gr[j] * gm[j] : gr[j];
-                dx[j] = rs * (gj - sg - (xr[j] - mu) * rs * sgx);
-            }
-        }
+        int64_t lo, hi; /* vmath.c: rows in AVX2 vectors */
+        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+        if (hi <= lo) return TG_OK;
+        if (t->op == TG_OP_LAYER_NORM)
+            tg_cpu_vlayer_norm_rows(x + lo * d, gm, t->src[2] ? (const float *)t->src[2]->data : NULL,
+                                    o + lo * d, hi - lo, d, eps);
+        else /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma * dy */
+            tg_cpu_vlayer_norm_back_rows(x + lo * d, gm, (const float *)t->src[2]->data + lo * d,
+                                         o + lo * d, hi - lo, d, eps);
         return TG_OK;
     }
     default:

@@ -106,6 +106,67 @@ static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
 }
 
+/* Row sums in a fixed order: element j to accumulator j % 8, the 8 combined pairwise. */
+#define ACC8_COMBINE(acc)                                                                          \
+    ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) + (((acc)[2] + (acc)[6]) + ((acc)[3] + (acc)[7])))
+
+/* mean and 1/sqrt(var + eps) of a row (two passes: stable for large means) */
+static void row_stats(const float *x, int64_t d, float eps, float *mean, float *rstd) {
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[j + k];
+    for (int k = 0; j < d; j++, k++) acc[k] += x[j];
+    float mu = (ACC8_COMBINE(acc)) / (float)d;
+    for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+    for (j = 0; j + 8 <= d; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += (x[j + k] - mu) * (x[j + k] - mu);
+    for (int k = 0; j < d; j++, k++) acc[k] += (x[j] - mu) * (x[j] - mu);
+    *mean = mu;
+    *rstd = 1.0f / sqrtf((ACC8_COMBINE(acc)) / (float)d + eps);
+}
+
+static void layer_norm_scalar(const float *x, const float *gm, const float *bt, float *y,
+                              int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d;
+        float *yr = y + r * d, mu, rs;
+        row_stats(xr, d, eps, &mu, &rs);
+        for (int64_t j = 0; j < d; j++) {
+            float v = (xr[j] - mu) * rs;
+            if (gm) v *= gm[j];
+            if (bt) v += bt[j];
+            yr[j] = v;
+        }
+    }
+}
+
+static void layer_norm_back_scalar(const float *x, const float *gm, const float *dy, float *dx,
+                                   int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d, *gr = dy + r * d;
+        float *dr = dx + r * d, mu, rs, ag[8] = {0}, agx[8] = {0};
+        row_stats(xr, d, eps, &mu, &rs);
+        int64_t j = 0;
+        for (; j + 8 <= d; j += 8)
+            for (int k = 0; k < 8; k++) {
+                float gj = gm ? gr[j + k] * gm[j + k] : gr[j + k];
+                ag[k] += gj;
+                agx[k] += gj * (xr[j + k] - mu) * rs;
+            }
+        for (int k = 0; j < d; j++, k++) {
+            float gj = gm ? gr[j] * gm[j] : gr[j];
+            ag[k] += gj;
+            agx[k] += gj * (xr[j] - mu) * rs;
+        }
+        float sg = (ACC8_COMBINE(ag)) / (float)d, sgx = (ACC8_COMBINE(agx)) / (float)d;
+        for (j = 0; j < d; j++) {
+            float gj = gm ? gr[j] * gm[j] : gr[j];
+            dr[j] = rs * (gj - sg - (xr[j] - mu) * rs * sgx);
+        }
+    }
+}
+
 /* ---- the AVX2+FMA path ---- */
 
 #if TG_VMATH_X86
@@ -264,6 +325,67 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
     }
 }
 
+/* Lanes of a row past d read as 0 (maskload); vmask() zeroes them after arithmetic. */
+AVX2 static inline __m256 load0(const float *x, int64_t j, int64_t d) {
+    return j + 8 <= d ? _mm256_loadu_ps(x + j) : _mm256_maskload_ps(x + j, lanes(d - j));
+}
+AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
+    return j + 8 <= d ? v : _mm256_and_ps(v, _mm256_castsi256_ps(lanes(d - j)));
+}
+
+AVX2 static void row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < d; j += 8) acc = _mm256_add_ps(acc, load0(x, j, d));
+    float mu = hsum8(acc) / (float)d;
+    const __m256 mv = _mm256_set1_ps(mu);
+    acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < d; j += 8) {
+        __m256 c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
+        acc = _mm256_fmadd_ps(c, c, acc);
+    }
+    *mean = mu;
+    *rstd = 1.0f / sqrtf(hsum8(acc) / (float)d + eps);
+}
+
+AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
+                                 int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        float mu, rs;
+        row_stats_avx2(x, d, eps, &mu, &rs);
+        const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
+        for (int64_t j = 0; j < d; j += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+            if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
+            if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
+            store_row(y, j, d, v);
+        }
+    }
+}
+
+AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const float *dy, float *dx,
+                                      int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++, x += d, dy += d, dx += d) {
+        float mu, rs;
+        row_stats_avx2(x, d, eps, &mu, &rs);
+        const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
+        __m256 ag = _mm256_setzero_ps(), agx = _mm256_setzero_ps();
+        for (int64_t j = 0; j < d; j += 8) { /* masked lanes: g = 0 */
+            __m256 g = load0(dy, j, d);
+            if (gm) g = _mm256_mul_ps(g, load0(gm, j, d));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+            ag = _mm256_add_ps(ag, g);
+            agx = _mm256_fmadd_ps(g, xh, agx);
+        }
+        const __m256 sg = _mm256_set1_ps(hsum8(ag) / (float)d), sgx = _mm256_set1_ps(hsum8(agx) / (float)d);
+        for (int64_t j = 0; j < d; j += 8) {
+            __m256 g = load0(dy, j, d);
+            if (gm) g = _mm256_mul_ps(g, load0(gm, j, d));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+            store_row(dx, j, d, _mm256_mul_ps(rv, _mm256_fnmadd_ps(xh, sgx, _mm256_sub_ps(g, sg))));
+        }
+    }
+}
+
 static bool have_avx2_fma(void) {
     static int have = -1;
     if (have < 0) have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -313,4 +435,21 @@ void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, boo
     }
 #endif
     for (int64_t r = 0; r < rows; r++) softmax_row_scalar(x + r * d, y + r * d, d, log_out);
+}
+
+void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const float *beta, float *y,
+                                  int64_t rows, int64_t d, float eps, bool avx2) {
+    DISPATCH(layer_norm_avx2, layer_norm_scalar, x, gamma, beta, y, rows, d, eps);
+}
+void tg_cpu_vlayer_norm_back_rows_path(const float *x, const float *gamma, const float *dy, float *dx,
+                                       int64_t rows, int64_t d, float eps, bool avx2) {
+    DISPATCH(layer_norm_back_avx2, layer_norm_back_scalar, x, gamma, dy, dx, rows, d, eps);
+}
+void tg_cpu_vlayer_norm_rows(const float *x, const float *gamma, const float *beta, float *y,
+                             int64_t rows, int64_t d, float eps) {
+    tg_cpu_vlayer_norm_rows_path(x, gamma, beta, y, rows, d, eps, true);
+}
+void tg_cpu_vlayer_norm_back_rows(const float *x, const float *gamma, const float *dy, float *dx,
+                                  int64_t rows, int64_t d, float eps) {
+    tg_cpu_vlayer_norm_back_rows_path(x, gamma, dy, dx, rows, d, eps, true);
 }
