@@ -138,16 +138,24 @@ static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
     }
 }
 
-/* A graph run on the team: every member walks the node list, does its share of each node and
- * waits at a barrier for the others before the next (the next node may read what this one
- * wrote, or write a workspace block this one read). The first failing node is recorded with
- * its error message (each member's message is its own thread's); after the barrier of that
- * node every member sees it and stops. */
+/* A graph run on the team. Every member walks the node list. Node i's work is cut into
+ * shares(i) shares — a kernel called with (ith, nth) = (share, shares), the same cut as a team
+ * of that size would make — and the members claim shares from node i's counter until none is
+ * left; then each waits until every share of node i is done before node i + 1 (which may read
+ * what node i wrote, or write a workspace block node i read). So a member that the machine
+ * preempts holds up only the share it has claimed: the others take the rest, and one that
+ * comes back late finds the shares of the nodes it missed taken and catches up. With no other
+ * process on the machine every member claims one share, as a fixed split would.
+ * The first failing node is recorded with its error message (each thread's message is its
+ * own); once that node is done every member sees it and stops. */
 typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
+    int shares;
     void (*after)(void *ctx, int64_t i);
     void *ctx;
+    _Atomic int *claimed, *done; /* per node */
+    tg_cpu_event progress;       /* signalled when a node's last share is done */
     atomic_llong fail_at;
     tg_status st;
     char msg[1024];
@@ -164,18 +172,43 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* Shares of a node: the team size, except for kernels that share buffers between their
+ * members through barriers (the cross-entropy total: one share). */
+static int shares_of(const graph_job *j, const tg_tensor *t) {
+    if (t->op == TG_OP_CROSS_ENTROPY && (tg_reduction)t->pi[1] != TG_REDUCE_NONE) return 1;
+    return j->shares;
+}
+
+typedef struct {
+    graph_job *j;
+    int64_t i;
+    int k;
+} node_wait;
+
+static bool node_done(void *ctx) {
+    const node_wait *w = ctx;
+    return atomic_load_explicit(&w->j->done[w->i], memory_order_acquire) >= w->k;
+}
+
 static void graph_member(void *ctx, tg_cpu_par *p) {
     graph_job *j = ctx;
     for (int64_t i = 0; i < j->n; i++) {
         tg_tensor *t = j->nodes[i];
         if (!(t->flags & TG_TF_FUSED)) {
-            if (t->flags & TG_TF_INPUT) {
-                copy_in_share(p, t);
-            } else {
-                tg_status st = run_kernel(p, t);
-                if (st) fail(j, i, st);
+            const int k = shares_of(j, t);
+            for (int c; (c = atomic_fetch_add_explicit(&j->claimed[i], 1, memory_order_relaxed)) < k;) {
+                tg_cpu_par share = {.team = NULL, .ith = c, .nth = k};
+                if (t->flags & TG_TF_INPUT) {
+                    copy_in_share(&share, t);
+                } else {
+                    tg_status st = run_kernel(&share, t);
+                    if (st) fail(j, i, st);
+                }
+                if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k)
+                    tg_cpu_event_signal(&j->progress);
             }
-            tg_cpu_barrier(p);
+            node_wait w = {j, i, k};
+            if (!node_done(&w)) tg_cpu_event_wait(&j->progress, node_done, &w);
             if (atomic_load(&j->fail_at) <= i) return;
         }
         if (p->ith == 0 && j->after) j->after(j->ctx, i);
@@ -184,10 +217,15 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     cpu_impl *c = b->impl;
+    j->shares = b->nthreads;
+    j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
+    if (!j->claimed) return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
+    j->done = j->claimed + j->n;
     atomic_init(&j->fail_at, j->n);
     pthread_mutex_init(&j->mu, NULL);
     tg_cpu_team_run(c->team, graph_member, j);
     pthread_mutex_destroy(&j->mu);
+    free((void *)j->claimed);
     int64_t at = atomic_load(&j->fail_at);
     if (at == j->n) return TG_OK;
     if (failed) *failed = at;

@@ -422,6 +422,12 @@ void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portab
                 run_task(g, isa, sp, t);
         return;
     }
+    /* A share of a node claimed by whichever thread comes (cpu.c's graph walk: no team
+     * counter): contiguous blocks of tasks. */
+    if (!p->team) {
+        TG_CPU_FOR(p, t, ntasks, true) run_task(g, isa, sp, t);
+        return;
+    }
     /* Dynamic hand-out in chunks of ~1/8 of a member's share: cheap (one atomic per chunk)
      * and it keeps both cores busy when the other processes of a shared machine take one. */
     const int64_t chunk = ntasks / (8 * (int64_t)nt) > 0 ? ntasks / (8 * (int64_t)nt) : 1;

@@ -124,6 +124,56 @@ static void wait_gen(tg_cpu_team *t, unsigned gen) {
     atomic_fetch_sub(&t->sleepers, 1);
 }
 
+static void futex_wait(_Atomic unsigned *word, unsigned val) {
+#if TG_TEAM_FUTEX
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)word, (void)val;
+    sched_yield(); /* no futex: poll with yields */
+#endif
+}
+
+static void futex_wake_all(_Atomic unsigned *word) {
+#if TG_TEAM_FUTEX
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+/* The barrier's three phases on an arbitrary condition. Sleep: read seq, announce, re-check the
+ * condition, sleep unless seq moved; a signal after the condition became true bumps seq, so a
+ * sleeper cannot miss it (the same handshake as the barrier's). */
+void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
+    int64_t start = 0;
+    for (int i = 1;; i++) {
+        if (cond(ctx)) return;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            int64_t now = now_ns();
+            if (!start) start = now;
+            else if (now - start > SPIN_NS) break;
+        }
+    }
+    while (now_ns() - start < YIELD_NS) {
+        if (cond(ctx)) return;
+        sched_yield();
+    }
+    for (;;) {
+        unsigned seq = atomic_load(&e->seq);
+        atomic_fetch_add(&e->sleepers, 1);
+        bool done = cond(ctx);
+        if (!done) futex_wait(&e->seq, seq);
+        atomic_fetch_sub(&e->sleepers, 1);
+        if (done || cond(ctx)) return;
+    }
+}
+
+void tg_cpu_event_signal(tg_cpu_event *e) {
+    atomic_fetch_add(&e->seq, 1); /* seq_cst: see tg_cpu_event_wait */
+    if (atomic_load(&e->sleepers) > 0) futex_wake_all(&e->seq);
+}
+
 static void barrier(tg_cpu_team *t) {
     unsigned gen = atomic_load_explicit(&t->gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&t->arrived, 1, memory_order_acq_rel) == t->n - 1) {

@@ -43,6 +43,16 @@ void tg_cpu_team_run(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), vo
  * dynamically scheduled loop must be separated from the next one by a barrier. */
 void tg_cpu_barrier(tg_cpu_par *p);
 
+/* A condition other threads wait for, with the barrier's spin, yield and sleep phases: a
+ * waiter calls tg_cpu_event_wait(e, cond, ctx), which returns once cond(ctx) is true; whoever
+ * makes the condition true calls tg_cpu_event_signal(e) afterwards. Zero-initialised. */
+typedef struct tg_cpu_event {
+    _Atomic unsigned seq;
+    _Atomic int sleepers;
+} tg_cpu_event;
+void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
+void tg_cpu_event_signal(tg_cpu_event *e);
+
 /* The next `step` indices of the current dynamically scheduled loop: returns the first. */
 int64_t tg_cpu_next(tg_cpu_par *p, int64_t step);
 
