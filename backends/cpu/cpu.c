@@ -100,6 +100,17 @@ static bool cpu_supports(tg_backend *b, tg_op op) {
     return op > TG_OP_NONE && op < TG_OP_COUNT;
 }
 
+/* The backend's team, remade when tg_backend_set_threads changed the count (NULL: one thread,
+ * or threads that could not be started: the caller then does all the work alone). */
+static tg_cpu_team *team_of(tg_backend *b) {
+    cpu_impl *c = b->impl;
+    if (tg_cpu_team_size(c->team) != b->nthreads) {
+        tg_cpu_team_free(c->team);
+        c->team = b->nthreads > 1 ? tg_cpu_team_new(b->nthreads) : NULL;
+    }
+    return c->team;
+}
+
 /* Member p's share of node t's kernel. */
 static tg_status run_kernel(tg_cpu_par *p, tg_tensor *t) {
     switch (t->op) {
@@ -216,14 +227,13 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 }
 
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
-    cpu_impl *c = b->impl;
     j->shares = b->nthreads;
     j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
     if (!j->claimed) return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
     j->done = j->claimed + j->n;
     atomic_init(&j->fail_at, j->n);
     pthread_mutex_init(&j->mu, NULL);
-    tg_cpu_team_run(c->team, graph_member, j);
+    tg_cpu_team_run(team_of(b), graph_member, j);
     pthread_mutex_destroy(&j->mu);
     free((void *)j->claimed);
     int64_t at = atomic_load(&j->fail_at);
@@ -295,7 +305,6 @@ static void optim_member(void *ctx, tg_cpu_par *p) {
 
 static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
                                   float *w, const float *g, float *m, float *v, int64_t n) {
-    cpu_impl *c = b->impl;
     optim_job o = {.cfg = cfg, .lr = lr, .w = w, .m = m, .v = v, .g = g, .n = n};
     if (cfg->kind != TG_OPTIM_SGD) {
         /* bias corrections folded into the step size (Kingma & Ba, Algorithm 1, last lines) */
@@ -303,7 +312,7 @@ static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, flo
         o.alpha = (float)(lr / c1);
         o.rc2 = (float)(1.0 / sqrt(c2));
     }
-    tg_cpu_team_run(c->team, optim_member, &o);
+    tg_cpu_team_run(team_of(b), optim_member, &o);
     return TG_OK;
 }
 
@@ -329,12 +338,11 @@ static void sumsq_member(void *ctx, tg_cpu_par *p) {
 }
 
 static tg_status cpu_sumsq(tg_backend *b, const float *x, int64_t n, double *out) {
-    cpu_impl *c = b->impl;
     int64_t nch = (n + SUMSQ_CH - 1) / SUMSQ_CH;
     double *part = malloc((size_t)(nch ? nch : 1) * sizeof *part);
     if (!part) return tg_error_set(TG_ERR_NOMEM, "cpu sumsq: out of memory");
     vec_job j = {.x = x, .n = n, .nch = nch, .part = part};
-    tg_cpu_team_run(c->team, sumsq_member, &j);
+    tg_cpu_team_run(team_of(b), sumsq_member, &j);
     double t = 0.0;
     for (int64_t k = 0; k < nch; k++) t += part[k];
     free(part);
@@ -348,9 +356,8 @@ static void scale_member(void *ctx, tg_cpu_par *p) {
 }
 
 static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
-    cpu_impl *c = b->impl;
     vec_job j = {.x_rw = x, .n = n, .s = s};
-    tg_cpu_team_run(c->team, scale_member, &j);
+    tg_cpu_team_run(team_of(b), scale_member, &j);
     return TG_OK;
 }
 
