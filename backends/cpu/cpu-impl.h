@@ -8,6 +8,8 @@
 #ifndef TG_CPU_IMPL_H
 #define TG_CPU_IMPL_H
 
+#include <math.h>
+
 #include "backends/cpu/team.h"
 #include "core/tg-impl.h"
 
@@ -37,6 +39,17 @@ static inline float tg_clampf(float x, float lo, float hi) {
     uint32_t mlo = -(uint32_t)(x < lo), mhi = -(uint32_t)(x > hi);
     a.u = (a.u & ~(mlo | mhi)) | (l.u & mlo) | (h.u & mhi);
     return a.f;
+}
+
+/* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
+ * would keep the loop scalar (see tg_clampf below). */
+static inline float tg_zero_if_neg_inf(float x, float e) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {e};
+    v.u &= -(uint32_t)(x != -INFINITY);
+    return v.f;
 }
 
 /* A vectorisable exp for float (Cephes-style range reduction and polynomial, ~2 ulp).

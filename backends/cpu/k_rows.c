@@ -43,17 +43,6 @@ static inline float row_dot(const float *a, const float *b, int64_t n) {
     return ACC8_COMBINE(acc);
 }
 
-/* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
- * would keep the loop scalar (see tg_clampf in cpu-impl.h). */
-static inline float zero_if_neg_inf(float x, float e) {
-    union {
-        float f;
-        uint32_t u;
-    } v = {e};
-    v.u &= -(uint32_t)(x != -INFINITY);
-    return v.f;
-}
-
 tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, rows = d ? n / d : 0;
@@ -79,7 +68,7 @@ tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
             if (lg) {
                 float s = row_sum(gr, d);
                 for (int64_t j = 0; j < d; j++)
-                    xr[j] = gr[j] - zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
+                    xr[j] = gr[j] - tg_zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
             } else {
                 float s = row_dot(gr, yr, d);
                 for (int64_t j = 0; j < d; j++) xr[j] = yr[j] * (gr[j] - s);

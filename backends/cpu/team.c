@@ -7,17 +7,20 @@
  *      where the members finish a node within microseconds of each other;
  *   2. sched_yield() for about YIELD_NS: a member that waits while a partner thread was
  *      preempted (another process on the core) hands its core over rather than burning it;
- *   3. sleep on a futex (Linux; a condition variable elsewhere) until the last member wakes
- *      the sleepers: an idle team, or a team beside busy processes, costs no CPU.
+ *   3. sleep on a futex (Linux; elsewhere it keeps yielding) until the last member wakes the
+ *      sleepers: an idle team, or a team beside busy processes, costs no CPU.
  * Spinning long is what made OpenMP's default (and OpenBLAS's pool) lose 3.5× beside one busy
  * process on two cores; never spinning costs a wake-up (~5–50 µs) per node. A few tens of
  * microseconds of spinning covers the gap between members on an idle machine and is short
  * against a scheduler time slice (~3 ms), so a preempted partner costs little.
  *
- * The sleep/wake race: a waiter announces itself (sleepers++) and re-checks the generation
- * before sleeping; the last member bumps the generation and then reads sleepers. Both are
- * sequentially consistent, so either the waiter sees the new generation or the waker sees
- * the sleeper; futex_wait re-checks the value atomically in the kernel as well.
+ * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
+ * moved", the graph runner's (cpu.c) "every share of this node is done". The sleep/wake race:
+ * a waiter reads the event's sequence number, announces itself (sleepers++) and re-checks the
+ * condition before sleeping on the sequence number; the signaller makes the condition true,
+ * bumps the sequence number and then reads sleepers. Both are sequentially consistent, so
+ * either the waiter sees the condition or the signaller sees the sleeper, and futex_wait
+ * returns at once if the sequence number moved in between.
  */
 #include "backends/cpu/team.h"
 
@@ -58,7 +61,7 @@ enum {
 struct tg_cpu_team {
     _Alignas(64) atomic_int arrived;
     _Alignas(64) atomic_uint gen;
-    atomic_int sleepers;
+    tg_cpu_event ev; /* signalled when gen moves */
     _Alignas(64) atomic_llong next; /* the dynamic counter (tg_cpu_next) */
     _Alignas(64) void (*fn)(void *ctx, tg_cpu_par *p);
     void *slot;
@@ -68,60 +71,12 @@ struct tg_cpu_team {
     int n;
     pthread_t *threads;
     tg_cpu_par *pars;
-#if !TG_TEAM_FUTEX
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-#endif
 };
 
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_while(tg_cpu_team *t, unsigned gen) {
-#if TG_TEAM_FUTEX
-    while (atomic_load(&t->gen) == gen)
-        syscall(SYS_futex, (unsigned *)&t->gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
-#else
-    pthread_mutex_lock(&t->mu);
-    while (atomic_load(&t->gen) == gen) pthread_cond_wait(&t->cv, &t->mu);
-    pthread_mutex_unlock(&t->mu);
-#endif
-}
-
-static void wake_all(tg_cpu_team *t) {
-#if TG_TEAM_FUTEX
-    syscall(SYS_futex, (unsigned *)&t->gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-#else
-    pthread_mutex_lock(&t->mu);
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
-#endif
-}
-
-static void wait_gen(tg_cpu_team *t, unsigned gen) {
-    /* phase 1: spin, reading the clock only every 64 pauses */
-    int64_t start = 0;
-    for (int i = 1;; i++) {
-        if (atomic_load_explicit(&t->gen, memory_order_acquire) != gen) return;
-        cpu_relax();
-        if ((i & 63) == 0) {
-            int64_t now = now_ns();
-            if (!start) start = now;
-            else if (now - start > SPIN_NS) break;
-        }
-    }
-    /* phase 2: yield */
-    while (now_ns() - start < YIELD_NS) {
-        if (atomic_load_explicit(&t->gen, memory_order_acquire) != gen) return;
-        sched_yield();
-    }
-    /* phase 3: sleep */
-    atomic_fetch_add(&t->sleepers, 1);
-    if (atomic_load(&t->gen) == gen) sleep_while(t, gen);
-    atomic_fetch_sub(&t->sleepers, 1);
 }
 
 static void futex_wait(_Atomic unsigned *word, unsigned val) {
@@ -174,16 +129,26 @@ void tg_cpu_event_signal(tg_cpu_event *e) {
     if (atomic_load(&e->sleepers) > 0) futex_wake_all(&e->seq);
 }
 
+typedef struct {
+    tg_cpu_team *t;
+    unsigned gen;
+} gen_wait;
+
+static bool gen_moved(void *ctx) {
+    const gen_wait *w = ctx;
+    return atomic_load_explicit(&w->t->gen, memory_order_acquire) != w->gen;
+}
+
 static void barrier(tg_cpu_team *t) {
-    unsigned gen = atomic_load_explicit(&t->gen, memory_order_acquire);
+    gen_wait w = {t, atomic_load_explicit(&t->gen, memory_order_acquire)};
     if (atomic_fetch_add_explicit(&t->arrived, 1, memory_order_acq_rel) == t->n - 1) {
         atomic_store_explicit(&t->arrived, 0, memory_order_relaxed);
         atomic_store_explicit(&t->next, 0, memory_order_relaxed);
-        atomic_fetch_add(&t->gen, 1); /* seq_cst: see the header comment */
-        if (atomic_load(&t->sleepers) > 0) wake_all(t);
+        atomic_fetch_add_explicit(&t->gen, 1, memory_order_release);
+        tg_cpu_event_signal(&t->ev);
         return;
     }
-    wait_gen(t, gen);
+    tg_cpu_event_wait(&t->ev, gen_moved, &w);
 }
 
 void tg_cpu_barrier(tg_cpu_par *p) {
@@ -234,10 +199,6 @@ tg_cpu_team *tg_cpu_team_new(int n) {
         free(t);
         return NULL;
     }
-#if !TG_TEAM_FUTEX
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, NULL);
-#endif
     for (int i = 0; i < n; i++) t->pars[i] = (tg_cpu_par){.team = t, .ith = i, .nth = n};
     for (int i = 1; i < n; i++) {
         int err = pthread_create(&t->threads[i], NULL, member_main, &t->pars[i]);
@@ -259,10 +220,6 @@ void tg_cpu_team_free(tg_cpu_team *t) {
         barrier(t); /* the members see quit and return */
         for (int i = 1; i < t->n; i++) pthread_join(t->threads[i], NULL);
     }
-#if !TG_TEAM_FUTEX
-    pthread_mutex_destroy(&t->mu);
-    pthread_cond_destroy(&t->cv);
-#endif
     free(t->threads);
     free(t->pars);
     free(t);

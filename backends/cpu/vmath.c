@@ -74,16 +74,6 @@ static void vgelu_back_scalar(const float *x, const float *dy, float *dx, int64_
     for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad_scalar(x[i]);
 }
 
-/* e, or 0 where x is -inf (a masked entry); bit masks keep the loop vectorisable */
-static inline float zero_if_neg_inf(float x, float e) {
-    union {
-        float f;
-        uint32_t u;
-    } v = {e};
-    v.u &= -(uint32_t)(x != -INFINITY);
-    return v.f;
-}
-
 static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out) {
     float m = -INFINITY;
     for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m; /* NaNs skipped */
@@ -93,13 +83,13 @@ static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out
     }
     float s = 0.0f;
     if (log_out) {
-        for (int64_t j = 0; j < n; j++) s += zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
+        for (int64_t j = 0; j < n; j++) s += tg_zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
         float lse = m + logf(s);
         for (int64_t j = 0; j < n; j++) y[j] = x[j] - lse;
         return;
     }
     for (int64_t j = 0; j < n; j++) {
-        y[j] = zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
+        y[j] = tg_zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
         s += y[j];
     }
     float inv = 1.0f / s;

@@ -49,25 +49,14 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def ensure_env(args):
-    """Re-exec with the fair settings unless they are already in the environment."""
-    want = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": str(args.threads),
-            "OMP_NUM_THREADS": str(args.threads)}
-    if all(os.environ.get(k) == v for k, v in want.items()):
-        return
-    if os.environ.get("TG_PEER_REEXEC") == "1":
-        sys.exit("nn_transformer_step: environment still lacks %s after re-exec" % want)
-    env = dict(os.environ, TG_PEER_REEXEC="1", **want)
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
-
 def main():
     args = parse_args(sys.argv[1:])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from train_step import ensure_env, timed_steps  # the same settings and timing loop
     ensure_env(args)
 
     import resource
     import statistics
-    import time
 
     import torch
     from torch import nn
@@ -131,15 +120,7 @@ def main():
         sched.step()
         return float(loss)
 
-    times, cpu_times, losses = [], [], []
-    for i in range(args.warmup_steps + args.steps):
-        batch = pool[i % len(pool)]
-        t0, c0 = time.perf_counter(), time.process_time()
-        losses.append(step(batch))
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        if i >= args.warmup_steps:
-            times.append(dt)
-            cpu_times.append(dc)
+    times, cpu_times, losses = timed_steps(step, pool, args.warmup_steps, args.steps)
     med = statistics.median(times)
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     out = {
