@@ -151,22 +151,26 @@ static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
 
 /* A graph run on the team. Every member walks the node list. Node i's work is cut into
  * shares(i) shares — a kernel called with (ith, nth) = (share, shares), the same cut as a team
- * of that size would make — and the members claim shares from node i's counter until none is
- * left; then each waits until every share of node i is done before node i + 1 (which may read
- * what node i wrote, or write a workspace block node i read). So a member that the machine
- * preempts holds up only the share it has claimed: the others take the rest, and one that
- * comes back late finds the shares of the nodes it missed taken and catches up. With no other
- * process on the machine every member claims one share, as a fixed split would.
- * The first failing node is recorded with its error message (each thread's message is its
- * own); once that node is done every member sees it and stops. */
+ * of that size makes — and member m first takes its own shares (m, m + n, ...). A member
+ * done with its own waits until every share of node i is done before node i + 1 (which may
+ * read what node i wrote, or write a workspace block node i read); if after STEAL_NS of
+ * waiting some share is still untaken, its owner is late (preempted by another process, or
+ * still waking up) and the waiting member takes it. So on an idle machine each member does its
+ * own share, as a fixed split would, while a member that the machine preempts holds up only a
+ * share it has started: the others take the rest, and it catches up through nodes already
+ * done. The first failing node is recorded with its error message (each thread's message is
+ * its own); once that node is done every member sees it and stops. */
+enum { STEAL_NS = 100 * 1000 };
+
 typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
     int shares;
     void (*after)(void *ctx, int64_t i);
     void *ctx;
-    _Atomic int *claimed, *done; /* per node */
-    tg_cpu_event progress;       /* signalled when a node's last share is done */
+    _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
+    _Atomic unsigned char *taken; /* per node and share */
+    tg_cpu_event progress;        /* signalled when a node's last share is done */
     atomic_llong fail_at;
     tg_status st;
     char msg[1024];
@@ -190,15 +194,40 @@ static int shares_of(const graph_job *j, const tg_tensor *t) {
     return j->shares;
 }
 
+static bool take(graph_job *j, int64_t i, int c) {
+    if (atomic_exchange_explicit(&j->taken[i * j->shares + c], 1, memory_order_relaxed)) return false;
+    atomic_fetch_add_explicit(&j->claimed[i], 1, memory_order_relaxed);
+    return true;
+}
+
+static void run_share(graph_job *j, int64_t i, int c, int k) {
+    tg_tensor *t = j->nodes[i];
+    tg_cpu_par share = {.team = NULL, .ith = c, .nth = k};
+    if (t->flags & TG_TF_INPUT) {
+        copy_in_share(&share, t);
+    } else {
+        tg_status st = run_kernel(&share, t);
+        if (st) fail(j, i, st);
+    }
+    if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k)
+        tg_cpu_event_signal(&j->progress);
+}
+
 typedef struct {
     graph_job *j;
-    int64_t i;
+    int64_t i, steal_at;
     int k;
 } node_wait;
 
-static bool node_done(void *ctx) {
-    const node_wait *w = ctx;
+static bool node_done(const node_wait *w) {
     return atomic_load_explicit(&w->j->done[w->i], memory_order_acquire) >= w->k;
+}
+
+/* stop waiting: the node is done, or a share is untaken past the grace time */
+static bool done_or_late(void *ctx) {
+    const node_wait *w = ctx;
+    return node_done(w) || (atomic_load_explicit(&w->j->claimed[w->i], memory_order_relaxed) < w->k &&
+                            tg_cpu_now_ns() >= w->steal_at);
 }
 
 static void graph_member(void *ctx, tg_cpu_par *p) {
@@ -207,19 +236,14 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
         tg_tensor *t = j->nodes[i];
         if (!(t->flags & TG_TF_FUSED)) {
             const int k = shares_of(j, t);
-            for (int c; (c = atomic_fetch_add_explicit(&j->claimed[i], 1, memory_order_relaxed)) < k;) {
-                tg_cpu_par share = {.team = NULL, .ith = c, .nth = k};
-                if (t->flags & TG_TF_INPUT) {
-                    copy_in_share(&share, t);
-                } else {
-                    tg_status st = run_kernel(&share, t);
-                    if (st) fail(j, i, st);
-                }
-                if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k)
-                    tg_cpu_event_signal(&j->progress);
+            for (int c = p->ith; c < k; c += p->nth)
+                if (take(j, i, c)) run_share(j, i, c, k);
+            node_wait w = {.j = j, .i = i, .k = k, .steal_at = tg_cpu_now_ns() + STEAL_NS};
+            while (!node_done(&w)) {
+                tg_cpu_event_wait(&j->progress, done_or_late, &w);
+                for (int c = 0; c < k && atomic_load(&j->claimed[i]) < k; c++)
+                    if (take(j, i, c)) run_share(j, i, c, k);
             }
-            node_wait w = {j, i, k};
-            if (!node_done(&w)) tg_cpu_event_wait(&j->progress, node_done, &w);
             if (atomic_load(&j->fail_at) <= i) return;
         }
         if (p->ith == 0 && j->after) j->after(j->ctx, i);
@@ -229,13 +253,19 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->shares = b->nthreads;
     j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
-    if (!j->claimed) return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
+    j->taken = calloc((size_t)(j->n * j->shares + 1), 1);
+    if (!j->claimed || !j->taken) {
+        free((void *)j->claimed);
+        free((void *)j->taken);
+        return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
+    }
     j->done = j->claimed + j->n;
     atomic_init(&j->fail_at, j->n);
     pthread_mutex_init(&j->mu, NULL);
     tg_cpu_team_run(team_of(b), graph_member, j);
     pthread_mutex_destroy(&j->mu);
     free((void *)j->claimed);
+    free((void *)j->taken);
     int64_t at = atomic_load(&j->fail_at);
     if (at == j->n) return TG_OK;
     if (failed) *failed = at;

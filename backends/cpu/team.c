@@ -73,7 +73,7 @@ struct tg_cpu_team {
     tg_cpu_par *pars;
 };
 
-static int64_t now_ns(void) {
+int64_t tg_cpu_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -105,12 +105,12 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
         if (cond(ctx)) return;
         cpu_relax();
         if ((i & 63) == 0) {
-            int64_t now = now_ns();
+            int64_t now = tg_cpu_now_ns();
             if (!start) start = now;
             else if (now - start > SPIN_NS) break;
         }
     }
-    while (now_ns() - start < YIELD_NS) {
+    while (tg_cpu_now_ns() - start < YIELD_NS) {
         if (cond(ctx)) return;
         sched_yield();
     }

@@ -53,6 +53,9 @@ typedef struct tg_cpu_event {
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t tg_cpu_now_ns(void);
+
 /* The next `step` indices of the current dynamically scheduled loop: returns the first. */
 int64_t tg_cpu_next(tg_cpu_par *p, int64_t step);
 
