@@ -4,13 +4,16 @@
  * A team of n threads is created once with the backend: the thread that calls
  * tg_cpu_team_run() is member 0, n - 1 pthreads are the others. tg_cpu_team_run(fn) runs fn
  * on every member at once and returns when all have finished; the CPU backend runs a whole
- * graph that way (cpu.c: every member walks the node list and does its share of each node,
- * with a barrier between nodes), so a training step opens one parallel region, not one per op.
+ * graph that way (cpu.c: every member walks the node list and does its shares of each node,
+ * waiting until the node is done before the next), so a training step opens one parallel
+ * region, not one per op.
  *
- * A kernel gets a tg_cpu_par: its member index ith and the team size nth. It splits its
- * loop with TG_CPU_FOR (contiguous static blocks, as OpenMP's schedule(static)), or hands
- * out tasks dynamically with tg_cpu_next(), and may wait for the others with tg_cpu_barrier().
- * Every member must reach the same barriers in the same order.
+ * A kernel gets a tg_cpu_par: its share index ith and the share count nth. It splits its loop
+ * with TG_CPU_FOR (contiguous static blocks, as OpenMP's schedule(static)). Called by every
+ * member of a running team (p->team set: tg_cpu_team_run), it may also hand out tasks
+ * dynamically with tg_cpu_next() and wait for the others with tg_cpu_barrier() (every member
+ * must reach the same barriers in the same order); called for one share of a graph node (cpu.c,
+ * p->team NULL), barriers do nothing and the split must be static.
  */
 #ifndef TG_CPU_TEAM_H
 #define TG_CPU_TEAM_H
@@ -56,7 +59,9 @@ void tg_cpu_event_signal(tg_cpu_event *e);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t tg_cpu_now_ns(void);
 
-/* The next `step` indices of the current dynamically scheduled loop: returns the first. */
+/* The next `step` indices of the current dynamically scheduled loop: returns the first. Only
+ * for members of a running team (p->team set); a share of a graph node (cpu.c: p->team NULL,
+ * called once per share) must split its work statically, or it would do every task. */
 int64_t tg_cpu_next(tg_cpu_par *p, int64_t step);
 
 /* A pointer-sized slot shared by the members (member 0 publishes a buffer, a barrier, the others
