@@ -581,7 +581,7 @@ int main(int argc, char **argv) {
     }
     if (NT < 1) NT = 1;
     CK(tg_backend_cpu_new(NT, &BK));
-    printf("bench_ops: %d threads for tgraph (OpenMP, OpenBLAS on 1) and for each reference\n", NT);
+    printf("bench_ops: %d threads for tgraph (its thread team, OpenBLAS on 1) and for each reference\n", NT);
     if (!ONLY || ONLY == 1) section_matmul();
     if (!ONLY || ONLY == 2) section_attention();
     if (!ONLY || ONLY == 3) section_memory();

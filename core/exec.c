@@ -33,6 +33,47 @@ void tg_profile_report(void *out_) {
 
 tg_status tg__plan(tg_graph *g, tg_backend *b);
 
+/* What the calling thread does once node i of a run is complete: the gradient hook (data
+ * parallelism starts a bucket's all-reduce) and, under TG_PROFILE, the node's time (from the
+ * previous node's completion to this one's). */
+typedef struct {
+    tg_graph *g;
+    tg_backend *b;
+    tg_tensor **list;
+    bool prof;
+    double t0;
+} run_ctx;
+
+static void after_node(void *ctx, int64_t i) {
+    run_ctx *r = ctx;
+    tg_tensor *t = r->list[i];
+    if (r->prof && !(t->flags & (TG_TF_INPUT | TG_TF_FUSED))) {
+        r->b->vt->sync(r->b);
+        double now = now_sec();
+        prof_sec[t->op] += now - r->t0;
+        prof_calls[t->op]++;
+    }
+    if (t->op == TG_OP_GRAD_ACC && r->g->grad_hook) r->g->grad_hook(r->g->grad_hook_ctx, t->store, t->param);
+    if (r->prof) r->t0 = now_sec();
+}
+
+/* The nodes a backend without run_graph runs, one call each. */
+static tg_status run_each(tg_backend *b, tg_tensor *const *list, int64_t n, run_ctx *r,
+                          int64_t *failed) {
+    for (int64_t i = 0; i < n; i++) {
+        tg_tensor *t = list[i];
+        tg_status st = TG_OK;
+        if (t->flags & TG_TF_INPUT) st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
+        else if (!(t->flags & TG_TF_FUSED)) st = b->vt->run_node(b, t);
+        if (st) {
+            *failed = i;
+            return st;
+        }
+        if (r) after_node(r, i);
+    }
+    return TG_OK;
+}
+
 void tg__graph_release_workspace(tg_graph *g) {
     if (g->ws && g->ws_backend) g->ws_backend->vt->free(g->ws_backend, g->ws, g->ws_size);
     g->ws = NULL;
@@ -92,31 +133,33 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
     tg_status st = bind_data(g);
     if (st) return st;
     g->ran = false;
+    /* The nodes to run, in order: inputs (copied in), kernels, and the gradient accumulations
+     * when a hook waits for them (a fused one runs nothing: its producer, earlier in the list,
+     * was the last writer of the gradient). Views and fused nodes cost nothing. */
+    tg_tensor **list = malloc((size_t)(g->nexec ? g->nexec : 1) * sizeof *list);
+    if (!list) return tg_error_set(TG_ERR_NOMEM, "tg_graph_run: out of memory");
+    int64_t n = 0;
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
-        if (t->op == TG_OP_GRAD_ACC && g->grad_hook) {
-            /* the last writer of this gradient: itself, or (fused) its producer, already issued */
-            if (!(t->flags & TG_TF_FUSED)) st = b->vt->run_node(b, t);
-            if (st == TG_OK) g->grad_hook(g->grad_hook_ctx, t->store, t->param);
-        } else if (t->flags & TG_TF_INPUT) {
-            st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
-        } else if (t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW) || (t->flags & TG_TF_FUSED)) {
-            continue;
-        } else if (prof_on) {
-            if (prof_on < 0) prof_on = getenv("TG_PROFILE") != NULL;
-            double t0 = prof_on ? now_sec() : 0.0;
-            st = b->vt->run_node(b, t);
-            if (prof_on) {
-                b->vt->sync(b);
-                prof_sec[t->op] += now_sec() - t0;
-                prof_calls[t->op]++;
-            }
-        } else {
-            st = b->vt->run_node(b, t);
-        }
-        if (st) return tg_error_prefix(st, "node %lld (%s%s%s)", (long long)t->id, tg_op_name(t->op),
-                                       t->name[0] ? " " : "", t->name);
+        if ((t->op == TG_OP_GRAD_ACC && g->grad_hook) || (t->flags & TG_TF_INPUT) ||
+            !(t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW) || (t->flags & TG_TF_FUSED)))
+            list[n++] = t;
     }
+    if (prof_on < 0) prof_on = getenv("TG_PROFILE") != NULL;
+    run_ctx r = {.g = g, .b = b, .list = list, .prof = prof_on > 0, .t0 = prof_on > 0 ? now_sec() : 0.0};
+    bool need_after = r.prof || g->grad_hook;
+    int64_t failed = 0;
+    if (b->vt->run_graph)
+        st = b->vt->run_graph(b, list, n, need_after ? after_node : NULL, &r, &failed);
+    else
+        st = run_each(b, list, n, need_after ? &r : NULL, &failed);
+    if (st) {
+        tg_tensor *t = list[failed];
+        free(list);
+        return tg_error_prefix(st, "node %lld (%s%s%s)", (long long)t->id, tg_op_name(t->op),
+                               t->name[0] ? " " : "", t->name);
+    }
+    free(list);
     st = b->vt->sync(b);
     if (st) return st;
     g->ran = true;

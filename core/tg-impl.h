@@ -103,6 +103,14 @@ typedef struct tg_backend_vtable {
     tg_status (*memset0)(tg_backend *b, void *dst, size_t bytes);
     bool (*supports_op)(tg_backend *b, tg_op op);
     tg_status (*run_node)(tg_backend *b, tg_tensor *node);
+    /* Optional (NULL: the executor calls run_node node by node). Run nodes[0..n) in order, in
+     * one go on the backend's own threads: a node flagged TG_TF_INPUT copies its host data in,
+     * one flagged TG_TF_FUSED runs nothing, any other runs its kernel. When `after` is not
+     * NULL, after(ctx, i) is called on the calling thread once node i is complete (nodes
+     * after i may already be running on other threads). On failure *failed is the index of
+     * the node that failed and the error is set on the calling thread. */
+    tg_status (*run_graph)(tg_backend *b, tg_tensor *const *nodes, int64_t n,
+                           void (*after)(void *ctx, int64_t i), void *ctx, int64_t *failed);
     tg_status (*sync)(tg_backend *b);
     /* optimizer and store maths on backend memory */
     tg_status (*optim_update)(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,

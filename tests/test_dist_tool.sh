@@ -33,7 +33,7 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 cd "$tmp" || exit 1
 mkdir rt && export TMPDIR="$tmp/rt" # where ranks > 0 keep a resumed checkpoint's copy
-export TG_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+export TG_NUM_THREADS=1
 
 passed=0
 failed=0

@@ -1,24 +1,30 @@
 /* Internal interface of the CPU backend: one kernel entry point per group of ops. Kernels
  * read contiguous inputs (the graph builders guarantee it; matmul also reads row- or
- * column-contiguous views) and write contiguous outputs. Parallel loops use OpenMP with static
- * schedules, so results are bit-identical for a given thread count. */
+ * column-contiguous views) and write contiguous outputs. Every member of the backend's thread
+ * team (team.h) calls the kernel of a node with its own tg_cpu_par and does its share: static
+ * contiguous blocks (TG_CPU_FOR) or tasks handed out dynamically where each result is computed
+ * whole by one member, so results are bit-identical for a given thread count (most do not
+ * depend on it at all). A kernel returns the same status on every member. */
 #ifndef TG_CPU_IMPL_H
 #define TG_CPU_IMPL_H
 
+#include <math.h>
+
+#include "backends/cpu/team.h"
 #include "core/tg-impl.h"
 
-/* Work below this many elements runs on one thread (thread start-up costs more). */
+/* Work below this many elements runs on member 0 alone (sharing it costs more than it saves). */
 #define TG_PAR_MIN 16384
 
 #define F32(t) ((float *)(t)->data)
 #define I32(t) ((int32_t *)(t)->data)
 
-tg_status tg_cpu_elementwise(tg_backend *b, tg_tensor *t); /* fill, binary, unary, masks, dropout */
-tg_status tg_cpu_layout(tg_backend *b, tg_tensor *t);      /* cont, concat, pad, expand */
-tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t);      /* sum, max, max_back, sum_to */
-tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t);        /* softmax, log-softmax, layer norm */
-tg_status tg_cpu_matmul(tg_backend *b, tg_tensor *t);
-tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t);          /* embedding, cross-entropy, grad_acc */
+tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t); /* fill, binary, unary, masks, dropout */
+tg_status tg_cpu_layout(tg_cpu_par *p, tg_tensor *t);      /* cont, concat, pad, expand */
+tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t);      /* sum, max, max_back, sum_to */
+tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t);        /* softmax, log-softmax, layer norm */
+tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t);
+tg_status tg_cpu_nn(tg_cpu_par *p, tg_tensor *t);          /* embedding, cross-entropy, grad_acc */
 
 /* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
  * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces
@@ -33,6 +39,17 @@ static inline float tg_clampf(float x, float lo, float hi) {
     uint32_t mlo = -(uint32_t)(x < lo), mhi = -(uint32_t)(x > hi);
     a.u = (a.u & ~(mlo | mhi)) | (l.u & mlo) | (h.u & mhi);
     return a.f;
+}
+
+/* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
+ * would keep the loop scalar (see tg_clampf below). */
+static inline float tg_zero_if_neg_inf(float x, float e) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {e};
+    v.u &= -(uint32_t)(x != -INFINITY);
+    return v.f;
 }
 
 /* A vectorisable exp for float (Cephes-style range reduction and polynomial, ~2 ulp).

@@ -1,8 +1,11 @@
-/* The CPU backend: host memory with a small caching allocator, OpenMP threads, OpenBLAS kept at
- * one thread (tgraph splits GEMMs across its own threads, so the pools never fight). */
+/* The CPU backend: host memory with a small caching allocator, a persistent thread team that
+ * runs a whole graph in one parallel region (team.h), OpenBLAS kept at one thread (tgraph
+ * splits GEMMs across its own threads, so the pools never fight). */
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +23,7 @@ typedef struct {
     size_t size[CACHE_SLOTS]; /* in insertion order, oldest first */
     int n;
     size_t bytes;
+    tg_cpu_team *team; /* NULL for one thread */
 } cpu_impl;
 
 static size_t rounded(size_t bytes) { return ((bytes ? bytes : 1) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN; }
@@ -96,30 +100,193 @@ static bool cpu_supports(tg_backend *b, tg_op op) {
     return op > TG_OP_NONE && op < TG_OP_COUNT;
 }
 
-static tg_status cpu_run_node(tg_backend *b, tg_tensor *t) {
+/* The backend's team, remade when tg_backend_set_threads changed the count (NULL: one thread,
+ * or threads that could not be started: the caller then does all the work alone). */
+static tg_cpu_team *team_of(tg_backend *b) {
+    cpu_impl *c = b->impl;
+    if (tg_cpu_team_size(c->team) != b->nthreads) {
+        tg_cpu_team_free(c->team);
+        c->team = b->nthreads > 1 ? tg_cpu_team_new(b->nthreads) : NULL;
+    }
+    return c->team;
+}
+
+/* Member p's share of node t's kernel. */
+static tg_status run_kernel(tg_cpu_par *p, tg_tensor *t) {
     switch (t->op) {
     case TG_OP_CONT:
     case TG_OP_CONCAT:
     case TG_OP_PAD:
-    case TG_OP_EXPAND: return tg_cpu_layout(b, t);
+    case TG_OP_EXPAND: return tg_cpu_layout(p, t);
     case TG_OP_SUM:
     case TG_OP_MAX:
     case TG_OP_MAX_BACK:
-    case TG_OP_SUM_TO: return tg_cpu_reduce(b, t);
+    case TG_OP_SUM_TO: return tg_cpu_reduce(p, t);
     case TG_OP_SOFTMAX:
     case TG_OP_LOG_SOFTMAX:
     case TG_OP_SOFTMAX_BACK:
     case TG_OP_LOG_SOFTMAX_BACK:
     case TG_OP_LAYER_NORM:
-    case TG_OP_LAYER_NORM_BACK: return tg_cpu_rows(b, t);
-    case TG_OP_MATMUL: return tg_cpu_matmul(b, t);
+    case TG_OP_LAYER_NORM_BACK: return tg_cpu_rows(p, t);
+    case TG_OP_MATMUL: return tg_cpu_matmul(p, t);
     case TG_OP_EMBEDDING:
     case TG_OP_EMBEDDING_BACK:
     case TG_OP_CROSS_ENTROPY:
     case TG_OP_CROSS_ENTROPY_BACK:
-    case TG_OP_GRAD_ACC: return tg_cpu_nn(b, t);
-    default: return tg_cpu_elementwise(b, t);
+    case TG_OP_GRAD_ACC: return tg_cpu_nn(p, t);
+    default: return tg_cpu_elementwise(p, t);
     }
+}
+
+/* Member p's share of copying an input's host data in: blocks of 16 KiB. */
+static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
+    enum { CH = 16384 };
+    size_t bytes = tg__nbytes(t);
+    int64_t nch = (int64_t)((bytes + CH - 1) / CH);
+    TG_CPU_FOR(p, c, nch, bytes / 4 > TG_PAR_MIN) {
+        size_t lo = (size_t)c * CH, len = bytes - lo < CH ? bytes - lo : CH;
+        memcpy((char *)t->data + lo, (const char *)t->host + lo, len);
+    }
+}
+
+/* A graph run on the team. Every member walks the node list. Node i's work is cut into
+ * shares(i) shares — a kernel called with (ith, nth) = (share, shares), the same cut as a team
+ * of that size makes — and member m first takes its own shares (m, m + n, ...). A member
+ * done with its own waits until every share of node i is done before node i + 1 (which may
+ * read what node i wrote, or write a workspace block node i read); if after STEAL_NS of
+ * waiting some share is still untaken, its owner is late (preempted by another process, or
+ * still waking up) and the waiting member takes it. So on an idle machine each member does its
+ * own share, as a fixed split would, while a member that the machine preempts holds up only a
+ * share it has started: the others take the rest, and it catches up through nodes already
+ * done. The first failing node is recorded with its error message (each thread's message is
+ * its own); once that node is done every member sees it and stops. */
+enum { STEAL_NS = 100 * 1000 };
+
+typedef struct {
+    tg_tensor *const *nodes;
+    int64_t n;
+    int shares;
+    void (*after)(void *ctx, int64_t i);
+    void *ctx;
+    _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
+    _Atomic unsigned char *taken; /* per node and share */
+    tg_cpu_event progress;        /* signalled when a node's last share is done */
+    atomic_llong fail_at;
+    tg_status st;
+    char msg[1024];
+    pthread_mutex_t mu;
+} graph_job;
+
+static void fail(graph_job *j, int64_t i, tg_status st) {
+    pthread_mutex_lock(&j->mu);
+    if (i < atomic_load(&j->fail_at)) {
+        j->st = st;
+        snprintf(j->msg, sizeof j->msg, "%s", tg_error_message());
+        atomic_store(&j->fail_at, i);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Shares of a node: the team size, except for kernels that share buffers between their
+ * members through barriers (the cross-entropy total: one share). */
+static int shares_of(const graph_job *j, const tg_tensor *t) {
+    if (t->op == TG_OP_CROSS_ENTROPY && (tg_reduction)t->pi[1] != TG_REDUCE_NONE) return 1;
+    return j->shares;
+}
+
+static bool take(graph_job *j, int64_t i, int c) {
+    if (atomic_exchange_explicit(&j->taken[i * j->shares + c], 1, memory_order_relaxed)) return false;
+    atomic_fetch_add_explicit(&j->claimed[i], 1, memory_order_relaxed);
+    return true;
+}
+
+static void run_share(graph_job *j, int64_t i, int c, int k) {
+    tg_tensor *t = j->nodes[i];
+    tg_cpu_par share = {.team = NULL, .ith = c, .nth = k};
+    if (t->flags & TG_TF_INPUT) {
+        copy_in_share(&share, t);
+    } else {
+        tg_status st = run_kernel(&share, t);
+        if (st) fail(j, i, st);
+    }
+    if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k)
+        tg_cpu_event_signal(&j->progress);
+}
+
+typedef struct {
+    graph_job *j;
+    int64_t i, steal_at;
+    int k;
+} node_wait;
+
+static bool node_done(const node_wait *w) {
+    return atomic_load_explicit(&w->j->done[w->i], memory_order_acquire) >= w->k;
+}
+
+/* stop waiting: the node is done, or a share is untaken past the grace time */
+static bool done_or_late(void *ctx) {
+    const node_wait *w = ctx;
+    return node_done(w) || (atomic_load_explicit(&w->j->claimed[w->i], memory_order_relaxed) < w->k &&
+                            tg_cpu_now_ns() >= w->steal_at);
+}
+
+static void graph_member(void *ctx, tg_cpu_par *p) {
+    graph_job *j = ctx;
+    for (int64_t i = 0; i < j->n; i++) {
+        tg_tensor *t = j->nodes[i];
+        if (!(t->flags & TG_TF_FUSED)) {
+            const int k = shares_of(j, t);
+            for (int c = p->ith; c < k; c += p->nth)
+                if (take(j, i, c)) run_share(j, i, c, k);
+            node_wait w = {.j = j, .i = i, .k = k, .steal_at = tg_cpu_now_ns() + STEAL_NS};
+            while (!node_done(&w)) {
+                tg_cpu_event_wait(&j->progress, done_or_late, &w);
+                for (int c = 0; c < k && atomic_load(&j->claimed[i]) < k; c++)
+                    if (take(j, i, c)) run_share(j, i, c, k);
+            }
+            if (atomic_load(&j->fail_at) <= i) return;
+        }
+        if (p->ith == 0 && j->after) j->after(j->ctx, i);
+    }
+}
+
+static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
+    j->shares = b->nthreads;
+    j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
+    j->taken = calloc((size_t)(j->n * j->shares + 1), 1);
+    if (!j->claimed || !j->taken) {
+        free((void *)j->claimed);
+        free((void *)j->taken);
+        return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
+    }
+    j->done = j->claimed + j->n;
+    atomic_init(&j->fail_at, j->n);
+    pthread_mutex_init(&j->mu, NULL);
+    tg_cpu_team_run(team_of(b), graph_member, j);
+    pthread_mutex_destroy(&j->mu);
+    free((void *)j->claimed);
+    free((void *)j->taken);
+    int64_t at = atomic_load(&j->fail_at);
+    if (at == j->n) return TG_OK;
+    if (failed) *failed = at;
+    return tg_error_set(j->st, "%s", j->msg);
+}
+
+static tg_status cpu_run_graph(tg_backend *b, tg_tensor *const *nodes, int64_t n,
+                               void (*after)(void *ctx, int64_t i), void *ctx, int64_t *failed) {
+    graph_job j = {.nodes = nodes, .n = n, .after = after, .ctx = ctx};
+    return run_job(b, &j, failed);
+}
+
+/* One node's kernel (whatever its flags), on the team. */
+static tg_status cpu_run_node(tg_backend *b, tg_tensor *t) {
+    tg_tensor *one = t;
+    uint32_t flags = t->flags;
+    t->flags &= ~(uint32_t)(TG_TF_FUSED | TG_TF_INPUT);
+    graph_job j = {.nodes = &one, .n = 1};
+    tg_status st = run_job(b, &j, NULL);
+    t->flags = flags;
+    return st;
 }
 
 static tg_status cpu_sync(tg_backend *b) {
@@ -127,14 +294,25 @@ static tg_status cpu_sync(tg_backend *b) {
     return TG_OK;
 }
 
-static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
-                                  float *w, const float *g, float *m, float *v, int64_t n) {
-    int nt = b->nthreads;
-    float wd = cfg->weight_decay;
+/* ---- store maths on the team ---- */
+
+typedef struct {
+    const tg_optim_config *cfg;
+    float lr, alpha, rc2;
+    float *w, *m, *v;
+    const float *g;
+    int64_t n;
+} optim_job;
+
+static void optim_member(void *ctx, tg_cpu_par *p) {
+    const optim_job *o = ctx;
+    const tg_optim_config *cfg = o->cfg;
+    float *w = o->w, *m = o->m, *v = o->v, lr = o->lr, wd = cfg->weight_decay;
+    const float *g = o->g;
+    int64_t n = o->n;
     if (cfg->kind == TG_OPTIM_SGD) {
         float mu = cfg->momentum;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
+        TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {
             float gi = g[i] + wd * w[i];
             if (m) {
                 m[i] = mu * m[i] + gi;
@@ -142,52 +320,80 @@ static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, flo
             }
             w[i] -= lr * gi;
         }
-        return TG_OK;
+        return;
     }
-    float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
-    /* bias corrections folded into the step size (Kingma & Ba, Algorithm 1, last lines) */
-    double c1 = 1.0 - pow(b1, (double)step), c2 = 1.0 - pow(b2, (double)step);
-    float alpha = (float)(lr / c1), rc2 = (float)(1.0 / sqrt(c2));
+    float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps, alpha = o->alpha, rc2 = o->rc2;
     bool decoupled = cfg->kind == TG_OPTIM_ADAMW;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
+    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {
         float gi = decoupled ? g[i] : g[i] + wd * w[i];
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
         v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
         float upd = alpha * m[i] / (sqrtf(v[i]) * rc2 + eps);
         w[i] -= decoupled ? upd + lr * wd * w[i] : upd;
     }
+}
+
+static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
+                                  float *w, const float *g, float *m, float *v, int64_t n) {
+    optim_job o = {.cfg = cfg, .lr = lr, .w = w, .m = m, .v = v, .g = g, .n = n};
+    if (cfg->kind != TG_OPTIM_SGD) {
+        /* bias corrections folded into the step size (Kingma & Ba, Algorithm 1, last lines) */
+        double c1 = 1.0 - pow(cfg->beta1, (double)step), c2 = 1.0 - pow(cfg->beta2, (double)step);
+        o.alpha = (float)(lr / c1);
+        o.rc2 = (float)(1.0 / sqrt(c2));
+    }
+    tg_cpu_team_run(team_of(b), optim_member, &o);
     return TG_OK;
 }
 
 /* Fixed-size chunks summed in order: the result does not depend on the thread count. */
+enum { SUMSQ_CH = 8192 };
+
+typedef struct {
+    const float *x;
+    float *x_rw;
+    int64_t n, nch;
+    double *part;
+    float s;
+} vec_job;
+
+static void sumsq_member(void *ctx, tg_cpu_par *p) {
+    const vec_job *j = ctx;
+    TG_CPU_FOR(p, c, j->nch, j->nch > 4) {
+        int64_t e = (c + 1) * SUMSQ_CH < j->n ? (c + 1) * SUMSQ_CH : j->n;
+        float s = 0.0f;
+        for (int64_t i = c * SUMSQ_CH; i < e; i++) s += j->x[i] * j->x[i];
+        j->part[c] = s;
+    }
+}
+
 static tg_status cpu_sumsq(tg_backend *b, const float *x, int64_t n, double *out) {
-    enum { CH = 8192 };
-    int64_t nch = (n + CH - 1) / CH;
+    int64_t nch = (n + SUMSQ_CH - 1) / SUMSQ_CH;
     double *part = malloc((size_t)(nch ? nch : 1) * sizeof *part);
     if (!part) return tg_error_set(TG_ERR_NOMEM, "cpu sumsq: out of memory");
-#pragma omp parallel for num_threads(b->nthreads) schedule(static) if (nch > 4)
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t e = (c + 1) * CH < n ? (c + 1) * CH : n;
-        float s = 0.0f;
-        for (int64_t i = c * CH; i < e; i++) s += x[i] * x[i];
-        part[c] = s;
-    }
+    vec_job j = {.x = x, .n = n, .nch = nch, .part = part};
+    tg_cpu_team_run(team_of(b), sumsq_member, &j);
     double t = 0.0;
-    for (int64_t c = 0; c < nch; c++) t += part[c];
+    for (int64_t k = 0; k < nch; k++) t += part[k];
     free(part);
     *out = t;
     return TG_OK;
 }
 
+static void scale_member(void *ctx, tg_cpu_par *p) {
+    const vec_job *j = ctx;
+    TG_CPU_FOR(p, i, j->n, j->n > TG_PAR_MIN) j->x_rw[i] *= j->s;
+}
+
 static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
-#pragma omp parallel for num_threads(b->nthreads) schedule(static) if (n > TG_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) x[i] *= s;
+    vec_job j = {.x_rw = x, .n = n, .s = s};
+    tg_cpu_team_run(team_of(b), scale_member, &j);
     return TG_OK;
 }
 
 static void cpu_destroy(tg_backend *b) {
     cpu_impl *c = b->impl;
+    tg_cpu_team_free(c->team);
     for (int i = 0; i < c->n; i++) free((char *)c->ptr[i] - TG_ALIGN);
     free(c);
     free(b);
@@ -202,6 +408,7 @@ static const tg_backend_vtable cpu_vtable = {
     .memset0 = cpu_memset0,
     .supports_op = cpu_supports,
     .run_node = cpu_run_node,
+    .run_graph = cpu_run_graph,
     .sync = cpu_sync,
     .optim_update = cpu_optim_update,
     .sumsq = cpu_sumsq,
@@ -215,28 +422,22 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     *out = NULL;
     if (nthreads < 0 || nthreads > 4096)
         return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: %d threads out of range", nthreads);
-    if (nthreads == 0) {
-        const char *env = getenv("TG_NUM_THREADS");
-        if (env && *env) {
-            char *end;
-            long v = strtol(env, &end, 10);
-            if (*end || v < 1 || v > 4096)
-                return tg_error_set(TG_ERR_INVALID,
-                                    "tg_backend_cpu_new: TG_NUM_THREADS='%s' is not a thread count in 1..4096",
-                                    env);
-            nthreads = (int)v;
-        } else {
-            nthreads = omp_get_num_procs();
-        }
-    }
+    const char *bad = NULL;
+    nthreads = tg_cpu_thread_count(nthreads, &bad);
+    if (nthreads < 1)
+        return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: %s='%s' is not a thread count in 1..4096",
+                            bad, getenv(bad));
     tg_backend *b = calloc(1, sizeof *b);
     cpu_impl *c = calloc(1, sizeof *c);
-    if (!b || !c) {
+    tg_cpu_team *team = nthreads > 1 ? tg_cpu_team_new(nthreads) : NULL;
+    if (!b || !c || (nthreads > 1 && !team)) {
         free(b);
         free(c);
-        return tg_error_set(TG_ERR_NOMEM, "tg_backend_cpu_new: out of memory");
+        tg_cpu_team_free(team);
+        return tg_error_set(TG_ERR_NOMEM, "tg_backend_cpu_new: cannot start %d threads", nthreads);
     }
     openblas_set_num_threads(1);
+    c->team = team;
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

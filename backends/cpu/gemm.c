@@ -1,15 +1,15 @@
 /* The CPU GEMM entry point, the path rule and the BLAS path (see gemm.h for the design).
  *
  * BLAS path: OpenBLAS stays on one thread of its own (openblas_set_num_threads(1) at library
- * start-up) and we parallelise with OpenMP around it, so that its pthread pool and our OpenMP
- * team never both spin on the two cores. A big product is cut into one block of rows of C per
- * thread (or of columns, when N > M) and each thread calls cblas_sgemm on its block; a batch
- * of big products is shared out whole, one cblas_sgemm per product.
+ * start-up) and we parallelise around it with the backend's thread team, so that its pthread
+ * pool and our team never both spin on the two cores. A big product is cut into one block of
+ * rows of C per member (or of columns, when N > M) and each member calls cblas_sgemm on its
+ * block; a batch of big products is shared out whole, one cblas_sgemm per product.
  */
 #include "backends/cpu/gemm.h"
 
 #include <cblas.h>
-#include <omp.h>
+#include <pthread.h>
 
 /* The path rule.
  *
@@ -37,7 +37,7 @@
 #define TG_GEMM_SMALL_MAX_N 64
 #define TG_GEMM_SMALL_MAX_K 256
 
-/* Below this many flops in the whole call the BLAS path stays on the calling thread. */
+/* Below this many flops in the whole call the BLAS path runs on member 0 alone. */
 #define TG_GEMM_BLAS_SERIAL_FLOPS (1 << 18)
 
 /* Rows (or columns) of C per thread block are a multiple of this, so that the blocks start
@@ -51,9 +51,10 @@ static int64_t imax(int64_t x, int64_t y) {
     return x > y ? x : y;
 }
 
-bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g) {
+bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g, const tg_cpu_par *p) {
     if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return true;
     if (g->K > 0 && g->alpha != 0.0f) return false;
+    if (p->ith != 0) return true;
     /* C = beta*C; beta 0 writes zeros whatever C held (NaN included). */
     for (int64_t t = 0; t < tg_cpu_gemm_count(g); t++)
         for (int64_t i = 0; i < g->M; i++) {
@@ -88,12 +89,13 @@ static void blas_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                 c, (blasint)ldc);
 }
 
-/* Product t cut into at most nthreads blocks of rows of C (columns when N > M: each thread
- * then re-reads all of op(A) rather than all of op(B), the smaller of the two), one per thread.
+/* Product t cut into at most nthreads blocks of rows of C (columns when N > M: each member
+ * then re-reads all of op(A) rather than all of op(B), the smaller of the two), one per member.
  * The cut depends only on the shape and nthreads, so results are reproducible for a thread
  * count. (Cutting into 4 blocks per thread handed out dynamically, for balance on a shared
- * machine, measured no better: each extra block re-packs the shared operand.) */
-static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads) {
+ * machine, measured no better: each extra block re-packs the shared operand.) Member ith
+ * computes block ith; nthreads 1 is member 0 alone. */
+static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads, int ith) {
     const float *A, *B;
     float *C;
     tg_cpu_gemm_product(g, t, &A, &B, &C);
@@ -104,8 +106,7 @@ static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads) {
     const int64_t chunk = (units + parts - 1) / parts * TG_GEMM_BLAS_ALIGN;
     parts = (dim + chunk - 1) / chunk;
 
-#pragma omp parallel for num_threads((int)parts) schedule(static, 1) if (parts > 1)
-    for (int64_t part = 0; part < parts; part++) {
+    for (int64_t part = ith; part < parts; part += nthreads) {
         const int64_t lo = part * chunk, len = imin(chunk, dim - lo);
         if (by_rows)
             blas_call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha,
@@ -117,18 +118,19 @@ static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads) {
     }
 }
 
-void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads) {
-    if (tg_cpu_gemm_trivial(g)) return;
-    if (nthreads < 1) nthreads = 1;
+void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    if (tg_cpu_gemm_trivial(g, p)) return;
+    int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g);
     const double flops = 2.0 * (double)batch * (double)g->M * (double)g->N * (double)g->K;
     if (flops < TG_GEMM_BLAS_SERIAL_FLOPS) nthreads = 1;
+    if (nthreads == 1 && p->ith != 0) return;
 
-    /* Whole products per thread when they share out evenly (or nearly: >= 4 per thread);
-     * otherwise every thread takes a block of each product in turn. */
+    /* Whole products per member when they share out evenly (or nearly: >= 4 per member);
+     * otherwise every member takes a block of each product in turn (no barrier between
+     * products: they write different blocks of C). */
     if (nthreads > 1 && batch >= nthreads && (batch % nthreads == 0 || batch >= 4 * nthreads)) {
-#pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int64_t t = 0; t < batch; t++) {
+        TG_CPU_FOR(p, t, batch, true) {
             const float *A, *B;
             float *C;
             tg_cpu_gemm_product(g, t, &A, &B, &C);
@@ -138,15 +140,61 @@ void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads) {
         return;
     }
     for (int64_t t = 0; t < batch; t++)
-        blas_split(g, t, nthreads);
+        blas_split(g, t, nthreads, nthreads == 1 ? 0 : p->ith);
+}
+
+void tg_cpu_gemm_run_par(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, tg_cpu_par *p) {
+    if (path == TG_CPU_GEMM_AUTO) path = tg_cpu_gemm_choose(g, p->nth);
+    if (path == TG_CPU_GEMM_SMALL)
+        tg_cpu_gemm_small_par(g, p, false);
+    else
+        tg_cpu_gemm_blas_par(g, p);
+}
+
+/* ---- Calls from outside a team (tests, benchmarks): run on a team of nthreads, kept. ---- */
+
+static tg_cpu_team *standalone_team(int nthreads) {
+    enum { MAXT = 64 };
+    static tg_cpu_team *teams[MAXT + 1];
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > MAXT) nthreads = MAXT;
+    pthread_mutex_lock(&mu);
+    if (!teams[nthreads]) teams[nthreads] = tg_cpu_team_new(nthreads);
+    tg_cpu_team *t = teams[nthreads]; /* NULL (no threads): the call runs on the caller alone */
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
+typedef struct {
+    const tg_cpu_gemm_args *g;
+    tg_cpu_gemm_path path;
+    bool portable;
+} standalone_call;
+
+static void standalone_member(void *ctx, tg_cpu_par *p) {
+    const standalone_call *c = ctx;
+    if (c->path == TG_CPU_GEMM_SMALL)
+        tg_cpu_gemm_small_par(c->g, p, c->portable);
+    else
+        tg_cpu_gemm_run_par(c->g, c->path, p);
+}
+
+static void standalone(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, bool portable, int nthreads) {
+    standalone_call c = {g, path, portable};
+    tg_cpu_team_run(standalone_team(nthreads), standalone_member, &c);
 }
 
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads) {
-    if (path == TG_CPU_GEMM_AUTO) path = tg_cpu_gemm_choose(g, nthreads);
-    if (path == TG_CPU_GEMM_SMALL)
-        tg_cpu_gemm_small(g, nthreads, false);
-    else
-        tg_cpu_gemm_blas(g, nthreads);
+    standalone(g, path, false, nthreads);
+}
+
+void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads) {
+    standalone(g, TG_CPU_GEMM_BLAS, false, nthreads);
+}
+
+void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable) {
+    standalone(g, TG_CPU_GEMM_SMALL, portable, nthreads);
 }
 
 void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, int64_t ostride_c,

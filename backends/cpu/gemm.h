@@ -5,17 +5,22 @@
  * its two-level-batch form for strided head views). It has two engines:
  *
  *  - the BLAS path (gemm.c): OpenBLAS cblas_sgemm, always on ONE OpenBLAS thread (the library
- *    calls openblas_set_num_threads(1) at start-up), with the parallelism ours: OpenMP threads
- *    each call cblas_sgemm on their own block of C (rows, or columns when M is the smaller
- *    side), or on their own products of the batch. OpenBLAS's pthread pool and our OpenMP pool
- *    therefore never fight over the cores.
+ *    calls openblas_set_num_threads(1) at start-up), with the parallelism ours: the members of
+ *    the backend's thread team (team.h) each call cblas_sgemm on their own block of C (rows, or
+ *    columns when M is the smaller side), or on their own products of the batch. OpenBLAS's
+ *    pthread pool and our team therefore never fight over the cores.
  *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
  *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over
- *    (product, block of rows or columns) tasks. It is for the many small products of
+ *    (product, block of rows or columns) tasks handed out dynamically. It is for the many small products of
  *    attention, where OpenBLAS's per-call overhead dominates and it does not split the work
  *    across threads, and for tall, narrow products.
  *
  * The rule that picks the path is in tg_cpu_gemm_choose() (gemm.c).
+ *
+ * Every entry point has two forms: *_par(..., tg_cpu_par *p), called by every member of a
+ * running team (the matmul kernel), each doing its share and returning without a barrier; and
+ * a form taking nthreads, for tests and benchmarks, that runs the call on a team of that many
+ * threads kept for the purpose.
  *
  * Determinism: for a given thread count every element of C is computed by one thread in a
  * fixed order; there are no atomics and no cross-thread reductions. The small path is even
@@ -28,12 +33,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/cpu/team.h"
+
 /* C[b] = alpha * op(A[b]) · op(B[b]) + beta * C[b], b = 0..batch-1, all row-major.
  * op(A) is M×K: A[b] starts at a + b*stride_a; element (i,p) of op(A) is a[i*lda + p] when
  * !trans_a, a[p*lda + i] when trans_a. Likewise op(B) is K×N with ldb/trans_b, C is M×N with
  * ldc. stride_a or stride_b may be 0 (broadcast one matrix over the batch); stride_c must
  * separate the products (C[b] must not overlap). beta 0 ignores whatever C holds (NaN
- * included); any other beta scales it. nthreads: OpenMP threads to use (>=1; values < 1 are
+ * included); any other beta scales it. nthreads: threads to use (>=1; values < 1 are
  * taken as 1). Pointers are borrowed; nothing is allocated on the heap. */
 void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                          float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
@@ -96,19 +103,23 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);
 
 /* Run the product on the given path (AUTO: tg_cpu_gemm_choose()). g is borrowed. */
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads);
+void tg_cpu_gemm_run_par(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, tg_cpu_par *p);
 
 /* The BLAS path alone (gemm.c). */
 void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads);
+void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p);
 
 /* The small path alone (gemm_small.c). portable: use the scalar kernel even where AVX2+FMA
  * is available (to test the fallback). */
 void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable);
+void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portable);
 
 /* "avx2+fma" or "portable": the kernel the small path uses on this CPU. Static string. */
 const char *tg_cpu_gemm_small_isa(void);
 
 /* Handle the products with nothing to multiply (M or N = 0: nothing; K = 0 or alpha = 0:
- * C = beta*C, with beta 0 writing zeros). Returns true when it did the whole job. */
-bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g);
+ * C = beta*C, with beta 0 writing zeros, by member 0). Returns true when the job is done (or
+ * member 0's). */
+bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g, const tg_cpu_par *p);
 
 #endif

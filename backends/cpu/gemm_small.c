@@ -23,15 +23,15 @@
  *   a time; a product with a longer packed K is accumulated into C chunk by chunk (beta only
  *   on the first chunk).
  *
- * Parallelism: tasks are (product b, block of rows or columns of C), handed out dynamically (so a
- * core that the shared machine takes away for a while does not stall the others). Each element of
+ * Parallelism: tasks are (product b, block of rows or columns of C), handed out dynamically to
+ * the members of the thread team (so a core that the shared machine takes away for a while does
+ * not stall the others). Each element of
  * C is summed over k by one thread in a fixed order whatever the partition and whichever
  * thread runs it, so results do not depend on the thread count or the schedule (they do
  * depend on AVX2 vs the portable kernel).
  */
 #include "backends/cpu/gemm.h"
 
-#include <omp.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,8 +46,8 @@ enum {
     KC = 256, /* values of k packed at a time: KC×NR floats = 16 KiB, half of Zen 3's L1d */
 };
 
-/* Below this many flops in the whole batched call we stay on the calling thread: waking the
- * OpenMP team costs a few microseconds, the time of ~2^17 flops. */
+/* Below this many flops in the whole batched call member 0 does it alone: handing out tasks
+ * and waiting for the others costs a few microseconds, the time of ~2^17 flops. */
 #define TG_GEMM_SMALL_SERIAL_FLOPS (1 << 17)
 
 /* One ISA's kernel and packers, called through pointers by the generic driver.
@@ -389,15 +389,15 @@ static void run_task(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, 
         small_block(g, isa, bi, lo, imin(lo + sp.size, g->M), 0, g->N);
 }
 
-void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable) {
-    if (tg_cpu_gemm_trivial(g)) return;
+void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portable) {
+    if (tg_cpu_gemm_trivial(g, p)) return;
     const small_isa *isa = &isa_portable;
 #if TG_GEMM_X86
     if (!portable && have_avx2_fma()) isa = &isa_avx2;
 #else
     (void)portable;
 #endif
-    if (nthreads < 1) nthreads = 1;
+    int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g), M = g->M, N = g->N;
     const double flops = 2.0 * (double)batch * (double)M * (double)N * (double)g->K;
     if (flops < TG_GEMM_SMALL_SERIAL_FLOPS) nthreads = 1;
@@ -417,14 +417,21 @@ void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable) {
     const int64_t ntasks = batch * sp.blocks;
     const int nt = (int)imin(nthreads, ntasks);
     if (nt <= 1) {
-        for (int64_t t = 0; t < ntasks; t++)
-            run_task(g, isa, sp, t);
+        if (p->ith == 0)
+            for (int64_t t = 0; t < ntasks; t++)
+                run_task(g, isa, sp, t);
         return;
     }
-    /* Dynamic hand-out in chunks of ~1/8 of a thread's share: cheap (one atomic per chunk)
+    /* A share of a node claimed by whichever thread comes (cpu.c's graph walk: no team
+     * counter): contiguous blocks of tasks. */
+    if (!p->team) {
+        TG_CPU_FOR(p, t, ntasks, true) run_task(g, isa, sp, t);
+        return;
+    }
+    /* Dynamic hand-out in chunks of ~1/8 of a member's share: cheap (one atomic per chunk)
      * and it keeps both cores busy when the other processes of a shared machine take one. */
-    const int chunk = (int)(ntasks / (8 * (int64_t)nt) > 0 ? ntasks / (8 * (int64_t)nt) : 1);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk)
-    for (int64_t t = 0; t < ntasks; t++)
-        run_task(g, isa, sp, t);
+    const int64_t chunk = ntasks / (8 * (int64_t)nt) > 0 ? ntasks / (8 * (int64_t)nt) : 1;
+    for (int64_t t0 = tg_cpu_next(p, chunk); t0 < ntasks; t0 = tg_cpu_next(p, chunk))
+        for (int64_t t = t0; t < imin(t0 + chunk, ntasks); t++)
+            run_task(g, isa, sp, t);
 }

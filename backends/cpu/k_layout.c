@@ -6,14 +6,13 @@
 
 /* Copy rows of the output (all dims but the last) from arbitrary source strides. Works on
  * 4-byte elements (f32 and i32 alike). */
-static void strided_copy(const tg_tensor *t, const uint32_t *src, const int64_t *st, int nt) {
+static void strided_copy(tg_cpu_par *p, const tg_tensor *t, const uint32_t *src, const int64_t *st) {
     uint32_t *o = t->data;
     int nd = t->ndim;
     int64_t n = tg_tensor_numel(t);
     if (n == 0) return;
     int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / inner, is = nd ? st[nd - 1] : 0;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+    TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
         int64_t off = 0, q = r;
         for (int i = nd - 2; i >= 0; i--) {
             off += (q % t->shape[i]) * st[i];
@@ -27,35 +26,37 @@ static void strided_copy(const tg_tensor *t, const uint32_t *src, const int64_t 
     }
 }
 
-tg_status tg_cpu_layout(tg_backend *b, tg_tensor *t) {
-    int nt = b->nthreads;
+tg_status tg_cpu_layout(tg_cpu_par *p, tg_tensor *t) {
     switch (t->op) {
     case TG_OP_CONT:
-        strided_copy(t, t->src[0]->data, t->src[0]->stride, nt);
+        strided_copy(p, t, t->src[0]->data, t->src[0]->stride);
         return TG_OK;
     case TG_OP_EXPAND: {
         int64_t st[TG_MAX_DIMS];
         tg__bcast_strides(t->src[0], t, st);
-        strided_copy(t, t->src[0]->data, st, nt);
+        strided_copy(p, t, t->src[0]->data, st);
         return TG_OK;
     }
     case TG_OP_CONCAT:
     case TG_OP_PAD: {
-        /* view the output as [outer, len_axis * inner]; each input fills a column range */
+        /* view the output as [outer, len_axis * inner]; each input fills a column range. Each
+         * member zeroes and fills its own rows (one partition for all inputs: no member
+         * writes a row another member has written). */
         int a = t->pi[0];
         int64_t outer = 1, inner = 1;
         for (int i = 0; i < a; i++) outer *= t->shape[i];
         for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
         int64_t orow = t->shape[a] * inner;
         uint32_t *o = t->data;
-        if (t->op == TG_OP_PAD) memset(o, 0, (size_t)(outer * orow) * 4);
+        const bool par = outer * orow > TG_PAR_MIN;
+        if (t->op == TG_OP_PAD)
+            TG_CPU_FOR(p, r, outer, par) memset(o + r * orow, 0, (size_t)orow * 4);
         int64_t col = t->op == TG_OP_PAD ? t->pl[0] * inner : 0;
         for (int k = 0; k < t->nsrc; k++) {
             const tg_tensor *s = t->src[k];
             int64_t srow = s->shape[a] * inner;
             const uint32_t *sp = s->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * srow > TG_PAR_MIN)
-            for (int64_t r = 0; r < outer; r++)
+            TG_CPU_FOR(p, r, outer, par)
                 memcpy(o + r * orow + col, sp + r * srow, (size_t)srow * 4);
             col += srow;
         }

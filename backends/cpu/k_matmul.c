@@ -1,4 +1,4 @@
-/* CPU matmul: maps a (possibly strided, broadcast) batched product onto tg_cpu_gemm_batched.
+/* CPU matmul: maps a (possibly strided, broadcast) batched product onto the GEMM engine.
  * An operand whose rows are contiguous is read with its row stride as leading dimension; one
  * whose columns are contiguous (a transposed view) flips its transpose flag instead of being
  * copied. Batch dimensions that collapse into one stride go in a single batched call. */
@@ -6,18 +6,36 @@
 #include "backends/cpu/gemm.h"
 #include "core/backend-helpers.h"
 
-tg_status tg_cpu_matmul(tg_backend *bk, tg_tensor *t) {
+tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *a = t->src[0], *b = t->src[1];
-    tg_mm_plan p; /* operands' layout and the batch dims that collapse: core/backend_helpers.c */
-    tg__mm_plan(t, &p);
+    tg_mm_plan mp; /* operands' layout and the batch dims that collapse: core/backend_helpers.c */
+    tg__mm_plan(t, &mp);
     const float *A = a->data, *B = b->data;
     float *C = t->data;
-    for (int64_t o = 0; o < p.outer; o++) {
+    for (int64_t o = 0; o < mp.outer; o++) {
         int64_t offa, offb, offc;
-        tg__mm_offsets(&p, t, o, &offa, &offb, &offc);
-        tg_cpu_gemm_batched(p.inner, p.a.trans, p.b.trans, p.M, p.N, p.K, 1.0f, A + offa, p.a.ld,
-                            p.sa, B + offb, p.b.ld, p.sb, (t->flags & TG_TF_ACCUM) ? 1.0f : 0.0f,
-                            C + offc, p.N, p.sc, bk->nthreads);
+        tg__mm_offsets(&mp, t, o, &offa, &offb, &offc);
+        const tg_cpu_gemm_args g = {.outer = 1,
+                                    .batch = mp.inner,
+                                    .M = mp.M,
+                                    .N = mp.N,
+                                    .K = mp.K,
+                                    .trans_a = mp.a.trans,
+                                    .trans_b = mp.b.trans,
+                                    .alpha = 1.0f,
+                                    .beta = (t->flags & TG_TF_ACCUM) ? 1.0f : 0.0f,
+                                    .a = A + offa,
+                                    .lda = mp.a.ld,
+                                    .stride_a = mp.sa,
+                                    .b = B + offb,
+                                    .ldb = mp.b.ld,
+                                    .stride_b = mp.sb,
+                                    .c = C + offc,
+                                    .ldc = mp.N,
+                                    .stride_c = mp.sc};
+        /* a barrier between calls: each may hand out its tasks from the team's counter */
+        if (o > 0) tg_cpu_barrier(p);
+        tg_cpu_gemm_run_par(&g, TG_CPU_GEMM_AUTO, p);
     }
     return TG_OK;
 }

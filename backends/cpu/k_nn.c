@@ -30,8 +30,7 @@ static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *lse_
     return loss;
 }
 
-tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
-    int nt = b->nthreads;
+tg_status tg_cpu_nn(tg_cpu_par *p, tg_tensor *t) {
     switch (t->op) {
     case TG_OP_EMBEDDING: {
         const tg_tensor *tab = t->src[0], *ids = t->src[1];
@@ -41,12 +40,12 @@ tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
         const int32_t *id = ids->data;
         const float *w = tab->data;
         float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n * d > TG_PAR_MIN)
-        for (int64_t r = 0; r < n; r++) memcpy(o + r * d, w + (int64_t)id[r] * d, (size_t)d * 4);
+        TG_CPU_FOR(p, r, n, n * d > TG_PAR_MIN) memcpy(o + r * d, w + (int64_t)id[r] * d, (size_t)d * 4);
         return TG_OK;
     }
     case TG_OP_EMBEDDING_BACK: {
-        /* scatter-add; threads own column ranges, rows are added in order: deterministic */
+        /* scatter-add; members own column ranges (zeroed by their owner), rows are added in
+         * order: deterministic */
         const tg_tensor *ids = t->src[0], *dy = t->src[1];
         int64_t V = t->shape[0], d = t->shape[1], n = tg_tensor_numel(ids);
         tg_status st = check_ids(ids->data, n, V, "tg_embedding backward");
@@ -54,12 +53,11 @@ tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
         const int32_t *id = ids->data;
         const float *g = dy->data;
         float *o = t->data;
-        memset(o, 0, (size_t)(V * d) * 4);
         enum { CB = 64 };
         int64_t nblk = (d + CB - 1) / CB;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n * d > TG_PAR_MIN)
-        for (int64_t blk = 0; blk < nblk; blk++) {
+        TG_CPU_FOR(p, blk, nblk, (n + V) * d > TG_PAR_MIN) {
             int64_t c0 = blk * CB, c1 = c0 + CB < d ? c0 + CB : d;
+            for (int64_t v = 0; v < V; v++) memset(o + v * d + c0, 0, (size_t)(c1 - c0) * 4);
             for (int64_t r = 0; r < n; r++) {
                 float *orow = o + (int64_t)id[r] * d;
                 const float *grow = g + r * d;
@@ -87,15 +85,24 @@ tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
             count++;
         }
         if (t->op == TG_OP_CROSS_ENTROPY) {
-            /* row losses first, then a serial sum: the total does not depend on threads */
-            float *rowloss = red == TG_REDUCE_NONE ? (float *)t->data : malloc((size_t)(N ? N : 1) * 4);
-            if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-#pragma omp parallel for num_threads(nt) schedule(static) if (N * V > TG_PAR_MIN)
-            for (int64_t i = 0; i < N; i++) {
+            /* row losses first, then a serial sum: the total does not depend on threads. Member
+             * 0 allocates the row losses and shares them (a barrier), sums them once all are
+             * written (a barrier) and frees them. */
+            float *rowloss = t->data;
+            if (red != TG_REDUCE_NONE) {
+                void **slot = tg_cpu_slot(p);
+                if (p->ith == 0) *slot = malloc((size_t)(N ? N : 1) * 4);
+                tg_cpu_barrier(p);
+                rowloss = *slot;
+                if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
+            }
+            TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
                 float lse;
                 rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps, &lse);
             }
             if (red != TG_REDUCE_NONE) {
+                tg_cpu_barrier(p);
+                if (p->ith != 0) return TG_OK;
                 double total = 0.0;
                 for (int64_t i = 0; i < N; i++) total += rowloss[i];
                 free(rowloss);
@@ -107,8 +114,7 @@ tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
         /* backward: dx = scale_i (softmax(x_i) - q_i) */
         const float *dy = t->src[2]->data;
         float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (N * V > TG_PAR_MIN)
-        for (int64_t i = 0; i < N; i++) {
+        TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
             float *orow = o + i * V;
             if (y[i] == ignore) {
                 memset(orow, 0, (size_t)V * 4);
@@ -131,8 +137,7 @@ tg_status tg_cpu_nn(tg_backend *b, tg_tensor *t) {
         const float *g = t->src[0]->data;
         float *o = t->data;
         int64_t n = tg_tensor_numel(t);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) o[i] += g[i];
+        TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] += g[i];
         return TG_OK;
     }
     default:

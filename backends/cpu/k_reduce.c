@@ -16,10 +16,9 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 }
 
 /* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
-static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t inner, int nt, bool acc) {
+static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer, int64_t n, int64_t inner, bool acc) {
     if (inner == 1) {
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n > TG_PAR_MIN)
-        for (int64_t r = 0; r < outer; r++) {
+        TG_CPU_FOR(p, r, outer, outer * n > TG_PAR_MIN) {
             const float *xr = x + r * n;
             double s = 0.0; /* long rows (sum of all elements): accumulate in double */
             for (int64_t k = 0; k < n; k++) s += xr[k];
@@ -30,8 +29,7 @@ static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t
     /* column sums: parallel over (outer, column blocks), rows added in order */
     enum { CB = 256 };
     int64_t nblk = (inner + CB - 1) / CB;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
-    for (int64_t w = 0; w < outer * nblk; w++) {
+    TG_CPU_FOR(p, w, outer * nblk, outer * n * inner > TG_PAR_MIN) {
         int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
         float *orow = o + r * inner, part[CB];
         const float *xr = x + r * n * inner;
@@ -44,23 +42,22 @@ static void sum_axis(const float *x, float *o, int64_t outer, int64_t n, int64_t
 
 /* sum_to: reduce x to t's shape. Common cases (leading or trailing dims summed) become one
  * sum_axis; the general case loops over the reduced index space of each output element. */
-static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
+static void sum_to(tg_cpu_par *p, const tg_tensor *t, const tg_tensor *x) {
     bool acc = (t->flags & TG_TF_ACCUM) != 0;
-    tg_sumto_plan p; /* which dims are summed: core/backend_helpers.c */
-    tg__sumto_plan(t, x, &p);
-    int nd = p.nd;
-    const bool *red = p.red;
+    tg_sumto_plan sp; /* which dims are summed: core/backend_helpers.c */
+    tg__sumto_plan(t, x, &sp);
+    int nd = sp.nd;
+    const bool *red = sp.red;
     /* leading block reduced, rest kept (bias gradients): [R, C] -> [C] */
-    if (p.lead_block) {
-        sum_axis(x->data, t->data, 1, p.R, p.C, nt, acc);
+    if (sp.lead_block) {
+        sum_axis(p, x->data, t->data, 1, sp.R, sp.C, acc);
         return;
     }
-    const int64_t *xs = p.xstride;
-    int64_t nout = p.nout, nred = p.nred;
+    const int64_t *xs = sp.xstride;
+    int64_t nout = sp.nout, nred = sp.nred;
     const float *xp = x->data;
     float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nout * nred > TG_PAR_MIN)
-    for (int64_t e = 0; e < nout; e++) {
+    TG_CPU_FOR(p, e, nout, nout * nred > TG_PAR_MIN) {
         /* base offset from the kept coordinates of e */
         int64_t base = 0, q = e;
         for (int i = nd - 1; i >= 0; i--) {
@@ -85,22 +82,20 @@ static void sum_to(const tg_tensor *t, const tg_tensor *x, int nt) {
     }
 }
 
-tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t) {
-    int nt = b->nthreads;
+tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t outer, n, inner;
     switch (t->op) {
     case TG_OP_SUM:
         split3(x, t->pi[0], &outer, &n, &inner);
-        sum_axis(x->data, t->data, outer, n, inner, nt, false);
+        sum_axis(p, x->data, t->data, outer, n, inner, false);
         return TG_OK;
-    case TG_OP_SUM_TO: sum_to(t, x, nt); return TG_OK;
+    case TG_OP_SUM_TO: sum_to(p, t, x); return TG_OK;
     case TG_OP_MAX: {
         split3(x, t->pi[0], &outer, &n, &inner);
         const float *xp = x->data;
         float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
-        for (int64_t r = 0; r < outer; r++)
+        TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
             for (int64_t c = 0; c < inner; c++) {
                 const float *col = xp + r * n * inner + c;
                 float m = col[0];
@@ -115,8 +110,7 @@ tg_status tg_cpu_reduce(tg_backend *b, tg_tensor *t) {
         split3(x, t->pi[0], &outer, &n, &inner);
         const float *xp = x->data, *y = t->src[1]->data, *dy = t->src[2]->data;
         float *o = t->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (outer * n * inner > TG_PAR_MIN)
-        for (int64_t r = 0; r < outer; r++)
+        TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
             for (int64_t c = 0; c < inner; c++) {
                 int64_t j = r * inner + c;
                 bool done = false;

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu-impl.h"
+#include "backends/cpu/vmath.h"
 
 /* Row reductions in a fixed order: element j goes to accumulator j % 8 and the 8 are
  * combined pairwise at the end. The order depends only on the row length (results do not
@@ -42,84 +43,7 @@ static inline float row_dot(const float *a, const float *b, int64_t n) {
     return ACC8_COMBINE(acc);
 }
 
-/* sum of exp(x - m), without storing the exponentials (the output may be x itself) */
-static inline float row_sum_exp(const float *x, int64_t n, float m) {
-    if (n < SHORT_ROW) {
-        float s = 0.0f;
-        for (int64_t j = 0; j < n; j++) s += tg_fast_expf(x[j] - m);
-        return s;
-    }
-    float acc[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += tg_fast_expf(x[j + k] - m);
-    for (int k = 0; j < n; j++, k++) acc[k] += tg_fast_expf(x[j] - m);
-    return ACC8_COMBINE(acc);
-}
-
-/* the maximum (exact in any order; NaNs are skipped as by a serial scan) */
-static inline float row_max(const float *v, int64_t n) {
-    if (n < SHORT_ROW) {
-        float m = -INFINITY;
-        for (int64_t j = 0; j < n; j++) m = v[j] > m ? v[j] : m;
-        return m;
-    }
-    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                    -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] = v[j + k] > acc[k] ? v[j + k] : acc[k];
-    for (int k = 0; j < n; j++, k++) acc[k] = v[j] > acc[k] ? v[j] : acc[k];
-    float m = acc[0];
-    for (int k = 1; k < 8; k++) m = acc[k] > m ? acc[k] : m;
-    return m;
-}
-
-/* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
- * would keep the loop scalar (see tg_clampf in cpu-impl.h). */
-static inline float zero_if_neg_inf(float x, float e) {
-    union {
-        float f;
-        uint32_t u;
-    } v = {e};
-    v.u &= -(uint32_t)(x != -INFINITY);
-    return v.f;
-}
-
-/* softmax / log-softmax of one row (y may be x: in place). Entries at -inf get probability 0
- * (log-prob -inf); a row that is entirely -inf gives zeros (softmax) or -inf (log-softmax),
- * never NaN. */
-static void softmax_row(const float *x, float *y, int64_t n, bool log_out) {
-    float m = row_max(x, n);
-    if (m == -INFINITY) {
-        for (int64_t j = 0; j < n; j++) y[j] = log_out ? -INFINITY : 0.0f;
-        return;
-    }
-    if (log_out) {
-        float lse = m + logf(row_sum_exp(x, n, m));
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - lse;
-    } else {
-        /* exponentials first (no reduction in this loop, so it vectorises), then their sum */
-        for (int64_t j = 0; j < n; j++) y[j] = zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
-        float inv = 1.0f / row_sum(y, n);
-        for (int64_t j = 0; j < n; j++) y[j] *= inv;
-    }
-}
-
-/* mean and 1/sqrt(var + eps) of a row (two passes: stable for large means) */
-static void row_stats(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    float mu = row_sum(x, d) / (float)d;
-    float acc[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= d; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += (x[j + k] - mu) * (x[j + k] - mu);
-    for (int k = 0; j < d; j++, k++) acc[k] += (x[j] - mu) * (x[j] - mu);
-    *mean = mu;
-    *rstd = 1.0f / sqrtf((ACC8_COMBINE(acc)) / (float)d + eps);
-}
-
-tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
-    int nt = b->nthreads;
+tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, rows = d ? n / d : 0;
     float *o = t->data;
@@ -128,8 +52,9 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
     case TG_OP_LOG_SOFTMAX: {
         const float *x = t->src[0]->data;
         bool lg = t->op == TG_OP_LOG_SOFTMAX;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) softmax_row(x + r * d, o + r * d, d, lg);
+        int64_t lo, hi; /* vmath.c: rows of 8–32 (attention) in AVX2 vectors */
+        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+        if (hi > lo) tg_cpu_vsoftmax_rows(x + lo * d, o + lo * d, hi - lo, d, lg);
         return TG_OK;
     }
     case TG_OP_SOFTMAX_BACK:
@@ -137,14 +62,13 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
         /* softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy) */
         const float *y = t->src[0]->data, *dy = t->src[1]->data;
         bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
+        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
             const float *yr = y + r * d, *gr = dy + r * d;
             float *xr = o + r * d;
             if (lg) {
                 float s = row_sum(gr, d);
                 for (int64_t j = 0; j < d; j++)
-                    xr[j] = gr[j] - zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
+                    xr[j] = gr[j] - tg_zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
             } else {
                 float s = row_dot(gr, yr, d);
                 for (int64_t j = 0; j < d; j++) xr[j] = yr[j] * (gr[j] - s);
@@ -152,54 +76,20 @@ tg_status tg_cpu_rows(tg_backend *b, tg_tensor *t) {
         }
         return TG_OK;
     }
-    case TG_OP_LAYER_NORM: {
+    case TG_OP_LAYER_NORM:
+    case TG_OP_LAYER_NORM_BACK: {
         const float *x = t->src[0]->data;
         const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
-        const float *bt = t->src[2] ? (const float *)t->src[2]->data : NULL;
         float eps = t->pf[0];
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * d;
-            float *yr = o + r * d, mu, rs;
-            row_stats(xr, d, eps, &mu, &rs);
-            for (int64_t j = 0; j < d; j++) {
-                float v = (xr[j] - mu) * rs;
-                if (gm) v *= gm[j];
-                if (bt) v += bt[j];
-                yr[j] = v;
-            }
-        }
-        return TG_OK;
-    }
-    case TG_OP_LAYER_NORM_BACK: {
-        /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma * dy */
-        const float *x = t->src[0]->data, *dy = t->src[2]->data;
-        const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
-        float eps = t->pf[0];
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > TG_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * d, *gr = dy + r * d;
-            float *dx = o + r * d, mu, rs, ag[8] = {0}, agx[8] = {0};
-            row_stats(xr, d, eps, &mu, &rs);
-            /* sums of g and g * xhat, 8 accumulators each (see row_sum) */
-            int64_t j = 0;
-            for (; j + 8 <= d; j += 8)
-                for (int k = 0; k < 8; k++) {
-                    float gj = gm ? gr[j + k] * gm[j + k] : gr[j + k];
-                    ag[k] += gj;
-                    agx[k] += gj * (xr[j + k] - mu) * rs;
-                }
-            for (int k = 0; j < d; j++, k++) {
-                float gj = gm ? gr[j] * gm[j] : gr[j];
-                ag[k] += gj;
-                agx[k] += gj * (xr[j] - mu) * rs;
-            }
-            float sg = (ACC8_COMBINE(ag)) / (float)d, sgx = (ACC8_COMBINE(agx)) / (float)d;
-            for (j = 0; j < d; j++) {
-                float gj = gm ? gr[j] * gm[j] : gr[j];
-                dx[j] = rs * (gj - sg - (xr[j] - mu) * rs * sgx);
-            }
-        }
+        int64_t lo, hi; /* vmath.c: rows in AVX2 vectors */
+        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+        if (hi <= lo) return TG_OK;
+        if (t->op == TG_OP_LAYER_NORM)
+            tg_cpu_vlayer_norm_rows(x + lo * d, gm, t->src[2] ? (const float *)t->src[2]->data : NULL,
+                                    o + lo * d, hi - lo, d, eps);
+        else /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma * dy */
+            tg_cpu_vlayer_norm_back_rows(x + lo * d, gm, (const float *)t->src[2]->data + lo * d,
+                                         o + lo * d, hi - lo, d, eps);
         return TG_OK;
     }
     default:

@@ -75,6 +75,23 @@ def ensure_env(args):
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
+def timed_steps(step, pool, warmup_steps, steps):
+    """Run step(batch) over the pool, cycled; return the wall and process CPU times (seconds) of
+    the steps after the first warmup_steps, and every step's loss. Process CPU time (all
+    threads) is a load-robust companion of the wall time on a shared, loaded machine."""
+    import time
+    times, cpu_times, losses = [], [], []
+    for i in range(warmup_steps + steps):
+        batch = pool[i % len(pool)]
+        t0, c0 = time.perf_counter(), time.process_time()
+        losses.append(step(batch))
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if i >= warmup_steps:
+            times.append(dt)
+            cpu_times.append(dc)
+    return times, cpu_times, losses
+
+
 def load_data(data_dir):
     def read(name):
         with open(os.path.join(data_dir, name), encoding="utf-8") as f:
@@ -100,7 +117,6 @@ def main():
 
     import resource
     import statistics
-    import time
 
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -163,17 +179,8 @@ def main():
         sched.step()
         return float(loss)
 
-    # Wall time is what PERF.md compares; process CPU time (all threads) is reported as well
-    # because on a shared, loaded machine it is far less disturbed by other processes.
-    times, cpu_times, losses = [], [], []
-    for i in range(args.warmup_steps + args.steps):
-        batch = pool[i % len(pool)]
-        t0, c0 = time.perf_counter(), time.process_time()
-        losses.append(step(batch))
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        if i >= args.warmup_steps:
-            times.append(dt)
-            cpu_times.append(dc)
+    # Wall time is what PERF.md compares; process CPU time is reported as well.
+    times, cpu_times, losses = timed_steps(step, pool, args.warmup_steps, args.steps)
     med = statistics.median(times)
     tgt_tokens = statistics.median(int((b[2] != T.PAD).sum()) for b in pool)
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

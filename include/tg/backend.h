@@ -32,8 +32,10 @@ tg_status tg_backend_new(const char *name, const tg_backend_options *opts, tg_ba
 /* The registered backend names joined by '|' ("cpu|cuda"): e.g. a command line's choices. */
 const char *tg_backend_names(void);
 
-/* A CPU backend using `nthreads` OpenMP threads (0: the TG_NUM_THREADS environment variable,
- * else all cores). OpenBLAS is kept at one thread: tgraph splits GEMMs across its own threads so
+/* A CPU backend with a team of `nthreads` threads, started here and kept until
+ * tg_backend_free (0: the TG_NUM_THREADS environment variable, else OMP_NUM_THREADS, else the
+ * cores the process may run on). The team runs each graph in one parallel region; idle
+ * threads sleep. OpenBLAS is kept at one thread: tgraph splits GEMMs across its own threads so
  * the two thread pools never oversubscribe the cores. Writes the new backend to *out; the
  * caller frees it with tg_backend_free. */
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out);

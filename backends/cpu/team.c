@@ -1,0 +1,277 @@
+/* The CPU backend's thread team: persistent pthreads and a spin-yield-sleep barrier (team.h).
+ *
+ * Barrier: a count of arrivals and a generation number. The last member to arrive resets the
+ * count (and the dynamic counter), then bumps the generation; the others wait for the
+ * generation to change in three phases:
+ *   1. spin (with the CPU's pause hint) for about SPIN_NS: the common case in a graph run,
+ *      where the members finish a node within microseconds of each other;
+ *   2. sched_yield() for about YIELD_NS: a member that waits while a partner thread was
+ *      preempted (another process on the core) hands its core over rather than burning it;
+ *   3. sleep on a futex (Linux; elsewhere it keeps yielding) until the last member wakes the
+ *      sleepers: an idle team, or a team beside busy processes, costs no CPU.
+ * Spinning long is what made OpenMP's default (and OpenBLAS's pool) lose 3.5× beside one busy
+ * process on two cores; never spinning costs a wake-up (~5–50 µs) per node. A few tens of
+ * microseconds of spinning covers the gap between members on an idle machine and is short
+ * against a scheduler time slice (~3 ms), so a preempted partner costs little.
+ *
+ * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
+ * moved", the graph runner's (cpu.c) "every share of this node is done". The sleep/wake race:
+ * a waiter reads the event's sequence number, announces itself (sleepers++) and re-checks the
+ * condition before sleeping on the sequence number; the signaller makes the condition true,
+ * bumps the sequence number and then reads sleepers. Both are sequentially consistent, so
+ * either the waiter sees the condition or the signaller sees the sleeper, and futex_wait
+ * returns at once if the sequence number moved in between.
+ */
+#include "backends/cpu/team.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#define TG_TEAM_FUTEX 1
+#else
+#define TG_TEAM_FUTEX 0
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+enum {
+    SPIN_NS = 50 * 1000,   /* phase 1 */
+    YIELD_NS = 200 * 1000, /* phase 2 (from the start of the wait) */
+    MAX_THREADS = 4096,
+};
+
+/* Counters on their own cache lines: members write `arrived` while others poll `gen`. */
+struct tg_cpu_team {
+    _Alignas(64) atomic_int arrived;
+    _Alignas(64) atomic_uint gen;
+    tg_cpu_event ev; /* signalled when gen moves */
+    _Alignas(64) atomic_llong next; /* the dynamic counter (tg_cpu_next) */
+    _Alignas(64) void (*fn)(void *ctx, tg_cpu_par *p);
+    void *slot;
+    void *ctx;
+    bool quit;
+    atomic_bool running; /* member 0 is inside tg_cpu_team_run */
+    int n;
+    pthread_t *threads;
+    tg_cpu_par *pars;
+};
+
+int64_t tg_cpu_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void futex_wait(_Atomic unsigned *word, unsigned val) {
+#if TG_TEAM_FUTEX
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)word, (void)val;
+    sched_yield(); /* no futex: poll with yields */
+#endif
+}
+
+static void futex_wake_all(_Atomic unsigned *word) {
+#if TG_TEAM_FUTEX
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+/* The barrier's three phases on an arbitrary condition. Sleep: read seq, announce, re-check the
+ * condition, sleep unless seq moved; a signal after the condition became true bumps seq, so a
+ * sleeper cannot miss it (the same handshake as the barrier's). */
+void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
+    int64_t start = 0;
+    for (int i = 1;; i++) {
+        if (cond(ctx)) return;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            int64_t now = tg_cpu_now_ns();
+            if (!start) start = now;
+            else if (now - start > SPIN_NS) break;
+        }
+    }
+    while (tg_cpu_now_ns() - start < YIELD_NS) {
+        if (cond(ctx)) return;
+        sched_yield();
+    }
+    for (;;) {
+        unsigned seq = atomic_load(&e->seq);
+        atomic_fetch_add(&e->sleepers, 1);
+        bool done = cond(ctx);
+        if (!done) futex_wait(&e->seq, seq);
+        atomic_fetch_sub(&e->sleepers, 1);
+        if (done || cond(ctx)) return;
+    }
+}
+
+void tg_cpu_event_signal(tg_cpu_event *e) {
+    atomic_fetch_add(&e->seq, 1); /* seq_cst: see tg_cpu_event_wait */
+    if (atomic_load(&e->sleepers) > 0) futex_wake_all(&e->seq);
+}
+
+typedef struct {
+    tg_cpu_team *t;
+    unsigned gen;
+} gen_wait;
+
+static bool gen_moved(void *ctx) {
+    const gen_wait *w = ctx;
+    return atomic_load_explicit(&w->t->gen, memory_order_acquire) != w->gen;
+}
+
+static void barrier(tg_cpu_team *t) {
+    gen_wait w = {t, atomic_load_explicit(&t->gen, memory_order_acquire)};
+    if (atomic_fetch_add_explicit(&t->arrived, 1, memory_order_acq_rel) == t->n - 1) {
+        atomic_store_explicit(&t->arrived, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->next, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->gen, 1, memory_order_release);
+        tg_cpu_event_signal(&t->ev);
+        return;
+    }
+    tg_cpu_event_wait(&t->ev, gen_moved, &w);
+}
+
+void tg_cpu_barrier(tg_cpu_par *p) {
+    if (p->team && p->nth > 1) barrier(p->team);
+    else p->solo_next = 0;
+}
+
+int64_t tg_cpu_next(tg_cpu_par *p, int64_t step) {
+    if (!p->team || p->nth <= 1) {
+        int64_t v = p->solo_next;
+        p->solo_next += step;
+        return v;
+    }
+    return atomic_fetch_add_explicit(&p->team->next, step, memory_order_relaxed);
+}
+
+void **tg_cpu_slot(tg_cpu_par *p) {
+    return p->team && p->nth > 1 ? &p->team->slot : &p->solo_slot;
+}
+
+/* A member other than 0: wait for work (a barrier), do it, meet the others (a barrier). */
+static void *member_main(void *arg) {
+    tg_cpu_par *p = arg;
+    tg_cpu_team *t = p->team;
+    for (;;) {
+        barrier(t);
+        if (t->quit) return NULL;
+        p->solo_next = 0;
+        t->fn(t->ctx, p);
+        barrier(t);
+    }
+}
+
+tg_cpu_team *tg_cpu_team_new(int n) {
+    if (n < 1 || n > MAX_THREADS) {
+        errno = EINVAL;
+        return NULL;
+    }
+    tg_cpu_team *t = aligned_alloc(64, (sizeof *t + 63) / 64 * 64);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->threads = calloc((size_t)n, sizeof *t->threads);
+    t->pars = calloc((size_t)n, sizeof *t->pars);
+    if (!t->threads || !t->pars) {
+        free(t->threads);
+        free(t->pars);
+        free(t);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) t->pars[i] = (tg_cpu_par){.team = t, .ith = i, .nth = n};
+    for (int i = 1; i < n; i++) {
+        int err = pthread_create(&t->threads[i], NULL, member_main, &t->pars[i]);
+        if (err) {
+            /* shrink the team to the members that started, then free it */
+            t->n = i;
+            tg_cpu_team_free(t);
+            errno = err;
+            return NULL;
+        }
+    }
+    return t;
+}
+
+void tg_cpu_team_free(tg_cpu_team *t) {
+    if (!t) return;
+    if (t->n > 1) {
+        t->quit = true;
+        barrier(t); /* the members see quit and return */
+        for (int i = 1; i < t->n; i++) pthread_join(t->threads[i], NULL);
+    }
+    free(t->threads);
+    free(t->pars);
+    free(t);
+}
+
+int tg_cpu_team_size(const tg_cpu_team *t) { return t ? t->n : 1; }
+
+void tg_cpu_team_run(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    if (!t || t->n <= 1 || atomic_exchange(&t->running, true)) {
+        tg_cpu_par solo = {.team = NULL, .ith = 0, .nth = 1};
+        fn(ctx, &solo);
+        return;
+    }
+    t->fn = fn;
+    t->ctx = ctx;
+    tg_cpu_par *p = &t->pars[0];
+    p->solo_next = 0;
+    barrier(t); /* start: publishes fn and ctx (release by the generation bump) */
+    fn(ctx, p);
+    barrier(t); /* end: every member is done */
+    atomic_store(&t->running, false);
+}
+
+/* A positive count in 1..MAX_THREADS at the start of s (OMP_NUM_THREADS may be a list "4,2"). */
+static int parse_count(const char *s, bool whole) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || v < 1 || v > MAX_THREADS) return -1;
+    if (whole ? *end != '\0' : (*end != '\0' && *end != ',')) return -1;
+    return (int)v;
+}
+
+int tg_cpu_thread_count(int n, const char **bad) {
+    if (n > 0) return n;
+    const char *env = getenv("TG_NUM_THREADS");
+    if (env && *env) {
+        int v = parse_count(env, true);
+        if (v < 0 && bad) *bad = "TG_NUM_THREADS";
+        return v;
+    }
+    env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        int v = parse_count(env, false);
+        if (v < 0 && bad) *bad = "OMP_NUM_THREADS";
+        return v;
+    }
+    /* the cores this process may run on (a cpuset or taskset can leave fewer than online) */
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+#if defined(__linux__)
+    cpu_set_t cs;
+    if (sched_getaffinity(0, sizeof cs, &cs) == 0) c = CPU_COUNT(&cs);
+#endif
+    return c < 1 ? 1 : c > MAX_THREADS ? MAX_THREADS : (int)c;
+}

@@ -1,0 +1,96 @@
+/* The CPU backend's thread team (internal header): persistent threads, a barrier that spins,
+ * then yields, then sleeps, and the work-sharing helpers the kernels use.
+ *
+ * A team of n threads is created once with the backend: the thread that calls
+ * tg_cpu_team_run() is member 0, n - 1 pthreads are the others. tg_cpu_team_run(fn) runs fn
+ * on every member at once and returns when all have finished; the CPU backend runs a whole
+ * graph that way (cpu.c: every member walks the node list and does its shares of each node,
+ * waiting until the node is done before the next), so a training step opens one parallel
+ * region, not one per op.
+ *
+ * A kernel gets a tg_cpu_par: its share index ith and the share count nth. It splits its loop
+ * with TG_CPU_FOR (contiguous static blocks, as OpenMP's schedule(static)). Called by every
+ * member of a running team (p->team set: tg_cpu_team_run), it may also hand out tasks
+ * dynamically with tg_cpu_next() and wait for the others with tg_cpu_barrier() (every member
+ * must reach the same barriers in the same order); called for one share of a graph node (cpu.c,
+ * p->team NULL), barriers do nothing and the split must be static.
+ */
+#ifndef TG_CPU_TEAM_H
+#define TG_CPU_TEAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct tg_cpu_team tg_cpu_team;
+
+/* One member's view of the running team. solo_next is the dynamic counter of a team of one
+ * (team NULL): kernels can be called without a team, on the calling thread alone. */
+typedef struct tg_cpu_par {
+    tg_cpu_team *team;
+    int ith, nth;
+    int64_t solo_next;
+    void *solo_slot;
+} tg_cpu_par;
+
+/* A team of n >= 1 threads (n - 1 of them created here). NULL (and errno) when a thread cannot
+ * be started. */
+tg_cpu_team *tg_cpu_team_new(int n);
+void tg_cpu_team_free(tg_cpu_team *team);
+int tg_cpu_team_size(const tg_cpu_team *team);
+
+/* fn(ctx, par) on every member at once; returns when all have returned. A call made while the
+ * team is already running (from inside fn, on member 0) runs fn on the caller alone. */
+void tg_cpu_team_run(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
+
+/* Wait until every member has arrived. Also resets the dynamic counter (tg_cpu_next): a
+ * dynamically scheduled loop must be separated from the next one by a barrier. */
+void tg_cpu_barrier(tg_cpu_par *p);
+
+/* A condition other threads wait for, with the barrier's spin, yield and sleep phases: a
+ * waiter calls tg_cpu_event_wait(e, cond, ctx), which returns once cond(ctx) is true; whoever
+ * makes the condition true calls tg_cpu_event_signal(e) afterwards. Zero-initialised. */
+typedef struct tg_cpu_event {
+    _Atomic unsigned seq;
+    _Atomic int sleepers;
+} tg_cpu_event;
+void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
+void tg_cpu_event_signal(tg_cpu_event *e);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t tg_cpu_now_ns(void);
+
+/* The next `step` indices of the current dynamically scheduled loop: returns the first. Only
+ * for members of a running team (p->team set); a share of a graph node (cpu.c: p->team NULL,
+ * called once per share) must split its work statically, or it would do every task. */
+int64_t tg_cpu_next(tg_cpu_par *p, int64_t step);
+
+/* A pointer-sized slot shared by the members (member 0 publishes a buffer, a barrier, the others
+ * read it). */
+void **tg_cpu_slot(tg_cpu_par *p);
+
+/* The number of threads a backend gets when asked for n: n if n > 0, else TG_NUM_THREADS, else
+ * OMP_NUM_THREADS (its first number), else the online cores. -1 when an environment value is
+ * not a count in 1..4096 (*bad names the variable). */
+int tg_cpu_thread_count(int n, const char **bad);
+
+/* [lo, hi) of member ith among nth for n items: contiguous blocks, the first n % nth members
+ * one item more (OpenMP's static schedule). par false: member 0 takes all (the work is too
+ * small to share). */
+static inline void tg_cpu_share(const tg_cpu_par *p, int64_t n, bool par, int64_t *lo, int64_t *hi) {
+    if (!par || p->nth <= 1) {
+        *lo = 0;
+        *hi = p->ith == 0 ? n : 0;
+        return;
+    }
+    int64_t q = n / p->nth, r = n % p->nth, i = p->ith;
+    *lo = i * q + (i < r ? i : r);
+    *hi = *lo + q + (i < r);
+}
+
+/* for (I = this member's first; I < its end; I++) over n items, shared when PAR */
+#define TG_CPU_FOR(P, I, N, PAR)                                                                   \
+    for (int64_t I##_lo_, I##_hi_, I##_once_ = (tg_cpu_share((P), (N), (PAR), &I##_lo_, &I##_hi_), 1); \
+         I##_once_; I##_once_ = 0)                                                                 \
+        for (int64_t I = I##_lo_; I < I##_hi_; I++)
+
+#endif

@@ -1,0 +1,460 @@
+/* Vector exp, tanh, GELU and row softmax of the CPU backend: AVX2+FMA polynomials chosen at run
+ * time, portable scalar code otherwise (vmath.h states the error bounds).
+ *
+ * exp: Cephes-style. n = round(x / ln 2), r = x - n ln 2 with ln 2 split in two constants so
+ * that n·C1 is exact, exp(r) = 1 + r + r^2 P(r) with P of degree 5 on |r| <= ln2 / 2, times
+ * 2^n built in the exponent bits. x is clamped to [-87.3, 88.37] first: n stays in [-126, 127]
+ * and the result finite and normal.
+ * tanh: for |x| < 0.625 the odd polynomial x + x^3 Q(x^2) (Cephes tanhf); above it
+ * 1 - 2 / (exp(2|x|) + 1) with the sign of x, |x| clamped to 9 (tanh is 1 in float there).
+ * GELU (tanh form): with u = sqrt(2/pi) (x + 0.044715 x^3) and e = exp(-2u),
+ *   gelu(x) = x s,  gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 · 0.044715 x^2),
+ * with s = 1 / (1 + e) = (1 + tanh u) / 2 and 1 - s = e s: written with exp rather than tanh,
+ * free of the cancellation in 1 + tanh u for negative x; u is computed from x clamped to
+ * [-10, 10], where s is already 1 or < 1e-37, so that x^3 cannot overflow.
+ */
+#include "backends/cpu/vmath.h"
+
+#include <math.h>
+
+#include "backends/cpu/cpu-impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TG_VMATH_X86 1
+#define AVX2 __attribute__((target("avx2,fma")))
+#else
+#define TG_VMATH_X86 0
+#endif
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+/* tanhf's polynomial on |x| < 0.625 (Cephes): tanh x = x + x^3 Q(x^2) */
+#define TANH_Q0 -5.70498872745e-3f
+#define TANH_Q1 2.06390887954e-2f
+#define TANH_Q2 -5.37397155531e-2f
+#define TANH_Q3 1.33314422036e-1f
+#define TANH_Q4 -3.33332819422e-1f
+
+/* ---- the scalar path (exp is tg_fast_expf of cpu-impl.h) ---- */
+
+static inline float tanh_scalar(float x) {
+    float ax = fabsf(x);
+    if (ax < 0.625f) {
+        float z = x * x;
+        float q = (((TANH_Q0 * z + TANH_Q1) * z + TANH_Q2) * z + TANH_Q3) * z + TANH_Q4;
+        return x + x * z * q;
+    }
+    float e = tg_fast_expf(2.0f * tg_clampf(ax, 0.0f, 9.0f));
+    return copysignf(1.0f - 2.0f / (e + 1.0f), x);
+}
+
+static inline float gelu_scalar(float x) {
+    float xc = tg_clampf(x, -10.0f, 10.0f), u = GELU_K * (xc + GELU_C * xc * xc * xc);
+    return x / (1.0f + tg_fast_expf(-2.0f * u));
+}
+
+static inline float gelu_grad_scalar(float x) {
+    float xc = tg_clampf(x, -10.0f, 10.0f), u = GELU_K * (xc + GELU_C * xc * xc * xc);
+    float e = tg_fast_expf(-2.0f * u), s = 1.0f / (1.0f + e);
+    return s + 2.0f * xc * s * (e * s) * GELU_K * (1.0f + 3.0f * GELU_C * xc * xc);
+}
+
+static void vexp_scalar(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = tg_fast_expf(x[i]);
+}
+static void vtanh_scalar(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = tanh_scalar(x[i]);
+}
+static void vgelu_scalar(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = gelu_scalar(x[i]);
+}
+static void vgelu_back_scalar(const float *x, const float *dy, float *dx, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad_scalar(x[i]);
+}
+
+static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m; /* NaNs skipped */
+    if (m == -INFINITY) {
+        for (int64_t j = 0; j < n; j++) y[j] = log_out ? -INFINITY : 0.0f;
+        return;
+    }
+    float s = 0.0f;
+    if (log_out) {
+        for (int64_t j = 0; j < n; j++) s += tg_zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
+        float lse = m + logf(s);
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] - lse;
+        return;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        y[j] = tg_zero_if_neg_inf(x[j], tg_fast_expf(x[j] - m));
+        s += y[j];
+    }
+    float inv = 1.0f / s;
+    for (int64_t j = 0; j < n; j++) y[j] *= inv;
+}
+
+/* Row sums in a fixed order: element j to accumulator j % 8, the 8 combined pairwise. */
+#define ACC8_COMBINE(acc)                                                                          \
+    ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) + (((acc)[2] + (acc)[6]) + ((acc)[3] + (acc)[7])))
+
+/* mean and 1/sqrt(var + eps) of a row (two passes: stable for large means) */
+static void row_stats(const float *x, int64_t d, float eps, float *mean, float *rstd) {
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[j + k];
+    for (int k = 0; j < d; j++, k++) acc[k] += x[j];
+    float mu = (ACC8_COMBINE(acc)) / (float)d;
+    for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+    for (j = 0; j + 8 <= d; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += (x[j + k] - mu) * (x[j + k] - mu);
+    for (int k = 0; j < d; j++, k++) acc[k] += (x[j] - mu) * (x[j] - mu);
+    *mean = mu;
+    *rstd = 1.0f / sqrtf((ACC8_COMBINE(acc)) / (float)d + eps);
+}
+
+static void layer_norm_scalar(const float *x, const float *gm, const float *bt, float *y,
+                              int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d;
+        float *yr = y + r * d, mu, rs;
+        row_stats(xr, d, eps, &mu, &rs);
+        for (int64_t j = 0; j < d; j++) {
+            float v = (xr[j] - mu) * rs;
+            if (gm) v *= gm[j];
+            if (bt) v += bt[j];
+            yr[j] = v;
+        }
+    }
+}
+
+static void layer_norm_back_scalar(const float *x, const float *gm, const float *dy, float *dx,
+                                   int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d, *gr = dy + r * d;
+        float *dr = dx + r * d, mu, rs, ag[8] = {0}, agx[8] = {0};
+        row_stats(xr, d, eps, &mu, &rs);
+        int64_t j = 0;
+        for (; j + 8 <= d; j += 8)
+            for (int k = 0; k < 8; k++) {
+                float gj = gm ? gr[j + k] * gm[j + k] : gr[j + k];
+                ag[k] += gj;
+                agx[k] += gj * (xr[j + k] - mu) * rs;
+            }
+        for (int k = 0; j < d; j++, k++) {
+            float gj = gm ? gr[j] * gm[j] : gr[j];
+            ag[k] += gj;
+            agx[k] += gj * (xr[j] - mu) * rs;
+        }
+        float sg = (ACC8_COMBINE(ag)) / (float)d, sgx = (ACC8_COMBINE(agx)) / (float)d;
+        for (j = 0; j < d; j++) {
+            float gj = gm ? gr[j] * gm[j] : gr[j];
+            dr[j] = rs * (gj - sg - (xr[j] - mu) * rs * sgx);
+        }
+    }
+}
+
+/* ---- the AVX2+FMA path ---- */
+
+#if TG_VMATH_X86
+/* Lanes [0, k) on, 0 <= k <= 8: for maskload/maskstore of a row's tail. */
+AVX2 static inline __m256i lanes(int64_t k) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* min/max operand order: MINPS/MAXPS return their second operand when either is NaN, so the
+ * bound goes first and a NaN x passes through (as tg_clampf). */
+AVX2 static inline __m256 clamp8(__m256 x, float lo, float hi) {
+    return _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), x));
+}
+
+AVX2 static inline __m256 exp8(__m256 x) {
+    x = clamp8(x, -87.3f, 88.37f);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 static inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x), z = _mm256_mul_ps(x, x);
+    __m256 q = _mm256_set1_ps(TANH_Q0);
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q1));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q2));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q3));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q4));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), q, x);
+    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(2.0f), clamp8(ax, 0.0f, 9.0f)));
+    __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                               _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    big = _mm256_or_ps(big, _mm256_and_ps(x, sign));
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+}
+
+/* e = exp(-2u) and xc of gelu (see the header comment) */
+AVX2 static inline __m256 gelu_e8(__m256 x, __m256 *xc_out) {
+    __m256 xc = clamp8(x, -10.0f, 10.0f);
+    __m256 u = _mm256_mul_ps(_mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(GELU_C), xc), _mm256_mul_ps(xc, xc), xc),
+                             _mm256_set1_ps(-2.0f * GELU_K));
+    *xc_out = xc;
+    return exp8(u);
+}
+
+AVX2 static inline __m256 gelu8(__m256 x) {
+    __m256 xc, e = gelu_e8(x, &xc);
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+AVX2 static inline __m256 gelu_grad8(__m256 x) {
+    __m256 xc, e = gelu_e8(x, &xc);
+    __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(3.0f * GELU_C), _mm256_mul_ps(xc, xc), _mm256_set1_ps(1.0f));
+    __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(xc, s), _mm256_mul_ps(e, s)),
+                             _mm256_mul_ps(du, _mm256_set1_ps(2.0f * GELU_K)));
+    return _mm256_add_ps(s, t);
+}
+
+/* Whole vectors, then the tail with a masked load and store through the same code: every
+ * element's result depends on its input alone, wherever a thread's share starts. */
+#define MAP8(NAME, F)                                                                        \
+    AVX2 static void NAME(const float *x, float *y, int64_t n) {                            \
+        int64_t i = 0;                                                                       \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i)));      \
+        if (i < n) {                                                                         \
+            __m256i m = lanes(n - i);                                                        \
+            _mm256_maskstore_ps(y + i, m, F(_mm256_maskload_ps(x + i, m)));                  \
+        }                                                                                    \
+    }
+MAP8(vexp_avx2, exp8)
+MAP8(vtanh_avx2, tanh8)
+MAP8(vgelu_avx2, gelu8)
+
+AVX2 static void vgelu_back_avx2(const float *x, const float *dy, float *dx, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), gelu_grad8(_mm256_loadu_ps(x + i))));
+    if (i < n) {
+        __m256i m = lanes(n - i);
+        __m256 g = gelu_grad8(_mm256_maskload_ps(x + i, m));
+        _mm256_maskstore_ps(dx + i, m, _mm256_mul_ps(_mm256_maskload_ps(dy + i, m), g));
+    }
+}
+
+AVX2 static inline float hmax8(__m256 v) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+AVX2 static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* Element j of a row at lane j % 8 of vector j / 8; lanes past the end read as -inf (the
+ * identity of max, and exp gives them 0). */
+AVX2 static inline __m256 load_row(const float *x, int64_t j, int64_t d) {
+    if (j + 8 <= d) return _mm256_loadu_ps(x + j);
+    __m256i m = lanes(d - j);
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(x + j, m), _mm256_castsi256_ps(m));
+}
+
+AVX2 static inline void store_row(float *y, int64_t j, int64_t d, __m256 v) {
+    if (j + 8 <= d) _mm256_storeu_ps(y + j, v);
+    else _mm256_maskstore_ps(y + j, lanes(d - j), v);
+}
+
+/* A row of any length in vectors of 8 (rows of 8–32 are a few vectors: the attention rows of
+ * these models), exps stored then scaled; sums over lanes j % 8, combined at the end. */
+AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        __m256 vm = ninf;
+        for (int64_t j = 0; j < d; j += 8) vm = _mm256_max_ps(load_row(x, j, d), vm); /* NaN skipped */
+        float m = hmax8(vm);
+        if (m == -INFINITY) {
+            for (int64_t j = 0; j < d; j++) y[j] = log_out ? -INFINITY : 0.0f;
+            continue;
+        }
+        const __m256 mv = _mm256_set1_ps(m);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t j = 0; j < d; j += 8) {
+            __m256 v = load_row(x, j, d);
+            __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+            acc = _mm256_add_ps(acc, e);
+            if (!log_out) store_row(y, j, d, e);
+        }
+        float s = hsum8(acc);
+        if (log_out) {
+            const __m256 lse = _mm256_set1_ps(m + logf(s));
+            for (int64_t j = 0; j < d; j += 8) store_row(y, j, d, _mm256_sub_ps(load_row(x, j, d), lse));
+        } else {
+            const __m256 inv = _mm256_set1_ps(1.0f / s);
+            for (int64_t j = 0; j < d; j += 8) {
+                __m256i m8 = lanes(d - j);
+                __m256 v = j + 8 <= d ? _mm256_loadu_ps(y + j) : _mm256_maskload_ps(y + j, m8);
+                store_row(y, j, d, _mm256_mul_ps(v, inv));
+            }
+        }
+    }
+}
+
+/* Lanes of a row past d read as 0 (maskload); vmask() zeroes them after arithmetic. */
+AVX2 static inline __m256 load0(const float *x, int64_t j, int64_t d) {
+    return j + 8 <= d ? _mm256_loadu_ps(x + j) : _mm256_maskload_ps(x + j, lanes(d - j));
+}
+AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
+    return j + 8 <= d ? v : _mm256_and_ps(v, _mm256_castsi256_ps(lanes(d - j)));
+}
+
+/* Two accumulators (vectors 2i and 2i + 1) so that the adds of a long row are two
+ * independent chains (one chain is bound by the add latency, ~half of memory speed). */
+AVX2 static void row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= d; j += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
+    }
+    for (; j < d; j += 8) a0 = _mm256_add_ps(a0, load0(x, j, d));
+    float mu = hsum8(_mm256_add_ps(a0, a1)) / (float)d;
+    const __m256 mv = _mm256_set1_ps(mu);
+    a0 = a1 = _mm256_setzero_ps();
+    for (j = 0; j + 16 <= d; j += 16) {
+        __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), mv);
+        __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mv);
+        a0 = _mm256_fmadd_ps(c0, c0, a0);
+        a1 = _mm256_fmadd_ps(c1, c1, a1);
+    }
+    for (; j < d; j += 8) {
+        __m256 c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
+        a0 = _mm256_fmadd_ps(c, c, a0);
+    }
+    *mean = mu;
+    *rstd = 1.0f / sqrtf(hsum8(_mm256_add_ps(a0, a1)) / (float)d + eps);
+}
+
+AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
+                                 int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        float mu, rs;
+        row_stats_avx2(x, d, eps, &mu, &rs);
+        const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
+        for (int64_t j = 0; j < d; j += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+            if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
+            if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
+            store_row(y, j, d, v);
+        }
+    }
+}
+
+AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const float *dy, float *dx,
+                                      int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; r++, x += d, dy += d, dx += d) {
+        float mu, rs;
+        row_stats_avx2(x, d, eps, &mu, &rs);
+        const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
+        /* two accumulators each (vectors 2i and 2i + 1), as in row_stats_avx2 */
+        __m256 ag[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, agx[2] = {ag[0], ag[0]};
+        for (int64_t j = 0, v = 0; j < d; j += 8, v ^= 1) { /* masked lanes: g = 0 */
+            __m256 g = load0(dy, j, d);
+            if (gm) g = _mm256_mul_ps(g, load0(gm, j, d));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+            ag[v] = _mm256_add_ps(ag[v], g);
+            agx[v] = _mm256_fmadd_ps(g, xh, agx[v]);
+        }
+        const __m256 sg = _mm256_set1_ps(hsum8(_mm256_add_ps(ag[0], ag[1])) / (float)d);
+        const __m256 sgx = _mm256_set1_ps(hsum8(_mm256_add_ps(agx[0], agx[1])) / (float)d);
+        for (int64_t j = 0; j < d; j += 8) {
+            __m256 g = load0(dy, j, d);
+            if (gm) g = _mm256_mul_ps(g, load0(gm, j, d));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+            store_row(dx, j, d, _mm256_mul_ps(rv, _mm256_fnmadd_ps(xh, sgx, _mm256_sub_ps(g, sg))));
+        }
+    }
+}
+
+static bool have_avx2_fma(void) {
+    static int have = -1;
+    if (have < 0) have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return have;
+}
+#else
+static bool have_avx2_fma(void) { return false; }
+#endif
+
+const char *tg_cpu_vmath_isa(void) { return have_avx2_fma() ? "avx2+fma" : "portable"; }
+
+#if TG_VMATH_X86
+#define DISPATCH(AVX, SCALAR, ...)                                                           \
+    do {                                                                                     \
+        if (avx2 && have_avx2_fma()) AVX(__VA_ARGS__);                                       \
+        else SCALAR(__VA_ARGS__);                                                            \
+    } while (0)
+#else
+#define DISPATCH(AVX, SCALAR, ...) SCALAR(__VA_ARGS__)
+#endif
+
+void tg_cpu_vexp_path(const float *x, float *y, int64_t n, bool avx2) {
+    DISPATCH(vexp_avx2, vexp_scalar, x, y, n);
+}
+void tg_cpu_vtanh_path(const float *x, float *y, int64_t n, bool avx2) {
+    DISPATCH(vtanh_avx2, vtanh_scalar, x, y, n);
+}
+void tg_cpu_vgelu_path(const float *x, float *y, int64_t n, bool avx2) {
+    DISPATCH(vgelu_avx2, vgelu_scalar, x, y, n);
+}
+void tg_cpu_vgelu_back_path(const float *x, const float *dy, float *dx, int64_t n, bool avx2) {
+    DISPATCH(vgelu_back_avx2, vgelu_back_scalar, x, dy, dx, n);
+}
+
+void tg_cpu_vexp(const float *x, float *y, int64_t n) { tg_cpu_vexp_path(x, y, n, true); }
+void tg_cpu_vtanh(const float *x, float *y, int64_t n) { tg_cpu_vtanh_path(x, y, n, true); }
+void tg_cpu_vgelu(const float *x, float *y, int64_t n) { tg_cpu_vgelu_path(x, y, n, true); }
+void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n) {
+    tg_cpu_vgelu_back_path(x, dy, dx, n, true);
+}
+
+void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+#if TG_VMATH_X86
+    if (have_avx2_fma()) {
+        softmax_rows_avx2(x, y, rows, d, log_out);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++) softmax_row_scalar(x + r * d, y + r * d, d, log_out);
+}
+
+void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const float *beta, float *y,
+                                  int64_t rows, int64_t d, float eps, bool avx2) {
+    DISPATCH(layer_norm_avx2, layer_norm_scalar, x, gamma, beta, y, rows, d, eps);
+}
+void tg_cpu_vlayer_norm_back_rows_path(const float *x, const float *gamma, const float *dy, float *dx,
+                                       int64_t rows, int64_t d, float eps, bool avx2) {
+    DISPATCH(layer_norm_back_avx2, layer_norm_back_scalar, x, gamma, dy, dx, rows, d, eps);
+}
+void tg_cpu_vlayer_norm_rows(const float *x, const float *gamma, const float *beta, float *y,
+                             int64_t rows, int64_t d, float eps) {
+    tg_cpu_vlayer_norm_rows_path(x, gamma, beta, y, rows, d, eps, true);
+}
+void tg_cpu_vlayer_norm_back_rows(const float *x, const float *gamma, const float *dy, float *dx,
+                                  int64_t rows, int64_t d, float eps) {
+    tg_cpu_vlayer_norm_back_rows_path(x, gamma, dy, dx, rows, d, eps, true);
+}

@@ -1,0 +1,229 @@
+/* The CPU backend's vector maths (backends/cpu/vmath.c) against libm in double: exp, tanh,
+ * GELU and its derivative on both paths (scalar, and AVX2+FMA where the CPU has it) over dense
+ * sweeps, with the error bounds stated in vmath.h; the row softmax for row lengths 1..40 with
+ * masked (-inf) entries, all-masked rows and in place; tails of every length agree with whole
+ * vectors. Prints the largest errors seen. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backends/cpu/vmath.h"
+#include "tg_check.h"
+
+enum { NS = 200003 };
+
+static double gelu_ref(double x) {
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_grad_ref(double x) {
+    double k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* NS points evenly over [lo, hi] */
+static float *sweep(double lo, double hi) {
+    float *x = malloc(sizeof(float) * NS);
+    for (int i = 0; i < NS; i++) x[i] = (float)(lo + (hi - lo) * i / (NS - 1));
+    return x;
+}
+
+static int npaths(void) { return strcmp(tg_cpu_vmath_isa(), "avx2+fma") == 0 ? 2 : 1; }
+
+START_TEST(test_exp) {
+    float *x = sweep(-87.3, 88.3), *y = malloc(sizeof(float) * NS);
+    for (int path = 0; path < npaths(); path++) {
+        tg_cpu_vexp_path(x, y, NS, path == 1);
+        double worst = 0;
+        for (int i = 0; i < NS; i++) {
+            double r = exp((double)x[i]), e = fabs(y[i] - r) / r;
+            worst = e > worst ? e : worst;
+        }
+        printf("exp %s: max relative error %.3g (2^%.1f)\n", path ? "avx2" : "scalar", worst, log2(worst));
+        ck_assert_msg(worst <= 0x1p-23, "exp: relative error %g", worst);
+        float special[3] = {NAN, -INFINITY, -1000.0f}, out[3];
+        tg_cpu_vexp_path(special, out, 3, path == 1);
+        ck_assert(isnan(out[0]));
+        ck_assert(out[1] >= 0.0f && out[1] < 1.3e-38f && out[2] < 1.3e-38f);
+    }
+    free(x);
+    free(y);
+}
+END_TEST
+
+START_TEST(test_tanh) {
+    float *x = sweep(-12.0, 12.0), *y = malloc(sizeof(float) * NS);
+    for (int path = 0; path < npaths(); path++) {
+        tg_cpu_vtanh_path(x, y, NS, path == 1);
+        double worst_abs = 0, worst_rel = 0;
+        for (int i = 0; i < NS; i++) {
+            double r = tanh((double)x[i]), e = fabs(y[i] - r);
+            worst_abs = e > worst_abs ? e : worst_abs;
+            if (fabs(x[i]) < 0.625 && r != 0) worst_rel = fmax(worst_rel, e / fabs(r));
+        }
+        printf("tanh %s: max absolute error %.3g (2^%.1f), relative below 0.625 %.3g\n",
+               path ? "avx2" : "scalar", worst_abs, log2(worst_abs), worst_rel);
+        ck_assert_msg(worst_abs <= 0x1p-23, "tanh: absolute error %g", worst_abs);
+        ck_assert_msg(worst_rel <= 0x1p-23, "tanh: relative error %g", worst_rel);
+    }
+    free(x);
+    free(y);
+}
+END_TEST
+
+START_TEST(test_gelu) {
+    float *x = sweep(-10.0, 10.0), *y = malloc(sizeof(float) * NS), *g = malloc(sizeof(float) * NS);
+    float *dy = malloc(sizeof(float) * NS);
+    for (int i = 0; i < NS; i++) dy[i] = 1.0f;
+    for (int path = 0; path < npaths(); path++) {
+        tg_cpu_vgelu_path(x, y, NS, path == 1);
+        tg_cpu_vgelu_back_path(x, dy, g, NS, path == 1);
+        double wf = 0, wb = 0;
+        for (int i = 0; i < NS; i++) {
+            double ef = fabs(y[i] - gelu_ref(x[i])) / fmax(fabs(x[i]), 1.0);
+            double eb = fabs(g[i] - gelu_grad_ref(x[i]));
+            wf = ef > wf ? ef : wf;
+            wb = eb > wb ? eb : wb;
+        }
+        printf("gelu %s: max error %.3g (2^%.1f) of max(|x|, 1); gelu' max absolute error %.3g (2^%.1f)\n",
+               path ? "avx2" : "scalar", wf, log2(wf), wb, log2(wb));
+        ck_assert_msg(wf <= 0x1p-22, "gelu: error %g", wf);
+        ck_assert_msg(wb <= 0x1p-21, "gelu': error %g", wb);
+    }
+    free(x);
+    free(y);
+    free(g);
+    free(dy);
+}
+END_TEST
+
+/* Every tail length gives the same values as the same elements inside whole vectors. */
+START_TEST(test_tails) {
+    float x[40], whole[40], part[40], dy[40];
+    for (int i = 0; i < 40; i++) {
+        x[i] = (float)(i - 20) * 0.37f;
+        dy[i] = 1.0f + 0.01f * (float)i;
+    }
+    for (int f = 0; f < 4; f++)
+        for (int n = 0; n <= 17; n++) {
+            for (int i = 0; i < 40; i++) part[i] = whole[i] = -7.0f;
+            switch (f) {
+            case 0: tg_cpu_vexp(x, whole, 40), tg_cpu_vexp(x + 3, part + 3, n); break;
+            case 1: tg_cpu_vtanh(x, whole, 40), tg_cpu_vtanh(x + 3, part + 3, n); break;
+            case 2: tg_cpu_vgelu(x, whole, 40), tg_cpu_vgelu(x + 3, part + 3, n); break;
+            default: tg_cpu_vgelu_back(x, dy, whole, 40), tg_cpu_vgelu_back(x + 3, dy + 3, part + 3, n);
+            }
+            for (int i = 0; i < 40; i++) {
+                if (i >= 3 && i < 3 + n) ck_assert_msg(part[i] == whole[i], "fn %d n %d i %d", f, n, i);
+                else ck_assert(part[i] == -7.0f); /* nothing written outside */
+            }
+        }
+}
+END_TEST
+
+START_TEST(test_softmax_rows) {
+    enum { ROWS = 5 };
+    float x[ROWS * 40], y[ROWS * 40], z[ROWS * 40];
+    double worst = 0;
+    for (int d = 1; d <= 40; d++)
+        for (int lg = 0; lg < 2; lg++) {
+            for (int i = 0; i < ROWS * d; i++) x[i] = (float)(((i * 29) % 23) - 11) * 0.45f;
+            x[1 * d + d / 2] = -INFINITY;                         /* row 1: one masked entry */
+            for (int j = 0; j < d; j++) x[3 * d + j] = -INFINITY; /* row 3: all masked */
+            tg_cpu_vsoftmax_rows(x, y, ROWS, d, lg);
+            for (int r = 0; r < ROWS; r++) {
+                const float *xr = x + r * d, *yr = y + r * d;
+                double m = -INFINITY, s = 0;
+                for (int j = 0; j < d; j++) m = fmax(m, xr[j]);
+                for (int j = 0; j < d; j++) s += xr[j] == -INFINITY ? 0.0 : exp(xr[j] - m);
+                for (int j = 0; j < d; j++) {
+                    if (r == 3) {
+                        ck_assert(lg ? yr[j] == -INFINITY : yr[j] == 0.0f);
+                        continue;
+                    }
+                    if (xr[j] == -INFINITY) {
+                        ck_assert(lg ? yr[j] == -INFINITY : yr[j] == 0.0f);
+                        continue;
+                    }
+                    double ref = lg ? xr[j] - m - log(s) : exp(xr[j] - m) / s;
+                    double e = fabs(yr[j] - ref) / (lg ? fmax(fabs(ref), 1.0) : fmax(ref, 1e-30));
+                    worst = e > worst ? e : worst;
+                    ck_assert_msg(e <= 1e-6, "d %d log %d row %d col %d: %.9g vs %.9g", d, lg, r, j,
+                                  yr[j], ref);
+                }
+            }
+            for (int i = 0; i < ROWS * d; i++) z[i] = x[i]; /* in place gives the same */
+            tg_cpu_vsoftmax_rows(z, z, ROWS, d, lg);
+            ck_assert(memcmp(z, y, sizeof(float) * ROWS * d) == 0);
+        }
+    printf("softmax rows (%s): max relative error %.3g\n", tg_cpu_vmath_isa(), worst);
+}
+END_TEST
+
+/* Layer norm and its backward against double references, both paths, row lengths 1..40 and
+ * model widths, with and without gamma and beta; error relative to the row's scale. */
+START_TEST(test_layer_norm_rows) {
+    enum { ROWS = 3, DMAX = 300 };
+    static float x[ROWS * DMAX], g[DMAX], b[DMAX], dy[ROWS * DMAX], y[ROWS * DMAX], dx[ROWS * DMAX];
+    const float eps = 1e-5f;
+    double worst_f = 0, worst_b = 0;
+    int ds[44];
+    for (int i = 0; i < 40; i++) ds[i] = i + 1;
+    ds[40] = 63, ds[41] = 256, ds[42] = 257, ds[43] = 300;
+    for (int di = 0; di < 44; di++)
+        for (int path = 0; path < npaths(); path++)
+            for (int affine = 0; affine < 2; affine++) {
+                int d = ds[di];
+                for (int i = 0; i < ROWS * d; i++) {
+                    x[i] = 3.0f + (float)(((i * 37) % 29) - 14) * 0.21f; /* a mean far from 0 */
+                    dy[i] = (float)(((i * 11) % 17) - 8) * 0.13f;
+                }
+                for (int j = 0; j < d; j++) {
+                    g[j] = 0.5f + 0.01f * (float)j;
+                    b[j] = -0.2f + 0.003f * (float)j;
+                }
+                const float *gp = affine ? g : NULL, *bp = affine ? b : NULL;
+                tg_cpu_vlayer_norm_rows_path(x, gp, bp, y, ROWS, d, eps, path == 1);
+                tg_cpu_vlayer_norm_back_rows_path(x, gp, dy, dx, ROWS, d, eps, path == 1);
+                for (int r = 0; r < ROWS; r++) {
+                    const float *xr = x + r * d, *gr = dy + r * d;
+                    double mu = 0, var = 0, sg = 0, sgx = 0;
+                    for (int j = 0; j < d; j++) mu += xr[j];
+                    mu /= d;
+                    for (int j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);
+                    double rs = 1.0 / sqrt(var / d + eps);
+                    for (int j = 0; j < d; j++) {
+                        double gj = gr[j] * (affine ? g[j] : 1.0);
+                        sg += gj;
+                        sgx += gj * (xr[j] - mu) * rs;
+                    }
+                    sg /= d, sgx /= d;
+                    for (int j = 0; j < d; j++) {
+                        double xh = (xr[j] - mu) * rs;
+                        double ref = affine ? xh * g[j] + b[j] : xh;
+                        double gj = gr[j] * (affine ? g[j] : 1.0);
+                        double refb = rs * (gj - sg - xh * sgx);
+                        double ef = fabs(y[r * d + j] - ref), eb = fabs(dx[r * d + j] - refb) / fmax(rs, 1.0);
+                        worst_f = ef > worst_f ? ef : worst_f;
+                        worst_b = eb > worst_b ? eb : worst_b;
+                        ck_assert_msg(ef <= 5e-6 && eb <= 5e-6, "d %d path %d affine %d: y %.9g vs %.9g, dx %.9g vs %.9g",
+                                      d, path, affine, y[r * d + j], ref, dx[r * d + j], refb);
+                    }
+                }
+            }
+    printf("layer norm: max absolute error %.3g forward, %.3g backward (of max(rstd, 1))\n", worst_f, worst_b);
+}
+END_TEST
+
+Suite *tg_test_suite(void) {
+    Suite *s = suite_create("vmath");
+    TCase *tc = tcase_create("vmath");
+    tcase_add_test(tc, test_exp);
+    tcase_add_test(tc, test_tanh);
+    tcase_add_test(tc, test_gelu);
+    tcase_add_test(tc, test_tails);
+    tcase_add_test(tc, test_softmax_rows);
+    tcase_add_test(tc, test_layer_norm_rows);
+    suite_add_tcase(s, tc);
+    return s;
+}
