@@ -19,7 +19,7 @@
  * warm-up call, then samples of enough calls to last >= 2 ms); blocks of the two contenders
  * alternate, so the machine's noise hits both alike, and the result is the median sample.
  * Shapes are those of g2p-small (d 256, h 4, d_ff 1024, 128 × 10 tokens) and nmt-small
- * (d 512, h 8, d_ff 2048, 32 × 32 tokens, vocabulary 8000) of ../shared/PERF.md. */
+ * (d 512, h 8, d_ff 2048, 32 × 32 tokens, vocabulary 8000) of docs/results.md §4. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>

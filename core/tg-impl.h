@@ -93,7 +93,7 @@ struct tg_store {
     int64_t n, cap;
 };
 
-/* The backend table (STYLE.md: a table of function pointers plus a capability query). */
+/* The backend table (a table of function pointers plus a capability query, as ggml's backends). */
 typedef struct tg_backend_vtable {
     const char *name;
     void *(*alloc)(tg_backend *b, size_t bytes); /* NULL + error set on failure */

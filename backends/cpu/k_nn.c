@@ -13,7 +13,7 @@ static tg_status check_ids(const int32_t *ids, int64_t n, int64_t V, const char 
     return TG_OK;
 }
 
-/* The loss of one row (SPEC §1): with q(k) = (1-eps)[k=y] + eps/V,
+/* The loss of one row (docs/model.md §1): with q(k) = (1-eps)[k=y] + eps/V,
  * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. */
 static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *lse_out) {
     float m = -INFINITY;

@@ -7,7 +7,7 @@ Noam schedule, dropout on (training mode). Batches are random token ids from a f
 --data-dir (train.src / train.tgt, space-separated tokens; random batches of --batch pairs,
 right-padded).
 
-Fair settings of PERF.md: OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads> must be
+Fair settings (docs/results.md §4): OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads> must be
 in the environment before torch is imported, so the script re-executes itself with them set
 when they are missing; then torch.set_num_threads(<threads>).
 
@@ -16,7 +16,7 @@ Prints one JSON object: ms_per_step (median wall time over --steps timed steps a
 (ru_maxrss), cpu_ms_per_step (median process CPU time, all threads: a load-robust companion
 on a shared machine), the 1-minute load average at the end, and the configuration.
 
-Example (PERF.md's g2p-small):
+Example (the g2p-small shapes of docs/results.md §4):
   python3 benchmarks/peer/train_step.py --d-model 256 --heads 4 --layers 3 --d-ff 1024 \\
       --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10 --tgt-len 10 --threads 2
 """
@@ -64,7 +64,7 @@ def parse_args(argv):
 
 
 def ensure_env(args):
-    """Re-exec with PERF.md's fair settings unless they are already in the environment."""
+    """Re-exec with the fair settings unless they are already in the environment."""
     want = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": str(args.threads),
             "OMP_NUM_THREADS": str(args.threads)}
     if all(os.environ.get(k) == v for k, v in want.items()):
@@ -179,7 +179,7 @@ def main():
         sched.step()
         return float(loss)
 
-    # Wall time is what PERF.md compares; process CPU time is reported as well.
+    # Wall time is what docs/results.md compares; process CPU time is reported as well.
     times, cpu_times, losses = timed_steps(step, pool, args.warmup_steps, args.steps)
     med = statistics.median(times)
     tgt_tokens = statistics.median(int((b[2] != T.PAD).sum()) for b in pool)
