@@ -194,6 +194,8 @@ def build_parser():
     a("--synthetic-max-len", type=int, default=20, help="synthetic task: longest sequence")
     a("--no-plots", action="store_true", help="skip the gnuplot plots")
     a("--bench-only", action="store_true", help="only the speed phase (no training runs)")
+    a("--report-only", action="store_true", help="only rescore, test significance and write the "
+      "report of the runs --out already holds (no training, no speed phase)")
     a("--train-arg", action="append", default=[], help="extra argument passed to tg train "
       "(repeatable, e.g. --train-arg=--clip --train-arg=1)")
     return p
@@ -1040,8 +1042,8 @@ def main(argv=None):
     interrupted = False
     try:
         for i, run in enumerate(runs):
-            if run["status"] == "ok":
-                continue  # finished in an earlier sitting
+            if run["status"] == "ok" or o.report_only:
+                continue  # finished in an earlier sitting (or only the report is wanted)
             done = sum(r["status"] == "ok" for r in runs)
             say("run %d/%d: %s, %d heads, seed %d  [%d done, %d left]"
                 % (i + 1, len(runs), run["variant"], run["heads"], run["seed"], done,
@@ -1060,7 +1062,10 @@ def main(argv=None):
                     eta=eta(left))
         say("phase 3/4: speed against the PyTorch peer (%s, batch %s, %d threads)"
             % (o.bench_size, o.bench_batch, o.threads), eta=eta(0))
-        run_bench(o, out, results, save)
+        if o.report_only:
+            results.setdefault("bench", {"status": "skipped", "note": "--report-only"})
+        else:
+            run_bench(o, out, results, save)
     except KeyboardInterrupt:
         interrupted = True
         warn("interrupted: writing the partial results")
@@ -1078,7 +1083,7 @@ def main(argv=None):
     text = report.write_all(results, out, plots=not o.no_plots)
     save()
     print(text, flush=True)
-    failed = [r for r in runs if r["status"] in ("failed", "running")]
+    failed = [r for r in runs if r["status"] == "failed" or (r["status"] == "running" and not o.report_only)]
     for r in failed:
         print("compare: run %s failed: %s" % (r["name"], r["error"]), file=sys.stderr)
     bench_errors = (results.get("bench") or {}).get("errors") or []

@@ -171,6 +171,16 @@ else
     bad "queue: resumed steps / interacting_noproj parameters"
 fi
 
+# --report-only: the report of what --out holds, nothing trained
+# shellcheck disable=SC2086
+compare $tiny --variants mha,interacting --bench off --report-only --out "$tmp/res" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 0 ] && grep -qF "written: " "$tmp/out" && ! grep -q "run 1/2" "$tmp/out" && [ -s "$tmp/res/summary.md" ]; then
+    ok "queue: --report-only writes the report without training"
+else
+    bad "queue: --report-only: exit $rc: $(tail -n 5 "$tmp/err")"
+fi
+
 # the t-test behind the verdicts (compare_stats.py) against values of Student's t distribution
 if "$PY" - "$src/benchmarks" <<'EOF'
 import sys
