@@ -18,35 +18,7 @@ export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
 
 passed=0
 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1"
-    [ -s out.txt ] && sed 's/^/     stdout: /' out.txt | head -8
-    [ -s err.txt ] && sed 's/^/     stderr: /' err.txt | head -8
-}
-run() {
-    "$TG" "$@" >out.txt 2>err.txt
-    rc=$?
-}
-# expect NAME STATUS FRAGMENT CMD...: exit status STATUS and FRAGMENT (if any) in stdout or stderr
-expect() {
-    name=$1 want=$2 frag=$3
-    shift 3
-    run "$@"
-    if [ "$rc" -ne "$want" ]; then
-        bad "$name (exit $rc, expected $want)"
-    elif [ -n "$frag" ] && ! grep -qF -- "$frag" out.txt err.txt; then
-        bad "$name (no \"$frag\" in the output)"
-    else
-        ok "$name"
-    fi
-}
-check() {
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
+. "$fixtures/../../tool_lib.sh" # ok, bad, run, expect, check
 
 i=0
 while [ $i -lt 30 ]; do
