@@ -24,9 +24,9 @@ Writes results/<run-id>/: results.json, summary.md, curves.csv, curves/, plots/*
 
   --task T           g2p (CMUdict grapheme->phoneme, default), bible (English->Spanish,
                      BPE), or a synthetic task: reverse, copy, sort
-  --variants LIST    attention kinds, comma-separated (default all five:
-                     mha,fixed_head,talking_heads,interacting,interacting_pairwise; bible:
-                     mha,interacting); also interacting_noproj (the authors' code: no W_O)
+  --variants LIST    attention kinds, comma-separated (default: every kind of
+                     `tg train --attention`; bible: mha,interacting); also interacting_noproj
+                     (interacting without W_O, the authors' code)
   --heads LIST       head counts, e.g. 1,2,4,8,16,32 (the paper's sweep; default 4)
   --seeds N          seeds 1..N per configuration, reported as mean ± sd (default 1)
   --seeds-for LIST   more seeds for some variants, e.g. mha=3,interacting=3

@@ -40,6 +40,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Debian's interpreter (with python3-torch for the peer) even when another python3 is first
 # on PATH; the data scripts use only the standard library.
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+# The attention kinds are tg's (its table in include/tg/model.h, read from `tg train --help` by
+# use_tg_kinds); this list only serves the error message of a run without a built tg.
 VARIANTS = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_pairwise"]
 # Readings that are options of a kind: name -> (tg train --attention, extra tg train options).
 # interacting_noproj: the authors' public Keras code builds W_O but never applies it.
@@ -201,7 +203,22 @@ def build_parser():
     return p
 
 
+def use_tg_kinds(tg):
+    """Take the attention kinds from this build's `tg train --attention` choices."""
+    global VARIANTS, ALL_VARIANTS
+    try:
+        r = subprocess.run([tg, "train", "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    m = re.search(r"--attention (\S+)", r.stdout)
+    if m:
+        VARIANTS = m.group(1).split("|")
+        ALL_VARIANTS = VARIANTS + list(READINGS)
+
+
 def check_options(o):
+    use_tg_kinds(os.path.join(o.build_dir, "tools", "tg"))
     if o.task not in TASKS:
         raise UsageError("--task: unknown task '%s' (known: %s)" % (o.task, ", ".join(TASKS)))
     o.variants = parse_list(o.variants or (",".join(VARIANTS) if o.task != "bible" else

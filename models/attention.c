@@ -179,6 +179,8 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         int64_t flat[3] = {B, n, h * h * dk};
         return proj(m, g, prefix, "out_proj", tg_reshape(tg_permute(o5, perm), 3, flat));
     }
+    case TG_ATTN_COUNT: /* not a kind: tg_model_config_check refuses it */
+        return tg__fail(g, TG_ERR_INVALID, "attention: unknown kind %d", (int)c->attention);
     }
     /* the authors' public code (no_out_proj): the heads' concatenation is the output */
     if (c->no_out_proj) return merge_heads(o);

@@ -4,8 +4,16 @@
 
 #include "models/model-impl.h"
 
-static const char *const kind_names[] = {"mha", "fixed_head", "talking_heads", "interacting",
-                                         "interacting_pairwise"};
+/* names and lists of the attention kinds, from the one table in tg/model.h */
+#define KIND_NAME(e, s) s,
+#define KIND_BAR(e, s) "|" s
+#define KIND_COMMA(e, s) ", " s
+static const char *const kind_names[] = {TG_ATTN_KINDS(KIND_NAME)};
+_Static_assert(sizeof kind_names / sizeof *kind_names == TG_ATTN_COUNT, "one name per attention kind");
+static const char kind_bars[] = TG_ATTN_KINDS(KIND_BAR);     /* "|mha|fixed_head|..." */
+static const char kind_commas[] = TG_ATTN_KINDS(KIND_COMMA); /* ", mha, fixed_head, ..." */
+
+const char *tg_attn_kind_choices(void) { return kind_bars + 1; }
 
 tg_model_config tg_model_config_default(void) {
     tg_model_config c = {0};
@@ -60,19 +68,17 @@ tg_status tg_model_arch_parse(const char *name, tg_model_arch *out) {
 }
 
 const char *tg_attn_kind_name(tg_attn_kind k) {
-    return (k >= TG_ATTN_MHA && k <= TG_ATTN_INTERACTING_PAIRWISE) ? kind_names[k] : "unknown";
+    return ((int)k >= 0 && k < TG_ATTN_COUNT) ? kind_names[k] : "unknown";
 }
 
 tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out) {
-    for (int k = 0; name && k <= TG_ATTN_INTERACTING_PAIRWISE; k++)
+    for (int k = 0; name && k < TG_ATTN_COUNT; k++)
         if (strcmp(name, kind_names[k]) == 0) {
             *out = (tg_attn_kind)k;
             return TG_OK;
         }
-    return tg_error_set(TG_ERR_INVALID,
-                        "unknown attention kind '%s' (mha, fixed_head, talking_heads, interacting, "
-                        "interacting_pairwise)",
-                        name ? name : "(null)");
+    return tg_error_set(TG_ERR_INVALID, "unknown attention kind '%s' (%s)", name ? name : "(null)",
+                        kind_commas + 2);
 }
 
 int64_t tg_model_head_dim(const tg_model_config *c) {
@@ -106,7 +112,7 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     RANGE(c->dec_layers >= (c->arch == TG_ARCH_MLM ? 0 : 1) && c->dec_layers <= 256, "dec_layers %lld outside [%d, 256]",
           (long long)c->dec_layers, c->arch == TG_ARCH_MLM ? 0 : 1);
     RANGE(c->d_ff >= 1 && c->d_ff <= 1 << 20, "d_ff %lld outside [1, 1048576]", (long long)c->d_ff);
-    RANGE(c->attention >= TG_ATTN_MHA && c->attention <= TG_ATTN_INTERACTING_PAIRWISE,
+    RANGE((int)c->attention >= 0 && c->attention < TG_ATTN_COUNT,
           "unknown attention kind %d", (int)c->attention);
     if (c->attention == TG_ATTN_FIXED_HEAD) {
         RANGE(c->head_dim >= 0 && c->head_dim <= 65536, "head_dim %lld outside [0, 65536]", (long long)c->head_dim);

@@ -162,7 +162,7 @@ static void table(train_opts *o, tg_opt *t) {
         {"enc-layers", TG_OPT_INT, &o->enc_layers, 0, 256, NULL, "N", "encoder layers", 0, 0},
         {"dec-layers", TG_OPT_INT, &o->dec_layers, 1, 256, NULL, "N", "decoder layers", 0, 0},
         {"d-ff", TG_OPT_INT, &o->d_ff, 1, 1 << 20, NULL, "N", "feed-forward width", 0, 0},
-        {"attention", TG_OPT_CHOICE, &o->attention, 0, 0, "mha|fixed_head|talking_heads|interacting|interacting_pairwise",
+        {"attention", TG_OPT_CHOICE, &o->attention, 0, 0, tg_attn_kind_choices(),
          NULL, "attention variant (docs/model.md §2)", 0, 0},
         {"head-dim", TG_OPT_INT, &o->head_dim, 0, 65536, NULL, "N", "fixed_head: per-head width (0: d/h)", 0, 0},
         {"interacting-literal", TG_OPT_BOOL, &o->interacting_literal, 0, 0, NULL, NULL,

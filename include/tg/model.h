@@ -35,13 +35,18 @@ int64_t tg_vocab_size(const tg_vocab *v);
 tg_status tg_vocab_encode(const tg_vocab *v, const char *line, int32_t **ids, int64_t *n);
 
 /* ---- configuration ---- */
-typedef enum tg_attn_kind {
-    TG_ATTN_MHA = 0,
-    TG_ATTN_FIXED_HEAD,
-    TG_ATTN_TALKING_HEADS,
-    TG_ATTN_INTERACTING,
-    TG_ATTN_INTERACTING_PAIRWISE,
-} tg_attn_kind;
+/* The attention kinds, one row each (docs/model.md §2): the enum, the names that parsing,
+ * printing and checkpoints use, and the command line's choices all come from this table. */
+#define TG_ATTN_KINDS(X)                                    \
+    X(TG_ATTN_MHA, "mha")                                   \
+    X(TG_ATTN_FIXED_HEAD, "fixed_head")                     \
+    X(TG_ATTN_TALKING_HEADS, "talking_heads")               \
+    X(TG_ATTN_INTERACTING, "interacting")                   \
+    X(TG_ATTN_INTERACTING_PAIRWISE, "interacting_pairwise")
+
+#define TG__ATTN_ENUM(e, s) e,
+typedef enum tg_attn_kind { TG_ATTN_KINDS(TG__ATTN_ENUM) TG_ATTN_COUNT } tg_attn_kind;
+#undef TG__ATTN_ENUM
 
 /* The model family (docs/guide.md "Model families"). */
 typedef enum tg_model_arch {
@@ -92,6 +97,8 @@ tg_model_config tg_model_config_mlm_default(void);
 /* Check every field; the message names the first bad one. */
 tg_status tg_model_config_check(const tg_model_config *c);
 const char *tg_attn_kind_name(tg_attn_kind k);
+/* Every kind's name joined by '|' ("mha|fixed_head|...": a command line's choices). */
+const char *tg_attn_kind_choices(void);
 /* "encdec" / "lm" / "mlm" */
 const char *tg_model_arch_name(tg_model_arch a);
 tg_status tg_model_arch_parse(const char *name, tg_model_arch *out);
