@@ -253,15 +253,20 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
     return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
 }
 
-static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
-    (void)ctx;
-    return tg__ffn(m, g, prefix, x);
-}
+/* The step's inputs every layer shares; bind_cached fills the one layer's context the stack
+ * asks for (used at once, so one scratch context serves every layer). */
+typedef struct {
+    tg_decoder *d;
+    tg_tensor *self_ids, *cross_ids, *mask;
+    tg_tensor **nk; /* [2L]: each layer's new keys and values, kept */
+    step_ctx scratch;
+} cached_ctx;
 
-/* logits = y E^T (docs/model.md §1: no bias), y [R, T, d] -> [R*T, V] */
-static tg_tensor *logits_of(tg_model *m, tg_graph *g, tg_tensor *y) {
-    int64_t flat[2] = {-1, m->cfg.d_model};
-    return tg_matmul(tg_reshape(y, 2, flat), tg_param(g, m->store, tg__out_proj_name(&m->cfg)), false, true);
+static void *bind_cached(void *arg, int64_t layer, bool cross) {
+    cached_ctx *c = arg;
+    c->scratch = cross ? (step_ctx){c->d, layer, c->cross_ids, c->mask, NULL, NULL}
+                       : (step_ctx){c->d, layer, c->self_ids, NULL, &c->nk[2 * layer], &c->nk[2 * layer + 1]};
+    return &c->scratch;
 }
 
 /* Row-indexed inputs shared by both modes: table rows of each row's sentence in the memory
@@ -310,28 +315,15 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
     tg_tensor **nk = calloc((size_t)(2 * L + 1), sizeof *nk);
     if (!nk) return nomem("step outputs");
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tokens, R, 1, t);
-    char p[160], nn[160];
-    for (int64_t l = 0; l < L; l++) {
-        step_ctx self = {d, l, self_ids, NULL, &nk[2 * l], &nk[2 * l + 1]};
-        step_ctx cross = {d, l, cross_ids, mask, NULL, NULL};
-        snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
-        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm1", (long long)l);
-        y = tg__residual(m, g, nn, p, y, self_sublayer, &self);
-        if (!lm) {
-            snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
-            snprintf(nn, sizeof nn, "decoder.layers.%lld.norm2", (long long)l);
-            y = tg__residual(m, g, nn, p, y, cross_sublayer, &cross);
-        }
-        snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
-        snprintf(nn, sizeof nn, "decoder.layers.%lld.norm%d", (long long)l, lm ? 2 : 3);
-        y = tg__residual(m, g, nn, p, y, ffn_sublayer, NULL);
-    }
-    if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
-    tg_tensor *out = tg_keep(logits_of(m, g, y));
+    cached_ctx cc = {d, self_ids, cross_ids, mask, nk, {0}};
+    tg__dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
+    y = tg__decoder_stack(m, g, y, &a);
+    tg_tensor *out = tg_keep(tg__output_logits(m, g, y));
     st = built(g, out);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
     if (st == TG_OK) st = tg_tensor_read(out, logits, (size_t)(R * c->tgt_vocab) * sizeof *logits);
     /* append: row r's keys/values at step t go to table row t * max_rows + r */
+    char p[64];
     for (int64_t k = 0; st == TG_OK && k < 2 * L; k++) {
         st = tg_tensor_read(nk[k], d->buf, (size_t)(R * d->w) * sizeof *d->buf);
         snprintf(p, sizeof p, "self.%lld.%c", (long long)(k / 2), k % 2 ? 'v' : 'k');
@@ -359,7 +351,7 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits)
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tok, R, T, 0);
     tg_tensor *y2 = tg__decode(m, g, y, mem, mask, tg__causal_mask(g, tok, R, T));
     int64_t s3[3] = {R, T, V};
-    tg_tensor *out = tg_keep(tg_contiguous(tg_slice(tg_reshape(logits_of(m, g, y2), 3, s3), 1, T - 1, T)));
+    tg_tensor *out = tg_keep(tg_contiguous(tg_slice(tg_reshape(tg__output_logits(m, g, y2), 3, s3), 1, T - 1, T)));
     free(tok);
     st = built(g, out);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);

@@ -58,6 +58,21 @@ tg_tensor *tg__residual(tg_model *m, tg_graph *g, const char *norm_name, const c
 tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
                       tg_tensor *src_mask, tg_tensor *self_mask);
 
+/* The attention sub-layers of the decoder, as the caller computes them: training and scoring
+ * attend over the whole prefix (tg__decode), cached decoding over the keys and values of the
+ * earlier steps (decode.c). bind(arg, layer, cross) gives the context of that layer's self- or
+ * cross-attention, used before the next call. */
+typedef struct tg__dec_attn {
+    tg__sublayer_fn self, cross;
+    void *(*bind)(void *arg, int64_t layer, bool cross);
+    void *arg;
+} tg__dec_attn;
+/* The one decoder layer loop (docs/model.md §1): per layer self-attention, cross-attention (not
+ * for arch lm), FFN, each a residual sub-layer; then the final norm with pre-LN. */
+tg_tensor *tg__decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y, const tg__dec_attn *a);
+/* logits = y E^T (docs/model.md §1: no bias), E the (tied) output matrix: y [..., d] -> [N, V] */
+tg_tensor *tg__output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
+
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
  * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:
  * self-attention, where pos=rope rotates keys (positions 0..m-1) and queries (the last n) */

@@ -90,20 +90,18 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
     return x;
 }
 
-tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory, tg_tensor *src_mask,
-                      tg_tensor *self_mask) {
+tg_tensor *tg__decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y, const tg__dec_attn *a) {
     const tg_model_config *c = &m->cfg;
     bool lm = c->arch == TG_ARCH_LM; /* no cross-attention; the FFN's norm is norm2 */
     char p[160], n[160];
     for (int64_t l = 0; l < c->dec_layers; l++) {
-        attn_ctx self = {NULL, self_mask}, cross = {memory, src_mask};
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         snprintf(n, sizeof n, "decoder.layers.%lld.norm1", (long long)l);
-        y = tg__residual(m, g, n, p, y, attn_sublayer, &self);
+        y = tg__residual(m, g, n, p, y, a->self, a->bind(a->arg, l, false));
         if (!lm) {
             snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
             snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
-            y = tg__residual(m, g, n, p, y, attn_sublayer, &cross);
+            y = tg__residual(m, g, n, p, y, a->cross, a->bind(a->arg, l, true));
         }
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
         snprintf(n, sizeof n, "decoder.layers.%lld.norm%d", (long long)l, lm ? 2 : 3);
@@ -113,8 +111,25 @@ tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
     return y;
 }
 
-/* logits = decoder_out · E^T (no bias), E the (tied) output matrix [V, d] */
-static tg_tensor *output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
+/* the whole prefix: every layer attends with the same masks */
+typedef struct {
+    attn_ctx self, cross;
+} full_ctx;
+
+static void *bind_full(void *arg, int64_t layer, bool cross) {
+    (void)layer;
+    full_ctx *f = arg;
+    return cross ? &f->cross : &f->self;
+}
+
+tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory, tg_tensor *src_mask,
+                      tg_tensor *self_mask) {
+    full_ctx f = {{NULL, self_mask}, {memory, src_mask}};
+    tg__dec_attn a = {attn_sublayer, attn_sublayer, bind_full, &f};
+    return tg__decoder_stack(m, g, y, &a);
+}
+
+tg_tensor *tg__output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
     int64_t flat[2] = {-1, m->cfg.d_model};
     return tg_matmul(tg_reshape(y, 2, flat), tg_param(g, m->store, tg__out_proj_name(&m->cfg)), false, true);
 }
@@ -128,7 +143,7 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
             return tg__fail(g, TG_ERR_SHAPE,
                             "tg_model_logits: a masked language model's targets (%lld) align with its inputs (%lld)",
                             (long long)b->tgt_len, (long long)b->src_len);
-        return output_logits(m, g, tg_model_encode(m, g, b->src, b->size, b->src_len, NULL));
+        return tg__output_logits(m, g, tg_model_encode(m, g, b->src, b->size, b->src_len, NULL));
     }
     tg_tensor *src_mask = NULL, *mem = NULL; /* a language model reads the target side only */
     if (c->arch != TG_ARCH_LM) {
@@ -141,7 +156,7 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
         return NULL;
     tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
     tg_tensor *self_mask = tg__causal_mask(g, b->tgt_in, b->size, b->tgt_len);
-    return output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));
+    return tg__output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));
 }
 
 /* The target outputs [B*T] as a graph input, checked first (ids in range; <pad> is ignored by
