@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/backend-helpers.h"
+#include "core/tg-impl.h"
 #include "tg/tg.h"
 #include "tg_check.h"
 
@@ -17,6 +18,21 @@ START_TEST(test_registry_names_and_cpu) {
     tg_backend_free(b);
     ck_assert_int_eq(tg_backend_new("cpu", NULL, &b), TG_OK); /* defaults */
     ck_assert_int_ge(tg_backend_threads(b), 1);
+    tg_backend_free(b);
+}
+END_TEST
+
+/* supports_op is answered from the backend's kernels: the CPU backend has one for every op a
+ * graph runs, and none for leaves and views (which run no kernel) */
+START_TEST(test_cpu_supports_op_truthfully) {
+    tg_backend *b;
+    ck_assert_int_eq(tg_backend_cpu_new(1, &b), TG_OK);
+    for (int op = 0; op < TG_OP_COUNT; op++) {
+        bool view = op == TG_OP_NONE || op == TG_OP_RESHAPE || op == TG_OP_PERMUTE || op == TG_OP_SLICE;
+        ck_assert_msg(b->vt->supports_op(b, (tg_op)op) == !view, "cpu supports_op(%s) = %d", tg_op_name((tg_op)op),
+                      (int)b->vt->supports_op(b, (tg_op)op));
+    }
+    ck_assert(!b->vt->supports_op(b, TG_OP_COUNT));
     tg_backend_free(b);
 }
 END_TEST
@@ -114,6 +130,7 @@ Suite *tg_test_suite(void) {
     TCase *tr = tcase_create("registry");
     tcase_add_test(tr, test_registry_names_and_cpu);
     tcase_add_test(tr, test_registry_errors);
+    tcase_add_test(tr, test_cpu_supports_op_truthfully);
     suite_add_tcase(s, tr);
     TCase *tg = tcase_create("geometry");
     tcase_add_checked_fixture(tg, setup, teardown);

@@ -95,9 +95,53 @@ static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
     return TG_OK;
 }
 
+/* Every op's CPU kernel; NULL where there is none (leaves and views run no kernel). supports_op
+ * answers from this table, so an op added without a CPU kernel is refused before a graph runs
+ * (tg_graph_run names it) instead of reaching another op's kernel. */
+typedef tg_status (*cpu_kernel)(tg_cpu_par *p, tg_tensor *t);
+static const cpu_kernel kernels[TG_OP_COUNT] = {
+    [TG_OP_FILL] = tg_cpu_elementwise,
+    [TG_OP_CONT] = tg_cpu_layout,
+    [TG_OP_CONCAT] = tg_cpu_layout,
+    [TG_OP_PAD] = tg_cpu_layout,
+    [TG_OP_EXPAND] = tg_cpu_layout,
+    [TG_OP_ADD] = tg_cpu_elementwise,
+    [TG_OP_SUB] = tg_cpu_elementwise,
+    [TG_OP_MUL] = tg_cpu_elementwise,
+    [TG_OP_DIV] = tg_cpu_elementwise,
+    [TG_OP_SCALE] = tg_cpu_elementwise,
+    [TG_OP_EXP] = tg_cpu_elementwise,
+    [TG_OP_LOG] = tg_cpu_elementwise,
+    [TG_OP_SQRT] = tg_cpu_elementwise,
+    [TG_OP_RSQRT] = tg_cpu_elementwise,
+    [TG_OP_TANH] = tg_cpu_elementwise,
+    [TG_OP_RELU] = tg_cpu_elementwise,
+    [TG_OP_GELU] = tg_cpu_elementwise,
+    [TG_OP_RELU_BACK] = tg_cpu_elementwise,
+    [TG_OP_GELU_BACK] = tg_cpu_elementwise,
+    [TG_OP_MASKED_FILL] = tg_cpu_elementwise,
+    [TG_OP_DROPOUT] = tg_cpu_elementwise,
+    [TG_OP_SUM] = tg_cpu_reduce,
+    [TG_OP_MAX] = tg_cpu_reduce,
+    [TG_OP_MAX_BACK] = tg_cpu_reduce,
+    [TG_OP_SUM_TO] = tg_cpu_reduce,
+    [TG_OP_SOFTMAX] = tg_cpu_rows,
+    [TG_OP_LOG_SOFTMAX] = tg_cpu_rows,
+    [TG_OP_SOFTMAX_BACK] = tg_cpu_rows,
+    [TG_OP_LOG_SOFTMAX_BACK] = tg_cpu_rows,
+    [TG_OP_LAYER_NORM] = tg_cpu_rows,
+    [TG_OP_LAYER_NORM_BACK] = tg_cpu_rows,
+    [TG_OP_MATMUL] = tg_cpu_matmul,
+    [TG_OP_EMBEDDING] = tg_cpu_nn,
+    [TG_OP_EMBEDDING_BACK] = tg_cpu_nn,
+    [TG_OP_CROSS_ENTROPY] = tg_cpu_nn,
+    [TG_OP_CROSS_ENTROPY_BACK] = tg_cpu_nn,
+    [TG_OP_GRAD_ACC] = tg_cpu_nn,
+};
+
 static bool cpu_supports(tg_backend *b, tg_op op) {
     (void)b;
-    return op > TG_OP_NONE && op < TG_OP_COUNT;
+    return op > TG_OP_NONE && op < TG_OP_COUNT && kernels[op] != NULL;
 }
 
 /* The backend's team, remade when tg_backend_set_threads changed the count (NULL: one thread,
@@ -112,31 +156,7 @@ static tg_cpu_team *team_of(tg_backend *b) {
 }
 
 /* Member p's share of node t's kernel. */
-static tg_status run_kernel(tg_cpu_par *p, tg_tensor *t) {
-    switch (t->op) {
-    case TG_OP_CONT:
-    case TG_OP_CONCAT:
-    case TG_OP_PAD:
-    case TG_OP_EXPAND: return tg_cpu_layout(p, t);
-    case TG_OP_SUM:
-    case TG_OP_MAX:
-    case TG_OP_MAX_BACK:
-    case TG_OP_SUM_TO: return tg_cpu_reduce(p, t);
-    case TG_OP_SOFTMAX:
-    case TG_OP_LOG_SOFTMAX:
-    case TG_OP_SOFTMAX_BACK:
-    case TG_OP_LOG_SOFTMAX_BACK:
-    case TG_OP_LAYER_NORM:
-    case TG_OP_LAYER_NORM_BACK: return tg_cpu_rows(p, t);
-    case TG_OP_MATMUL: return tg_cpu_matmul(p, t);
-    case TG_OP_EMBEDDING:
-    case TG_OP_EMBEDDING_BACK:
-    case TG_OP_CROSS_ENTROPY:
-    case TG_OP_CROSS_ENTROPY_BACK:
-    case TG_OP_GRAD_ACC: return tg_cpu_nn(p, t);
-    default: return tg_cpu_elementwise(p, t);
-    }
-}
+static tg_status run_kernel(tg_cpu_par *p, tg_tensor *t) { return kernels[t->op](p, t); }
 
 /* Member p's share of copying an input's host data in: blocks of 16 KiB. */
 static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
