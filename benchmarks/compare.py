@@ -714,6 +714,8 @@ def run_one(o, data, run, out):
             os.path.join(d, "eval.log"))
     run.update({k: scores[k] for k in o.metrics})
     run["signatures"] = [scores[k + "_signature"] for k in o.metrics if k + "_signature" in scores]
+    if run["seed"] == 1 and "attention_map" not in run:
+        attention_map(o, data, run, d, model)
     run["status"] = "ok"
     run["tg_version"] = o.tg_version
     run["wall_s"] = round((run.get("wall_s") or 0) + time.monotonic() - t_run, 1)
@@ -722,6 +724,28 @@ def run_one(o, data, run, out):
 
 def count_lines(path):
     return queue.count_lines(path)
+
+
+def attention_map(o, data, run, d, model):
+    """`tg attention` on the first test sentence: the heat maps of every head of the last
+    decoder layer's cross-attention (where the variants differ most visibly), kept as
+    runs/NAME/attention.png; the other sub-layers' maps are not kept. Optional: a build without
+    the command or without gnuplot leaves the run without a map."""
+    with open(os.path.join(data, "test.src"), encoding="utf-8") as f:
+        src = f.readline().strip()
+    tmp = os.path.join(d, "attention")
+    shutil.rmtree(tmp, ignore_errors=True)
+    rc, _, _ = run_logged([o.tg, "attention", "--model", model, "--src", src, "--out", tmp,
+                           "--threads", str(o.threads)], os.path.join(d, "attention.log"),
+                          env=tool_env(o))
+    pngs = sorted(f for f in os.listdir(tmp) if f.endswith(".png")) if os.path.isdir(tmp) else []
+    cross = [f for f in pngs if "cross_attn" in f]
+    pick = (cross or pngs)[-1:] if rc == 0 else []
+    if pick:
+        os.replace(os.path.join(tmp, pick[0]), os.path.join(d, "attention.png"))
+        run["attention_map"] = {"file": os.path.join(run["dir"], "attention.png"),
+                                "sublayer": pick[0][:-4], "source": src}
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def rescore(o, data, out, runs):

@@ -404,6 +404,15 @@ def write_all(results, out, plots=True):
         md += ["Speed phase: %s" % (b.get("note") or b.get("status")), ""]
     if files:
         md += ["## Plots", ""] + ["![%s](%s)" % (os.path.basename(f), f) for f in files] + [""]
+    maps = [r for r in sorted(results["runs"], key=lambda r: (r["heads"], order(r["variant"])))
+            if r.get("attention_map")]
+    if maps:
+        md += ["## Attention maps (seed 1, first test sentence)", "",
+               "Every head's weights in `%s` (`tg attention`), per variant and heads:"
+               % maps[0]["attention_map"]["sublayer"], ""]
+        md += ["### %s, %d heads\n\n![%s h%d](%s)\n" % (r["variant"], r["heads"], r["variant"],
+                                                           r["heads"], r["attention_map"]["file"])
+               for r in maps]
     if note:
         md += ["Plots: %s" % note, ""]
     failed = [r for r in results["runs"] if r["status"] == "failed"]

@@ -94,6 +94,10 @@ check("summary.md has the table", "| mha | 2 |" in open(os.path.join(out, "summa
 check("curves.csv has train rows", sum(",train," in l for l in open(os.path.join(out, "curves.csv"))) >= 2)
 check("test hypotheses: 60 lines", sum(1 for _ in open(os.path.join(out, runs[0]["dir"], "test.hyp"))) == 60)
 check("task stats: n̄ and h_max", num(r["task"]["mean_len"]) and r["task"]["h_max"] >= 1)
+import shutil
+if shutil.which("gnuplot"):
+    check("attention heat map per variant", all(os.path.getsize(os.path.join(out, x["attention_map"]["file"])) > 1000
+                                                 for x in runs))
 EOF
 while read -r line; do
     case "$line" in
