@@ -164,8 +164,8 @@ START_TEST(test_graph_on_team) {
     tg_store *s;
     CK(tg_store_new(b, &s));
     enum { V = 50, D = 96, N = 400 };
-    float *w = malloc(sizeof(float) * V * D);
-    for (int i = 0; i < V * D; i++) w[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *w = malloc(sizeof(float) * D * D); /* both tables' values: [V, D] and [D, D], V < D */
+    for (int i = 0; i < D * D; i++) w[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
     int64_t ws[2] = {V, D}, hs[2] = {D, D};
     CK(tg_store_add(s, "emb", 2, ws, w, true));
     CK(tg_store_add(s, "proj", 2, hs, w, true));

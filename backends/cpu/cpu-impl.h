@@ -68,10 +68,13 @@ static inline float tg_fast_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
+    /* 2^n through the exponent bits, in unsigned arithmetic; a NaN x (p is NaN, and so is the
+     * result) takes n = 0, since converting NaN to an integer is undefined */
+    n = n == n ? n : 0.0f;
     union {
-        int32_t i;
+        uint32_t i;
         float f;
-    } u = {.i = ((int32_t)n + 127) << 23};
+    } u = {.i = (uint32_t)((int32_t)n + 127) << 23};
     return p * u.f;
 }
 
