@@ -564,17 +564,12 @@ def parse_eval(text):
     return out
 
 
-def supports_paired_bs(tg):
+def eval_features(tg, wanted):
+    """(the metrics of wanted that this build's `tg eval` knows, whether it has --paired-bs):
+    older builds lack some."""
     r = subprocess.run([tg, "eval", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
-    return "--paired-bs" in r.stdout
-
-
-def supported_metrics(tg, wanted):
-    """The metrics of wanted that this build's `tg eval` knows (older builds lack some)."""
-    r = subprocess.run([tg, "eval", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    return [m for m in wanted if m in r.stdout]
+    return [m for m in wanted if m in r.stdout], "--paired-bs" in r.stdout
 
 
 def eval_inputs(o, data, hyp, d):
@@ -692,7 +687,7 @@ def run_one(o, data, run, out):
 
     src = limited(os.path.join(data, "test.src"), o.test_lines, os.path.join(d, "test.src"))
     hyp = os.path.join(d, "test.hyp")
-    if count_lines(hyp) != count_lines(src) or run.get("decoded_beam") != o.beam:
+    if queue.count_lines(hyp) != queue.count_lines(src) or run.get("decoded_beam") != o.beam:
         tmp = hyp + ".part"  # complete hypotheses only under the final name
         cmd = [o.tg, "translate", "--model", model, "--beam", str(o.beam), "--input", src,
                "--output", tmp, "--threads", str(o.threads)]
@@ -720,10 +715,6 @@ def run_one(o, data, run, out):
     run["tg_version"] = o.tg_version
     run["wall_s"] = round((run.get("wall_s") or 0) + time.monotonic() - t_run, 1)
     return run
-
-
-def count_lines(path):
-    return queue.count_lines(path)
 
 
 def attention_map(o, data, run, d, model):
@@ -1002,7 +993,7 @@ def main(argv=None):
                  % (h, h_max, d))
 
     runs = [] if o.bench_only else plan_runs(o)
-    o.metrics = supported_metrics(o.tg, TASKS[o.task][1])
+    o.metrics, o.paired_bs = eval_features(o.tg, TASKS[o.task][1])
     for m in TASKS[o.task][1]:
         if m not in o.metrics:
             warn("this build's tg eval has no %s: not scored" % m)
@@ -1114,7 +1105,7 @@ def main(argv=None):
     say("phase 4/4: report")
     try:
         rescore(o, data, out, results["runs"])
-        if any(m in o.metrics for m in ("bleu", "chrf")) and supports_paired_bs(o.tg):
+        if any(m in o.metrics for m in ("bleu", "chrf")) and o.paired_bs:
             paired_bootstrap(o, data, out, results["runs"])
     except KeyboardInterrupt:
         interrupted = True
