@@ -1128,9 +1128,10 @@ def main(argv=None):
 
 
 def plan_runs(o):
-    """Every (variant, heads, seed) of the sweep, in the order that gives a usable table
-    soonest: first one seed of everything, then the further seeds, and last the runs whose
-    cost grows fastest with the heads (interacting_pairwise above 8 heads)."""
+    """Every (variant, heads, seed) of the sweep, in the order that answers the question
+    soonest: first mha and interacting (the comparison the seeds are for), one seed at every
+    head count, then their further seeds; then the other variants; last the runs whose cost
+    grows fastest with the heads (interacting_pairwise above 8 heads)."""
     runs = []
     for h in o.heads:
         for v in o.variants:
@@ -1143,7 +1144,7 @@ def plan_runs(o):
                              "seed": s, "status": "pending"})
 
     def key(r):
-        tier = 2 if pairwise_accum(r) > 1 else 0 if r["seed"] == 1 else 1
+        tier = 2 if pairwise_accum(r) > 1 else 0 if r["variant"] in ("mha", "interacting") else 1
         return (tier, r["seed"], o.heads.index(r["heads"]), ALL_VARIANTS.index(r["variant"]))
     return sorted(runs, key=key)
 
