@@ -35,7 +35,7 @@ typedef struct tg_mm_plan {
     int64_t inner, sa, sb, sc, outer;
 } tg_mm_plan;
 
-/* The plan of matmul node t (srcs A, B; pi[0], pi[1] the transpose flags). */
+/* The plan of matmul node t (srcs A, B; p.matmul the transpose flags). */
 void tg__mm_plan(const tg_tensor *t, tg_mm_plan *p);
 /* Element offsets of A, B and C for outer batch o in [0, outer). */
 void tg__mm_offsets(const tg_mm_plan *p, const tg_tensor *t, int64_t o, int64_t *offa,

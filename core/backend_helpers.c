@@ -41,9 +41,9 @@ void tg__mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     p->nb = nb;
     p->M = t->shape[nb];
     p->N = t->shape[nb + 1];
-    p->K = a->shape[a->ndim - (t->pi[0] ? 2 : 1)];
-    describe(a, t->pi[0], nb, &p->a);
-    describe(b, t->pi[1], nb, &p->b);
+    p->K = a->shape[a->ndim - (t->p.matmul.trans_a ? 2 : 1)];
+    describe(a, t->p.matmul.trans_a, nb, &p->a);
+    describe(b, t->p.matmul.trans_b, nb, &p->b);
     /* BLAS wants ld >= the stored column count; only degenerate 1-row/1-column views can be
      * below it, and for them any larger ld addresses the same elements. */
     int64_t a_cols = p->a.trans ? p->M : p->K, b_cols = p->b.trans ? p->K : p->N;

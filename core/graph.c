@@ -172,7 +172,7 @@ tg_tensor *tg_full(tg_graph *g, float value, int ndim, const int64_t *shape) {
     if (!g) return NULL;
     if (!check_leaf_shape(g, "tg_full", ndim, shape)) return NULL;
     tg_tensor *t = tg__new(g, TG_OP_FILL, TG_DTYPE_F32, ndim, shape);
-    if (t) t->pf[0] = value;
+    if (t) t->p.fill.value = value;
     return t;
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/ops/params.h"
 #include "tg/tg.h"
 
 #define TG_MAX_SRC 8
@@ -36,9 +37,7 @@ struct tg_tensor {
     int64_t stride[TG_MAX_DIMS]; /* in elements */
     int nsrc;
     tg_tensor *src[TG_MAX_SRC]; /* entries may be NULL for optional inputs */
-    int32_t pi[8];              /* op parameters */
-    float pf[4];
-    int64_t pl[4];
+    tg__op_params p;            /* the op's named parameters (core/ops/params.h) */
     tg_tensor *base;  /* storage owner when this is a view, else NULL */
     int64_t offset;   /* element offset into the storage owner (views) */
     uint32_t flags;
@@ -179,13 +178,15 @@ static inline size_t tg__nbytes(const tg_tensor *t) {
     return (size_t)tg__numel(t->ndim, t->shape) * tg_dtype_size(t->dtype);
 }
 
-/* op table (core/op_table.c) */
+/* The op table (core/op_table.c, assembled from the op family files in core/ops/). */
 enum { TG_OPF_INPLACE = 1, TG_OPF_VIEW = 2, TG_OPF_BACKWARD_ONLY = 4, TG_OPF_NO_GRAD = 8 };
 unsigned tg__op_flags(tg_op op);
-
-/* autograd: gradient rule of a node (autograd/grad_rules.c) */
+/* An op's gradient rule: adds the gradients of node's inputs given dy, that of its output (NULL
+ * for backward-only ops and ops with no gradient). */
 typedef void (*tg_grad_rule)(tg_tensor *node, tg_tensor *dy);
 tg_grad_rule tg__grad_rule(tg_op op);
+/* True when every op has exactly one row in the families; otherwise false with msg set. */
+bool tg__op_table_check(char *msg, size_t n);
 /* Add `contrib` to src's gradient, summing broadcast dimensions away. */
 void tg__accum_grad(tg_tensor *src, tg_tensor *contrib);
 

@@ -37,6 +37,23 @@ START_TEST(test_cpu_supports_op_truthfully) {
 }
 END_TEST
 
+/* The op table assembled from the op family files (core/ops/) has exactly one row per op,
+ * with a name, and a gradient rule exactly for the ops that are neither backward-only nor
+ * without gradient (leaf excepted). */
+START_TEST(test_op_table_has_one_row_per_op) {
+    char msg[256];
+    ck_assert_msg(tg__op_table_check(msg, sizeof msg), "%s", msg);
+    for (int op = 1; op < TG_OP_COUNT; op++) {
+        bool rule = tg__grad_rule((tg_op)op) != NULL;
+        bool want = !tg_op_is_backward_only((tg_op)op) && !tg_op_has_no_gradient((tg_op)op);
+        ck_assert_msg(rule == want, "op %s: gradient rule %d, expected %d", tg_op_name((tg_op)op),
+                      (int)rule, (int)want);
+    }
+    ck_assert_str_eq(tg_op_name(TG_OP_COUNT), "unknown-op");
+    ck_assert_ptr_null(tg__grad_rule(TG_OP_COUNT));
+}
+END_TEST
+
 START_TEST(test_registry_errors) {
     tg_backend *b = (tg_backend *)&b;
     ck_assert_int_eq(tg_backend_new("tpu", NULL, &b), TG_ERR_INVALID);
@@ -131,6 +148,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tr, test_registry_names_and_cpu);
     tcase_add_test(tr, test_registry_errors);
     tcase_add_test(tr, test_cpu_supports_op_truthfully);
+    tcase_add_test(tr, test_op_table_has_one_row_per_op);
     suite_add_tcase(s, tr);
     TCase *tg = tcase_create("geometry");
     tcase_add_checked_fixture(tg, setup, teardown);

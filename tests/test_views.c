@@ -197,9 +197,9 @@ START_TEST(test_transpose_negative_axes) {
     tg_tensor *t = tg_keep(tg_transpose(IN(x, 2, 3, 4), -1, -2));
     EXPECT_SHAPE(t, 2, 4, 3);
     EXPECT_STRIDE(t, 12, 1, 4);
-    ck_assert_int_eq(t->pi[0], 0);
-    ck_assert_int_eq(t->pi[1], 2);
-    ck_assert_int_eq(t->pi[2], 1);
+    ck_assert_int_eq(t->p.permute.perm[0], 0);
+    ck_assert_int_eq(t->p.permute.perm[1], 2);
+    ck_assert_int_eq(t->p.permute.perm[2], 1);
     run_ok();
     float want[24];
     for (int b = 0; b < 2; b++)

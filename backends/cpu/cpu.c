@@ -210,7 +210,7 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
 /* Shares of a node: the team size, except for kernels that share buffers between their
  * members through barriers (the cross-entropy total: one share). */
 static int shares_of(const graph_job *j, const tg_tensor *t) {
-    if (t->op == TG_OP_CROSS_ENTROPY && (tg_reduction)t->pi[1] != TG_REDUCE_NONE) return 1;
+    if (t->op == TG_OP_CROSS_ENTROPY && t->p.cross_entropy.reduction != TG_REDUCE_NONE) return 1;
     return j->shares;
 }
 

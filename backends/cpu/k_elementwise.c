@@ -176,9 +176,9 @@ __attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *
 #endif
 
 static void dropout(tg_cpu_par *par, const tg_tensor *t, const float *a, float *o, int64_t n) {
-    float p = t->pf[0], keep_scale = 1.0f / (1.0f - p);
-    uint32_t key[2] = {(uint32_t)t->pi[1], (uint32_t)t->pi[2]};
-    uint32_t stream = (uint32_t)t->pi[0];
+    float p = t->p.dropout.p, keep_scale = 1.0f / (1.0f - p);
+    uint32_t key[2] = {t->p.dropout.seed_lo, t->p.dropout.seed_hi};
+    uint32_t stream = t->p.dropout.stream;
     int64_t groups = (n + 3) / 4, done = 0;
 #if TG_DROPOUT_AVX2
     if (__builtin_cpu_supports("avx2")) {
@@ -203,7 +203,7 @@ tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t) {
     int64_t nb = t->nsrc > 1 ? tg_tensor_numel(t->src[1]) : 0;
     switch (t->op) {
     case TG_OP_FILL: {
-        float v = t->pf[0];
+        float v = t->p.fill.value;
         TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
         return TG_OK;
     }
@@ -212,7 +212,7 @@ tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t) {
     case TG_OP_MUL: BINARY_LOOP(x * y); return TG_OK;
     case TG_OP_DIV: BINARY_LOOP(x / y); return TG_OK;
     case TG_OP_SCALE: {
-        float s = t->pf[0], c = t->pf[1];
+        float s = t->p.scale.mul, c = t->p.scale.add;
         UNARY_LOOP(x * s + c);
         return TG_OK;
     }
@@ -227,7 +227,7 @@ tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t) {
     case TG_OP_GELU_BACK: VMATH(tg_cpu_vgelu_back(a + lo, b + lo, o + lo, hi - lo)); return TG_OK;
     case TG_OP_MASKED_FILL: {
         const tg_tensor *m = t->src[1];
-        float v = t->pf[0];
+        float v = t->p.masked_fill.value;
         int64_t sm[TG_MAX_DIMS];
         tg__bcast_strides(m, t, sm);
         int nd = t->ndim;

@@ -42,7 +42,7 @@ tg_status tg_cpu_layout(tg_cpu_par *p, tg_tensor *t) {
         /* view the output as [outer, len_axis * inner]; each input fills a column range. Each
          * member zeroes and fills its own rows (one partition for all inputs: no member
          * writes a row another member has written). */
-        int a = t->pi[0];
+        int a = t->op == TG_OP_PAD ? t->p.pad.axis : t->p.concat.axis;
         int64_t outer = 1, inner = 1;
         for (int i = 0; i < a; i++) outer *= t->shape[i];
         for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
@@ -51,7 +51,7 @@ tg_status tg_cpu_layout(tg_cpu_par *p, tg_tensor *t) {
         const bool par = outer * orow > TG_PAR_MIN;
         if (t->op == TG_OP_PAD)
             TG_CPU_FOR(p, r, outer, par) memset(o + r * orow, 0, (size_t)orow * 4);
-        int64_t col = t->op == TG_OP_PAD ? t->pl[0] * inner : 0;
+        int64_t col = t->op == TG_OP_PAD ? t->p.pad.before * inner : 0;
         for (int k = 0; k < t->nsrc; k++) {
             const tg_tensor *s = t->src[k];
             int64_t srow = s->shape[a] * inner;

@@ -72,9 +72,9 @@ tg_status tg_cpu_nn(tg_cpu_par *p, tg_tensor *t) {
         int64_t N = lg->shape[0], V = lg->shape[1];
         const float *x = lg->data;
         const int32_t *y = tg->data;
-        float eps = t->pf[0];
-        int32_t ignore = t->pi[0];
-        tg_reduction red = (tg_reduction)t->pi[1];
+        float eps = t->p.cross_entropy.smoothing;
+        int32_t ignore = t->p.cross_entropy.ignore_index;
+        tg_reduction red = t->p.cross_entropy.reduction;
         int64_t count = 0;
         for (int64_t i = 0; i < N; i++) {
             if (y[i] == ignore) continue;

@@ -87,12 +87,12 @@ tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t) {
     int64_t outer, n, inner;
     switch (t->op) {
     case TG_OP_SUM:
-        split3(x, t->pi[0], &outer, &n, &inner);
+        split3(x, t->p.reduce.axis, &outer, &n, &inner);
         sum_axis(p, x->data, t->data, outer, n, inner, false);
         return TG_OK;
     case TG_OP_SUM_TO: sum_to(p, t, x); return TG_OK;
     case TG_OP_MAX: {
-        split3(x, t->pi[0], &outer, &n, &inner);
+        split3(x, t->p.reduce.axis, &outer, &n, &inner);
         const float *xp = x->data;
         float *o = t->data;
         TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
@@ -107,7 +107,7 @@ tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t) {
     }
     case TG_OP_MAX_BACK: {
         /* srcs: x, y = max (keepdim), dy (keepdim); dy goes to the first maximum */
-        split3(x, t->pi[0], &outer, &n, &inner);
+        split3(x, t->p.reduce.axis, &outer, &n, &inner);
         const float *xp = x->data, *y = t->src[1]->data, *dy = t->src[2]->data;
         float *o = t->data;
         TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)

@@ -80,7 +80,7 @@ tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
     case TG_OP_LAYER_NORM_BACK: {
         const float *x = t->src[0]->data;
         const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
-        float eps = t->pf[0];
+        float eps = t->p.layer_norm.eps;
         int64_t lo, hi; /* vmath.c: rows in AVX2 vectors */
         tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
         if (hi <= lo) return TG_OK;

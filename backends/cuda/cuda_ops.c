@@ -1,7 +1,8 @@
-/* The CUDA backend's ops: each node becomes launcher arguments (index spaces, row counts,
- * parameters from t->pi/pf/pl with the conventions of core/ops_*.c), or a cuBLAS call for
- * matmul. Inputs are contiguous except matmul operands (row- or column-contiguous views) and
- * the source of a contiguous copy; outputs are contiguous. */
+/* The CUDA backend's kernels, registered by op in one table (tgcu_kernels): each turns a node
+ * into launcher arguments (index spaces, row counts, the op's named parameters of
+ * core/ops/params.h) for the .cu files, or a cuBLAS call for matmul. Inputs are contiguous
+ * except matmul operands (row- or column-contiguous views) and the source of a contiguous
+ * copy; outputs are contiguous. */
 #include <limits.h>
 #include <string.h>
 
@@ -60,9 +61,9 @@ static tg_status binary(tg_backend *b, tg_tensor *t, int op) {
                        tg_op_name(t->op));
 }
 
-static tg_status unary(tg_backend *b, tg_tensor *t, int op) {
-    return tgcu_status(tgcu_unary(STREAM(b), op, F32(t), F32(t->src[0]), tg_tensor_numel(t),
-                                  t->pf[0], t->pf[1]),
+/* sc and c: scale's multiplier and addend (unused by the other unary ops) */
+static tg_status unary(tg_backend *b, tg_tensor *t, int op, float sc, float c) {
+    return tgcu_status(tgcu_unary(STREAM(b), op, F32(t), F32(t->src[0]), tg_tensor_numel(t), sc, c),
                        tg_op_name(t->op));
 }
 
@@ -74,16 +75,16 @@ static tg_status masked_fill(tg_backend *b, tg_tensor *t) {
     tg__bcast_strides(m, t, sm);
     make_index(t->ndim, t->shape, sx, sm, &ix);
     return tgcu_status(tgcu_masked_fill(STREAM(b), F32(t), F32(t->src[0]), m->data,
-                                        m->dtype == TG_DTYPE_I32, &ix, tg_tensor_numel(t), t->pf[0]),
+                                        m->dtype == TG_DTYPE_I32, &ix, tg_tensor_numel(t),
+                                        t->p.masked_fill.value),
                        "masked_fill");
 }
 
-/* Dropout parameters (core/ops_math.c): pf[0] = p, pi[0] = stream id, pi[1..2] = seed words. */
 static tg_status dropout(tg_backend *b, tg_tensor *t) {
-    float p = t->pf[0], keep_scale = 1.0f / (1.0f - p);
+    float p = t->p.dropout.p, keep_scale = 1.0f / (1.0f - p);
     return tgcu_status(tgcu_dropout(STREAM(b), F32(t), F32(t->src[0]), tg_tensor_numel(t), p,
-                                    keep_scale, (uint32_t)t->pi[0], (uint32_t)t->pi[1],
-                                    (uint32_t)t->pi[2]),
+                                    keep_scale, t->p.dropout.stream, t->p.dropout.seed_lo,
+                                    t->p.dropout.seed_hi),
                        "dropout");
 }
 
@@ -102,7 +103,7 @@ static tg_status strided_copy(tg_backend *b, tg_tensor *t, const int64_t *src_st
  * every row, a 2-D copy (pad zero-fills first). */
 static tg_status concat_pad(tg_backend *b, tg_tensor *t) {
     cudaStream_t s = STREAM(b);
-    int a = t->pi[0];
+    int a = t->op == TG_OP_PAD ? t->p.pad.axis : t->p.concat.axis;
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < a; i++) outer *= t->shape[i];
     for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
@@ -111,7 +112,7 @@ static tg_status concat_pad(tg_backend *b, tg_tensor *t) {
     tg_status st = TG_OK;
     if (t->op == TG_OP_PAD && tg_tensor_numel(t) > 0)
         st = tgcu_status(cudaMemsetAsync(o, 0, (size_t)(outer * orow) * 4, s), "pad");
-    int64_t col = t->op == TG_OP_PAD ? t->pl[0] * inner : 0;
+    int64_t col = t->op == TG_OP_PAD ? t->p.pad.before * inner : 0;
     for (int k = 0; k < t->nsrc && st == TG_OK; k++) {
         const tg_tensor *src = t->src[k];
         int64_t srow = src->shape[a] * inner;
@@ -168,54 +169,69 @@ static tg_status sum_to(tg_backend *b, tg_tensor *t) {
     return tgcu_status(tgcu_sum_to(STREAM(b), x->data, t->data, &d, p.nout, p.nred), "sum_to");
 }
 
-static tg_status reduce(tg_backend *b, tg_tensor *t) {
+static tg_status sum(tg_backend *b, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t outer, n, inner;
-    switch (t->op) {
-    case TG_OP_SUM:
-        split3(x, t->pi[0], &outer, &n, &inner);
-        return sum_axis(b, x->data, t->data, outer, n, inner, "sum");
-    case TG_OP_SUM_TO: return sum_to(b, t);
-    case TG_OP_MAX:
-        split3(x, t->pi[0], &outer, &n, &inner);
-        return tgcu_status(tgcu_max_axis(STREAM(b), x->data, t->data, outer, n, inner), "max");
-    default: /* TG_OP_MAX_BACK: srcs x, y = max (keepdim), dy (keepdim) */
-        split3(x, t->pi[0], &outer, &n, &inner);
-        return tgcu_status(tgcu_max_back(STREAM(b), x->data, t->src[1]->data, t->src[2]->data,
-                                         t->data, outer, n, inner),
-                           "max_back");
-    }
+    split3(x, t->p.reduce.axis, &outer, &n, &inner);
+    return sum_axis(b, x->data, t->data, outer, n, inner, "sum");
+}
+
+static tg_status max(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int64_t outer, n, inner;
+    split3(x, t->p.reduce.axis, &outer, &n, &inner);
+    return tgcu_status(tgcu_max_axis(STREAM(b), x->data, t->data, outer, n, inner), "max");
+}
+
+/* srcs x, y = max (keepdim), dy (keepdim) */
+static tg_status max_back(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int64_t outer, n, inner;
+    split3(x, t->p.reduce.axis, &outer, &n, &inner);
+    return tgcu_status(tgcu_max_back(STREAM(b), x->data, t->src[1]->data, t->src[2]->data, t->data,
+                                     outer, n, inner),
+                       "max_back");
 }
 
 /* ---- rows ---- */
 
-static tg_status rows(tg_backend *b, tg_tensor *t) {
-    cudaStream_t s = STREAM(b);
-    int64_t n = tg_tensor_numel(t);
-    int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, nr = d ? n / d : 0;
-    const char *what = tg_op_name(t->op);
-    switch (t->op) {
-    case TG_OP_SOFTMAX:
-    case TG_OP_LOG_SOFTMAX:
-        return tgcu_status(tgcu_softmax(s, F32(t->src[0]), F32(t), nr, d,
-                                        t->op == TG_OP_LOG_SOFTMAX),
-                           what);
-    case TG_OP_SOFTMAX_BACK:
-    case TG_OP_LOG_SOFTMAX_BACK: /* srcs: y (the forward output), dy */
-        return tgcu_status(tgcu_softmax_back(s, F32(t->src[0]), F32(t->src[1]), F32(t), nr, d,
-                                             t->op == TG_OP_LOG_SOFTMAX_BACK),
-                           what);
-    case TG_OP_LAYER_NORM: /* srcs: x, gamma (or NULL), beta (or NULL); pf[0] = eps */
-        return tgcu_status(tgcu_layer_norm(s, F32(t->src[0]), t->src[1] ? F32(t->src[1]) : NULL,
-                                           t->src[2] ? F32(t->src[2]) : NULL, F32(t), nr, d,
-                                           t->pf[0]),
-                           what);
-    default: /* TG_OP_LAYER_NORM_BACK: srcs x, gamma (or NULL), dy */
-        return tgcu_status(tgcu_layer_norm_back(s, F32(t->src[0]),
-                                                t->src[1] ? F32(t->src[1]) : NULL, F32(t->src[2]),
-                                                F32(t), nr, d, t->pf[0]),
-                           what);
-    }
+/* x viewed as rows of its last axis: *d per row */
+static int64_t row_count(const tg_tensor *t, int64_t *d) {
+    *d = t->ndim ? t->shape[t->ndim - 1] : 1;
+    return *d ? tg_tensor_numel(t) / *d : 0;
+}
+
+static tg_status softmax(tg_backend *b, tg_tensor *t) {
+    int64_t d, nr = row_count(t, &d);
+    return tgcu_status(tgcu_softmax(STREAM(b), F32(t->src[0]), F32(t), nr, d,
+                                    t->op == TG_OP_LOG_SOFTMAX),
+                       tg_op_name(t->op));
+}
+
+/* softmax_back, log_softmax_back: srcs y (the forward output), dy */
+static tg_status softmax_back(tg_backend *b, tg_tensor *t) {
+    int64_t d, nr = row_count(t, &d);
+    return tgcu_status(tgcu_softmax_back(STREAM(b), F32(t->src[0]), F32(t->src[1]), F32(t), nr, d,
+                                         t->op == TG_OP_LOG_SOFTMAX_BACK),
+                       tg_op_name(t->op));
+}
+
+/* srcs: x, gamma (or NULL), beta (or NULL) */
+static tg_status layer_norm(tg_backend *b, tg_tensor *t) {
+    int64_t d, nr = row_count(t, &d);
+    return tgcu_status(tgcu_layer_norm(STREAM(b), F32(t->src[0]), t->src[1] ? F32(t->src[1]) : NULL,
+                                       t->src[2] ? F32(t->src[2]) : NULL, F32(t), nr, d,
+                                       t->p.layer_norm.eps),
+                       "layer_norm");
+}
+
+/* srcs: x, gamma (or NULL), dy */
+static tg_status layer_norm_back(tg_backend *b, tg_tensor *t) {
+    int64_t d, nr = row_count(t, &d);
+    return tgcu_status(tgcu_layer_norm_back(STREAM(b), F32(t->src[0]),
+                                            t->src[1] ? F32(t->src[1]) : NULL, F32(t->src[2]),
+                                            F32(t), nr, d, t->p.layer_norm.eps),
+                       "layer_norm_back");
 }
 
 /* ---- matmul (cuBLAS) ---- */
@@ -331,14 +347,14 @@ static tg_status embedding_back(tg_backend *b, tg_tensor *t) {
     return st;
 }
 
-/* Parameters (core/ops_math.c): pf[0] = smoothing, pi[0] = ignore index, pi[1] = reduction. */
+/* cross_entropy and cross_entropy_back (srcs logits, targets, and dy for the backward) */
 static tg_status cross_entropy(tg_backend *b, tg_tensor *t) {
     cudaStream_t s = STREAM(b);
     const tg_tensor *lg = t->src[0], *tg = t->src[1];
     int64_t N = lg->shape[0], V = lg->shape[1], count = 0;
-    float eps = t->pf[0];
-    int32_t ignore = t->pi[0];
-    tg_reduction red = (tg_reduction)t->pi[1];
+    float eps = t->p.cross_entropy.smoothing;
+    int32_t ignore = t->p.cross_entropy.ignore_index;
+    tg_reduction red = t->p.cross_entropy.reduction;
     tg_status st = check_ids(b, tg, V, true, ignore, &count, "tg_cross_entropy", "target");
     if (st) return st;
     if (t->op == TG_OP_CROSS_ENTROPY_BACK)
@@ -361,105 +377,102 @@ static tg_status cross_entropy(tg_backend *b, tg_tensor *t) {
     return st;
 }
 
-/* ---- dispatch ---- */
+/* ---- small kernels and the ones the op codes of the .cu files share ---- */
 
-bool tgcu_supports_op(tg_op op) {
-    switch (op) {
-    case TG_OP_FILL:
-    case TG_OP_RESHAPE: /* views: nothing to run */
-    case TG_OP_PERMUTE:
-    case TG_OP_SLICE:
-    case TG_OP_CONT:
-    case TG_OP_CONCAT:
-    case TG_OP_PAD:
-    case TG_OP_EXPAND:
-    case TG_OP_ADD:
-    case TG_OP_SUB:
-    case TG_OP_MUL:
-    case TG_OP_DIV:
-    case TG_OP_SCALE:
-    case TG_OP_EXP:
-    case TG_OP_LOG:
-    case TG_OP_SQRT:
-    case TG_OP_RSQRT:
-    case TG_OP_TANH:
-    case TG_OP_RELU:
-    case TG_OP_GELU:
-    case TG_OP_RELU_BACK:
-    case TG_OP_GELU_BACK:
-    case TG_OP_MASKED_FILL:
-    case TG_OP_DROPOUT:
-    case TG_OP_SUM:
-    case TG_OP_MAX:
-    case TG_OP_MAX_BACK:
-    case TG_OP_SUM_TO:
-    case TG_OP_SOFTMAX:
-    case TG_OP_LOG_SOFTMAX:
-    case TG_OP_SOFTMAX_BACK:
-    case TG_OP_LOG_SOFTMAX_BACK:
-    case TG_OP_LAYER_NORM:
-    case TG_OP_LAYER_NORM_BACK:
-    case TG_OP_MATMUL:
-    case TG_OP_EMBEDDING:
-    case TG_OP_EMBEDDING_BACK:
-    case TG_OP_CROSS_ENTROPY:
-    case TG_OP_CROSS_ENTROPY_BACK:
-    case TG_OP_GRAD_ACC: return true;
-    default: return false;
-    }
+static tg_status view(tg_backend *b, tg_tensor *t) { /* views: nothing to run */
+    (void)b;
+    (void)t;
+    return TG_OK;
 }
+static tg_status fill(tg_backend *b, tg_tensor *t) {
+    return tgcu_status(tgcu_fill(STREAM(b), F32(t), tg_tensor_numel(t), t->p.fill.value), "fill");
+}
+static tg_status cont(tg_backend *b, tg_tensor *t) { return strided_copy(b, t, t->src[0]->stride); }
+static tg_status expand(tg_backend *b, tg_tensor *t) {
+    int64_t st[TG_MAX_DIMS];
+    tg__bcast_strides(t->src[0], t, st);
+    return strided_copy(b, t, st);
+}
+/* the store's gradient buffer += g */
+static tg_status grad_acc(tg_backend *b, tg_tensor *t) {
+    return tgcu_status(tgcu_accumulate(STREAM(b), F32(t), F32(t->src[0]), tg_tensor_numel(t)),
+                       "grad_acc");
+}
+static tg_status scale(tg_backend *b, tg_tensor *t) {
+    return unary(b, t, TGCU_SCALE, t->p.scale.mul, t->p.scale.add);
+}
+#define TGCU_BINARY(name, code) \
+    static tg_status name(tg_backend *b, tg_tensor *t) { return binary(b, t, code); }
+#define TGCU_UNARY(name, code) \
+    static tg_status name(tg_backend *b, tg_tensor *t) { return unary(b, t, code, 0.0f, 0.0f); }
+TGCU_BINARY(add, TGCU_ADD)
+TGCU_BINARY(sub, TGCU_SUB)
+TGCU_BINARY(mul, TGCU_MUL)
+TGCU_BINARY(div_, TGCU_DIV)
+TGCU_BINARY(relu_back, TGCU_RELU_BACK) /* srcs x, dy */
+TGCU_BINARY(gelu_back, TGCU_GELU_BACK)
+TGCU_UNARY(exp_, TGCU_EXP)
+TGCU_UNARY(log_, TGCU_LOG)
+TGCU_UNARY(sqrt_, TGCU_SQRT)
+TGCU_UNARY(rsqrt, TGCU_RSQRT)
+TGCU_UNARY(tanh_, TGCU_TANH)
+TGCU_UNARY(relu, TGCU_RELU)
+TGCU_UNARY(gelu, TGCU_GELU)
+
+/* ---- the registration table ---- */
+
+/* Every op's CUDA kernel by op; NULL where there is none. supports_op answers from this table,
+ * so an op without an entry is refused before a graph runs (tg_graph_run names it). */
+typedef tg_status (*tgcu_kernel)(tg_backend *b, tg_tensor *t);
+static const tgcu_kernel kernels[TG_OP_COUNT] = {
+    [TG_OP_FILL] = fill,
+    [TG_OP_RESHAPE] = view,
+    [TG_OP_PERMUTE] = view,
+    [TG_OP_SLICE] = view,
+    [TG_OP_CONT] = cont,
+    [TG_OP_CONCAT] = concat_pad,
+    [TG_OP_PAD] = concat_pad,
+    [TG_OP_EXPAND] = expand,
+    [TG_OP_ADD] = add,
+    [TG_OP_SUB] = sub,
+    [TG_OP_MUL] = mul,
+    [TG_OP_DIV] = div_,
+    [TG_OP_SCALE] = scale,
+    [TG_OP_EXP] = exp_,
+    [TG_OP_LOG] = log_,
+    [TG_OP_SQRT] = sqrt_,
+    [TG_OP_RSQRT] = rsqrt,
+    [TG_OP_TANH] = tanh_,
+    [TG_OP_RELU] = relu,
+    [TG_OP_GELU] = gelu,
+    [TG_OP_RELU_BACK] = relu_back,
+    [TG_OP_GELU_BACK] = gelu_back,
+    [TG_OP_MASKED_FILL] = masked_fill,
+    [TG_OP_DROPOUT] = dropout,
+    [TG_OP_SUM] = sum,
+    [TG_OP_MAX] = max,
+    [TG_OP_MAX_BACK] = max_back,
+    [TG_OP_SUM_TO] = sum_to,
+    [TG_OP_SOFTMAX] = softmax,
+    [TG_OP_LOG_SOFTMAX] = softmax,
+    [TG_OP_SOFTMAX_BACK] = softmax_back,
+    [TG_OP_LOG_SOFTMAX_BACK] = softmax_back,
+    [TG_OP_LAYER_NORM] = layer_norm,
+    [TG_OP_LAYER_NORM_BACK] = layer_norm_back,
+    [TG_OP_MATMUL] = matmul,
+    [TG_OP_EMBEDDING] = embedding,
+    [TG_OP_EMBEDDING_BACK] = embedding_back,
+    [TG_OP_CROSS_ENTROPY] = cross_entropy,
+    [TG_OP_CROSS_ENTROPY_BACK] = cross_entropy,
+    [TG_OP_GRAD_ACC] = grad_acc,
+};
+_Static_assert(sizeof kernels / sizeof kernels[0] == TG_OP_COUNT, "one CUDA kernel slot per op");
+
+bool tgcu_supports_op(tg_op op) { return op > TG_OP_NONE && op < TG_OP_COUNT && kernels[op]; }
 
 tg_status tgcu_run_node(tg_backend *b, tg_tensor *t) {
-    cudaStream_t s = STREAM(b);
-    switch (t->op) {
-    case TG_OP_RESHAPE:
-    case TG_OP_PERMUTE:
-    case TG_OP_SLICE: return TG_OK;
-    case TG_OP_FILL: return tgcu_status(tgcu_fill(s, F32(t), tg_tensor_numel(t), t->pf[0]), "fill");
-    case TG_OP_CONT: return strided_copy(b, t, t->src[0]->stride);
-    case TG_OP_EXPAND: {
-        int64_t st[TG_MAX_DIMS];
-        tg__bcast_strides(t->src[0], t, st);
-        return strided_copy(b, t, st);
-    }
-    case TG_OP_CONCAT:
-    case TG_OP_PAD: return concat_pad(b, t);
-    case TG_OP_ADD: return binary(b, t, TGCU_ADD);
-    case TG_OP_SUB: return binary(b, t, TGCU_SUB);
-    case TG_OP_MUL: return binary(b, t, TGCU_MUL);
-    case TG_OP_DIV: return binary(b, t, TGCU_DIV);
-    case TG_OP_RELU_BACK: return binary(b, t, TGCU_RELU_BACK); /* srcs x, dy */
-    case TG_OP_GELU_BACK: return binary(b, t, TGCU_GELU_BACK);
-    case TG_OP_SCALE: return unary(b, t, TGCU_SCALE); /* pf[0] = s, pf[1] = c */
-    case TG_OP_EXP: return unary(b, t, TGCU_EXP);
-    case TG_OP_LOG: return unary(b, t, TGCU_LOG);
-    case TG_OP_SQRT: return unary(b, t, TGCU_SQRT);
-    case TG_OP_RSQRT: return unary(b, t, TGCU_RSQRT);
-    case TG_OP_TANH: return unary(b, t, TGCU_TANH);
-    case TG_OP_RELU: return unary(b, t, TGCU_RELU);
-    case TG_OP_GELU: return unary(b, t, TGCU_GELU);
-    case TG_OP_MASKED_FILL: return masked_fill(b, t);
-    case TG_OP_DROPOUT: return dropout(b, t);
-    case TG_OP_SUM:
-    case TG_OP_MAX:
-    case TG_OP_MAX_BACK:
-    case TG_OP_SUM_TO: return reduce(b, t);
-    case TG_OP_SOFTMAX:
-    case TG_OP_LOG_SOFTMAX:
-    case TG_OP_SOFTMAX_BACK:
-    case TG_OP_LOG_SOFTMAX_BACK:
-    case TG_OP_LAYER_NORM:
-    case TG_OP_LAYER_NORM_BACK: return rows(b, t);
-    case TG_OP_MATMUL: return matmul(b, t);
-    case TG_OP_EMBEDDING: return embedding(b, t);
-    case TG_OP_EMBEDDING_BACK: return embedding_back(b, t);
-    case TG_OP_CROSS_ENTROPY:
-    case TG_OP_CROSS_ENTROPY_BACK: return cross_entropy(b, t);
-    case TG_OP_GRAD_ACC: /* the store's gradient buffer += g */
-        return tgcu_status(tgcu_accumulate(s, F32(t), F32(t->src[0]), tg_tensor_numel(t)),
-                           "grad_acc");
-    default:
-        return tg_error_set(TG_ERR_UNSUPPORTED, "cuda backend: no kernel for op %s",
+    if (!tgcu_supports_op(t->op)) /* the executor asks supports_op first: not reached from it */
+        return tg_error_set(TG_ERR_UNSUPPORTED, "tg_graph_run: backend cuda has no kernel for op %s",
                             tg_op_name(t->op));
-    }
+    return kernels[t->op](b, t);
 }

@@ -1,13 +1,10 @@
-/* Shape rules of the layout ops: views (reshape, permute, slice) cost nothing; contiguous,
- * concat, pad, expand and sum_to copy. Gradients: autograd/grad_rules.c. */
+/* The layout op family: leaves, views (reshape, permute, slice: no data moves) and the copies
+ * (contiguous, concat, pad, expand), with their shape rules and gradient rules. Kernels:
+ * backends/cpu/k_layout.c, backends/cuda/cuda_ops.c (+ k_layout.cu). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
-
-#define CHECK1(x) \
-    if (!(x)) return NULL
-#define SHAPESTR(buf, t) tg_shape_str(buf, sizeof buf, (t)->ndim, (t)->shape)
+#include "core/ops/ops-impl.h"
 
 tg_tensor *tg__cont(tg_tensor *x) {
     if (!x) return NULL;
@@ -20,14 +17,14 @@ tg_tensor *tg__cont(tg_tensor *x) {
 tg_tensor *tg_contiguous(tg_tensor *x) { return tg__cont(x); }
 
 tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape) {
-    CHECK1(x);
+    TG__OP_CHECK(x);
     tg_graph *g = x->graph;
     if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim > 0 && !shape))
         return tg__fail(g, TG_ERR_SHAPE, "tg_reshape: bad number of dimensions %d", ndim);
     /* every message names the shape as requested (with its -1), the input shape too */
     char req[96], a[96];
     tg_shape_str(req, sizeof req, ndim, shape);
-    SHAPESTR(a, x);
+    TG__OP_SHAPESTR(a, x);
     int64_t s[TG_MAX_DIMS], known = 1;
     int infer = -1;
     for (int i = 0; i < ndim; i++) {
@@ -56,14 +53,14 @@ tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape) {
                         tg_shape_str(b, sizeof b, ndim, s), (long long)tg__numel(ndim, s));
     }
     tg_tensor *c = tg__cont(x);
-    CHECK1(c);
+    TG__OP_CHECK(c);
     int64_t st[TG_MAX_DIMS];
     tg__contiguous_strides(ndim, s, st);
     return tg__view(c, TG_OP_RESHAPE, ndim, s, st, 0);
 }
 
 tg_tensor *tg_permute(tg_tensor *x, const int *perm) {
-    CHECK1(x);
+    TG__OP_CHECK(x);
     if (!perm) return tg__fail(x->graph, TG_ERR_INVALID, "tg_permute: perm is NULL");
     int64_t s[TG_MAX_DIMS], st[TG_MAX_DIMS];
     bool seen[TG_MAX_DIMS] = {false};
@@ -79,12 +76,12 @@ tg_tensor *tg_permute(tg_tensor *x, const int *perm) {
     }
     tg_tensor *t = tg__view(x, TG_OP_PERMUTE, x->ndim, s, st, 0);
     if (t)
-        for (int i = 0; i < x->ndim; i++) t->pi[i] = perm[i];
+        for (int i = 0; i < x->ndim; i++) t->p.permute.perm[i] = perm[i];
     return t;
 }
 
 tg_tensor *tg_transpose(tg_tensor *x, int axis0, int axis1) {
-    CHECK1(x);
+    TG__OP_CHECK(x);
     int a = tg__axis(axis0, x->ndim), b = tg__axis(axis1, x->ndim);
     if (a < 0 || b < 0)
         return tg__fail(x->graph, TG_ERR_INVALID, "tg_transpose: axes %d, %d out of range for %d dims",
@@ -97,7 +94,7 @@ tg_tensor *tg_transpose(tg_tensor *x, int axis0, int axis1) {
 }
 
 tg_tensor *tg_slice(tg_tensor *x, int axis, int64_t start, int64_t end) {
-    CHECK1(x);
+    TG__OP_CHECK(x);
     int a = tg__axis(axis, x->ndim);
     if (a < 0)
         return tg__fail(x->graph, TG_ERR_INVALID, "tg_slice: axis %d out of range for %d dims",
@@ -111,8 +108,8 @@ tg_tensor *tg_slice(tg_tensor *x, int axis, int64_t start, int64_t end) {
     s[a] = end - start;
     tg_tensor *t = tg__view(x, TG_OP_SLICE, x->ndim, s, x->stride, start * x->stride[a]);
     if (t) {
-        t->pi[0] = a;
-        t->pl[0] = start;
+        t->p.slice.axis = a;
+        t->p.slice.start = start;
     }
     return t;
 }
@@ -124,13 +121,13 @@ static tg_tensor *concat_some(tg_tensor *const *xs, int n, int a) {
     s[a] = 0;
     for (int i = 0; i < n; i++) {
         src[i] = tg__cont(xs[i]);
-        CHECK1(src[i]);
+        TG__OP_CHECK(src[i]);
         s[a] += xs[i]->shape[a];
     }
     tg_tensor *t = tg__new(xs[0]->graph, TG_OP_CONCAT, xs[0]->dtype, xs[0]->ndim, s);
-    CHECK1(t);
+    TG__OP_CHECK(t);
     tg__set_src(t, n, src);
-    t->pi[0] = a;
+    t->p.concat.axis = a;
     return t;
 }
 
@@ -139,7 +136,7 @@ tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis) {
         tg_error_set(TG_ERR_INVALID, "tg_concat: no inputs (n = %d)", n);
         return NULL;
     }
-    for (int i = 0; i < n; i++) CHECK1(xs[i]);
+    for (int i = 0; i < n; i++) TG__OP_CHECK(xs[i]);
     tg_graph *g = xs[0]->graph;
     for (int i = 1; i < n; i++)
         if (xs[i]->graph != g)
@@ -156,7 +153,7 @@ tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis) {
         if (!ok) {
             char s0[96], si[96];
             return tg__fail(g, TG_ERR_SHAPE, "tg_concat: input %d %s does not fit input 0 %s on axis %d",
-                            i, SHAPESTR(si, xs[i]), SHAPESTR(s0, xs[0]), axis);
+                            i, TG__OP_SHAPESTR(si, xs[i]), TG__OP_SHAPESTR(s0, xs[0]), axis);
         }
     }
     if (n == 1) return xs[0];
@@ -182,61 +179,98 @@ tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis) {
 }
 
 tg_tensor *tg_pad(tg_tensor *x, int axis, int64_t before, int64_t after) {
-    CHECK1(x);
+    TG__OP_CHECK(x);
     int a = tg__axis(axis, x->ndim);
     if (a < 0 || before < 0 || after < 0)
         return tg__fail(x->graph, TG_ERR_INVALID, "tg_pad: axis %d / padding %lld,%lld invalid",
                         axis, (long long)before, (long long)after);
     tg_tensor *c = tg__cont(x);
-    CHECK1(c);
+    TG__OP_CHECK(c);
     int64_t s[TG_MAX_DIMS];
     memcpy(s, x->shape, sizeof s);
     s[a] += before + after;
     tg_tensor *t = tg__new(x->graph, TG_OP_PAD, x->dtype, x->ndim, s);
-    CHECK1(t);
+    TG__OP_CHECK(t);
     tg__set_src(t, 1, &c);
-    t->pi[0] = a;
-    t->pl[0] = before;
-    t->pl[1] = after;
+    t->p.pad.axis = a;
+    t->p.pad.before = before;
+    t->p.pad.after = after;
     return t;
 }
 
-/* True if `from` broadcasts to exactly `to`. */
-static bool broadcasts_to(int nf, const int64_t *from, int nt, const int64_t *to) {
-    if (nf > nt) return false;
-    for (int i = 0; i < nf; i++) {
-        int64_t f = from[nf - 1 - i], d = to[nt - 1 - i];
-        if (f != d && f != 1) return false;
-    }
-    return true;
-}
-
 tg_tensor *tg_expand(tg_tensor *x, int ndim, const int64_t *shape) {
-    CHECK1(x);
-    if (ndim < 0 || ndim > TG_MAX_DIMS || !broadcasts_to(x->ndim, x->shape, ndim, shape)) {
+    TG__OP_CHECK(x);
+    if (ndim < 0 || ndim > TG_MAX_DIMS || !tg__op_broadcasts_to(x->ndim, x->shape, ndim, shape)) {
         char a[96], b[96];
         return tg__fail(x->graph, TG_ERR_SHAPE, "tg_expand: %s does not broadcast to %s",
-                        SHAPESTR(a, x), tg_shape_str(b, sizeof b, ndim, shape));
+                        TG__OP_SHAPESTR(a, x), tg_shape_str(b, sizeof b, ndim, shape));
     }
     tg_tensor *c = tg__cont(x);
-    CHECK1(c);
+    TG__OP_CHECK(c);
     tg_tensor *t = tg__new(x->graph, TG_OP_EXPAND, x->dtype, ndim, shape);
     if (t) tg__set_src(t, 1, &c);
     return t;
 }
 
-tg_tensor *tg_sum_to(tg_tensor *x, int ndim, const int64_t *shape) {
-    CHECK1(x);
-    if (ndim < 0 || ndim > TG_MAX_DIMS || !broadcasts_to(ndim, shape, x->ndim, x->shape)) {
-        char a[96], b[96];
-        return tg__fail(x->graph, TG_ERR_SHAPE, "tg_sum_to: %s does not broadcast to %s",
-                        tg_shape_str(b, sizeof b, ndim, shape), SHAPESTR(a, x));
-    }
-    if (tg__numel(ndim, shape) == tg_tensor_numel(x))
-        return ndim == x->ndim ? x : tg_reshape(x, ndim, shape);
-    tg_tensor *c = tg__cont(x);
-    CHECK1(c);
-    tg_tensor *t = tg__new(x->graph, TG_OP_SUM_TO, x->dtype, ndim, shape);
-    if (t) tg__set_src(t, 1, &c);
-    return t;
+/* ---- gradient rules ---- */
+
+#define X(i) (node->src[i])
+
+/* reshape: dy reshaped back to the input's shape */
+static void g_reshape(tg_tensor *node, tg_tensor *dy) {
+    tg__accum_grad(X(0), tg_reshape(dy, X(0)->ndim, X(0)->shape));
 }
+
+/* permute by perm: dy permuted by the inverse permutation (inv[perm[i]] = i) */
+static void g_permute(tg_tensor *node, tg_tensor *dy) {
+    int inv[TG_MAX_DIMS];
+    for (int i = 0; i < node->ndim; i++) inv[node->p.permute.perm[i]] = i;
+    tg__accum_grad(X(0), tg_permute(dy, inv));
+}
+
+/* slice: dy padded with zeros back to the input's extent */
+static void g_slice(tg_tensor *node, tg_tensor *dy) {
+    int a = node->p.slice.axis;
+    int64_t start = node->p.slice.start;
+    tg__accum_grad(X(0), tg_pad(dy, a, start, X(0)->shape[a] - start - node->shape[a]));
+}
+
+/* contiguous copy: the identity */
+static void g_identity(tg_tensor *node, tg_tensor *dy) { tg__accum_grad(X(0), dy); }
+
+/* concat: input i gets its own range of dy along the axis */
+static void g_concat(tg_tensor *node, tg_tensor *dy) {
+    int a = node->p.concat.axis;
+    int64_t off = 0;
+    for (int i = 0; i < node->nsrc; i++) {
+        int64_t len = X(i)->shape[a];
+        tg__accum_grad(X(i), tg_slice(dy, a, off, off + len));
+        off += len;
+    }
+}
+
+/* pad: the unpadded range of dy */
+static void g_pad(tg_tensor *node, tg_tensor *dy) {
+    int a = node->p.pad.axis;
+    int64_t before = node->p.pad.before;
+    tg__accum_grad(X(0), tg_slice(dy, a, before, before + X(0)->shape[a]));
+}
+
+/* expand (broadcast): dy summed over the stretched dimensions */
+static void g_expand(tg_tensor *node, tg_tensor *dy) {
+    tg__accum_grad(X(0), tg_sum_to(dy, X(0)->ndim, X(0)->shape));
+}
+
+/* ---- the family's rows ---- */
+
+TG__OP_FAMILY(layout) = {
+    [TG_OP_NONE] = {"leaf", 0, NULL}, /* inputs and parameters: core/graph.c */
+    [TG_OP_RESHAPE] = {"reshape", TG_OPF_VIEW, g_reshape},
+    [TG_OP_PERMUTE] = {"permute", TG_OPF_VIEW, g_permute},
+    [TG_OP_SLICE] = {"slice", TG_OPF_VIEW, g_slice},
+    [TG_OP_CONT] = {"contiguous", 0, g_identity},
+    [TG_OP_CONCAT] = {"concat", 0, g_concat},
+    [TG_OP_PAD] = {"pad", 0, g_pad},
+    [TG_OP_EXPAND] = {"expand", 0, g_expand},
+};
+TG__OP_FAMILY_CHECK(layout);

@@ -1,0 +1,85 @@
+/* The row op family (over the last axis): softmax, log-softmax and layer norm, their backward
+ * ops, shape rules and gradient rules. Kernels: backends/cpu/k_rows.c (+ vmath.c),
+ * backends/cuda/k_rows.cu. */
+#include "core/ops/ops-impl.h"
+
+tg_tensor *tg_softmax(tg_tensor *x) { return tg__unary(TG_OP_SOFTMAX, x, NULL); }
+tg_tensor *tg_log_softmax(tg_tensor *x) { return tg__unary(TG_OP_LOG_SOFTMAX, x, NULL); }
+
+tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, float eps) {
+    TG__OP_CHECK(x);
+    TG__OP_CHECK(tg__op_need_f32(x, "tg_layer_norm"));
+    if (x->ndim < 1) return tg__fail(x->graph, TG_ERR_SHAPE, "tg_layer_norm: scalar input");
+    if (!(eps > 0.0f)) return tg__fail(x->graph, TG_ERR_INVALID, "tg_layer_norm: eps must be > 0");
+    int64_t d = x->shape[x->ndim - 1];
+    tg_tensor *aff[2] = {gamma, beta};
+    for (int i = 0; i < 2; i++) {
+        if (!aff[i]) continue;
+        TG__OP_CHECK(tg__op_same_graph(x, aff[i], "tg_layer_norm"));
+        if (aff[i]->ndim != 1 || aff[i]->shape[0] != d) {
+            char a[96], b[96];
+            return tg__fail(x->graph, TG_ERR_SHAPE, "tg_layer_norm: %s %s does not match [%lld] of %s",
+                            i ? "beta" : "gamma", TG__OP_SHAPESTR(b, aff[i]), (long long)d,
+                            TG__OP_SHAPESTR(a, x));
+        }
+        aff[i] = tg__cont(aff[i]);
+        TG__OP_CHECK(aff[i]);
+    }
+    tg_tensor *src[3] = {tg__cont(x), aff[0], aff[1]};
+    TG__OP_CHECK(src[0]);
+    tg_tensor *t = tg__new(x->graph, TG_OP_LAYER_NORM, TG_DTYPE_F32, x->ndim, x->shape);
+    TG__OP_CHECK(t);
+    tg__set_src(t, 3, src);
+    t->p.layer_norm.eps = eps;
+    return t;
+}
+
+/* ---- gradient rules ---- */
+
+#define X(i) (node->src[i])
+
+/* y = softmax(x) per row: dx = softmax_back(y, dy) = y (dy - sum_j dy_j y_j). A masked entry
+ * (y = 0) gets no gradient. */
+static void g_softmax(tg_tensor *node, tg_tensor *dy) {
+    tg__accum_grad(X(0), tg__unary(TG_OP_SOFTMAX_BACK, node, dy));
+}
+
+/* y = log_softmax(x) per row: dx = log_softmax_back(y, dy) = dy - exp(y) sum_j dy_j, with
+ * exp(y) taken as 0 where y = -inf (a masked entry). */
+static void g_log_softmax(tg_tensor *node, tg_tensor *dy) {
+    tg__accum_grad(X(0), tg__unary(TG_OP_LOG_SOFTMAX_BACK, node, dy));
+}
+
+/* y = xhat gamma + beta, xhat = (x - mean) rstd, rstd = 1 / sqrt(var + eps), per row of d:
+ * dx = layer_norm_back(x, gamma, dy) = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma dy;
+ * dgamma = sum_rows(dy xhat), dbeta = sum_rows(dy), with xhat recomputed by an affine-free
+ * layer norm (cheaper than keeping it alive). */
+static void g_layer_norm(tg_tensor *node, tg_tensor *dy) {
+    tg_tensor *x = X(0), *gamma = X(1), *beta = X(2);
+    float eps = node->p.layer_norm.eps;
+    if (x->flags & TG_TF_REQ_GRAD) {
+        tg_tensor *t = tg__new(node->graph, TG_OP_LAYER_NORM_BACK, TG_DTYPE_F32, x->ndim, x->shape);
+        if (!t) return;
+        tg_tensor *src[3] = {x, gamma, dy};
+        tg__set_src(t, 3, src);
+        t->p.layer_norm.eps = eps;
+        tg__accum_grad(x, t);
+    }
+    if (gamma && (gamma->flags & TG_TF_REQ_GRAD)) {
+        tg_tensor *xhat = tg_layer_norm(x, NULL, NULL, eps);
+        tg__accum_grad(gamma, tg_mul(dy, xhat));
+    }
+    if (beta) tg__accum_grad(beta, dy);
+}
+
+/* ---- the family's rows ---- */
+
+TG__OP_FAMILY(rows) = {
+    [TG_OP_SOFTMAX] = {"softmax", TG_OPF_INPLACE, g_softmax},
+    [TG_OP_LOG_SOFTMAX] = {"log_softmax", TG_OPF_INPLACE, g_log_softmax},
+    [TG_OP_SOFTMAX_BACK] = {"softmax_back", TG_OPF_BACKWARD_ONLY, NULL},         /* srcs y, dy */
+    [TG_OP_LOG_SOFTMAX_BACK] = {"log_softmax_back", TG_OPF_BACKWARD_ONLY, NULL}, /* srcs y, dy */
+    [TG_OP_LAYER_NORM] = {"layer_norm", 0, g_layer_norm}, /* srcs x, gamma?, beta? */
+    [TG_OP_LAYER_NORM_BACK] = {"layer_norm_back", TG_OPF_BACKWARD_ONLY, NULL}, /* srcs x, gamma?, dy */
+};
+TG__OP_FAMILY_CHECK(rows);
