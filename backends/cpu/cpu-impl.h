@@ -1,4 +1,4 @@
-/* Internal interface of the CPU backend: one kernel entry point per group of ops. Kernels
+/* Internal interface of the CPU backend: one kernel per op, registered by the kernel files. Kernels
  * read contiguous inputs (the graph builders guarantee it; matmul also reads row- or
  * column-contiguous views) and write contiguous outputs. Every member of the backend's thread
  * team (team.h) calls the kernel of a node with its own tg_cpu_par and does its share: static
@@ -19,12 +19,19 @@
 #define F32(t) ((float *)(t)->data)
 #define I32(t) ((int32_t *)(t)->data)
 
-tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t); /* fill, binary, unary, masks, dropout */
-tg_status tg_cpu_layout(tg_cpu_par *p, tg_tensor *t);      /* cont, concat, pad, expand */
-tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t);      /* sum, max, max_back, sum_to */
-tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t);        /* softmax, log-softmax, layer norm */
-tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t);
-tg_status tg_cpu_nn(tg_cpu_par *p, tg_tensor *t);          /* embedding, cross-entropy, grad_acc */
+/* A kernel: member p's share of node t. Each kernel file registers its kernels by op in a
+ * table of its own (designated initialisers, one slot per op); cpu.c assembles the tables. */
+typedef tg_status (*tg__cpu_kernel)(tg_cpu_par *p, tg_tensor *t);
+#define TG__CPU_KERNELS(fam) const tg__cpu_kernel tg__cpu_kernels_##fam[TG_OP_COUNT]
+#define TG__CPU_KERNELS_CHECK(fam)                                                              \
+    _Static_assert(sizeof tg__cpu_kernels_##fam / sizeof tg__cpu_kernels_##fam[0] == TG_OP_COUNT, \
+                   "the " #fam " kernels' table must have one slot per op")
+extern TG__CPU_KERNELS(elementwise); /* k_elementwise.c: fill, binary, unary, masks, dropout */
+extern TG__CPU_KERNELS(layout);      /* k_layout.c: cont, concat, pad, expand */
+extern TG__CPU_KERNELS(reduce);      /* k_reduce.c: sum, max, max_back, sum_to */
+extern TG__CPU_KERNELS(rows);        /* k_rows.c: softmax, log-softmax, layer norm */
+extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
+extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
 
 /* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
  * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces

@@ -95,49 +95,22 @@ static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
     return TG_OK;
 }
 
-/* Every op's CPU kernel; NULL where there is none (leaves and views run no kernel). supports_op
- * answers from this table, so an op added without a CPU kernel is refused before a graph runs
- * (tg_graph_run names it) instead of reaching another op's kernel. */
-typedef tg_status (*cpu_kernel)(tg_cpu_par *p, tg_tensor *t);
-static const cpu_kernel kernels[TG_OP_COUNT] = {
-    [TG_OP_FILL] = tg_cpu_elementwise,
-    [TG_OP_CONT] = tg_cpu_layout,
-    [TG_OP_CONCAT] = tg_cpu_layout,
-    [TG_OP_PAD] = tg_cpu_layout,
-    [TG_OP_EXPAND] = tg_cpu_layout,
-    [TG_OP_ADD] = tg_cpu_elementwise,
-    [TG_OP_SUB] = tg_cpu_elementwise,
-    [TG_OP_MUL] = tg_cpu_elementwise,
-    [TG_OP_DIV] = tg_cpu_elementwise,
-    [TG_OP_SCALE] = tg_cpu_elementwise,
-    [TG_OP_EXP] = tg_cpu_elementwise,
-    [TG_OP_LOG] = tg_cpu_elementwise,
-    [TG_OP_SQRT] = tg_cpu_elementwise,
-    [TG_OP_RSQRT] = tg_cpu_elementwise,
-    [TG_OP_TANH] = tg_cpu_elementwise,
-    [TG_OP_RELU] = tg_cpu_elementwise,
-    [TG_OP_GELU] = tg_cpu_elementwise,
-    [TG_OP_RELU_BACK] = tg_cpu_elementwise,
-    [TG_OP_GELU_BACK] = tg_cpu_elementwise,
-    [TG_OP_MASKED_FILL] = tg_cpu_elementwise,
-    [TG_OP_DROPOUT] = tg_cpu_elementwise,
-    [TG_OP_SUM] = tg_cpu_reduce,
-    [TG_OP_MAX] = tg_cpu_reduce,
-    [TG_OP_MAX_BACK] = tg_cpu_reduce,
-    [TG_OP_SUM_TO] = tg_cpu_reduce,
-    [TG_OP_SOFTMAX] = tg_cpu_rows,
-    [TG_OP_LOG_SOFTMAX] = tg_cpu_rows,
-    [TG_OP_SOFTMAX_BACK] = tg_cpu_rows,
-    [TG_OP_LOG_SOFTMAX_BACK] = tg_cpu_rows,
-    [TG_OP_LAYER_NORM] = tg_cpu_rows,
-    [TG_OP_LAYER_NORM_BACK] = tg_cpu_rows,
-    [TG_OP_MATMUL] = tg_cpu_matmul,
-    [TG_OP_EMBEDDING] = tg_cpu_nn,
-    [TG_OP_EMBEDDING_BACK] = tg_cpu_nn,
-    [TG_OP_CROSS_ENTROPY] = tg_cpu_nn,
-    [TG_OP_CROSS_ENTROPY_BACK] = tg_cpu_nn,
-    [TG_OP_GRAD_ACC] = tg_cpu_nn,
+/* Every op's CPU kernel, assembled once from the kernel files' tables (k_*.c); NULL where
+ * there is none (leaves and views run no kernel). supports_op answers from it, so an op added
+ * without a CPU kernel is refused before a graph runs (tg_graph_run names it) instead of
+ * reaching another op's kernel. */
+static const tg__cpu_kernel *const kernel_families[] = {
+    tg__cpu_kernels_elementwise, tg__cpu_kernels_layout, tg__cpu_kernels_reduce,
+    tg__cpu_kernels_rows,        tg__cpu_kernels_matmul, tg__cpu_kernels_nn,
 };
+static tg__cpu_kernel kernels[TG_OP_COUNT];
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+
+static void assemble_kernels(void) {
+    for (size_t f = 0; f < sizeof kernel_families / sizeof kernel_families[0]; f++)
+        for (int op = 0; op < TG_OP_COUNT; op++)
+            if (kernel_families[f][op]) kernels[op] = kernel_families[f][op];
+}
 
 static bool cpu_supports(tg_backend *b, tg_op op) {
     (void)b;
@@ -439,6 +412,7 @@ static const tg_backend_vtable cpu_vtable = {
 
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     if (!out) return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: out is NULL");
+    pthread_once(&kernels_once, assemble_kernels); /* run_kernel reads the table unchecked */
     *out = NULL;
     if (nthreads < 0 || nthreads > 4096)
         return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: %d threads out of range", nthreads);

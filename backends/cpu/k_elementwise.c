@@ -1,5 +1,6 @@
 /* CPU kernels of the elementwise ops: fill, broadcasting binary ops, unary maths, masks and
- * dropout. Loops are flat over contiguous memory so the compiler vectorises them. */
+ * dropout, one function per op, registered at the end. Loops are flat over contiguous memory
+ * so the compiler vectorises them. */
 #include <math.h>
 #include <string.h>
 
@@ -194,62 +195,98 @@ static void dropout(tg_cpu_par *par, const tg_tensor *t, const float *a, float *
         dropout_scalar(a, o, n, done + k, done + k + 1, stream, key, p, keep_scale);
 }
 
-tg_status tg_cpu_elementwise(tg_cpu_par *p, tg_tensor *t) {
-    int64_t n = tg_tensor_numel(t);
-    float *o = F32(t);
-    const float *a = t->nsrc > 0 ? F32(t->src[0]) : NULL;
-    const float *b = t->nsrc > 1 ? F32(t->src[1]) : NULL;
-    int64_t na = t->nsrc > 0 ? tg_tensor_numel(t->src[0]) : 0;
-    int64_t nb = t->nsrc > 1 ? tg_tensor_numel(t->src[1]) : 0;
-    switch (t->op) {
-    case TG_OP_FILL: {
-        float v = t->p.fill.value;
-        TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
-        return TG_OK;
+/* The operands every elementwise kernel starts from: n outputs o, inputs a and b (NULL when
+ * absent) with na and nb elements. */
+#define ELEMENTWISE_ARGS                                                  \
+    int64_t n = tg_tensor_numel(t);                                       \
+    float *o = F32(t);                                                    \
+    const float *a = t->nsrc > 0 ? F32(t->src[0]) : NULL;                 \
+    const float *b = t->nsrc > 1 ? F32(t->src[1]) : NULL;                 \
+    int64_t na = t->nsrc > 0 ? tg_tensor_numel(t->src[0]) : 0;            \
+    int64_t nb = t->nsrc > 1 ? tg_tensor_numel(t->src[1]) : 0;            \
+    (void)a, (void)b, (void)na, (void)nb
+/* A kernel whose body is one loop statement over the operands above. */
+#define ELEMENTWISE_KERNEL(name, LOOP)                                    \
+    static tg_status name(tg_cpu_par *p, tg_tensor *t) {                  \
+        ELEMENTWISE_ARGS;                                                 \
+        LOOP;                                                             \
+        return TG_OK;                                                     \
     }
-    case TG_OP_ADD: BINARY_LOOP(x + y); return TG_OK;
-    case TG_OP_SUB: BINARY_LOOP(x - y); return TG_OK;
-    case TG_OP_MUL: BINARY_LOOP(x * y); return TG_OK;
-    case TG_OP_DIV: BINARY_LOOP(x / y); return TG_OK;
-    case TG_OP_SCALE: {
-        float s = t->p.scale.mul, c = t->p.scale.add;
-        UNARY_LOOP(x * s + c);
-        return TG_OK;
-    }
-    case TG_OP_EXP: VMATH(tg_cpu_vexp(a + lo, o + lo, hi - lo)); return TG_OK;
-    case TG_OP_LOG: UNARY_LOOP(logf(x)); return TG_OK;
-    case TG_OP_SQRT: UNARY_LOOP(sqrtf(x)); return TG_OK;
-    case TG_OP_RSQRT: UNARY_LOOP(1.0f / sqrtf(x)); return TG_OK;
-    case TG_OP_TANH: VMATH(tg_cpu_vtanh(a + lo, o + lo, hi - lo)); return TG_OK;
-    case TG_OP_RELU: UNARY_LOOP(x > 0.0f ? x : 0.0f); return TG_OK;
-    case TG_OP_GELU: VMATH(tg_cpu_vgelu(a + lo, o + lo, hi - lo)); return TG_OK;
-    case TG_OP_RELU_BACK: PAIR_LOOP(x > 0.0f ? y : 0.0f); return TG_OK;
-    case TG_OP_GELU_BACK: VMATH(tg_cpu_vgelu_back(a + lo, b + lo, o + lo, hi - lo)); return TG_OK;
-    case TG_OP_MASKED_FILL: {
-        const tg_tensor *m = t->src[1];
-        float v = t->p.masked_fill.value;
-        int64_t sm[TG_MAX_DIMS];
-        tg__bcast_strides(m, t, sm);
-        int nd = t->ndim;
-        int64_t inner = nd ? t->shape[nd - 1] : 1, rows = inner ? n / inner : 0;
-        int64_t im = nd ? sm[nd - 1] : 0;
-        bool is_i32 = m->dtype == TG_DTYPE_I32;
-        const void *mp = m->data;
-        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
-            int64_t mo = row_offset(r, nd, t->shape, sm);
-            const float *ar = a + r * inner;
-            float *orow = o + r * inner;
-            for (int64_t j = 0; j < inner; j++) {
-                int64_t k = mo + j * im;
-                bool on = is_i32 ? ((const int32_t *)mp)[k] != 0 : ((const float *)mp)[k] != 0.0f;
-                orow[j] = on ? v : ar[j];
-            }
-        }
-        return TG_OK;
-    }
-    case TG_OP_DROPOUT: dropout(p, t, a, o, n); return TG_OK;
-    default:
-        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no elementwise kernel for %s",
-                            tg_op_name(t->op));
-    }
+
+static tg_status fill(tg_cpu_par *p, tg_tensor *t) {
+    ELEMENTWISE_ARGS;
+    float v = t->p.fill.value;
+    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
+    return TG_OK;
 }
+ELEMENTWISE_KERNEL(add, BINARY_LOOP(x + y))
+ELEMENTWISE_KERNEL(sub, BINARY_LOOP(x - y))
+ELEMENTWISE_KERNEL(mul, BINARY_LOOP(x * y))
+ELEMENTWISE_KERNEL(div_, BINARY_LOOP(x / y))
+static tg_status scale(tg_cpu_par *p, tg_tensor *t) {
+    ELEMENTWISE_ARGS;
+    float s = t->p.scale.mul, c = t->p.scale.add;
+    UNARY_LOOP(x * s + c);
+    return TG_OK;
+}
+ELEMENTWISE_KERNEL(exp_, VMATH(tg_cpu_vexp(a + lo, o + lo, hi - lo)))
+ELEMENTWISE_KERNEL(log_, UNARY_LOOP(logf(x)))
+ELEMENTWISE_KERNEL(sqrt_, UNARY_LOOP(sqrtf(x)))
+ELEMENTWISE_KERNEL(rsqrt, UNARY_LOOP(1.0f / sqrtf(x)))
+ELEMENTWISE_KERNEL(tanh_, VMATH(tg_cpu_vtanh(a + lo, o + lo, hi - lo)))
+ELEMENTWISE_KERNEL(relu, UNARY_LOOP(x > 0.0f ? x : 0.0f))
+ELEMENTWISE_KERNEL(gelu, VMATH(tg_cpu_vgelu(a + lo, o + lo, hi - lo)))
+ELEMENTWISE_KERNEL(relu_back, PAIR_LOOP(x > 0.0f ? y : 0.0f))
+ELEMENTWISE_KERNEL(gelu_back, VMATH(tg_cpu_vgelu_back(a + lo, b + lo, o + lo, hi - lo)))
+
+static tg_status masked_fill(tg_cpu_par *p, tg_tensor *t) {
+    ELEMENTWISE_ARGS;
+    const tg_tensor *m = t->src[1];
+    float v = t->p.masked_fill.value;
+    int64_t sm[TG_MAX_DIMS];
+    tg__bcast_strides(m, t, sm);
+    int nd = t->ndim;
+    int64_t inner = nd ? t->shape[nd - 1] : 1, rows = inner ? n / inner : 0;
+    int64_t im = nd ? sm[nd - 1] : 0;
+    bool is_i32 = m->dtype == TG_DTYPE_I32;
+    const void *mp = m->data;
+    TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
+        int64_t mo = row_offset(r, nd, t->shape, sm);
+        const float *ar = a + r * inner;
+        float *orow = o + r * inner;
+        for (int64_t j = 0; j < inner; j++) {
+            int64_t k = mo + j * im;
+            bool on = is_i32 ? ((const int32_t *)mp)[k] != 0 : ((const float *)mp)[k] != 0.0f;
+            orow[j] = on ? v : ar[j];
+        }
+    }
+    return TG_OK;
+}
+
+static tg_status dropout_kernel(tg_cpu_par *p, tg_tensor *t) {
+    ELEMENTWISE_ARGS;
+    dropout(p, t, a, o, n);
+    return TG_OK;
+}
+
+/* The family's kernels, registered by op (backends/cpu/cpu.c assembles the families). */
+TG__CPU_KERNELS(elementwise) = {
+    [TG_OP_FILL] = fill,
+    [TG_OP_ADD] = add,
+    [TG_OP_SUB] = sub,
+    [TG_OP_MUL] = mul,
+    [TG_OP_DIV] = div_,
+    [TG_OP_SCALE] = scale,
+    [TG_OP_EXP] = exp_,
+    [TG_OP_LOG] = log_,
+    [TG_OP_SQRT] = sqrt_,
+    [TG_OP_RSQRT] = rsqrt,
+    [TG_OP_TANH] = tanh_,
+    [TG_OP_RELU] = relu,
+    [TG_OP_GELU] = gelu,
+    [TG_OP_RELU_BACK] = relu_back,
+    [TG_OP_GELU_BACK] = gelu_back,
+    [TG_OP_MASKED_FILL] = masked_fill,
+    [TG_OP_DROPOUT] = dropout_kernel,
+};
+TG__CPU_KERNELS_CHECK(elementwise);

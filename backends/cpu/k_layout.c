@@ -26,44 +26,48 @@ static void strided_copy(tg_cpu_par *p, const tg_tensor *t, const uint32_t *src,
     }
 }
 
-tg_status tg_cpu_layout(tg_cpu_par *p, tg_tensor *t) {
-    switch (t->op) {
-    case TG_OP_CONT:
-        strided_copy(p, t, t->src[0]->data, t->src[0]->stride);
-        return TG_OK;
-    case TG_OP_EXPAND: {
-        int64_t st[TG_MAX_DIMS];
-        tg__bcast_strides(t->src[0], t, st);
-        strided_copy(p, t, t->src[0]->data, st);
-        return TG_OK;
-    }
-    case TG_OP_CONCAT:
-    case TG_OP_PAD: {
-        /* view the output as [outer, len_axis * inner]; each input fills a column range. Each
-         * member zeroes and fills its own rows (one partition for all inputs: no member
-         * writes a row another member has written). */
-        int a = t->op == TG_OP_PAD ? t->p.pad.axis : t->p.concat.axis;
-        int64_t outer = 1, inner = 1;
-        for (int i = 0; i < a; i++) outer *= t->shape[i];
-        for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
-        int64_t orow = t->shape[a] * inner;
-        uint32_t *o = t->data;
-        const bool par = outer * orow > TG_PAR_MIN;
-        if (t->op == TG_OP_PAD)
-            TG_CPU_FOR(p, r, outer, par) memset(o + r * orow, 0, (size_t)orow * 4);
-        int64_t col = t->op == TG_OP_PAD ? t->p.pad.before * inner : 0;
-        for (int k = 0; k < t->nsrc; k++) {
-            const tg_tensor *s = t->src[k];
-            int64_t srow = s->shape[a] * inner;
-            const uint32_t *sp = s->data;
-            TG_CPU_FOR(p, r, outer, par)
-                memcpy(o + r * orow + col, sp + r * srow, (size_t)srow * 4);
-            col += srow;
-        }
-        return TG_OK;
-    }
-    default:
-        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no layout kernel for %s",
-                            tg_op_name(t->op));
-    }
+static tg_status cont(tg_cpu_par *p, tg_tensor *t) {
+    strided_copy(p, t, t->src[0]->data, t->src[0]->stride);
+    return TG_OK;
 }
+
+static tg_status expand(tg_cpu_par *p, tg_tensor *t) {
+    int64_t st[TG_MAX_DIMS];
+    tg__bcast_strides(t->src[0], t, st);
+    strided_copy(p, t, t->src[0]->data, st);
+    return TG_OK;
+}
+
+/* concat and pad: the output viewed as [outer, len_axis * inner]; each input fills a column
+ * range. Each member zeroes and fills its own rows (one partition for all inputs: no member
+ * writes a row another member has written). */
+static tg_status concat_pad(tg_cpu_par *p, tg_tensor *t) {
+    int a = t->op == TG_OP_PAD ? t->p.pad.axis : t->p.concat.axis;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < a; i++) outer *= t->shape[i];
+    for (int i = a + 1; i < t->ndim; i++) inner *= t->shape[i];
+    int64_t orow = t->shape[a] * inner;
+    uint32_t *o = t->data;
+    const bool par = outer * orow > TG_PAR_MIN;
+    if (t->op == TG_OP_PAD)
+        TG_CPU_FOR(p, r, outer, par) memset(o + r * orow, 0, (size_t)orow * 4);
+    int64_t col = t->op == TG_OP_PAD ? t->p.pad.before * inner : 0;
+    for (int k = 0; k < t->nsrc; k++) {
+        const tg_tensor *s = t->src[k];
+        int64_t srow = s->shape[a] * inner;
+        const uint32_t *sp = s->data;
+        TG_CPU_FOR(p, r, outer, par)
+            memcpy(o + r * orow + col, sp + r * srow, (size_t)srow * 4);
+        col += srow;
+    }
+    return TG_OK;
+}
+
+/* The family's kernels, registered by op (views run none). */
+TG__CPU_KERNELS(layout) = {
+    [TG_OP_CONT] = cont,
+    [TG_OP_CONCAT] = concat_pad,
+    [TG_OP_PAD] = concat_pad,
+    [TG_OP_EXPAND] = expand,
+};
+TG__CPU_KERNELS_CHECK(layout);

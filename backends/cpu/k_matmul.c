@@ -6,7 +6,7 @@
 #include "backends/cpu/gemm.h"
 #include "core/backend-helpers.h"
 
-tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t) {
+static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *a = t->src[0], *b = t->src[1];
     tg_mm_plan mp; /* operands' layout and the batch dims that collapse: core/backend_helpers.c */
     tg__mm_plan(t, &mp);
@@ -39,3 +39,9 @@ tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t) {
     }
     return TG_OK;
 }
+
+/* The family's kernel, registered by op. */
+TG__CPU_KERNELS(matmul) = {
+    [TG_OP_MATMUL] = matmul,
+};
+TG__CPU_KERNELS_CHECK(matmul);

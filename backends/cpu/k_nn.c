@@ -30,117 +30,125 @@ static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *lse_
     return loss;
 }
 
-tg_status tg_cpu_nn(tg_cpu_par *p, tg_tensor *t) {
-    switch (t->op) {
-    case TG_OP_EMBEDDING: {
-        const tg_tensor *tab = t->src[0], *ids = t->src[1];
-        int64_t V = tab->shape[0], d = tab->shape[1], n = tg_tensor_numel(ids);
-        tg_status st = check_ids(ids->data, n, V, "tg_embedding");
-        if (st) return st;
-        const int32_t *id = ids->data;
-        const float *w = tab->data;
-        float *o = t->data;
-        TG_CPU_FOR(p, r, n, n * d > TG_PAR_MIN) memcpy(o + r * d, w + (int64_t)id[r] * d, (size_t)d * 4);
-        return TG_OK;
-    }
-    case TG_OP_EMBEDDING_BACK: {
-        /* scatter-add; members own column ranges (zeroed by their owner), rows are added in
-         * order: deterministic */
-        const tg_tensor *ids = t->src[0], *dy = t->src[1];
-        int64_t V = t->shape[0], d = t->shape[1], n = tg_tensor_numel(ids);
-        tg_status st = check_ids(ids->data, n, V, "tg_embedding backward");
-        if (st) return st;
-        const int32_t *id = ids->data;
-        const float *g = dy->data;
-        float *o = t->data;
-        enum { CB = 64 };
-        int64_t nblk = (d + CB - 1) / CB;
-        TG_CPU_FOR(p, blk, nblk, (n + V) * d > TG_PAR_MIN) {
-            int64_t c0 = blk * CB, c1 = c0 + CB < d ? c0 + CB : d;
-            for (int64_t v = 0; v < V; v++) memset(o + v * d + c0, 0, (size_t)(c1 - c0) * 4);
-            for (int64_t r = 0; r < n; r++) {
-                float *orow = o + (int64_t)id[r] * d;
-                const float *grow = g + r * d;
-                for (int64_t c = c0; c < c1; c++) orow[c] += grow[c];
-            }
-        }
-        return TG_OK;
-    }
-    case TG_OP_CROSS_ENTROPY:
-    case TG_OP_CROSS_ENTROPY_BACK: {
-        const tg_tensor *lg = t->src[0], *tg = t->src[1];
-        int64_t N = lg->shape[0], V = lg->shape[1];
-        const float *x = lg->data;
-        const int32_t *y = tg->data;
-        float eps = t->p.cross_entropy.smoothing;
-        int32_t ignore = t->p.cross_entropy.ignore_index;
-        tg_reduction red = t->p.cross_entropy.reduction;
-        int64_t count = 0;
-        for (int64_t i = 0; i < N; i++) {
-            if (y[i] == ignore) continue;
-            if (y[i] < 0 || y[i] >= V)
-                return tg_error_set(TG_ERR_INVALID,
-                                    "tg_cross_entropy: target %d at row %lld outside [0, %lld)",
-                                    (int)y[i], (long long)i, (long long)V);
-            count++;
-        }
-        if (t->op == TG_OP_CROSS_ENTROPY) {
-            /* row losses first, then a serial sum: the total does not depend on threads. Member
-             * 0 allocates the row losses and shares them (a barrier), sums them once all are
-             * written (a barrier) and frees them. */
-            float *rowloss = t->data;
-            if (red != TG_REDUCE_NONE) {
-                void **slot = tg_cpu_slot(p);
-                if (p->ith == 0) *slot = malloc((size_t)(N ? N : 1) * 4);
-                tg_cpu_barrier(p);
-                rowloss = *slot;
-                if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-            }
-            TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
-                float lse;
-                rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps, &lse);
-            }
-            if (red != TG_REDUCE_NONE) {
-                tg_cpu_barrier(p);
-                if (p->ith != 0) return TG_OK;
-                double total = 0.0;
-                for (int64_t i = 0; i < N; i++) total += rowloss[i];
-                free(rowloss);
-                *(float *)t->data =
-                    (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
-            }
-            return TG_OK;
-        }
-        /* backward: dx = scale_i (softmax(x_i) - q_i) */
-        const float *dy = t->src[2]->data;
-        float *o = t->data;
-        TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
-            float *orow = o + i * V;
-            if (y[i] == ignore) {
-                memset(orow, 0, (size_t)V * 4);
-                continue;
-            }
-            float sc = red == TG_REDUCE_NONE ? dy[i]
-                       : red == TG_REDUCE_SUM ? dy[0]
-                                              : dy[0] / (float)count;
-            const float *xr = x + i * V;
-            float m = -INFINITY, s = 0.0f;
-            for (int64_t k = 0; k < V; k++) m = xr[k] > m ? xr[k] : m;
-            for (int64_t k = 0; k < V; k++) s += tg_fast_expf(xr[k] - m);
-            float inv = 1.0f / s, base = eps / (float)V;
-            for (int64_t k = 0; k < V; k++) orow[k] = sc * (tg_fast_expf(xr[k] - m) * inv - base);
-            orow[y[i]] -= sc * (1.0f - eps);
-        }
-        return TG_OK;
-    }
-    case TG_OP_GRAD_ACC: {
-        const float *g = t->src[0]->data;
-        float *o = t->data;
-        int64_t n = tg_tensor_numel(t);
-        TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] += g[i];
-        return TG_OK;
-    }
-    default:
-        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no kernel for %s", tg_op_name(t->op));
-    }
+static tg_status embedding(tg_cpu_par *p, tg_tensor *t) {
+    const tg_tensor *tab = t->src[0], *ids = t->src[1];
+    int64_t V = tab->shape[0], d = tab->shape[1], n = tg_tensor_numel(ids);
+    tg_status st = check_ids(ids->data, n, V, "tg_embedding");
+    if (st) return st;
+    const int32_t *id = ids->data;
+    const float *w = tab->data;
+    float *o = t->data;
+    TG_CPU_FOR(p, r, n, n * d > TG_PAR_MIN) memcpy(o + r * d, w + (int64_t)id[r] * d, (size_t)d * 4);
+    return TG_OK;
 }
+
+static tg_status embedding_back(tg_cpu_par *p, tg_tensor *t) {
+    /* scatter-add; members own column ranges (zeroed by their owner), rows are added in
+     * order: deterministic */
+    const tg_tensor *ids = t->src[0], *dy = t->src[1];
+    int64_t V = t->shape[0], d = t->shape[1], n = tg_tensor_numel(ids);
+    tg_status st = check_ids(ids->data, n, V, "tg_embedding backward");
+    if (st) return st;
+    const int32_t *id = ids->data;
+    const float *g = dy->data;
+    float *o = t->data;
+    enum { CB = 64 };
+    int64_t nblk = (d + CB - 1) / CB;
+    TG_CPU_FOR(p, blk, nblk, (n + V) * d > TG_PAR_MIN) {
+        int64_t c0 = blk * CB, c1 = c0 + CB < d ? c0 + CB : d;
+        for (int64_t v = 0; v < V; v++) memset(o + v * d + c0, 0, (size_t)(c1 - c0) * 4);
+        for (int64_t r = 0; r < n; r++) {
+            float *orow = o + (int64_t)id[r] * d;
+            const float *grow = g + r * d;
+            for (int64_t c = c0; c < c1; c++) orow[c] += grow[c];
+        }
+    }
+    return TG_OK;
+}
+
+/* cross_entropy and cross_entropy_back (srcs logits, targets, and dy for the backward) */
+static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
+    const tg_tensor *lg = t->src[0], *tg = t->src[1];
+    int64_t N = lg->shape[0], V = lg->shape[1];
+    const float *x = lg->data;
+    const int32_t *y = tg->data;
+    float eps = t->p.cross_entropy.smoothing;
+    int32_t ignore = t->p.cross_entropy.ignore_index;
+    tg_reduction red = t->p.cross_entropy.reduction;
+    int64_t count = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (y[i] == ignore) continue;
+        if (y[i] < 0 || y[i] >= V)
+            return tg_error_set(TG_ERR_INVALID,
+                                "tg_cross_entropy: target %d at row %lld outside [0, %lld)",
+                                (int)y[i], (long long)i, (long long)V);
+        count++;
+    }
+    if (t->op == TG_OP_CROSS_ENTROPY) {
+        /* row losses first, then a serial sum: the total does not depend on threads. Member
+         * 0 allocates the row losses and shares them (a barrier), sums them once all are
+         * written (a barrier) and frees them. */
+        float *rowloss = t->data;
+        if (red != TG_REDUCE_NONE) {
+            void **slot = tg_cpu_slot(p);
+            if (p->ith == 0) *slot = malloc((size_t)(N ? N : 1) * 4);
+            tg_cpu_barrier(p);
+            rowloss = *slot;
+            if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
+        }
+        TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
+            float lse;
+            rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps, &lse);
+        }
+        if (red != TG_REDUCE_NONE) {
+            tg_cpu_barrier(p);
+            if (p->ith != 0) return TG_OK;
+            double total = 0.0;
+            for (int64_t i = 0; i < N; i++) total += rowloss[i];
+            free(rowloss);
+            *(float *)t->data =
+                (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
+        }
+        return TG_OK;
+    }
+    /* backward: dx = scale_i (softmax(x_i) - q_i) */
+    const float *dy = t->src[2]->data;
+    float *o = t->data;
+    TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
+        float *orow = o + i * V;
+        if (y[i] == ignore) {
+            memset(orow, 0, (size_t)V * 4);
+            continue;
+        }
+        float sc = red == TG_REDUCE_NONE ? dy[i]
+                   : red == TG_REDUCE_SUM ? dy[0]
+                                          : dy[0] / (float)count;
+        const float *xr = x + i * V;
+        float m = -INFINITY, s = 0.0f;
+        for (int64_t k = 0; k < V; k++) m = xr[k] > m ? xr[k] : m;
+        for (int64_t k = 0; k < V; k++) s += tg_fast_expf(xr[k] - m);
+        float inv = 1.0f / s, base = eps / (float)V;
+        for (int64_t k = 0; k < V; k++) orow[k] = sc * (tg_fast_expf(xr[k] - m) * inv - base);
+        orow[y[i]] -= sc * (1.0f - eps);
+    }
+    return TG_OK;
+}
+
+/* the store's gradient buffer += src */
+static tg_status grad_acc(tg_cpu_par *p, tg_tensor *t) {
+    const float *g = t->src[0]->data;
+    float *o = t->data;
+    int64_t n = tg_tensor_numel(t);
+    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] += g[i];
+    return TG_OK;
+}
+
+/* The family's kernels, registered by op. */
+TG__CPU_KERNELS(nn) = {
+    [TG_OP_EMBEDDING] = embedding,
+    [TG_OP_EMBEDDING_BACK] = embedding_back,
+    [TG_OP_CROSS_ENTROPY] = cross_entropy,
+    [TG_OP_CROSS_ENTROPY_BACK] = cross_entropy,
+    [TG_OP_GRAD_ACC] = grad_acc,
+};
+TG__CPU_KERNELS_CHECK(nn);

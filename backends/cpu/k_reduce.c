@@ -82,49 +82,62 @@ static void sum_to(tg_cpu_par *p, const tg_tensor *t, const tg_tensor *x) {
     }
 }
 
-tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t) {
+static tg_status sum(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t outer, n, inner;
-    switch (t->op) {
-    case TG_OP_SUM:
-        split3(x, t->p.reduce.axis, &outer, &n, &inner);
-        sum_axis(p, x->data, t->data, outer, n, inner, false);
-        return TG_OK;
-    case TG_OP_SUM_TO: sum_to(p, t, x); return TG_OK;
-    case TG_OP_MAX: {
-        split3(x, t->p.reduce.axis, &outer, &n, &inner);
-        const float *xp = x->data;
-        float *o = t->data;
-        TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
-            for (int64_t c = 0; c < inner; c++) {
-                const float *col = xp + r * n * inner + c;
-                float m = col[0];
-                for (int64_t k = 1; k < n; k++)
-                    if (col[k * inner] > m || isnan(col[k * inner])) m = col[k * inner];
-                o[r * inner + c] = m;
-            }
-        return TG_OK;
-    }
-    case TG_OP_MAX_BACK: {
-        /* srcs: x, y = max (keepdim), dy (keepdim); dy goes to the first maximum */
-        split3(x, t->p.reduce.axis, &outer, &n, &inner);
-        const float *xp = x->data, *y = t->src[1]->data, *dy = t->src[2]->data;
-        float *o = t->data;
-        TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
-            for (int64_t c = 0; c < inner; c++) {
-                int64_t j = r * inner + c;
-                bool done = false;
-                for (int64_t k = 0; k < n; k++) {
-                    int64_t e = r * n * inner + k * inner + c;
-                    bool hit = !done && (xp[e] == y[j] || (isnan(y[j]) && isnan(xp[e])));
-                    o[e] = hit ? dy[j] : 0.0f;
-                    done = done || hit;
-                }
-            }
-        return TG_OK;
-    }
-    default:
-        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no reduction kernel for %s",
-                            tg_op_name(t->op));
-    }
+    split3(x, t->p.reduce.axis, &outer, &n, &inner);
+    sum_axis(p, x->data, t->data, outer, n, inner, false);
+    return TG_OK;
 }
+
+static tg_status sum_to_kernel(tg_cpu_par *p, tg_tensor *t) {
+    sum_to(p, t, t->src[0]);
+    return TG_OK;
+}
+
+static tg_status max(tg_cpu_par *p, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int64_t outer, n, inner;
+    split3(x, t->p.reduce.axis, &outer, &n, &inner);
+    const float *xp = x->data;
+    float *o = t->data;
+    TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
+        for (int64_t c = 0; c < inner; c++) {
+            const float *col = xp + r * n * inner + c;
+            float m = col[0];
+            for (int64_t k = 1; k < n; k++)
+                if (col[k * inner] > m || isnan(col[k * inner])) m = col[k * inner];
+            o[r * inner + c] = m;
+        }
+    return TG_OK;
+}
+
+/* srcs: x, y = max (keepdim), dy (keepdim); dy goes to the first maximum */
+static tg_status max_back(tg_cpu_par *p, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int64_t outer, n, inner;
+    split3(x, t->p.reduce.axis, &outer, &n, &inner);
+    const float *xp = x->data, *y = t->src[1]->data, *dy = t->src[2]->data;
+    float *o = t->data;
+    TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
+        for (int64_t c = 0; c < inner; c++) {
+            int64_t j = r * inner + c;
+            bool done = false;
+            for (int64_t k = 0; k < n; k++) {
+                int64_t e = r * n * inner + k * inner + c;
+                bool hit = !done && (xp[e] == y[j] || (isnan(y[j]) && isnan(xp[e])));
+                o[e] = hit ? dy[j] : 0.0f;
+                done = done || hit;
+            }
+        }
+    return TG_OK;
+}
+
+/* The family's kernels, registered by op. */
+TG__CPU_KERNELS(reduce) = {
+    [TG_OP_SUM] = sum,
+    [TG_OP_MAX] = max,
+    [TG_OP_MAX_BACK] = max_back,
+    [TG_OP_SUM_TO] = sum_to_kernel,
+};
+TG__CPU_KERNELS_CHECK(reduce);

@@ -43,57 +43,72 @@ static inline float row_dot(const float *a, const float *b, int64_t n) {
     return ACC8_COMBINE(acc);
 }
 
-tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t) {
-    int64_t n = tg_tensor_numel(t);
-    int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1, rows = d ? n / d : 0;
-    float *o = t->data;
-    switch (t->op) {
-    case TG_OP_SOFTMAX:
-    case TG_OP_LOG_SOFTMAX: {
-        const float *x = t->src[0]->data;
-        bool lg = t->op == TG_OP_LOG_SOFTMAX;
-        int64_t lo, hi; /* vmath.c: rows of 8–32 (attention) in AVX2 vectors */
-        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
-        if (hi > lo) tg_cpu_vsoftmax_rows(x + lo * d, o + lo * d, hi - lo, d, lg);
-        return TG_OK;
-    }
-    case TG_OP_SOFTMAX_BACK:
-    case TG_OP_LOG_SOFTMAX_BACK: {
-        /* softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy) */
-        const float *y = t->src[0]->data, *dy = t->src[1]->data;
-        bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
-        TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
-            const float *yr = y + r * d, *gr = dy + r * d;
-            float *xr = o + r * d;
-            if (lg) {
-                float s = row_sum(gr, d);
-                for (int64_t j = 0; j < d; j++)
-                    xr[j] = gr[j] - tg_zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
-            } else {
-                float s = row_dot(gr, yr, d);
-                for (int64_t j = 0; j < d; j++) xr[j] = yr[j] * (gr[j] - s);
-            }
-        }
-        return TG_OK;
-    }
-    case TG_OP_LAYER_NORM:
-    case TG_OP_LAYER_NORM_BACK: {
-        const float *x = t->src[0]->data;
-        const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
-        float eps = t->p.layer_norm.eps;
-        int64_t lo, hi; /* vmath.c: rows in AVX2 vectors */
-        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
-        if (hi <= lo) return TG_OK;
-        if (t->op == TG_OP_LAYER_NORM)
-            tg_cpu_vlayer_norm_rows(x + lo * d, gm, t->src[2] ? (const float *)t->src[2]->data : NULL,
-                                    o + lo * d, hi - lo, d, eps);
-        else /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma * dy */
-            tg_cpu_vlayer_norm_back_rows(x + lo * d, gm, (const float *)t->src[2]->data + lo * d,
-                                         o + lo * d, hi - lo, d, eps);
-        return TG_OK;
-    }
-    default:
-        return tg_error_set(TG_ERR_UNSUPPORTED, "cpu backend: no row kernel for %s",
-                            tg_op_name(t->op));
-    }
+/* x viewed as rows of its last axis: *d per row, the number of rows returned */
+static int64_t row_count(const tg_tensor *t, int64_t *d) {
+    *d = t->ndim ? t->shape[t->ndim - 1] : 1;
+    return *d ? tg_tensor_numel(t) / *d : 0;
 }
+
+/* softmax and log_softmax */
+static tg_status softmax(tg_cpu_par *p, tg_tensor *t) {
+    int64_t n = tg_tensor_numel(t), d, rows = row_count(t, &d);
+    const float *x = t->src[0]->data;
+    float *o = t->data;
+    int64_t lo, hi; /* vmath.c: rows of 8–32 (attention) in AVX2 vectors */
+    tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+    if (hi > lo) tg_cpu_vsoftmax_rows(x + lo * d, o + lo * d, hi - lo, d, t->op == TG_OP_LOG_SOFTMAX);
+    return TG_OK;
+}
+
+/* softmax_back and log_softmax_back, srcs y (the forward output) and dy; the maths are by
+ * the gradient rules (core/ops/rows.c: g_softmax, g_log_softmax) */
+static tg_status softmax_back(tg_cpu_par *p, tg_tensor *t) {
+    int64_t n = tg_tensor_numel(t), d, rows = row_count(t, &d);
+    const float *y = t->src[0]->data, *dy = t->src[1]->data;
+    float *o = t->data;
+    bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
+    TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
+        const float *yr = y + r * d, *gr = dy + r * d;
+        float *xr = o + r * d;
+        if (lg) {
+            float s = row_sum(gr, d);
+            for (int64_t j = 0; j < d; j++)
+                xr[j] = gr[j] - tg_zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
+        } else {
+            float s = row_dot(gr, yr, d);
+            for (int64_t j = 0; j < d; j++) xr[j] = yr[j] * (gr[j] - s);
+        }
+    }
+    return TG_OK;
+}
+
+/* layer_norm (srcs x, gamma?, beta?) and layer_norm_back (srcs x, gamma?, dy; the maths:
+ * core/ops/rows.c, g_layer_norm) */
+static tg_status layer_norm(tg_cpu_par *p, tg_tensor *t) {
+    int64_t n = tg_tensor_numel(t), d, rows = row_count(t, &d);
+    const float *x = t->src[0]->data;
+    const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
+    float *o = t->data;
+    float eps = t->p.layer_norm.eps;
+    int64_t lo, hi; /* vmath.c: rows in AVX2 vectors */
+    tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+    if (hi <= lo) return TG_OK;
+    if (t->op == TG_OP_LAYER_NORM)
+        tg_cpu_vlayer_norm_rows(x + lo * d, gm, t->src[2] ? (const float *)t->src[2]->data : NULL,
+                                o + lo * d, hi - lo, d, eps);
+    else
+        tg_cpu_vlayer_norm_back_rows(x + lo * d, gm, (const float *)t->src[2]->data + lo * d,
+                                     o + lo * d, hi - lo, d, eps);
+    return TG_OK;
+}
+
+/* The family's kernels, registered by op. */
+TG__CPU_KERNELS(rows) = {
+    [TG_OP_SOFTMAX] = softmax,
+    [TG_OP_LOG_SOFTMAX] = softmax,
+    [TG_OP_SOFTMAX_BACK] = softmax_back,
+    [TG_OP_LOG_SOFTMAX_BACK] = softmax_back,
+    [TG_OP_LAYER_NORM] = layer_norm,
+    [TG_OP_LAYER_NORM_BACK] = layer_norm,
+};
+TG__CPU_KERNELS_CHECK(rows);

@@ -22,6 +22,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tg/ops.h"    /* tg_op: the op codes of the elementwise kernels */
 #include "tg/tensor.h" /* TG_MAX_DIMS */
 
 #ifdef __cplusplus
@@ -38,25 +39,14 @@ typedef struct tgcu_index {
     int64_t sb[TG_MAX_DIMS]; /* strides of input b */
 } tgcu_index;
 
-/* Op codes shared by host and kernels. */
-enum tgcu_binop { TGCU_ADD = 0, TGCU_SUB, TGCU_MUL, TGCU_DIV, TGCU_RELU_BACK, TGCU_GELU_BACK };
-enum tgcu_unop {
-    TGCU_SCALE = 0, /* x * s + c */
-    TGCU_EXP,
-    TGCU_LOG,
-    TGCU_SQRT,
-    TGCU_RSQRT,
-    TGCU_TANH,
-    TGCU_RELU,
-    TGCU_GELU
-};
-
 /* ---- k_elementwise.cu ---- */
 cudaError_t tgcu_fill(cudaStream_t s, float *o, int64_t n, float v);
-/* o = a (op) b over the index space ix (o contiguous, n = numel of ix). */
-cudaError_t tgcu_binary(cudaStream_t s, int op, float *o, const float *a, const float *b,
+/* o = a (op) b over the index space ix (o contiguous, n = numel of ix); op is the node's op
+ * (add, sub, mul, div, and the backward ops of x and dy: relu_back, gelu_back, ...). */
+cudaError_t tgcu_binary(cudaStream_t s, tg_op op, float *o, const float *a, const float *b,
                         const tgcu_index *ix, int64_t n);
-cudaError_t tgcu_unary(cudaStream_t s, int op, float *o, const float *a, int64_t n, float sc,
+/* o = op(a) for the unary elementwise ops; sc and c are scale's (x * sc + c) */
+cudaError_t tgcu_unary(cudaStream_t s, tg_op op, float *o, const float *a, int64_t n, float sc,
                        float c);
 /* o = mask != 0 ? v : x; the mask (f32 or i32) read through ix.sb, x through ix.sa. */
 cudaError_t tgcu_masked_fill(cudaStream_t s, float *o, const float *x, const void *mask,

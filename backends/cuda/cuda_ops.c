@@ -50,20 +50,23 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 
 /* ---- elementwise ---- */
 
-static tg_status binary(tg_backend *b, tg_tensor *t, int op) {
+/* The binary elementwise ops and the backward ops of (x, dy): the kernel takes the op. */
+static tg_status binary(tg_backend *b, tg_tensor *t) {
     int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
     tgcu_index ix;
     tg__bcast_strides(t->src[0], t, sa);
     tg__bcast_strides(t->src[1], t, sb);
     make_index(t->ndim, t->shape, sa, sb, &ix);
-    return tgcu_status(tgcu_binary(STREAM(b), op, F32(t), F32(t->src[0]), F32(t->src[1]), &ix,
+    return tgcu_status(tgcu_binary(STREAM(b), t->op, F32(t), F32(t->src[0]), F32(t->src[1]), &ix,
                                    tg_tensor_numel(t)),
                        tg_op_name(t->op));
 }
 
-/* sc and c: scale's multiplier and addend (unused by the other unary ops) */
-static tg_status unary(tg_backend *b, tg_tensor *t, int op, float sc, float c) {
-    return tgcu_status(tgcu_unary(STREAM(b), op, F32(t), F32(t->src[0]), tg_tensor_numel(t), sc, c),
+/* The unary elementwise ops: the kernel takes the op (and scale's multiplier and addend). */
+static tg_status unary(tg_backend *b, tg_tensor *t) {
+    bool sc = t->op == TG_OP_SCALE;
+    return tgcu_status(tgcu_unary(STREAM(b), t->op, F32(t), F32(t->src[0]), tg_tensor_numel(t),
+                                  sc ? t->p.scale.mul : 0.0f, sc ? t->p.scale.add : 0.0f),
                        tg_op_name(t->op));
 }
 
@@ -377,7 +380,7 @@ static tg_status cross_entropy(tg_backend *b, tg_tensor *t) {
     return st;
 }
 
-/* ---- small kernels and the ones the op codes of the .cu files share ---- */
+/* ---- small kernels ---- */
 
 static tg_status view(tg_backend *b, tg_tensor *t) { /* views: nothing to run */
     (void)b;
@@ -398,26 +401,6 @@ static tg_status grad_acc(tg_backend *b, tg_tensor *t) {
     return tgcu_status(tgcu_accumulate(STREAM(b), F32(t), F32(t->src[0]), tg_tensor_numel(t)),
                        "grad_acc");
 }
-static tg_status scale(tg_backend *b, tg_tensor *t) {
-    return unary(b, t, TGCU_SCALE, t->p.scale.mul, t->p.scale.add);
-}
-#define TGCU_BINARY(name, code) \
-    static tg_status name(tg_backend *b, tg_tensor *t) { return binary(b, t, code); }
-#define TGCU_UNARY(name, code) \
-    static tg_status name(tg_backend *b, tg_tensor *t) { return unary(b, t, code, 0.0f, 0.0f); }
-TGCU_BINARY(add, TGCU_ADD)
-TGCU_BINARY(sub, TGCU_SUB)
-TGCU_BINARY(mul, TGCU_MUL)
-TGCU_BINARY(div_, TGCU_DIV)
-TGCU_BINARY(relu_back, TGCU_RELU_BACK) /* srcs x, dy */
-TGCU_BINARY(gelu_back, TGCU_GELU_BACK)
-TGCU_UNARY(exp_, TGCU_EXP)
-TGCU_UNARY(log_, TGCU_LOG)
-TGCU_UNARY(sqrt_, TGCU_SQRT)
-TGCU_UNARY(rsqrt, TGCU_RSQRT)
-TGCU_UNARY(tanh_, TGCU_TANH)
-TGCU_UNARY(relu, TGCU_RELU)
-TGCU_UNARY(gelu, TGCU_GELU)
 
 /* ---- the registration table ---- */
 
@@ -433,20 +416,20 @@ static const tgcu_kernel kernels[TG_OP_COUNT] = {
     [TG_OP_CONCAT] = concat_pad,
     [TG_OP_PAD] = concat_pad,
     [TG_OP_EXPAND] = expand,
-    [TG_OP_ADD] = add,
-    [TG_OP_SUB] = sub,
-    [TG_OP_MUL] = mul,
-    [TG_OP_DIV] = div_,
-    [TG_OP_SCALE] = scale,
-    [TG_OP_EXP] = exp_,
-    [TG_OP_LOG] = log_,
-    [TG_OP_SQRT] = sqrt_,
-    [TG_OP_RSQRT] = rsqrt,
-    [TG_OP_TANH] = tanh_,
-    [TG_OP_RELU] = relu,
-    [TG_OP_GELU] = gelu,
-    [TG_OP_RELU_BACK] = relu_back,
-    [TG_OP_GELU_BACK] = gelu_back,
+    [TG_OP_ADD] = binary,
+    [TG_OP_SUB] = binary,
+    [TG_OP_MUL] = binary,
+    [TG_OP_DIV] = binary,
+    [TG_OP_SCALE] = unary,
+    [TG_OP_EXP] = unary,
+    [TG_OP_LOG] = unary,
+    [TG_OP_SQRT] = unary,
+    [TG_OP_RSQRT] = unary,
+    [TG_OP_TANH] = unary,
+    [TG_OP_RELU] = unary,
+    [TG_OP_GELU] = unary,
+    [TG_OP_RELU_BACK] = binary,
+    [TG_OP_GELU_BACK] = binary,
     [TG_OP_MASKED_FILL] = masked_fill,
     [TG_OP_DROPOUT] = dropout,
     [TG_OP_SUM] = sum,

@@ -16,25 +16,25 @@ __device__ inline float gelu_grad(float x) {
 
 __device__ inline float binop(int op, float x, float y) {
     switch (op) {
-    case TGCU_ADD: return x + y;
-    case TGCU_SUB: return x - y;
-    case TGCU_MUL: return x * y;
-    case TGCU_DIV: return x / y;
-    case TGCU_RELU_BACK: return x > 0.0f ? y : 0.0f;
-    default: return y * gelu_grad(x); /* TGCU_GELU_BACK */
+    case TG_OP_ADD: return x + y;
+    case TG_OP_SUB: return x - y;
+    case TG_OP_MUL: return x * y;
+    case TG_OP_DIV: return x / y;
+    case TG_OP_RELU_BACK: return x > 0.0f ? y : 0.0f;
+    default: return y * gelu_grad(x); /* TG_OP_GELU_BACK */
     }
 }
 
 __device__ inline float unop(int op, float x, float s, float c) {
     switch (op) {
-    case TGCU_SCALE: return x * s + c;
-    case TGCU_EXP: return expf(x);
-    case TGCU_LOG: return logf(x);
-    case TGCU_SQRT: return sqrtf(x);
-    case TGCU_RSQRT: return 1.0f / sqrtf(x);
-    case TGCU_TANH: return tanhf(x);
-    case TGCU_RELU: return x > 0.0f ? x : 0.0f;
-    default: return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x))); /* GELU */
+    case TG_OP_SCALE: return x * s + c;
+    case TG_OP_EXP: return expf(x);
+    case TG_OP_LOG: return logf(x);
+    case TG_OP_SQRT: return sqrtf(x);
+    case TG_OP_RSQRT: return 1.0f / sqrtf(x);
+    case TG_OP_TANH: return tanhf(x);
+    case TG_OP_RELU: return x > 0.0f ? x : 0.0f;
+    default: return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x))); /* TG_OP_GELU */
     }
 }
 
@@ -145,7 +145,7 @@ cudaError_t tgcu_fill(cudaStream_t s, float *o, int64_t n, float v) {
     return cudaGetLastError();
 }
 
-cudaError_t tgcu_binary(cudaStream_t s, int op, float *o, const float *a, const float *b,
+cudaError_t tgcu_binary(cudaStream_t s, tg_op op, float *o, const float *a, const float *b,
                         const tgcu_index *ix, int64_t n) {
     if (n <= 0) return cudaGetLastError();
     if (ix->nd == 1 && ix->sa[0] == 1 && ix->sb[0] == 1)
@@ -155,7 +155,7 @@ cudaError_t tgcu_binary(cudaStream_t s, int op, float *o, const float *a, const 
     return cudaGetLastError();
 }
 
-cudaError_t tgcu_unary(cudaStream_t s, int op, float *o, const float *a, int64_t n, float sc,
+cudaError_t tgcu_unary(cudaStream_t s, tg_op op, float *o, const float *a, int64_t n, float sc,
                        float c) {
     if (n > 0) k_unary<<<tgcu_grid(n, TGCU_THREADS), TGCU_THREADS, 0, s>>>(op, o, a, n, sc, c);
     return cudaGetLastError();
