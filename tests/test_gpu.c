@@ -158,6 +158,7 @@ B1(b_rsqrt, tg_rsqrt(x[0]))
 B1(b_tanh, tg_tanh(x[0]))
 B1(b_relu, tg_relu(x[0]))
 B1(b_gelu, tg_gelu(x[0]))
+B1(b_silu, tg_silu(x[0]))
 B1(b_sum0, tg_sum(x[0], 0, false))
 B1(b_sum_last, tg_sum(x[0], -1, true))
 B1(b_sum_mid, tg_sum(x[0], 1, false))
@@ -332,6 +333,8 @@ static const op_case cases[] = {
     {"cross_entropy_mean_smoothed", 1, {2}, {S(64, 1000)}, {0}, b_ce_mean},
     {"cross_entropy_sum", 1, {2}, {S(64, 1000)}, {0}, b_ce_sum},
     {"cross_entropy_none", 1, {2}, {S(64, 1000)}, {0}, b_ce_none},
+    /* ops added later go last: a case's inputs come from its index (seed 1000 + index) */
+    {"silu", 1, {2}, {S(257, 31)}, {0}, b_silu},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -295,6 +295,23 @@ START_TEST(test_relu) {
 }
 END_TEST
 
+/* Values from PyTorch 1.13 in float64 (torch.nn.functional.silu, then y.backward(dy) for
+ * x.grad), printed with %.9g. */
+START_TEST(test_silu_and_its_gradient) {
+    float x[9] = {-20, -3, -1, -0.5f, 0, 0.5f, 1, 3, 20};
+    float dy[9] = {1, 0.5f, -2, 1, 3, 1, -1, 0.25f, 2};
+    tg_tensor *xi = tg_requires_grad(IN(x, 9));
+    tg_tensor *y = tg_keep(tg_silu(xi));
+    ck_assert_int_eq(tg_backward(G, tg_sum_all(tg_mul(y, IN(dy, 9)))), TG_OK);
+    tg_tensor *dx = tg_keep(tg_grad(G, xi));
+    run_ok();
+    EXPECT(y, 1e-6, -4.12230724e-08, -0.14227762, -0.268941421, -0.188770334, 0, 0.311229666,
+           0.731058579, 2.85772238, 20);
+    EXPECT(dx, 1e-6, -3.91619187e-08, -0.044052053, -0.144658976, 0.260038813, 1.5, 0.739961187,
+           -0.927670512, 0.272026027, 2.00000008);
+}
+END_TEST
+
 START_TEST(test_gelu_tanh_form) {
     float x[7] = {-3, -1, -0.5f, 0, 0.5f, 1, 3};
     tg_tensor *y = tg_keep(tg_gelu(IN(x, 7)));
@@ -1330,6 +1347,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_tanh);
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_gelu_tanh_form);
+    tcase_add_test(tc, test_silu_and_its_gradient);
     tcase_add_test(tc, test_masked_fill_f32_mask);
     tcase_add_test(tc, test_masked_fill_i32_broadcast_row);
     tcase_add_test(tc, test_masked_fill_neg_inf_column_mask);

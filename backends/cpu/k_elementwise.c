@@ -238,6 +238,11 @@ ELEMENTWISE_KERNEL(relu, UNARY_LOOP(x > 0.0f ? x : 0.0f))
 ELEMENTWISE_KERNEL(gelu, VMATH(tg_cpu_vgelu(a + lo, o + lo, hi - lo)))
 ELEMENTWISE_KERNEL(relu_back, PAIR_LOOP(x > 0.0f ? y : 0.0f))
 ELEMENTWISE_KERNEL(gelu_back, VMATH(tg_cpu_vgelu_back(a + lo, b + lo, o + lo, hi - lo)))
+/* SiLU (the maths: core/ops/elementwise.c): plain loops that the compiler vectorises, the exp
+ * being the branch-free tg_fast_expf (clamped, so 1 + exp(-x) stays finite) */
+ELEMENTWISE_KERNEL(silu, UNARY_LOOP(x / (1.0f + tg_fast_expf(-x))))
+ELEMENTWISE_KERNEL(silu_back, PAIR_LOOP(y * (1.0f / (1.0f + tg_fast_expf(-x))) *
+                                        (1.0f + x * (1.0f - 1.0f / (1.0f + tg_fast_expf(-x))))))
 
 static tg_status masked_fill(tg_cpu_par *p, tg_tensor *t) {
     ELEMENTWISE_ARGS;
@@ -288,5 +293,7 @@ TG__CPU_KERNELS(elementwise) = {
     [TG_OP_GELU_BACK] = gelu_back,
     [TG_OP_MASKED_FILL] = masked_fill,
     [TG_OP_DROPOUT] = dropout_kernel,
+    [TG_OP_SILU] = silu,
+    [TG_OP_SILU_BACK] = silu_back,
 };
 TG__CPU_KERNELS_CHECK(elementwise);

@@ -70,6 +70,7 @@ tg_tensor *tg_rsqrt(tg_tensor *x) { return tg__unary(TG_OP_RSQRT, x, NULL); }
 tg_tensor *tg_tanh(tg_tensor *x) { return tg__unary(TG_OP_TANH, x, NULL); }
 tg_tensor *tg_relu(tg_tensor *x) { return tg__unary(TG_OP_RELU, x, NULL); }
 tg_tensor *tg_gelu(tg_tensor *x) { return tg__unary(TG_OP_GELU, x, NULL); }
+tg_tensor *tg_silu(tg_tensor *x) { return tg__unary(TG_OP_SILU, x, NULL); }
 
 /* ---- gradient rules ---- */
 
@@ -130,6 +131,12 @@ static void g_gelu(tg_tensor *node, tg_tensor *dy) {
     tg__accum_grad(X(0), tg__unary(TG_OP_GELU_BACK, X(0), dy));
 }
 
+/* y = silu(x) = x s, s = sigmoid(x) = 1 / (1 + exp(-x)):
+ * dx = silu_back(x, dy) = dy (s + x s (1 - s)) = dy s (1 + x (1 - s)) */
+static void g_silu(tg_tensor *node, tg_tensor *dy) {
+    tg__accum_grad(X(0), tg__unary(TG_OP_SILU_BACK, X(0), dy));
+}
+
 /* ---- the family's rows ---- */
 
 TG__OP_FAMILY(elementwise) = {
@@ -148,5 +155,7 @@ TG__OP_FAMILY(elementwise) = {
     [TG_OP_GELU] = {"gelu", TG_OPF_INPLACE, g_gelu},
     [TG_OP_RELU_BACK] = {"relu_back", TG_OPF_INPLACE | TG_OPF_BACKWARD_ONLY, NULL},
     [TG_OP_GELU_BACK] = {"gelu_back", TG_OPF_INPLACE | TG_OPF_BACKWARD_ONLY, NULL},
+    [TG_OP_SILU] = {"silu", TG_OPF_INPLACE, g_silu},
+    [TG_OP_SILU_BACK] = {"silu_back", TG_OPF_INPLACE | TG_OPF_BACKWARD_ONLY, NULL}, /* srcs x, dy */
 };
 TG__OP_FAMILY_CHECK(elementwise);

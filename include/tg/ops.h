@@ -64,6 +64,8 @@ typedef enum tg_op {
     TG_OP_CROSS_ENTROPY_BACK,
     /* side effects */
     TG_OP_GRAD_ACC,      /* store gradient += g */
+    TG_OP_SILU,          /* x * sigmoid(x) */
+    TG_OP_SILU_BACK,     /* dy * silu'(x) */
     TG_OP_COUNT
 } tg_op;
 
@@ -112,6 +114,8 @@ tg_tensor *tg_tanh(tg_tensor *x);
 tg_tensor *tg_relu(tg_tensor *x);
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 tg_tensor *tg_gelu(tg_tensor *x);
+/* SiLU (swish): x * sigmoid(x) = x / (1 + exp(-x)). */
+tg_tensor *tg_silu(tg_tensor *x);
 /* where(mask != 0, value, x); mask (f32 or i32) broadcasts to x. value may be -INFINITY. */
 tg_tensor *tg_masked_fill(tg_tensor *x, tg_tensor *mask, float value);
 /* Inverted dropout: zero with probability p, scale kept values by 1/(1-p). Identity in
