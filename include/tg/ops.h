@@ -1,8 +1,9 @@
 /* tgraph — the primitive ops.
  *
  * Every op: shape inference at build time (errors recorded on the graph, NULL returned), a
- * kernel per backend, and a gradient rule (autograd/). Binary elementwise ops broadcast like
- * NumPy (shapes aligned on the right, size-1 dimensions stretch). Axes may be negative.
+ * kernel per backend, and a gradient rule; all but the kernels are in its family file in
+ * core/ops/ (docs/extending.md). Binary elementwise ops broadcast like NumPy (shapes aligned
+ * on the right, size-1 dimensions stretch). Axes may be negative.
  * All functions return a new tensor owned by the graph of their inputs, or NULL on error. */
 #ifndef TG_OPS_H
 #define TG_OPS_H
