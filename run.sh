@@ -53,10 +53,10 @@ Examples:
   ./run.sh --heads 1,2,4,8,16,32 --seeds 3 --budget 20m --size g2p-small   # Table-3 sweep
   ./run.sh --task reverse --budget 300 --variants mha,interacting           # quick check
   ./run.sh --task bible                                # translation, the small table, < 30 min
-  ./run.sh --task bible --size g2p-small --heads 2,8,32 --seeds-for mha=3,interacting=3 \
+  ./run.sh --task bible --heads 2,4,16 --seeds-for mha=3,interacting=3 \
       --variants mha,fixed_head,talking_heads,interacting,interacting_noproj,interacting_pairwise \
-      --budget 2000 --max-tokens 4096 --warmup 600 --lr-factor 0.5 --eval-interval 400 \
-      --beam 4 --head-dim 32 --out docs/results/bible-sweep       # the translation sweep
+      --budget 1200 --max-tokens 4096 --warmup 400 --lr-factor 0.4 --eval-interval 200 \
+      --save-interval 100 --beam 4 --head-dim 32 --out docs/results/bible-sweep   # the sweep (~8 h)
 EOF
 }
 

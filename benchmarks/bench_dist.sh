@@ -84,8 +84,7 @@ if [ ! -s "$data/train.src" ] || [ ! -s "$data/train.tgt" ]; then
     exit 2
 fi
 
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-unset TG_NUM_THREADS # --threads decides
+unset TG_NUM_THREADS # --threads decides; no other variable: tgraph runs as users run it
 common="--train-src $data/train.src --train-tgt $data/train.tgt --d-model 128 --heads 4 --enc-layers 2"
 common="$common --dec-layers 2 --d-ff 512 --max-tokens 4096 --optimizer adam --schedule noam --warmup 400"
 common="$common --steps $steps --log-interval $log_interval --progress none --overwrite"
@@ -93,7 +92,7 @@ one_cmd="$tg train $common --threads 2"
 two_cmd="mpirun --allow-run-as-root --oversubscribe $mpirun_args -np 2 $tg train $common --threads 1"
 
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
-echo "host: $(nproc) cores; OMP_WAIT_POLICY=$OMP_WAIT_POLICY; data: $data; $steps steps, $rounds round(s)"
+echo "host: $(nproc) cores; data: $data; $steps steps, $rounds round(s)"
 echo "1x2: $one_cmd --out DIR"
 echo "2x1: $two_cmd --out DIR"
 echo "load average (1 min) before: $(load)"

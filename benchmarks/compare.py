@@ -414,13 +414,16 @@ def log_tail(path, n=12):
 
 
 def tool_env(o):
-    """Environment of tg and bench_step: the thread count, and OpenMP's passive waiting unless
-    the caller chose a policy. Spinning threads are what OpenMP does by default; on a machine
-    where other processes also run, a spinning team waits for a descheduled member and a
-    training step took 12× longer on a loaded 2-core machine (5.8 s against 0.49 s).
-    The PyTorch peer gets the same setting (its fair settings, docs/results.md §4)."""
+    """Environment of tg and bench_step: the caller's, with nothing added — users run tgraph
+    without tuning variables (its thread team needs none; every command gets --threads)."""
+    return dict(os.environ)
+
+
+def peer_env(o):
+    """Environment of the PyTorch peer: its best settings on a shared machine, passive OpenMP
+    waiting unless the caller chose a policy (spinning OpenMP threads wait for descheduled
+    members: docs/results.md §4)."""
     env = dict(os.environ)
-    env["TG_NUM_THREADS"] = str(o.threads)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
@@ -848,7 +851,7 @@ def run_bench(o, out, results, save):
                     name = "%s-h%d-%s-r%d" % (v, heads, impl, rnd + 1)
                     t0 = time.monotonic()
                     rc, _, _ = run_logged(cmds[impl], os.path.join(d, name + ".log"),
-                                          env=tool_env(o))
+                                          env=tool_env(o) if impl == "tgraph" else peer_env(o))
                     o.timings["bench"].append(time.monotonic() - t0)
                     done += 1
                     left = statistics.mean(o.timings["bench"]) * (total - done)
@@ -1017,7 +1020,7 @@ def main(argv=None):
                    "warmup": o.warmup_steps, "lr_factor": o.lr_factor,
                    "fixed_head_dim": o.fixed_head_dim, "eval_interval": o.eval_interval,
                    "train_args": o.train_arg,
-                   "omp_wait_policy": tool_env(o)["OMP_WAIT_POLICY"]},
+                   "peer_omp_wait_policy": peer_env(o)["OMP_WAIT_POLICY"]},
         "units": {"per": "%", "wer": "%", "bleu": "0-100", "chrf": "0-100", "meteor": "0-100",
                   "rouge_l": "0-100", "cider": "CIDEr-D (x10 scale, as pycocoevalcap)",
                   "tokens_per_s": "target tokens (non-pad, </s> included) per second of training",
