@@ -318,6 +318,7 @@ START_TEST(test_every_builder_propagates_null) {
         tg_pad(n, 0, 1, 1), tg_expand(n, 2, SHAPE(2, 3)), tg_add(n, x), tg_add(x, n), tg_sub(n, x),
         tg_mul(x, n), tg_div(n, n), tg_scale(n, 2), tg_affine(n, 1, 1), tg_add_scalar(n, 1),
         tg_neg(n), tg_exp(n), tg_log(n), tg_sqrt(n), tg_rsqrt(n), tg_tanh(n), tg_relu(n), tg_gelu(n),
+        tg_silu(n),
         tg_masked_fill(n, x, 0), tg_masked_fill(x, n, 0), tg_dropout(n, 0.1f), tg_sum(n, 0, false),
         tg_mean(n, 0, true), tg_max(n, 0, false), tg_sum_all(n), tg_mean_all(n),
         tg_sum_to(n, 1, SHAPE(3)), tg_softmax(n), tg_log_softmax(n),
