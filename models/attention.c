@@ -19,13 +19,14 @@ static tg_tensor *proj(tg_model *m, tg_graph *g, const char *prefix, const char 
     return tg__linear(m, g, p, x, true);
 }
 
-/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (docs/model.md §4). The copy makes
- * the batch of per-head products one uniform stride for the GEMM engine. */
+/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (docs/model.md §4). A view,
+ * not a copy: the GEMM reads each head's [n, w] block in place (row stride h*w) and walks the
+ * two batch axes by their own strides; ops that need contiguous input copy it themselves. */
 static tg_tensor *split_heads(tg_tensor *x, int64_t h, int64_t w) {
     if (!x) return NULL;
     int64_t s[4] = {tg_tensor_dim(x, 0), tg_tensor_dim(x, 1), h, w};
     static const int perm[4] = {0, 2, 1, 3};
-    return tg_contiguous(tg_permute(tg_reshape(x, 4, s), perm));
+    return tg_permute(tg_reshape(x, 4, s), perm);
 }
 
 tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w) { return split_heads(x, h, w); }
