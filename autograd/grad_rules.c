@@ -190,6 +190,27 @@ static void g_cross_entropy(tg_tensor *node, tg_tensor *dy) {
     tg__accum_grad(X(0), t);
 }
 
+/* S = band_scores(Q, K), S[i, j] = Q_i · K_{i+j-r}: dQ_i = sum_j dS[i, j] K_{i+j-r} =
+ * band_mix(dS, K); dK_t = sum over (i, j) with i+j-r = t of dS[i, j] Q_i = band_mix_t(dS, Q).
+ * Entries of dS outside the keys are never read (band_mix and band_mix_t skip them), so the
+ * fill value, a constant, gets no gradient. */
+static void g_band_scores(tg_tensor *node, tg_tensor *dy) {
+    tg_tensor *q = X(0), *k = X(1);
+    int64_t r = node->pi[0];
+    if (q->flags & TG_TF_REQ_GRAD) tg__accum_grad(q, tg_band_mix(dy, k, r));
+    if (k->flags & TG_TF_REQ_GRAD) tg__accum_grad(k, tg__band_mix_t(dy, q, r, k->shape[k->ndim - 2]));
+}
+
+/* O = band_mix(P, V), O_i = sum_j P[i, j] V_{i+j-r}: dP[i, j] = dO_i · V_{i+j-r} =
+ * band_scores(dO, V) with 0 where there is no key (P's entries there are never read, so their
+ * gradient is 0, and a 0 keeps a softmax_back behind it finite); dV = band_mix_t(P, dO). */
+static void g_band_mix(tg_tensor *node, tg_tensor *dy) {
+    tg_tensor *p = X(0), *v = X(1);
+    int64_t r = node->pi[0];
+    if (p->flags & TG_TF_REQ_GRAD) tg__accum_grad(p, tg_band_scores(dy, v, r, 0.0f));
+    if (v->flags & TG_TF_REQ_GRAD) tg__accum_grad(v, tg__band_mix_t(p, dy, r, v->shape[v->ndim - 2]));
+}
+
 static const tg_grad_rule rules[TG_OP_COUNT] = {
     [TG_OP_RESHAPE] = g_reshape,   [TG_OP_PERMUTE] = g_permute,
     [TG_OP_SLICE] = g_slice,       [TG_OP_CONT] = g_identity,
@@ -206,6 +227,7 @@ static const tg_grad_rule rules[TG_OP_COUNT] = {
     [TG_OP_SOFTMAX] = g_softmax,   [TG_OP_LOG_SOFTMAX] = g_log_softmax,
     [TG_OP_LAYER_NORM] = g_layer_norm, [TG_OP_MATMUL] = g_matmul,
     [TG_OP_EMBEDDING] = g_embedding, [TG_OP_CROSS_ENTROPY] = g_cross_entropy,
+    [TG_OP_BAND_SCORES] = g_band_scores, [TG_OP_BAND_MIX] = g_band_mix,
 };
 
 tg_grad_rule tg__grad_rule(tg_op op) { return (op >= 0 && op < TG_OP_COUNT) ? rules[op] : NULL; }

@@ -46,6 +46,9 @@ static const struct {
     [TG_OP_EMBEDDING_BACK] = {"embedding_back", TG_OPF_BACKWARD_ONLY},
     [TG_OP_CROSS_ENTROPY] = {"cross_entropy", 0},
     [TG_OP_CROSS_ENTROPY_BACK] = {"cross_entropy_back", TG_OPF_BACKWARD_ONLY},
+    [TG_OP_BAND_SCORES] = {"band_scores", 0},
+    [TG_OP_BAND_MIX] = {"band_mix", 0},
+    [TG_OP_BAND_MIX_T] = {"band_mix_t", TG_OPF_BACKWARD_ONLY},
     [TG_OP_GRAD_ACC] = {"grad_acc", TG_OPF_NO_GRAD},
 };
 

@@ -148,6 +148,9 @@ int tg__axis(int axis, int ndim);
 /* NumPy broadcast of two shapes into out (returns false if incompatible). */
 bool tg__broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
 bool tg__same_shape(const tg_tensor *a, const tg_tensor *b);
+/* The backward-only transposed band product (core/ops_band.c): Y [..., m, d] with
+ * Y_t = sum_j A[t+r-j, j] X_{t+r-j}, for A [..., n, 2r+1] and X [..., n, d]. */
+tg_tensor *tg__band_mix_t(tg_tensor *a, tg_tensor *x, int64_t r, int64_t m);
 /* x itself if contiguous, else a CONT copy. */
 tg_tensor *tg__cont(tg_tensor *x);
 /* Storage owner of t (t itself if not a view). */

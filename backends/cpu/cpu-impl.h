@@ -25,6 +25,7 @@ tg_status tg_cpu_reduce(tg_cpu_par *p, tg_tensor *t);      /* sum, max, max_back
 tg_status tg_cpu_rows(tg_cpu_par *p, tg_tensor *t);        /* softmax, log-softmax, layer norm */
 tg_status tg_cpu_matmul(tg_cpu_par *p, tg_tensor *t);
 tg_status tg_cpu_nn(tg_cpu_par *p, tg_tensor *t);          /* embedding, cross-entropy, grad_acc */
+tg_status tg_cpu_band(tg_cpu_par *p, tg_tensor *t);        /* band_scores, band_mix, band_mix_t */
 
 /* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
  * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces

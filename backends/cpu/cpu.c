@@ -136,6 +136,9 @@ static const cpu_kernel kernels[TG_OP_COUNT] = {
     [TG_OP_EMBEDDING_BACK] = tg_cpu_nn,
     [TG_OP_CROSS_ENTROPY] = tg_cpu_nn,
     [TG_OP_CROSS_ENTROPY_BACK] = tg_cpu_nn,
+    [TG_OP_BAND_SCORES] = tg_cpu_band,
+    [TG_OP_BAND_MIX] = tg_cpu_band,
+    [TG_OP_BAND_MIX_T] = tg_cpu_band,
     [TG_OP_GRAD_ACC] = tg_cpu_nn,
 };
 

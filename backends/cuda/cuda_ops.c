@@ -187,6 +187,29 @@ static tg_status reduce(tg_backend *b, tg_tensor *t) {
     }
 }
 
+/* ---- banded attention (core/ops_band.c: pi[0] = r; band_scores pf[0] = fill) ---- */
+
+static tg_status band(tg_backend *b, tg_tensor *t) {
+    cudaStream_t s = STREAM(b);
+    const tg_tensor *a = t->src[0], *x = t->src[1];
+    int nd = t->ndim;
+    int64_t r = t->pi[0], w = 2 * r + 1;
+    const char *what = tg_op_name(t->op);
+    if (t->op == TG_OP_BAND_SCORES) /* Q [.., n, dk], K [.., m, dk] */
+        return tgcu_status(tgcu_band_scores(s, F32(a), F32(x), F32(t), tg_tensor_numel(t) / w,
+                                            a->shape[nd - 2], x->shape[nd - 2], a->shape[nd - 1], r,
+                                            t->pf[0]),
+                           what);
+    if (t->op == TG_OP_BAND_MIX) /* P [.., n, w], V [.., m, dv] */
+        return tgcu_status(tgcu_band_mix(s, F32(a), F32(x), F32(t), tg_tensor_numel(a) / w,
+                                         a->shape[nd - 2], x->shape[nd - 2], x->shape[nd - 1], r),
+                           what);
+    int64_t d = x->shape[nd - 1]; /* band_mix_t: A [.., n, w], X [.., n, d] -> [.., m, d] */
+    return tgcu_status(tgcu_band_mix_t(s, F32(a), F32(x), F32(t), d ? tg_tensor_numel(t) / d : 0,
+                                       a->shape[nd - 2], t->shape[nd - 2], d, r),
+                       what);
+}
+
 /* ---- rows ---- */
 
 static tg_status rows(tg_backend *b, tg_tensor *t) {
@@ -404,6 +427,9 @@ bool tgcu_supports_op(tg_op op) {
     case TG_OP_EMBEDDING_BACK:
     case TG_OP_CROSS_ENTROPY:
     case TG_OP_CROSS_ENTROPY_BACK:
+    case TG_OP_BAND_SCORES:
+    case TG_OP_BAND_MIX:
+    case TG_OP_BAND_MIX_T:
     case TG_OP_GRAD_ACC: return true;
     default: return false;
     }
@@ -455,6 +481,9 @@ tg_status tgcu_run_node(tg_backend *b, tg_tensor *t) {
     case TG_OP_EMBEDDING_BACK: return embedding_back(b, t);
     case TG_OP_CROSS_ENTROPY:
     case TG_OP_CROSS_ENTROPY_BACK: return cross_entropy(b, t);
+    case TG_OP_BAND_SCORES:
+    case TG_OP_BAND_MIX:
+    case TG_OP_BAND_MIX_T: return band(b, t);
     case TG_OP_GRAD_ACC: /* the store's gradient buffer += g */
         return tgcu_status(tgcu_accumulate(s, F32(t), F32(t->src[0]), tg_tensor_numel(t)),
                            "grad_acc");
