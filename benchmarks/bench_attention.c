@@ -6,12 +6,19 @@
  * attention core relative to MHA at the same h (interacting literal ≈ (h+1)/2, summed ≈ 1,
  * talking-heads ≈ 1 + h/d_k, pairwise ≈ h: h^2 pairs instead of h), and a FLOP count of the
  * whole sub-layer (projections dilute the core's ratio).
- * Usage: bench_attention [--d-model 256 --batch 64 --len 10 --reps 5 --threads 2 --step 0] */
+ * Usage: bench_attention [--d-model 256 --batch 64 --len 10 --reps 5 --threads 2 --step 0]
+ *
+ * With --window R: the cost of restricted (local-window) self-attention against the sequence
+ * length instead, n = 64, 128, ... up to --max-len (default 2048), --heads h (default 4),
+ * batch 1 unless --batch is given: MHA with full attention, with the window as a mask on the
+ * dense n×n scores (O(n²·d)), and with the banded kernels band_scores/band_mix (O(r·n·d)),
+ * forward + backward of one sub-layer, projections included. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "models/model-impl.h" /* tg_model.dense_window: the masked window path */
 #include "tg/model.h"
 #include "tg/tg.h"
 
@@ -77,8 +84,9 @@ static tg_vocab *vocab(void) {
 }
 
 /* median fwd+bwd ms of one sub-layer; *peak = planned workspace bytes */
-static int measure(const variant *v, long h, long d, long B, long n, long reps, tg_backend *be, double *ms,
-                   size_t *peak) {
+/* window > 0: restricted self-attention, banded unless dense_window (the mask path) */
+static int measure_w(const variant *v, long h, long d, long B, long n, long reps, long window, bool dense_window,
+                     tg_backend *be, double *ms, size_t *peak) {
     tg_model_config c = tg_model_config_default();
     c.d_model = d;
     c.heads = h;
@@ -88,8 +96,11 @@ static int measure(const variant *v, long h, long d, long B, long n, long reps, 
     c.attention = v->kind;
     c.interacting_literal = v->literal;
     c.attn_dropout = 0.1f;
+    c.window = window;
+    if (c.max_len < n) c.max_len = n;
     tg_model *m;
     if (tg_model_new(&c, vocab(), vocab(), be, 1, &m) != TG_OK) return -1;
+    m->dense_window = dense_window;
     float *x = malloc(sizeof(float) * (size_t)(B * n * d));
     tg_rng r;
     tg_rng_init(&r, 3);
@@ -117,9 +128,46 @@ static int measure(const variant *v, long h, long d, long B, long n, long reps, 
     return rc;
 }
 
+static int measure(const variant *v, long h, long d, long B, long n, long reps, tg_backend *be, double *ms,
+                   size_t *peak) {
+    return measure_w(v, h, d, B, n, reps, 0, false, be, ms, peak);
+}
+
+/* --window R: full, masked-window and banded-window MHA against n; "x n" columns: time relative to
+ * the previous (half as long) n, ~2 for linear growth, ~4 for quadratic */
+static int window_scan(long d, long h, long B, long r, long max_len, long reps, long threads, tg_backend *be) {
+    const variant *mha = &variants[0];
+    printf("# restricted self-attention, window r = %ld: one MHA sub-layer, forward + backward, x [%ld, n, %ld], "
+           "h = %ld, %ld threads, median of %ld\n", r, B, d, h, threads, reps);
+    printf("%6s %10s %10s %10s %8s %8s %8s %10s %10s %10s\n", "n", "full ms", "mask ms", "band ms", "full x n",
+           "mask x n", "band x n", "full MiB", "mask MiB", "band MiB");
+    double prev[3] = {0, 0, 0};
+    for (long n = 64; n <= max_len; n *= 2) {
+        double ms[3];
+        size_t peak[3];
+        for (int k = 0; k < 3; k++)
+            if (measure_w(mha, h, d, B, n, reps, k ? r : 0, k == 1, be, &ms[k], &peak[k]) != 0) {
+                fprintf(stderr, "bench_attention: n=%ld: %s\n", n, tg_error_message());
+                return 1;
+            }
+        printf("%6ld %10.2f %10.2f %10.2f", n, ms[0], ms[1], ms[2]);
+        bool first = prev[0] == 0;
+        for (int k = 0; k < 3; k++) {
+            if (!first) printf(" %8.2f", ms[k] / prev[k]);
+            else printf(" %8s", "-");
+            prev[k] = ms[k];
+        }
+        printf(" %10.1f %10.1f %10.1f\n", (double)peak[0] / 1048576.0, (double)peak[1] / 1048576.0,
+               (double)peak[2] / 1048576.0);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: bench_attention [--d-model 256] [--batch 64] [--len 10] [--reps 5] [--threads 2]\n");
+        printf("usage: bench_attention [--d-model 256] [--batch 64] [--len 10] [--reps 5] [--threads 2]\n"
+               "       bench_attention --window R [--max-len 2048] [--heads 4] [--batch 1] [--d-model 256] [--reps 5]\n");
         return 0;
     }
     long d = opt(argc, argv, "--d-model", 256), B = opt(argc, argv, "--batch", 64), n = opt(argc, argv, "--len", 10);
@@ -132,6 +180,16 @@ int main(int argc, char **argv) {
     if (tg_backend_cpu_new((int)threads, &be) != TG_OK) {
         fprintf(stderr, "bench_attention: %s\n", tg_error_message());
         return 1;
+    }
+    long window = opt(argc, argv, "--window", 0);
+    if (window > 0) {
+        long h = opt(argc, argv, "--heads", 4), max_len = opt(argc, argv, "--max-len", 2048);
+        int rc = h >= 1 && d % h == 0 && max_len >= 64
+                     ? window_scan(d, h, opt(argc, argv, "--batch", 1), window, max_len, reps, threads, be)
+                     : 2;
+        if (rc == 2) fprintf(stderr, "bench_attention: --heads must divide --d-model and --max-len be >= 64\n");
+        tg_backend_free(be);
+        return rc;
     }
     static const long heads[] = {1, 2, 4, 8, 16, 32};
     printf("# one attention sub-layer, forward + backward, x [%ld, %ld, %ld], %ld threads, median of %ld\n", B, n, d,

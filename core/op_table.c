@@ -9,6 +9,7 @@
 static const tg__op_def *const families[] = {
     tg__op_family_layout, tg__op_family_elementwise, tg__op_family_reduce,
     tg__op_family_rows,   tg__op_family_matmul,      tg__op_family_nn,
+    tg__op_family_band,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 

@@ -19,13 +19,14 @@ static tg_tensor *proj(tg_model *m, tg_graph *g, const char *prefix, const char 
     return tg__linear(m, g, p, x, true);
 }
 
-/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (docs/model.md §4). The copy makes
- * the batch of per-head products one uniform stride for the GEMM engine. */
+/* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (docs/model.md §4). A view,
+ * not a copy: the GEMM reads each head's [n, w] block in place (row stride h*w) and walks the
+ * two batch axes by their own strides; ops that need contiguous input copy it themselves. */
 static tg_tensor *split_heads(tg_tensor *x, int64_t h, int64_t w) {
     if (!x) return NULL;
     int64_t s[4] = {tg_tensor_dim(x, 0), tg_tensor_dim(x, 1), h, w};
     static const int perm[4] = {0, 2, 1, 3};
-    return tg_contiguous(tg_permute(tg_reshape(x, 4, s), perm));
+    return tg_permute(tg_reshape(x, 4, s), perm);
 }
 
 tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w) { return split_heads(x, h, w); }
@@ -93,7 +94,8 @@ static tg_tensor *rope(tg_graph *g, tg_tensor *x, int64_t p0, int64_t n, int64_t
  * 1 = masked where |i' - j| > r, the n queries at positions i' = mk - n + i (the last n of the
  * keys, as a cached step). Combined with the caller's mask by addition (any value != 0 masks).
  * It restricts what a query sees; the scores are still computed for every pair, so the cost
- * stays that of full attention, O(n·m·d), not the O(r·n·d) of a banded kernel. */
+ * stays that of full attention, O(n·m·d): the path of cached decoding and of the kinds or
+ * masks banded_core does not take (use_band); the others cost O(r·n·d). */
 static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
     float *w = malloc((size_t)(n * mk) * sizeof *w);
     if (!w) return NULL;
@@ -106,6 +108,107 @@ static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
     tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, w);
     free(w);
     return t;
+}
+
+/* The banded form of a self-attention mask, [mb, 1, n, 2r+1] with 1 = masked: column j of row i
+ * is key i + j - r, masked where that key does not exist (beyond either end of the sequence)
+ * or where the caller's mask (broadcastable to [B, 1, n, n], 1 = masked) masks it. Built on the
+ * host from the mask's input data (O(n·r)); false when the mask is not such an input (computed
+ * in the graph, or of another shape): the caller then takes the dense path. */
+static bool band_mask(tg_graph *g, tg_tensor *mask, int64_t n, int64_t r, tg_tensor **out) {
+    int64_t mb = 1, mn = 1, mm = 1, w = 2 * r + 1;
+    if (mask) {
+        if (mask->op != TG_OP_NONE || !(mask->flags & TG_TF_INPUT) || !mask->host || mask->ndim != 4 ||
+            !tg__is_contiguous(mask) || (mask->dtype != TG_DTYPE_F32 && mask->dtype != TG_DTYPE_I32))
+            return false;
+        mb = mask->shape[0];
+        mn = mask->shape[2];
+        mm = mask->shape[3];
+        if ((mn != 1 && mn != n) || (mm != 1 && mm != n)) return false;
+    }
+    float *bm = malloc((size_t)(mb * n * w) * sizeof *bm);
+    if (!bm) {
+        tg__fail(g, TG_ERR_NOMEM, "attention: out of memory for a banded mask");
+        return true; /* *out is NULL: the graph is marked */
+    }
+    for (int64_t b = 0; b < mb; b++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < w; j++) {
+                int64_t t = i + j - r;
+                bool off = t < 0 || t >= n;
+                if (!off && mask) {
+                    int64_t e = (b * mn + (mn == 1 ? 0 : i)) * mm + (mm == 1 ? 0 : t);
+                    off = mask->dtype == TG_DTYPE_F32 ? ((const float *)mask->host)[e] != 0.0f
+                                                      : ((const int32_t *)mask->host)[e] != 0;
+                }
+                bm[(b * n + i) * w + j] = off ? 1.0f : 0.0f;
+            }
+    int64_t s[4] = {mb, 1, n, w};
+    *out = tg_input(g, TG_DTYPE_F32, 4, s, bm);
+    free(bm);
+    return true;
+}
+
+/* Restricted self-attention in O(r·n·d) (Vaswani et al. 2017, Table 1): scores only for the 2r+1
+ * keys around each query (tg_band_scores, [B, h, n, 2r+1]), the banded mask, the softmax over
+ * that last axis, and tg_band_mix. Equal to the dense path with window_mask up to rounding:
+ * the same scores, and the keys outside the band get probability 0 in both. The scores are
+ * built with fill 0 and every key that does not exist is masked by bm, so talking-heads can
+ * mix the raw scores across heads first (a -inf fill would turn into NaN there). NULL after
+ * marking the graph. */
+static tg_tensor *banded_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *q, tg_tensor *k,
+                              tg_tensor *v, tg_tensor *bm, float scale) {
+    const tg_model_config *c = &m->cfg;
+    int64_t h = c->heads, dk = tg_model_head_dim(c), r = c->window;
+    int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = tg_tensor_dim(k, 2);
+    tg_tensor *o = NULL;
+    switch (c->attention) {
+    case TG_ATTN_MHA:
+    case TG_ATTN_FIXED_HEAD: {
+        tg_tensor *s = tg_scale(tg_band_scores(split_heads(q, h, dk), k, r, 0.0f), scale);
+        o = tg_band_mix(probs(m, s, bm), v, r);
+        break;
+    }
+    case TG_ATTN_TALKING_HEADS: {
+        tg_tensor *j = tg_scale(tg_band_scores(split_heads(q, h, dk), k, r, 0.0f), scale);
+        tg_tensor *l = tg_masked_fill(mix_heads(param(m, g, prefix, "pre_softmax_proj"), j), bm, -INFINITY);
+        tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), tg_softmax(l));
+        o = tg_band_mix(tg_dropout(u, c->attn_dropout), v, r);
+        break;
+    }
+    case TG_ATTN_INTERACTING: {
+        tg_tensor *s;
+        if (c->interacting_literal) {
+            /* all h^2 banded products Q_i K_j^T, summed over query heads i */
+            int64_t q5[5] = {B, h, 1, n, dk}, k5[5] = {B, 1, h, mk, dk};
+            int64_t qe[5] = {B, h, h, n, dk}, ke[5] = {B, h, h, mk, dk};
+            tg_tensor *qq = tg_expand(tg_reshape(split_heads(q, h, dk), 5, q5), 5, qe);
+            tg_tensor *kk = tg_expand(tg_reshape(k, 5, k5), 5, ke);
+            s = tg_sum(tg_band_scores(qq, kk, r, 0.0f), 1, false);
+        } else {
+            int64_t q4[4] = {B, n, h, dk}, qs[4] = {B, 1, n, dk}, qe[4] = {B, h, n, dk};
+            tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
+            s = tg_band_scores(tg_expand(tg_reshape(qsum, 4, qs), 4, qe), k, r, 0.0f);
+        }
+        o = tg_band_mix(probs(m, tg_scale(s, scale), bm), v, r);
+        break;
+    }
+    default: /* the caller only comes here for the kinds above */
+        return tg__fail(g, TG_ERR_INVALID, "attention: no banded form for kind %d", (int)c->attention);
+    }
+    if (c->no_out_proj) return merge_heads(o);
+    return proj(m, g, prefix, "out_proj", merge_heads(o));
+}
+
+/* The banded path applies to self-attention over the whole sequence (n queries = n keys; a
+ * cached decoding step attends one query over m keys, already O(m)), for the kinds whose scores
+ * stay per head (not interacting_pairwise's h^2 pairs), without a weight capture (the maps are
+ * [n, m]), and where the band is narrower than the sequence (2r+1 < n; otherwise the dense
+ * scores are no larger). */
+static bool use_band(const tg_model *m, bool self, int64_t n, int64_t mk) {
+    const tg_model_config *c = &m->cfg;
+    return c->window > 0 && self && n == mk && !m->dense_window && !m->capture &&
+           c->attention != TG_ATTN_INTERACTING_PAIRWISE && 2 * c->window + 1 < n;
 }
 
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
@@ -122,6 +225,9 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         q = tg_reshape(rope(g, tg_reshape(q, 4, q4), mk - n, n, dk, true), 3, q3);
         k = rope(g, k, 0, mk, dk, false);
     }
+    tg_tensor *bm = NULL;
+    if (use_band(m, self, n, mk) && band_mask(g, mask, n, c->window, &bm))
+        return bm ? banded_core(m, g, prefix, q, k, v, bm, scale) : NULL;
     if (c->window > 0 && self) {
         tg_tensor *w = window_mask(g, n, mk, c->window);
         mask = mask ? tg_add(mask, w) : w;

@@ -19,6 +19,10 @@ struct tg_model {
     tg_store *store;
     tg_backend *backend;
     tg__attn_capture *capture; /* non-NULL: tg__attn_core records its weights here */
+    /* Compute a self-attention window (cfg.window) as a mask on the dense n×n scores even
+     * where the banded O(r·n·d) path applies (models/attention.c): tests and
+     * benchmarks/bench_attention compare the two. Not part of the config or checkpoints. */
+    bool dense_window;
 };
 
 /* The attention weights of sub-layer `prefix` (the tensor that multiplies V), recorded and

@@ -283,6 +283,15 @@ static tg_tensor *b_attention(tg_graph *g, tg_tensor **x) {
     int64_t s[3] = {tg_tensor_dim(x[0], 0), tg_tensor_dim(x[0], 1), tg_tensor_dim(x[0], 2)};
     return tg_reshape(o, 3, s);
 }
+/* banded attention: r = 16 windows cut by both ends of 100 positions; the -inf fill goes
+ * through a softmax (the banded attention core); fill 0 for band_scores alone */
+B1(b_band_scores, tg_band_scores(x[0], x[1], 16, 0.0f))
+B1(b_band_mix, tg_band_mix(x[0], x[1], 3))
+static tg_tensor *b_band_attention(tg_graph *g, tg_tensor **x) {
+    (void)g;
+    tg_tensor *s = tg_scale(tg_band_scores(x[0], x[1], 16, -INFINITY), 0.125f);
+    return tg_band_mix(tg_softmax(s), x[2], 16);
+}
 
 static const op_case cases[] = {
     {"add_broadcast", 2, {3, 1}, {S(64, 33, 40), S(40)}, {0}, b_add},
@@ -316,6 +325,9 @@ static const op_case cases[] = {
     {"matmul_tn", 2, {2, 2}, {S(40, 30), S(40, 50)}, {0}, b_mm_tn},
     {"matmul_view", 2, {3, 3}, {S(2, 64, 48), S(2, 64, 20)}, {0}, b_mm_view},
     {"attention_heads", 3, {3, 3, 3}, {S(2, 10, 64), S(2, 12, 64), S(2, 12, 64)}, {0}, b_attention},
+    {"band_scores", 2, {4, 4}, {S(2, 4, 100, 64), S(2, 4, 90, 64)}, {0}, b_band_scores},
+    {"band_mix", 2, {3, 3}, {S(8, 50, 7), S(8, 60, 33)}, {0}, b_band_mix},
+    {"band_attention", 3, {4, 4, 4}, {S(2, 4, 100, 64), S(2, 4, 100, 64), S(2, 4, 100, 64)}, {0}, b_band_attention},
     {"permute_contiguous", 1, {4}, {S(3, 5, 7, 11)}, {0}, b_permute},
     {"reshape_of_view", 1, {3}, {S(4, 6, 5)}, {0}, b_reshape_view},
     {"slice", 1, {2}, {S(30, 20)}, {0}, b_slice},

@@ -111,6 +111,17 @@ static tg_tensor *b_attention(tg_graph *g, tg_tensor **x) {
     tg_tensor *s = tg_scale(tg_matmul(x[0], x[1], false, true), 0.5f);
     return tg_matmul(tg_softmax(s), x[2], false, false);
 }
+/* Banded attention: windows cut by both sequence ends (r = 1 over n = 5, m = 4 keys) and
+ * wider than the sequence (r = 4 over 3); the fill is 0 so that every output is finite. */
+static tg_tensor *b_band_scores(tg_graph *g, tg_tensor **x) { (void)g; return tg_band_scores(x[0], x[1], 1, 0.0f); }
+static tg_tensor *b_band_scores_wide(tg_graph *g, tg_tensor **x) { (void)g; return tg_band_scores(x[0], x[1], 4, 0.0f); }
+static tg_tensor *b_band_mix(tg_graph *g, tg_tensor **x) { (void)g; return tg_band_mix(x[0], x[1], 1); }
+static tg_tensor *b_band_mix_wide(tg_graph *g, tg_tensor **x) { (void)g; return tg_band_mix(x[0], x[1], 4); }
+static tg_tensor *b_band_attention(tg_graph *g, tg_tensor **x) {
+    (void)g; /* softmax over the band, missing keys at -inf, then the mix: Q, K, V differentiable */
+    tg_tensor *s = tg_scale(tg_band_scores(x[0], x[1], 2, -INFINITY), 0.5f);
+    return tg_band_mix(tg_softmax(s), x[2], 2);
+}
 
 static const gc_case cases[] = {
     {"add_broadcast", 2, {2, 1}, {S(3, 4), S(4)}, {0}, b_add, 0, 0},
@@ -158,6 +169,11 @@ static const gc_case cases[] = {
     {"cross_entropy_mean_smoothed", 1, {2}, {S(4, 6)}, {0}, b_ce_mean, 0, 0},
     {"cross_entropy_sum", 1, {2}, {S(4, 6)}, {0}, b_ce_sum, 0, 0},
     {"cross_entropy_none", 1, {2}, {S(4, 6)}, {0}, b_ce_none, 0, 0},
+    {"band_scores_cut_ends", 2, {3, 3}, {S(2, 5, 3), S(2, 4, 3)}, {0}, b_band_scores, 0, 0},
+    {"band_scores_r_ge_n", 2, {3, 3}, {S(1, 3, 2), S(1, 3, 2)}, {0}, b_band_scores_wide, 0, 0},
+    {"band_mix_cut_ends", 2, {3, 3}, {S(2, 5, 3), S(2, 4, 3)}, {0}, b_band_mix, 0, 0},
+    {"band_mix_r_ge_n", 2, {3, 3}, {S(1, 3, 9), S(1, 3, 2)}, {0}, b_band_mix_wide, 0, 0},
+    {"band_attention_core", 3, {4, 4, 4}, {S(1, 2, 6, 4), S(1, 2, 6, 4), S(1, 2, 6, 3)}, {0}, b_band_attention, 0, 0},
     {"attention_core", 3, {3, 3, 3}, {S(2, 3, 4), S(2, 5, 4), S(2, 5, 2)}, {0}, b_attention, 0, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/tg-impl.h"
+#include "models/model-impl.h"
 #include "tg/model.h"
 #include "tg_check.h"
 
@@ -397,6 +398,90 @@ START_TEST(test_load_errors) {
 }
 END_TEST
 
+/* ---- restricted self-attention: the banded O(r·n·d) path equals the dense masked one ---- */
+
+/* Logits of an encoder-decoder with window 2 over sequences of n = 9 (S = T = 9, the second
+ * sentence padded: padding and causal masks in band coordinates), the sum of squared logits as
+ * the loss, and every parameter gradient; *bands = band_scores nodes in the graph. */
+static void window_run(tg_model *m, float *logits, int64_t nlog, float *grads, int64_t ngrad, int *bands) {
+    int32_t s0[8] = {4, 5, 6, 7, 8, 9, 4, 5}, s1[5] = {9, 8, 7, 6, 5}, t0[8] = {5, 4, 7, 6, 9, 8, 5, 4};
+    int32_t t1[6] = {6, 6, 7, 7, 8, 8};
+    const int32_t *src[2] = {s0, s1}, *tgt[2] = {t0, t1};
+    int64_t sn[2] = {8, 5}, tn[2] = {8, 6};
+    tg_batch b;
+    ck_assert_int_eq(tg_batch_build(&b, 2, src, sn, tgt, tn), TG_OK);
+    ck_assert_int_eq(b.src_len, 9);
+    ck_assert_int_eq(b.tgt_len, 9);
+    tg_store *st = tg_model_store(m);
+    ck_assert_int_eq(tg_store_zero_grad(st), TG_OK);
+    tg_graph *g = tg_graph_new();
+    tg_graph_set_training(g, false);
+    tg_tensor *y = tg_keep(tg_model_logits(m, g, &b));
+    ck_assert_msg(y != NULL, "%s", tg_error_message());
+    ck_assert_int_eq(tg_tensor_numel(y), nlog);
+    ck_assert_int_eq(tg_backward(g, tg_sum_all(tg_mul(y, y))), TG_OK);
+    *bands = 0;
+    for (int64_t i = 0; i < g->n; i++) *bands += g->nodes[i]->op == TG_OP_BAND_SCORES;
+    ck_assert_msg(tg_graph_run(g, B) == TG_OK, "%s", tg_error_message());
+    ck_assert_int_eq(tg_tensor_read(y, logits, sizeof(float) * (size_t)nlog), TG_OK);
+    int64_t off = 0;
+    for (int64_t i = 0; i < tg_store_count(st); i++) {
+        int64_t n = tg_store_numel(st, i);
+        ck_assert(off + n <= ngrad);
+        ck_assert_int_eq(tg_store_read_grad(st, i, grads + off, n), TG_OK);
+        off += n;
+    }
+    tg_graph_free(g);
+    tg_batch_free(&b);
+}
+
+/* For mha, fixed_head, talking_heads, interacting (summed and literal) and mha with RoPE:
+ * logits and gradients of the banded path within 2e-6 (relative to 1 + |value|) of the dense
+ * masked path; interacting_pairwise, which keeps the dense path, builds no banded op. */
+START_TEST(test_window_banded_equals_dense) {
+    static const tg_attn_kind kinds[7] = {TG_ATTN_MHA, TG_ATTN_FIXED_HEAD, TG_ATTN_TALKING_HEADS, TG_ATTN_INTERACTING,
+                                          TG_ATTN_INTERACTING, TG_ATTN_MHA, TG_ATTN_INTERACTING_PAIRWISE};
+    tg_model *m = tiny_opts(kinds[_i], 2, 0, _i == 4, false);
+    m->cfg.window = 2;
+    m->cfg.rope = _i == 5;
+    randomize_biases(m);
+    tg_store *st = tg_model_store(m);
+    for (int64_t i = 0; i < tg_store_count(st); i++) { /* talking-heads: mixing matrices that mix */
+        if (!strstr(tg_store_name(st, i), "softmax_proj")) continue;
+        float p[4] = {0.2f, 0.8f, 0.9f, -0.3f};
+        ck_assert_int_eq(tg_store_write(st, i, p, 4), TG_OK);
+    }
+    int64_t nlog = 2 * 9 * tg_vocab_size(tg_model_tgt_vocab(m)), ngrad = 0;
+    for (int64_t i = 0; i < tg_store_count(tg_model_store(m)); i++) ngrad += tg_store_numel(tg_model_store(m), i);
+    float *la = malloc(sizeof(float) * (size_t)nlog), *lb = malloc(sizeof(float) * (size_t)nlog);
+    float *ga = malloc(sizeof(float) * (size_t)ngrad), *gb = malloc(sizeof(float) * (size_t)ngrad);
+    int banded, dense;
+    window_run(m, la, nlog, ga, ngrad, &banded);
+    m->dense_window = true;
+    window_run(m, lb, nlog, gb, ngrad, &dense);
+    ck_assert_int_eq(dense, 0);
+    if (kinds[_i] == TG_ATTN_INTERACTING_PAIRWISE) ck_assert_int_eq(banded, 0);
+    else ck_assert_msg(banded >= 2, "%d banded score nodes", banded); /* encoder and decoder self-attention */
+    for (int64_t i = 0; i < nlog; i++)
+        ck_assert_msg(fabs(la[i] - lb[i]) <= 2e-6 * (1.0 + fabs(lb[i])), "case %d logit %lld: %.9g vs %.9g", _i,
+                      (long long)i, la[i], lb[i]);
+    /* gradients are long sums (embedding rows, projections over every position) whose order
+     * differs between the paths: compared relative to the largest gradient */
+    double gmax = 0, gdiff = 0;
+    for (int64_t i = 0; i < ngrad; i++) {
+        gmax = fmax(gmax, fabs(gb[i]));
+        gdiff = fmax(gdiff, fabs(ga[i] - gb[i]));
+    }
+    ck_assert_msg(gdiff <= 1e-6 * gmax, "case %d: gradients differ by %.3g, max |gradient| %.4g", _i, gdiff, gmax);
+    free(la);
+    free(lb);
+    free(ga);
+    free(gb);
+    tg_model_free(m);
+}
+END_TEST
+
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -413,6 +498,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_save_load_score_identical, 0, 5);
     tcase_add_test(tc, test_bad_config_errors);
     tcase_add_test(tc, test_load_errors);
+    tcase_add_loop_test(tc, test_window_banded_equals_dense, 0, 7);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1325,6 +1325,130 @@ START_TEST(test_run_twice_same_values) {
 }
 END_TEST
 
+/* =========================== banded attention =========================== */
+
+START_TEST(test_band_scores_by_hand) {
+    /* n = m = 3, d_k = 1, r = 1: S[i, j] = q_i k_{i+j-1}; keys before 0 or after 2 are -inf */
+    float q[3] = {1, 2, 3}, k[3] = {1, 10, 100};
+    tg_tensor *s = tg_keep(tg_band_scores(IN(q, 1, 3, 1), IN(k, 1, 3, 1), 1, -INFINITY));
+    run_ok();
+    EXPECT_SHAPE(s, 1, 3, 3);
+    EXPECT(s, 0, -INFINITY, 1, 10, 2, 20, 200, 30, 300, -INFINITY);
+}
+END_TEST
+
+START_TEST(test_band_mix_by_hand) {
+    /* O_i = sum_j P[i, j] V_{i+j-1}, V rows (1, 0), (0, 1), (1, 1); -inf entries at missing keys
+     * are never read */
+    float p[9] = {-INFINITY, 0.5f, 0.5f, 0.25f, 0.25f, 0.5f, 1, 2, -INFINITY};
+    float v[6] = {1, 0, 0, 1, 1, 1};
+    tg_tensor *o = tg_keep(tg_band_mix(IN(p, 1, 3, 3), IN(v, 1, 3, 2), 1));
+    run_ok();
+    EXPECT_SHAPE(o, 1, 3, 2);
+    /* row 0: 0.5 (1,0) + 0.5 (0,1); row 1: 0.25 (1,0) + 0.25 (0,1) + 0.5 (1,1); row 2: 1 (0,1) + 2 (1,1) */
+    EXPECT(o, 0, 0.5, 0.5, 0.75, 0.75, 2, 3);
+}
+END_TEST
+
+/* band_scores against the dense Q K^T (matmul) and band_mix against the dense P V with P
+ * scattered back to [n, m], over shapes where the window is cut by both ends, m != n, and
+ * r >= n (case 2: every key of every query inside the band). fill 7 marks missing keys. */
+START_TEST(test_band_ops_match_dense) {
+    static const int64_t cfg[3][4] = {{5, 5, 3, 2}, {6, 4, 4, 1}, {3, 4, 5, 4}}; /* n, m, d, r */
+    int64_t n = cfg[_i][0], m = cfg[_i][1], d = cfg[_i][2], r = cfg[_i][3], w = 2 * r + 1, nb = 2;
+    float *q = pattern(nb * n * d, 1), *k = pattern(nb * m * d, 2), *v = pattern(nb * m * d, 3);
+    float *p = pattern(nb * n * w, 4);
+    int64_t sq[3] = {nb, n, d}, sk[3] = {nb, m, d}, sp[3] = {nb, n, w};
+    tg_tensor *Q = tg_input(G, TG_DTYPE_F32, 3, sq, q), *K = tg_input(G, TG_DTYPE_F32, 3, sk, k);
+    tg_tensor *V = tg_input(G, TG_DTYPE_F32, 3, sk, v), *P = tg_input(G, TG_DTYPE_F32, 3, sp, p);
+    tg_tensor *s = tg_keep(tg_band_scores(Q, K, r, 7.0f)), *o = tg_keep(tg_band_mix(P, V, r));
+    tg_tensor *dense = tg_keep(tg_matmul(Q, K, false, true));
+    run_ok();
+    EXPECT_SHAPE(s, nb, n, w);
+    EXPECT_SHAPE(o, nb, n, d);
+    float *sv = read_all(s), *ov = read_all(o), *dv = read_all(dense);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t j = 0; j < w; j++) {
+                int64_t t = i + j - r;
+                float want = (t < 0 || t >= m) ? 7.0f : dv[(b * n + i) * m + t];
+                tg_assert_close(sv[(b * n + i) * w + j], want, 1e-5, 1e-6);
+            }
+            for (int64_t c = 0; c < d; c++) {
+                double want = 0;
+                for (int64_t j = 0; j < w; j++) {
+                    int64_t t = i + j - r;
+                    if (t >= 0 && t < m) want += (double)p[(b * n + i) * w + j] * v[(b * m + t) * d + c];
+                }
+                tg_assert_close(ov[(b * n + i) * d + c], want, 1e-5, 1e-6);
+            }
+        }
+    free(sv);
+    free(ov);
+    free(dv);
+    free(q);
+    free(k);
+    free(v);
+    free(p);
+}
+END_TEST
+
+/* 300 rows × 33 columns × 64 channels: enough work for both team members; equal to one thread */
+START_TEST(test_band_ops_threaded) {
+    int64_t n = 150, d = 64, r = 16, w = 33;
+    float *q = pattern(2 * n * d, 5), *k = pattern(2 * n * d, 6);
+    int64_t sq[3] = {2, n, d};
+    tg_tensor *Q = tg_input(G, TG_DTYPE_F32, 3, sq, q), *K = tg_input(G, TG_DTYPE_F32, 3, sq, k);
+    tg_tensor *s = tg_keep(tg_band_scores(Q, K, r, 0.0f));
+    tg_tensor *o = tg_keep(tg_band_mix(tg_softmax(s), K, r));
+    run_ok();
+    float *s2 = read_all(s), *o2 = read_all(o);
+    tg_backend *one;
+    ck_assert_int_eq(tg_backend_cpu_new(1, &one), TG_OK);
+    tg_graph *g1 = tg_graph_new();
+    tg_tensor *Q1 = tg_input(g1, TG_DTYPE_F32, 3, sq, q), *K1 = tg_input(g1, TG_DTYPE_F32, 3, sq, k);
+    tg_tensor *s1 = tg_keep(tg_band_scores(Q1, K1, r, 0.0f));
+    tg_tensor *o1 = tg_keep(tg_band_mix(tg_softmax(s1), K1, r));
+    ck_assert_int_eq(tg_graph_run(g1, one), TG_OK);
+    float *a = read_all(s1), *b = read_all(o1);
+    ck_assert(memcmp(a, s2, sizeof(float) * (size_t)(2 * n * w)) == 0);
+    ck_assert(memcmp(b, o2, sizeof(float) * (size_t)(2 * n * d)) == 0);
+    free(a);
+    free(b);
+    free(s2);
+    free(o2);
+    tg_graph_free(g1);
+    tg_backend_free(one);
+    free(q);
+    free(k);
+}
+END_TEST
+
+/* Bad shapes and r mark the graph with a message naming the op. */
+START_TEST(test_band_errors) {
+    static const char *want[5] = {"r = -1", "differ in d_k", "equal leading dimensions", "2r+1 = 5",
+                                  "equal leading dimensions"};
+    float x[64] = {0};
+    tg_graph *g = tg_graph_new();
+    int64_t a[3] = {2, 3, 4}, b[3] = {2, 3, 5}, c[3] = {1, 3, 4}, p[3] = {2, 3, 3};
+    tg_tensor *A = tg_input(g, TG_DTYPE_F32, 3, a, x), *Bt = tg_input(g, TG_DTYPE_F32, 3, b, x);
+    tg_tensor *C = tg_input(g, TG_DTYPE_F32, 3, c, x), *P = tg_input(g, TG_DTYPE_F32, 3, p, x);
+    tg_tensor *y = NULL;
+    switch (_i) {
+    case 0: y = tg_band_scores(A, A, -1, 0.0f); break;
+    case 1: y = tg_band_scores(A, Bt, 1, 0.0f); break;
+    case 2: y = tg_band_scores(A, C, 1, 0.0f); break; /* batch 2 against 1: no broadcasting */
+    case 3: y = tg_band_mix(P, A, 2); break;           /* 3 columns, r = 2 needs 5 */
+    default: y = tg_band_mix(P, tg_reshape(A, 2, (int64_t[]){6, 4}), 1); break;
+    }
+    ck_assert_ptr_null(y);
+    const char *msg;
+    ck_assert_int_ne(tg_graph_status(g, &msg), TG_OK);
+    ck_assert_msg(strstr(msg, want[_i]) && strstr(msg, "band"), "message: %s", msg);
+    tg_graph_free(g);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("elementwise");
@@ -1437,6 +1561,15 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_pad_middle_axis_3d);
     tcase_add_test(tc, test_planner_off_bit_identical);
     tcase_add_test(tc, test_run_twice_same_values);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("band");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_band_scores_by_hand);
+    tcase_add_test(tc, test_band_mix_by_hand);
+    tcase_add_loop_test(tc, test_band_ops_match_dense, 0, 3);
+    tcase_add_test(tc, test_band_ops_threaded);
+    tcase_add_loop_test(tc, test_band_errors, 0, 5);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -171,7 +171,7 @@ static void table(train_opts *o, tg_opt *t) {
          "interacting: no output projection (the authors' public code)", 0, 0},
         {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
         {"window", TG_OPT_INT, &o->window, 0, 1 << 20, NULL, "R",
-         "restricted self-attention: keys within R positions (0: all)", 0, 0},
+         "restricted self-attention: keys within R positions, O(R·n·d) (0: all)", 0, 0},
         {"norm-kind", TG_OPT_CHOICE, &o->norm_kind, 0, 0, "layer|rms", NULL, "LayerNorm or RMSNorm", 0, 0},
         {"pos", TG_OPT_CHOICE, &o->pos, 0, 0, "sinusoidal|learned|rope", NULL,
          "positional encoding (rope: rotary, in self-attention)", 0, 0},

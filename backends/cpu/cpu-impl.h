@@ -32,6 +32,7 @@ extern TG__CPU_KERNELS(reduce);      /* k_reduce.c: sum, max, max_back, sum_to *
 extern TG__CPU_KERNELS(rows);        /* k_rows.c: softmax, log-softmax, layer norm */
 extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
 extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
+extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mix_t */
 
 /* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
  * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces

@@ -102,6 +102,7 @@ static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
 static const tg__cpu_kernel *const kernel_families[] = {
     tg__cpu_kernels_elementwise, tg__cpu_kernels_layout, tg__cpu_kernels_reduce,
     tg__cpu_kernels_rows,        tg__cpu_kernels_matmul, tg__cpu_kernels_nn,
+    tg__cpu_kernels_band,
 };
 static tg__cpu_kernel kernels[TG_OP_COUNT];
 static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;

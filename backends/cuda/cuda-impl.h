@@ -114,6 +114,15 @@ cudaError_t tgcu_cross_entropy_back(cudaStream_t s, const float *x, const int32_
                                     const float *dy, float *dx, int64_t N, int64_t V, float eps,
                                     int32_t ignore, int reduction, int64_t count);
 
+/* ---- k_band.cu (banded attention, core/ops/band.c; rows = batches × query rows for scores and
+ * mix, batches × key rows for mix_t; n query rows and m key rows per batch, r the half-width) ---- */
+cudaError_t tgcu_band_scores(cudaStream_t s, const float *q, const float *k, float *o, int64_t rows,
+                             int64_t n, int64_t m, int64_t dk, int64_t r, float fill);
+cudaError_t tgcu_band_mix(cudaStream_t s, const float *p, const float *v, float *o, int64_t rows,
+                          int64_t n, int64_t m, int64_t dv, int64_t r);
+cudaError_t tgcu_band_mix_t(cudaStream_t s, const float *a, const float *x, float *o, int64_t rows,
+                            int64_t n, int64_t m, int64_t d, int64_t r);
+
 /* ---- k_nn.cu ---- */
 /* Validate ids: out[0] = first position whose id is outside [0, V) (and not `ignore` when
  * use_ignore), or INT64_MAX; out[1] = number of ids that are not ignored. out is device

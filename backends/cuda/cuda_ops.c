@@ -196,6 +196,39 @@ static tg_status max_back(tg_backend *b, tg_tensor *t) {
                        "max_back");
 }
 
+/* ---- banded attention (core/ops/band.c) ---- */
+
+/* Q [.., n, dk], K [.., m, dk] -> S [.., n, 2r+1] */
+static tg_status band_scores(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *a = t->src[0], *x = t->src[1];
+    int nd = t->ndim;
+    int64_t r = t->p.band.r, w = 2 * r + 1;
+    return tgcu_status(tgcu_band_scores(STREAM(b), F32(a), F32(x), F32(t), tg_tensor_numel(t) / w,
+                                        a->shape[nd - 2], x->shape[nd - 2], a->shape[nd - 1], r,
+                                        t->p.band.fill),
+                       "band_scores");
+}
+
+/* P [.., n, 2r+1], V [.., m, dv] -> O [.., n, dv] */
+static tg_status band_mix(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *a = t->src[0], *x = t->src[1];
+    int nd = t->ndim;
+    int64_t r = t->p.band.r, w = 2 * r + 1;
+    return tgcu_status(tgcu_band_mix(STREAM(b), F32(a), F32(x), F32(t), tg_tensor_numel(a) / w,
+                                     a->shape[nd - 2], x->shape[nd - 2], x->shape[nd - 1], r),
+                       "band_mix");
+}
+
+/* A [.., n, 2r+1], X [.., n, d] -> Y [.., m, d] */
+static tg_status band_mix_t(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *a = t->src[0], *x = t->src[1];
+    int nd = t->ndim;
+    int64_t r = t->p.band.r, d = x->shape[nd - 1];
+    return tgcu_status(tgcu_band_mix_t(STREAM(b), F32(a), F32(x), F32(t), d ? tg_tensor_numel(t) / d : 0,
+                                       a->shape[nd - 2], t->shape[nd - 2], d, r),
+                       "band_mix_t");
+}
+
 /* ---- rows ---- */
 
 /* x viewed as rows of its last axis: *d per row */
@@ -447,6 +480,9 @@ static const tgcu_kernel kernels[TG_OP_COUNT] = {
     [TG_OP_EMBEDDING_BACK] = embedding_back,
     [TG_OP_CROSS_ENTROPY] = cross_entropy,
     [TG_OP_CROSS_ENTROPY_BACK] = cross_entropy,
+    [TG_OP_BAND_SCORES] = band_scores,
+    [TG_OP_BAND_MIX] = band_mix,
+    [TG_OP_BAND_MIX_T] = band_mix_t,
     [TG_OP_GRAD_ACC] = grad_acc,
     [TG_OP_SILU] = unary,
     [TG_OP_SILU_BACK] = binary, /* srcs x, dy */

@@ -27,6 +27,7 @@ extern TG__OP_FAMILY(reduce);
 extern TG__OP_FAMILY(rows);
 extern TG__OP_FAMILY(matmul);
 extern TG__OP_FAMILY(nn);
+extern TG__OP_FAMILY(band);
 
 #define TG__OP_CHECK(x) \
     if (!(x)) return NULL

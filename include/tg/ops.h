@@ -63,6 +63,10 @@ typedef enum tg_op {
     TG_OP_EMBEDDING_BACK, /* scatter-add of row gradients */
     TG_OP_CROSS_ENTROPY,
     TG_OP_CROSS_ENTROPY_BACK,
+    /* banded (local-window) attention products, O(r·n·d) */
+    TG_OP_BAND_SCORES,   /* S[i, j] = Q_i · K_{i+j-r} */
+    TG_OP_BAND_MIX,      /* O_i = sum_j P[i, j] V_{i+j-r} */
+    TG_OP_BAND_MIX_T,    /* Y_t = sum_j A[t+r-j, j] X_{t+r-j} (gradient of both) */
     /* side effects */
     TG_OP_GRAD_ACC,      /* store gradient += g */
     TG_OP_SILU,          /* x * sigmoid(x) */
@@ -159,6 +163,20 @@ typedef enum tg_reduction {
  * Rows whose target equals ignore_index contribute nothing. */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
                             int32_t ignore_index, tg_reduction reduction);
+
+/* ---- banded (restricted, local-window) attention: O(r·n·d) instead of O(n·m·d) ----
+ * Row i of n queries sees the 2r+1 keys at positions i-r .. i+r; column j of a banded score
+ * row is the key at position i + j - r (j = r: the key at the query's own position, j > r:
+ * later keys). The leading (batch, head) dimensions of both operands must be equal (no
+ * broadcasting: tg_expand the smaller one). r >= 0; r may exceed n and m. */
+/* S [..., n, 2r+1] with S[i, j] = Q_i · K_{i+j-r} for Q [..., n, dk], K [..., m, dk]. A
+ * position i+j-r outside [0, m) has no key: its entry is `fill` (-INFINITY so that a softmax
+ * gives it probability 0 with no mask; 0 where the scores are mixed before masking, as
+ * talking-heads attention does, which then must mask those entries itself). */
+tg_tensor *tg_band_scores(tg_tensor *q, tg_tensor *k, int64_t r, float fill);
+/* O [..., n, dv] with O_i = sum_j P[i, j] V_{i+j-r} for P [..., n, 2r+1], V [..., m, dv];
+ * entries of P whose key position lies outside [0, m) are never read (they may be -inf). */
+tg_tensor *tg_band_mix(tg_tensor *p, tg_tensor *v, int64_t r);
 
 #ifdef __cplusplus
 }
