@@ -33,8 +33,8 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n);
 
 /* Row softmax of rows × d (row-major, y may be x), log_out: log-softmax. Entries at -inf get
  * probability 0 (log-prob -inf); an all -inf row gives zeros (log: -inf). The AVX2 path takes
- * rows of up to 32 eight at a time, transposed (lane r = row r), bit-identical to its one-row
- * code, so a row's result does not depend on where a thread's share of rows starts. */
+ * softmax rows of up to 32 eight at a time, transposed (lane r = row r), bit-identical to its
+ * one-row code, so a row's result does not depend on where a thread's share of rows starts. */
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out);
 
 /* Layer norm over rows × d (y = (x - mean) / sqrt(var + eps) * gamma + beta; gamma, beta may
