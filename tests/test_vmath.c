@@ -2,7 +2,7 @@
  * GELU and its derivative on both paths (scalar, and AVX2+FMA where the CPU has it) over dense
  * sweeps, with the error bounds stated in vmath.h; the row softmax for row lengths 1..40 on both
  * paths with masked (-inf) entries, all-masked rows, in place, and bit for bit whether a row
- * is taken alone or in a block of 8 short rows; tails of every length agree with whole
+ * is taken alone or in a block of 8 short rows; its backward likewise; tails of every length agree with whole
  * vectors. Prints the largest errors seen. */
 #include <math.h>
 #include <stdio.h>
@@ -182,6 +182,47 @@ START_TEST(test_softmax_rows) {
 }
 END_TEST
 
+/* softmax's backward, dx = y (dy - sum(dy y)), rows of 1..40 with zero probabilities (masked
+ * entries), against double; the scalar and AVX2 paths give the same bits (the AVX2 path takes
+ * 8 short rows at a time, the scalar one row by row), rows alone give the same bits as in a
+ * block, and dx may be dy. */
+START_TEST(test_softmax_back_rows) {
+    enum { ROWS = 21 };
+    float y[ROWS * 40], dy[ROWS * 40], dx[2][ROWS * 40], z[ROWS * 40];
+    double worst = 0;
+    for (int d = 1; d <= 40; d++) {
+        for (int i = 0; i < ROWS * d; i++) {
+            y[i] = (float)(((i * 29) % 23) - 11) * 0.45f;
+            dy[i] = (float)(((i * 13) % 19) - 9) * 0.17f;
+        }
+        y[1 * d + d / 2] = y[9 * d] = -INFINITY;
+        tg_cpu_vsoftmax_rows(y, y, ROWS, d, false); /* probabilities, some exactly 0 */
+        for (int path = 0; path < npaths(); path++) {
+            tg_cpu_vsoftmax_back_rows_path(y, dy, dx[path], ROWS, d, path == 1);
+            for (int r = 0; r < ROWS; r++) {
+                const float *yr = y + r * d, *gr = dy + r * d;
+                double sum = 0;
+                for (int j = 0; j < d; j++) sum += (double)gr[j] * yr[j];
+                for (int j = 0; j < d; j++) {
+                    double ref = yr[j] * (gr[j] - sum), e = fabs(dx[path][r * d + j] - ref);
+                    worst = e > worst ? e : worst;
+                    ck_assert_msg(e <= 1e-6, "d %d path %d row %d col %d: %.9g vs %.9g", d, path, r, j,
+                                  dx[path][r * d + j], ref);
+                }
+                tg_cpu_vsoftmax_back_rows_path(yr, gr, z, 1, d, path == 1);
+                ck_assert_msg(memcmp(z, dx[path] + r * d, sizeof(float) * d) == 0, "d %d path %d row %d alone", d,
+                              path, r);
+            }
+            for (int i = 0; i < ROWS * d; i++) z[i] = dy[i]; /* in place (dx = dy) */
+            tg_cpu_vsoftmax_back_rows_path(y, z, z, ROWS, d, path == 1);
+            ck_assert(memcmp(z, dx[path], sizeof(float) * ROWS * d) == 0);
+        }
+        if (npaths() == 2) ck_assert_msg(memcmp(dx[0], dx[1], sizeof(float) * ROWS * d) == 0, "d %d: paths differ", d);
+    }
+    printf("softmax backward rows (both paths, %s): max absolute error %.3g\n", tg_cpu_vmath_isa(), worst);
+}
+END_TEST
+
 /* Layer norm and its backward against double references, both paths, row lengths 1..40 and
  * model widths, with and without gamma and beta; error relative to the row's scale. */
 START_TEST(test_layer_norm_rows) {
@@ -245,6 +286,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_tails);
     tcase_add_test(tc, test_softmax_rows);
+    tcase_add_test(tc, test_softmax_back_rows);
     tcase_add_test(tc, test_layer_norm_rows);
     suite_add_tcase(s, tc);
     return s;

@@ -96,6 +96,28 @@ static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
 }
 
+/* softmax backward of one row: dx = y (dy - sum(dy y)). The dot product in a fixed order:
+ * serially for rows shorter than 16 (attention over ~10 keys: 8 accumulators cost more to
+ * set up and combine), else element j to accumulator j % 8 and the 8 combined pairwise. */
+enum { DOT_SERIAL_BELOW = 16 };
+static void softmax_back_row_scalar(const float *y, const float *dy, float *dx, int64_t d) {
+    float s = 0.0f;
+    if (d < DOT_SERIAL_BELOW) {
+        for (int64_t j = 0; j < d; j++) s += dy[j] * y[j];
+    } else {
+        float acc[8] = {0};
+        int64_t j = 0;
+        for (; j + 8 <= d; j += 8)
+            for (int k = 0; k < 8; k++) acc[k] += dy[j + k] * y[j + k];
+        for (int k = 0; j < d; j++, k++) acc[k] += dy[j] * y[j];
+        s = (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+    }
+    for (int64_t j = 0; j < d; j++) dx[j] = y[j] * (dy[j] - s);
+}
+static void softmax_back_rows_scalar(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
+    for (int64_t r = 0; r < rows; r++) softmax_back_row_scalar(y + r * d, dy + r * d, dx + r * d, d);
+}
+
 /* Row sums in a fixed order: element j to accumulator j % 8, the 8 combined pairwise. */
 #define ACC8_COMBINE(acc)                                                                          \
     ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) + (((acc)[2] + (acc)[6]) + ((acc)[3] + (acc)[7])))
@@ -427,6 +449,52 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
     for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
 }
 
+/* softmax backward, 8 short rows at a time transposed as above, the scalar row code's
+ * arithmetic operation for operation: products rounded before they are added (no fused
+ * multiply-add: the barrier keeps the compiler from contracting them), the serial or j % 8
+ * order of the dot product, then y (dy - s). Bit-identical to softmax_back_row_scalar, which
+ * takes the rows left over. */
+AVX2 static INLINE __m256 mul_rounded(__m256 a, __m256 b) {
+    __m256 p = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(p));
+    return p;
+}
+
+AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy, float *dx, int64_t d, int W) {
+    __m256 cy[SHORT_ROW_MAX], cg[SHORT_ROW_MAX], s = _mm256_setzero_ps();
+    load_cols8(y, d, W, cy);
+    load_cols8(dy, d, W, cg);
+    if (d < DOT_SERIAL_BELOW) {
+        for (int j = 0; j < d; j++) s = _mm256_add_ps(s, mul_rounded(cg[j], cy[j]));
+    } else {
+        __m256 acc[8];
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+        for (int j = 0; j < d; j++) acc[j % 8] = _mm256_add_ps(acc[j % 8], mul_rounded(cg[j], cy[j]));
+        s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[1], acc[5])),
+                          _mm256_add_ps(_mm256_add_ps(acc[2], acc[6]), _mm256_add_ps(acc[3], acc[7])));
+    }
+    for (int j = 0; j < d; j++) cy[j] = _mm256_mul_ps(cy[j], _mm256_sub_ps(cg[j], s));
+    store_cols8(dx, d, W, cy);
+}
+
+AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
+    int64_t r = 0;
+#define BLOCKS(D)                                                                                  \
+    case D:                                                                                        \
+        for (; r + 8 <= rows; r += 8)                                                              \
+            softmax_back_8rows_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8);        \
+        break
+    switch (d) {
+        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
+        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
+        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); BLOCKS(21); BLOCKS(22); BLOCKS(23); BLOCKS(24);
+        BLOCKS(25); BLOCKS(26); BLOCKS(27); BLOCKS(28); BLOCKS(29); BLOCKS(30); BLOCKS(31); BLOCKS(32);
+    default: break;
+    }
+#undef BLOCKS
+    for (; r < rows; r++) softmax_back_row_scalar(y + r * d, dy + r * d, dx + r * d, d);
+}
+
 /* Lanes of a row past d read as 0 (maskload); vmask() zeroes them after arithmetic. */
 AVX2 static inline __m256 load0(const float *x, int64_t j, int64_t d) {
     return j + 8 <= d ? _mm256_loadu_ps(x + j) : _mm256_maskload_ps(x + j, lanes(d - j));
@@ -552,6 +620,13 @@ void tg_cpu_vsoftmax_rows_path(const float *x, float *y, int64_t rows, int64_t d
 }
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
     tg_cpu_vsoftmax_rows_path(x, y, rows, d, log_out, true);
+}
+
+void tg_cpu_vsoftmax_back_rows_path(const float *y, const float *dy, float *dx, int64_t rows, int64_t d, bool avx2) {
+    DISPATCH(softmax_back_rows_avx2, softmax_back_rows_scalar, y, dy, dx, rows, d);
+}
+void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
+    tg_cpu_vsoftmax_back_rows_path(y, dy, dx, rows, d, true);
 }
 
 void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const float *beta, float *y,

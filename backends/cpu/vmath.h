@@ -36,6 +36,11 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n);
  * softmax rows of up to 32 eight at a time, transposed (lane r = row r), bit-identical to its
  * one-row code, so a row's result does not depend on where a thread's share of rows starts. */
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out);
+/* Its backward, dx = y (dy - sum(dy y)) over rows × d (dx may be y or dy); sum(dy y) serially
+ * for rows shorter than 16, else in 8 lane accumulators (element j in lane j % 8). Both paths
+ * give the same bits (no fused multiply-add); the AVX2 path takes rows of up to 32 eight at a
+ * time, transposed. */
+void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d);
 
 /* Layer norm over rows × d (y = (x - mean) / sqrt(var + eps) * gamma + beta; gamma, beta may
  * be NULL) and its backward, dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = gamma * dy.
@@ -54,6 +59,7 @@ void tg_cpu_vtanh_path(const float *x, float *y, int64_t n, bool avx2);
 void tg_cpu_vgelu_path(const float *x, float *y, int64_t n, bool avx2);
 void tg_cpu_vgelu_back_path(const float *x, const float *dy, float *dx, int64_t n, bool avx2);
 void tg_cpu_vsoftmax_rows_path(const float *x, float *y, int64_t rows, int64_t d, bool log_out, bool avx2);
+void tg_cpu_vsoftmax_back_rows_path(const float *y, const float *dy, float *dx, int64_t rows, int64_t d, bool avx2);
 void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const float *beta, float *y,
                                   int64_t rows, int64_t d, float eps, bool avx2);
 void tg_cpu_vlayer_norm_back_rows_path(const float *x, const float *gamma, const float *dy, float *dx,
