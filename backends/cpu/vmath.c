@@ -453,7 +453,8 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
  * arithmetic operation for operation: products rounded before they are added (no fused
  * multiply-add: the barrier keeps the compiler from contracting them), the serial or j % 8
  * order of the dot product, then y (dy - s). Bit-identical to softmax_back_row_scalar, which
- * takes the rows left over. */
+ * takes the rows left over and rows longer than 20 (there two arrays of columns no longer fit
+ * the registers, and the blocks measured no faster: docs/results.md §4). */
 AVX2 static INLINE __m256 mul_rounded(__m256 a, __m256 b) {
     __m256 p = _mm256_mul_ps(a, b);
     __asm__("" : "+x"(p));
@@ -487,8 +488,7 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
     switch (d) {
         BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
         BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
-        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); BLOCKS(21); BLOCKS(22); BLOCKS(23); BLOCKS(24);
-        BLOCKS(25); BLOCKS(26); BLOCKS(27); BLOCKS(28); BLOCKS(29); BLOCKS(30); BLOCKS(31); BLOCKS(32);
+        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); /* longer: no faster than row by row */
     default: break;
     }
 #undef BLOCKS

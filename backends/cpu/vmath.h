@@ -38,7 +38,7 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n);
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out);
 /* Its backward, dx = y (dy - sum(dy y)) over rows × d (dx may be y or dy); sum(dy y) serially
  * for rows shorter than 16, else in 8 lane accumulators (element j in lane j % 8). Both paths
- * give the same bits (no fused multiply-add); the AVX2 path takes rows of up to 32 eight at a
+ * give the same bits (no fused multiply-add); the AVX2 path takes rows of up to 20 eight at a
  * time, transposed. */
 void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d);
 
