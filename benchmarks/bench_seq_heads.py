@@ -292,7 +292,7 @@ def plot(rows, path):
     hs = sorted({k[1] for k in med})
     if len(hs) > 4:  # four panels at most: spread over the range
         hs = [hs[round(i * (len(hs) - 1) / 3)] for i in range(4)]
-    series = [(impl, kind) for kind in KINDS for impl in ("tgraph", "pytorch")
+    series = [(impl, kind) for impl in ("tgraph", "pytorch") for kind in KINDS
               if any(k[2] == kind and k[3] == impl for k in med)]
     blocks, plots = [], []
     for i, h in enumerate(hs):
