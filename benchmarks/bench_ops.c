@@ -9,7 +9,8 @@
  *    on the same threads; target >= 2x.
  * 3. memory-bound ops in GB/s (bytes each op must read and write once) against a triad loop
  *    a[i] = b[i] + s·c[i] (OpenMP, same threads) over the same number of bytes; target >= 0.5x.
- *    Forward ops run as whole graphs (parameter in, kept result out). Backward ops are timed
+ *    Forward ops run as whole graphs (parameter in, kept result out); softmax also as its
+ *    kernel alone (the graph run's fixed cost dominates its small g2p shape). Backward ops are timed
  *    as their kernel alone: the back node of a forward+backward graph (planner off, so every
  *    input still holds its value) is re-run through the backend's run_node.
  * 4. building + planning one Transformer encoder layer's training graph (forward, loss,
@@ -399,6 +400,28 @@ static void bench_forward(const char *name, mop op, int ndim, const int64_t *sha
     tg_store_free(st);
 }
 
+/* Forward, the kernel alone: the op's node of a graph x -> op -> kept y (planner off) run
+ * again and again, without the graph run's fixed cost, which dominates small ops (the 0.4 MB
+ * g2p softmax) in bench_forward. */
+static void bench_forward_kernel(const char *name, mop op, int ndim, const int64_t *shape, int streams) {
+    tg_store *st;
+    CK(tg_store_new(BK, &st));
+    add_param(st, "x", ndim, shape, 10);
+    add_param(st, "y", ndim, shape, 11);
+    add_param(st, "gamma", 1, shape + ndim - 1, 12);
+    add_param(st, "beta", 1, shape + ndim - 1, 13);
+    tg_graph *g = tg_graph_new();
+    tg_graph_set_grad_enabled(g, false);
+    tg_graph_set_planner(g, false);
+    tg_tensor *y = tg_keep(build_op(g, st, op));
+    CK(tg_graph_run(g, BK));
+    node_ctx nc = {y};
+    contender c = {run_node, &nc, 1, 0};
+    versus_triad(name, &c, (double)streams * 4.0 * (double)tg_tensor_numel(y));
+    tg_graph_free(g);
+    tg_store_free(st);
+}
+
 /* Backward: the kernel of the op's back node (back_op) in a forward+backward graph of
  * loss = sum(op(x) * r). */
 static void bench_backward(const char *name, mop op, tg_op back_op, int ndim, const int64_t *shape,
@@ -543,6 +566,8 @@ static void section_memory(void) {
     const int64_t ff_g[2] = {1280, 1024}, ff_n[2] = {1024, 2048};
     bench_forward("softmax      g2p [512,10,10]", M_SOFTMAX, 3, att_g, 2);
     bench_forward("softmax      nmt [256,32,32]", M_SOFTMAX, 3, att_n, 2);
+    bench_forward_kernel("softmax (kernel) g2p [512,10,10]", M_SOFTMAX, 3, att_g, 2);
+    bench_forward_kernel("softmax (kernel) nmt [256,32,32]", M_SOFTMAX, 3, att_n, 2);
     bench_forward("layer_norm   g2p [1280,256]", M_LAYER_NORM, 2, act_g, 2);
     bench_forward("layer_norm   nmt [1024,512]", M_LAYER_NORM, 2, act_n, 2);
     bench_forward("add          g2p [1280,256]", M_ADD, 2, act_g, 3);

@@ -1,7 +1,8 @@
 /* The CPU backend's vector maths (backends/cpu/vmath.c) against libm in double: exp, tanh,
  * GELU and its derivative on both paths (scalar, and AVX2+FMA where the CPU has it) over dense
- * sweeps, with the error bounds stated in vmath.h; the row softmax for row lengths 1..40 with
- * masked (-inf) entries, all-masked rows and in place; tails of every length agree with whole
+ * sweeps, with the error bounds stated in vmath.h; the row softmax for row lengths 1..40 on both
+ * paths with masked (-inf) entries, all-masked rows, in place, and bit for bit whether a row
+ * is taken alone or in a block of 8 short rows; its backward likewise; tails of every length agree with whole
  * vectors. Prints the largest errors seen. */
 #include <math.h>
 #include <stdio.h>
@@ -121,42 +122,104 @@ START_TEST(test_tails) {
 }
 END_TEST
 
+/* Both paths, rows of 1..40 (the AVX2 path takes rows of up to 32 eight at a time,
+ * transposed, and the rest one by one: 21 rows are two blocks of 8 and 5 single rows), masked
+ * entries and all-masked rows inside and outside the blocks. */
 START_TEST(test_softmax_rows) {
-    enum { ROWS = 5 };
+    enum { ROWS = 21 };
     float x[ROWS * 40], y[ROWS * 40], z[ROWS * 40];
     double worst = 0;
     for (int d = 1; d <= 40; d++)
-        for (int lg = 0; lg < 2; lg++) {
-            for (int i = 0; i < ROWS * d; i++) x[i] = (float)(((i * 29) % 23) - 11) * 0.45f;
-            x[1 * d + d / 2] = -INFINITY;                         /* row 1: one masked entry */
-            for (int j = 0; j < d; j++) x[3 * d + j] = -INFINITY; /* row 3: all masked */
-            tg_cpu_vsoftmax_rows(x, y, ROWS, d, lg);
-            for (int r = 0; r < ROWS; r++) {
-                const float *xr = x + r * d, *yr = y + r * d;
-                double m = -INFINITY, s = 0;
-                for (int j = 0; j < d; j++) m = fmax(m, xr[j]);
-                for (int j = 0; j < d; j++) s += xr[j] == -INFINITY ? 0.0 : exp(xr[j] - m);
-                for (int j = 0; j < d; j++) {
-                    if (r == 3) {
-                        ck_assert(lg ? yr[j] == -INFINITY : yr[j] == 0.0f);
-                        continue;
+        for (int path = 0; path < npaths(); path++)
+            for (int lg = 0; lg < 2; lg++) {
+                for (int i = 0; i < ROWS * d; i++) x[i] = (float)(((i * 29) % 23) - 11) * 0.45f;
+                x[1 * d + d / 2] = -INFINITY;                          /* one masked entry */
+                x[9 * d] = x[9 * d + d - 1] = -INFINITY;               /* first and last */
+                x[17 * d + d / 3] = -INFINITY;                         /* in a single row */
+                for (int j = 0; j < d; j++) x[3 * d + j] = -INFINITY;  /* all masked: block */
+                for (int j = 0; j < d; j++) x[18 * d + j] = -INFINITY; /* all masked: single */
+                x[12 * d + d / 2] = 5.5f;                              /* a new row maximum */
+                tg_cpu_vsoftmax_rows_path(x, y, ROWS, d, lg, path == 1);
+                for (int r = 0; r < ROWS; r++) {
+                    const float *xr = x + r * d, *yr = y + r * d;
+                    double m = -INFINITY, s = 0;
+                    for (int j = 0; j < d; j++) m = fmax(m, xr[j]);
+                    for (int j = 0; j < d; j++) s += xr[j] == -INFINITY ? 0.0 : exp(xr[j] - m);
+                    for (int j = 0; j < d; j++) {
+                        if (m == -INFINITY || xr[j] == -INFINITY) { /* all or this one masked */
+                            ck_assert_msg(lg ? yr[j] == -INFINITY : yr[j] == 0.0f, "d %d path %d log %d row %d col %d: %g",
+                                          d, path, lg, r, j, yr[j]);
+                            continue;
+                        }
+                        double ref = lg ? xr[j] - m - log(s) : exp(xr[j] - m) / s;
+                        double e = fabs(yr[j] - ref) / (lg ? fmax(fabs(ref), 1.0) : fmax(ref, 1e-30));
+                        worst = e > worst ? e : worst;
+                        ck_assert_msg(e <= 1e-6, "d %d path %d log %d row %d col %d: %.9g vs %.9g", d, path,
+                                      lg, r, j, yr[j], ref);
                     }
-                    if (xr[j] == -INFINITY) {
-                        ck_assert(lg ? yr[j] == -INFINITY : yr[j] == 0.0f);
-                        continue;
+                }
+                for (int i = 0; i < ROWS * d; i++) z[i] = x[i]; /* in place gives the same */
+                tg_cpu_vsoftmax_rows_path(z, z, ROWS, d, lg, path == 1);
+                ck_assert(memcmp(z, y, sizeof(float) * ROWS * d) == 0);
+                /* Rows taken one at a time, or from an offset that shifts the blocks (a thread's
+                 * share), give the same bits, and nothing outside the rows is written. */
+                for (int r = 0; r < ROWS; r++) {
+                    tg_cpu_vsoftmax_rows_path(x + r * d, z + r * d, 1, d, lg, path == 1);
+                    ck_assert_msg(memcmp(z + r * d, y + r * d, sizeof(float) * d) == 0, "d %d path %d log %d row %d alone",
+                                  d, path, lg, r);
+                }
+                for (int off = 1; off < 4; off++) {
+                    for (int i = 0; i < ROWS * d; i++) z[i] = 7.0f;
+                    tg_cpu_vsoftmax_rows_path(x + off * d, z + off * d, 8 + off, d, lg, path == 1);
+                    for (int i = 0; i < ROWS * d; i++) {
+                        bool in = i >= off * d && i < (8 + 2 * off) * d;
+                        ck_assert_msg(in ? z[i] == y[i] || (isnan(z[i]) && isnan(y[i])) : z[i] == 7.0f,
+                                      "d %d path %d log %d offset %d element %d", d, path, lg, off, i);
                     }
-                    double ref = lg ? xr[j] - m - log(s) : exp(xr[j] - m) / s;
-                    double e = fabs(yr[j] - ref) / (lg ? fmax(fabs(ref), 1.0) : fmax(ref, 1e-30));
-                    worst = e > worst ? e : worst;
-                    ck_assert_msg(e <= 1e-6, "d %d log %d row %d col %d: %.9g vs %.9g", d, lg, r, j,
-                                  yr[j], ref);
                 }
             }
-            for (int i = 0; i < ROWS * d; i++) z[i] = x[i]; /* in place gives the same */
-            tg_cpu_vsoftmax_rows(z, z, ROWS, d, lg);
-            ck_assert(memcmp(z, y, sizeof(float) * ROWS * d) == 0);
+    printf("softmax rows (both paths, %s): max relative error %.3g\n", tg_cpu_vmath_isa(), worst);
+}
+END_TEST
+
+/* softmax's backward, dx = y (dy - sum(dy y)), rows of 1..40 with zero probabilities (masked
+ * entries), against double; the scalar and AVX2 paths give the same bits (the AVX2 path takes
+ * 8 short rows at a time, the scalar one row by row), rows alone give the same bits as in a
+ * block, and dx may be dy. */
+START_TEST(test_softmax_back_rows) {
+    enum { ROWS = 21 };
+    float y[ROWS * 40], dy[ROWS * 40], dx[2][ROWS * 40], z[ROWS * 40];
+    double worst = 0;
+    for (int d = 1; d <= 40; d++) {
+        for (int i = 0; i < ROWS * d; i++) {
+            y[i] = (float)(((i * 29) % 23) - 11) * 0.45f;
+            dy[i] = (float)(((i * 13) % 19) - 9) * 0.17f;
         }
-    printf("softmax rows (%s): max relative error %.3g\n", tg_cpu_vmath_isa(), worst);
+        y[1 * d + d / 2] = y[9 * d] = -INFINITY;
+        tg_cpu_vsoftmax_rows(y, y, ROWS, d, false); /* probabilities, some exactly 0 */
+        for (int path = 0; path < npaths(); path++) {
+            tg_cpu_vsoftmax_back_rows_path(y, dy, dx[path], ROWS, d, path == 1);
+            for (int r = 0; r < ROWS; r++) {
+                const float *yr = y + r * d, *gr = dy + r * d;
+                double sum = 0;
+                for (int j = 0; j < d; j++) sum += (double)gr[j] * yr[j];
+                for (int j = 0; j < d; j++) {
+                    double ref = yr[j] * (gr[j] - sum), e = fabs(dx[path][r * d + j] - ref);
+                    worst = e > worst ? e : worst;
+                    ck_assert_msg(e <= 1e-6, "d %d path %d row %d col %d: %.9g vs %.9g", d, path, r, j,
+                                  dx[path][r * d + j], ref);
+                }
+                tg_cpu_vsoftmax_back_rows_path(yr, gr, z, 1, d, path == 1);
+                ck_assert_msg(memcmp(z, dx[path] + r * d, sizeof(float) * d) == 0, "d %d path %d row %d alone", d,
+                              path, r);
+            }
+            for (int i = 0; i < ROWS * d; i++) z[i] = dy[i]; /* in place (dx = dy) */
+            tg_cpu_vsoftmax_back_rows_path(y, z, z, ROWS, d, path == 1);
+            ck_assert(memcmp(z, dx[path], sizeof(float) * ROWS * d) == 0);
+        }
+        if (npaths() == 2) ck_assert_msg(memcmp(dx[0], dx[1], sizeof(float) * ROWS * d) == 0, "d %d: paths differ", d);
+    }
+    printf("softmax backward rows (both paths, %s): max absolute error %.3g\n", tg_cpu_vmath_isa(), worst);
 }
 END_TEST
 
@@ -223,6 +286,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_tails);
     tcase_add_test(tc, test_softmax_rows);
+    tcase_add_test(tc, test_softmax_back_rows);
     tcase_add_test(tc, test_layer_norm_rows);
     suite_add_tcase(s, tc);
     return s;

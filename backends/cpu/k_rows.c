@@ -8,8 +8,9 @@
 /* Row reductions in a fixed order: element j goes to accumulator j % 8 and the 8 are
  * combined pairwise at the end. The order depends only on the row length (results do not
  * depend on threads), and unlike a single running sum, which float rules keep serial, the 8
- * accumulators live in vector registers. Rows shorter than SHORT_ROW (attention over ~10
- * keys) are summed serially: setting up and combining 8 accumulators costs more there. */
+ * accumulators live in vector registers. Rows shorter than SHORT_ROW are summed serially:
+ * setting up and combining 8 accumulators costs more there (softmax's backward, whose rows are
+ * the short attention rows, is in vmath.c with the same order). */
 enum { SHORT_ROW = 16 };
 #define ACC8_COMBINE(acc)                                                                          \
     ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) +                                             \
@@ -26,20 +27,6 @@ static inline float row_sum(const float *v, int64_t n) {
     for (; j + 8 <= n; j += 8)
         for (int k = 0; k < 8; k++) acc[k] += v[j + k];
     for (int k = 0; j < n; j++, k++) acc[k] += v[j];
-    return ACC8_COMBINE(acc);
-}
-
-static inline float row_dot(const float *a, const float *b, int64_t n) {
-    if (n < SHORT_ROW) {
-        float s = 0.0f;
-        for (int64_t j = 0; j < n; j++) s += a[j] * b[j];
-        return s;
-    }
-    float acc[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += a[j + k] * b[j + k];
-    for (int k = 0; j < n; j++, k++) acc[k] += a[j] * b[j];
     return ACC8_COMBINE(acc);
 }
 
@@ -67,17 +54,17 @@ static tg_status softmax_back(tg_cpu_par *p, tg_tensor *t) {
     const float *y = t->src[0]->data, *dy = t->src[1]->data;
     float *o = t->data;
     bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
+    if (!lg) { /* vmath.c: short rows (attention) eight at a time in AVX2 vectors */
+        int64_t lo, hi;
+        tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
+        if (hi > lo) tg_cpu_vsoftmax_back_rows(y + lo * d, dy + lo * d, o + lo * d, hi - lo, d);
+        return TG_OK;
+    }
     TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
         const float *yr = y + r * d, *gr = dy + r * d;
-        float *xr = o + r * d;
-        if (lg) {
-            float s = row_sum(gr, d);
-            for (int64_t j = 0; j < d; j++)
-                xr[j] = gr[j] - tg_zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
-        } else {
-            float s = row_dot(gr, yr, d);
-            for (int64_t j = 0; j < d; j++) xr[j] = yr[j] * (gr[j] - s);
-        }
+        float *xr = o + r * d, s = row_sum(gr, d);
+        for (int64_t j = 0; j < d; j++)
+            xr[j] = gr[j] - tg_zero_if_neg_inf(yr[j], tg_fast_expf(yr[j])) * s;
     }
     return TG_OK;
 }

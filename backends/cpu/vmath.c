@@ -96,6 +96,28 @@ static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
 }
 
+/* softmax backward of one row: dx = y (dy - sum(dy y)). The dot product in a fixed order:
+ * serially for rows shorter than 16 (attention over ~10 keys: 8 accumulators cost more to
+ * set up and combine), else element j to accumulator j % 8 and the 8 combined pairwise. */
+enum { DOT_SERIAL_BELOW = 16 };
+static void softmax_back_row_scalar(const float *y, const float *dy, float *dx, int64_t d) {
+    float s = 0.0f;
+    if (d < DOT_SERIAL_BELOW) {
+        for (int64_t j = 0; j < d; j++) s += dy[j] * y[j];
+    } else {
+        float acc[8] = {0};
+        int64_t j = 0;
+        for (; j + 8 <= d; j += 8)
+            for (int k = 0; k < 8; k++) acc[k] += dy[j + k] * y[j + k];
+        for (int k = 0; j < d; j++, k++) acc[k] += dy[j] * y[j];
+        s = (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+    }
+    for (int64_t j = 0; j < d; j++) dx[j] = y[j] * (dy[j] - s);
+}
+static void softmax_back_rows_scalar(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
+    for (int64_t r = 0; r < rows; r++) softmax_back_row_scalar(y + r * d, dy + r * d, dx + r * d, d);
+}
+
 /* Row sums in a fixed order: element j to accumulator j % 8, the 8 combined pairwise. */
 #define ACC8_COMBINE(acc)                                                                          \
     ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) + (((acc)[2] + (acc)[6]) + ((acc)[3] + (acc)[7])))
@@ -280,39 +302,197 @@ AVX2 static inline void store_row(float *y, int64_t j, int64_t d, __m256 v) {
     else _mm256_maskstore_ps(y + j, lanes(d - j), v);
 }
 
-/* A row of any length in vectors of 8 (rows of 8–32 are a few vectors: the attention rows of
- * these models), exps stored then scaled; sums over lanes j % 8, combined at the end. */
-AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+/* One row of any length in vectors of 8, exps stored then scaled; sums over lanes j % 8,
+ * combined as hsum8 does. */
+AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bool log_out) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
-        __m256 vm = ninf;
-        for (int64_t j = 0; j < d; j += 8) vm = _mm256_max_ps(load_row(x, j, d), vm); /* NaN skipped */
-        float m = hmax8(vm);
-        if (m == -INFINITY) {
-            for (int64_t j = 0; j < d; j++) y[j] = log_out ? -INFINITY : 0.0f;
-            continue;
-        }
-        const __m256 mv = _mm256_set1_ps(m);
-        __m256 acc = _mm256_setzero_ps();
+    __m256 vm = ninf;
+    for (int64_t j = 0; j < d; j += 8) vm = _mm256_max_ps(load_row(x, j, d), vm); /* NaN skipped */
+    float m = hmax8(vm);
+    if (m == -INFINITY) {
+        for (int64_t j = 0; j < d; j++) y[j] = log_out ? -INFINITY : 0.0f;
+        return;
+    }
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < d; j += 8) {
+        __m256 v = load_row(x, j, d);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+        acc = _mm256_add_ps(acc, e);
+        if (!log_out) store_row(y, j, d, e);
+    }
+    float s = hsum8(acc);
+    if (log_out) {
+        const __m256 lse = _mm256_set1_ps(m + logf(s));
+        for (int64_t j = 0; j < d; j += 8) store_row(y, j, d, _mm256_sub_ps(load_row(x, j, d), lse));
+    } else {
+        const __m256 inv = _mm256_set1_ps(1.0f / s);
         for (int64_t j = 0; j < d; j += 8) {
-            __m256 v = load_row(x, j, d);
-            __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
-            acc = _mm256_add_ps(acc, e);
-            if (!log_out) store_row(y, j, d, e);
-        }
-        float s = hsum8(acc);
-        if (log_out) {
-            const __m256 lse = _mm256_set1_ps(m + logf(s));
-            for (int64_t j = 0; j < d; j += 8) store_row(y, j, d, _mm256_sub_ps(load_row(x, j, d), lse));
-        } else {
-            const __m256 inv = _mm256_set1_ps(1.0f / s);
-            for (int64_t j = 0; j < d; j += 8) {
-                __m256i m8 = lanes(d - j);
-                __m256 v = j + 8 <= d ? _mm256_loadu_ps(y + j) : _mm256_maskload_ps(y + j, m8);
-                store_row(y, j, d, _mm256_mul_ps(v, inv));
-            }
+            __m256i m8 = lanes(d - j);
+            __m256 v = j + 8 <= d ? _mm256_loadu_ps(y + j) : _mm256_maskload_ps(y + j, m8);
+            store_row(y, j, d, _mm256_mul_ps(v, inv));
         }
     }
+}
+
+/* Short rows (attention over 10–32 keys) fill a vector poorly and pay the horizontal max and
+ * sum, the masks and the branches once per row: 8 softmax rows at a time are instead
+ * transposed in registers so that lane r holds row r and every operation is vertical over the
+ * columns. The arithmetic is softmax_row_avx2's, operation for operation (the same max, exp, lane-j % 8
+ * partial sums combined in hsum8's order, 1 / s, m + logf(s)), so a row's result is
+ * bit-identical whichever path takes it: results do not depend on how threads split rows. */
+enum { SHORT_ROW_MAX = 32 };
+
+AVX2 static inline void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* The block code is inlined once per row length d (softmax_rows_avx2's switch), so that d and
+ * W = d rounded up to 8 are constants, the loops unroll and the columns stay in registers:
+ * ~1.3x faster than one generic instance at d 10–16, for ~60 KB of code. */
+#define INLINE inline __attribute__((always_inline))
+
+/* c[j] = column j of the 8 rows at x, j < W (columns d..W-1 unused). Whole-segment loads may
+ * run into the next rows of the block; the last segment is a masked load, so nothing outside
+ * the block's 8d floats (another thread's rows) is read. */
+AVX2 static INLINE void load_cols8(const float *x, int64_t d, int W, __m256 *c) {
+    __m256i tm = lanes(d - (W - 8));
+    for (int j = 0; j < W; j += 8) {
+        __m256 t[8];
+        for (int r = 0; r < 8; r++) {
+            const float *p = x + r * d + j;
+            t[r] = j + 8 < W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tm);
+        }
+        transpose8(t);
+        for (int k = 0; k < 8; k++) c[j + k] = t[k];
+    }
+}
+
+/* The inverse, rows stored in order: a whole-vector store running into the next row is
+ * overwritten by that row's own store; stores that would leave the block store only the row's
+ * lanes. */
+AVX2 static INLINE void store_cols8(float *y, int64_t d, int W, __m256 *c) {
+    for (int j = 0; j < W; j += 8) transpose8(c + j); /* c[j + r]: row r, columns j..j+7 */
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < W; j += 8) {
+            int64_t off = r * d + j;
+            if (off + 8 <= 8 * d) {
+                _mm256_storeu_ps(y + off, c[j + r]);
+            } else {
+                float t[8];
+                _mm256_storeu_ps(t, c[j + r]);
+                for (int64_t k = 0; k < 8 && j + k < d; k++) y[off + k] = t[k];
+            }
+        }
+}
+
+AVX2 static INLINE void softmax_8rows_avx2(const float *x, float *y, int64_t d, int W, bool log_out) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 c[SHORT_ROW_MAX], acc[8];
+    load_cols8(x, d, W, c);
+    __m256 m = ninf;
+    for (int j = 0; j < d; j++) m = _mm256_max_ps(c[j], m); /* NaN skipped */
+    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+    for (int j = 0; j < d; j++) {
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(c[j], m)), _mm256_cmp_ps(c[j], ninf, _CMP_NEQ_UQ));
+        acc[j % 8] = _mm256_add_ps(acc[j % 8], e);
+        if (!log_out) c[j] = e;
+    }
+    /* hsum8's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                             _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+    __m256 dead = _mm256_cmp_ps(m, ninf, _CMP_EQ_OQ); /* all -inf rows: 0 (log: -inf) */
+    if (log_out) {
+        float mf[8], sf[8];
+        _mm256_storeu_ps(mf, m);
+        _mm256_storeu_ps(sf, s);
+        for (int k = 0; k < 8; k++) mf[k] += logf(sf[k]);
+        __m256 lse = _mm256_loadu_ps(mf);
+        for (int j = 0; j < d; j++) c[j] = _mm256_blendv_ps(_mm256_sub_ps(c[j], lse), ninf, dead);
+    } else {
+        __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), s);
+        for (int j = 0; j < d; j++) c[j] = _mm256_andnot_ps(dead, _mm256_mul_ps(c[j], inv));
+    }
+    store_cols8(y, d, W, c);
+}
+
+AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+    int64_t r = 0;
+    /* one instance per row length (constant D), so that every loop unrolls */
+#define BLOCKS(D)                                                                                  \
+    case D:                                                                                        \
+        for (; r + 8 <= rows; r += 8) softmax_8rows_avx2(x + r * D, y + r * D, D, (D + 7) / 8 * 8, false); \
+        break
+    switch (log_out ? 0 : d) { /* log-softmax rows (vocabularies) are long: one by one */
+        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
+        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
+        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); BLOCKS(21); BLOCKS(22); BLOCKS(23); BLOCKS(24);
+        BLOCKS(25); BLOCKS(26); BLOCKS(27); BLOCKS(28); BLOCKS(29); BLOCKS(30); BLOCKS(31); BLOCKS(32);
+    default: break;
+    }
+#undef BLOCKS
+    for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
+}
+
+/* softmax backward, 8 short rows at a time transposed as above, the scalar row code's
+ * arithmetic operation for operation: products rounded before they are added (no fused
+ * multiply-add: the barrier keeps the compiler from contracting them), the serial or j % 8
+ * order of the dot product, then y (dy - s). Bit-identical to softmax_back_row_scalar, which
+ * takes the rows left over and rows longer than 20 (there two arrays of columns no longer fit
+ * the registers, and the blocks measured no faster: docs/results.md §4). */
+AVX2 static INLINE __m256 mul_rounded(__m256 a, __m256 b) {
+    __m256 p = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(p));
+    return p;
+}
+
+AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy, float *dx, int64_t d, int W) {
+    __m256 cy[SHORT_ROW_MAX], cg[SHORT_ROW_MAX], s = _mm256_setzero_ps();
+    load_cols8(y, d, W, cy);
+    load_cols8(dy, d, W, cg);
+    if (d < DOT_SERIAL_BELOW) {
+        for (int j = 0; j < d; j++) s = _mm256_add_ps(s, mul_rounded(cg[j], cy[j]));
+    } else {
+        __m256 acc[8];
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+        for (int j = 0; j < d; j++) acc[j % 8] = _mm256_add_ps(acc[j % 8], mul_rounded(cg[j], cy[j]));
+        s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[1], acc[5])),
+                          _mm256_add_ps(_mm256_add_ps(acc[2], acc[6]), _mm256_add_ps(acc[3], acc[7])));
+    }
+    for (int j = 0; j < d; j++) cy[j] = _mm256_mul_ps(cy[j], _mm256_sub_ps(cg[j], s));
+    store_cols8(dx, d, W, cy);
+}
+
+AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
+    int64_t r = 0;
+#define BLOCKS(D)                                                                                  \
+    case D:                                                                                        \
+        for (; r + 8 <= rows; r += 8)                                                              \
+            softmax_back_8rows_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8);        \
+        break
+    switch (d) {
+        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
+        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
+        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); /* longer: no faster than row by row */
+    default: break;
+    }
+#undef BLOCKS
+    for (; r < rows; r++) softmax_back_row_scalar(y + r * d, dy + r * d, dx + r * d, d);
 }
 
 /* Lanes of a row past d read as 0 (maskload); vmask() zeroes them after arithmetic. */
@@ -432,14 +612,21 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n) {
     tg_cpu_vgelu_back_path(x, dy, dx, n, true);
 }
 
-void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
-#if TG_VMATH_X86
-    if (have_avx2_fma()) {
-        softmax_rows_avx2(x, y, rows, d, log_out);
-        return;
-    }
-#endif
+static void softmax_rows_scalar(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
     for (int64_t r = 0; r < rows; r++) softmax_row_scalar(x + r * d, y + r * d, d, log_out);
+}
+void tg_cpu_vsoftmax_rows_path(const float *x, float *y, int64_t rows, int64_t d, bool log_out, bool avx2) {
+    DISPATCH(softmax_rows_avx2, softmax_rows_scalar, x, y, rows, d, log_out);
+}
+void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+    tg_cpu_vsoftmax_rows_path(x, y, rows, d, log_out, true);
+}
+
+void tg_cpu_vsoftmax_back_rows_path(const float *y, const float *dy, float *dx, int64_t rows, int64_t d, bool avx2) {
+    DISPATCH(softmax_back_rows_avx2, softmax_back_rows_scalar, y, dy, dx, rows, d);
+}
+void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
+    tg_cpu_vsoftmax_back_rows_path(y, dy, dx, rows, d, true);
 }
 
 void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const float *beta, float *y,

@@ -1,0 +1,89 @@
+/* bench_rows: the CPU backend's softmax kernels over short rows (attention over n keys), 8
+ * rows at a time (vmath.c's transposed blocks) against the same rows one by one (calls of 7
+ * rows, which vmath.c takes row by row: the path every row took before the blocks), and
+ * against exp alone over the same floats (the floor: softmax computes one exp per element).
+ *
+ *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300]
+ *
+ * Prints, per row length d, the best time of --reps calls of each (the contenders interleaved
+ * call by call, so that the machine's load hits them alike; the best is what a call costs when
+ * the shared machine leaves it alone) for the forward and the backward (y (dy - sum(dy y))).
+ * One thread; --floats elements per call (0.2 MB at the default: in cache, as attention
+ * rows are when the kernel runs). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/cpu/vmath.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+enum { FWD_BLOCK, FWD_ROWS, EXP, BACK_BLOCK, BACK_ROWS, NC };
+
+static void run(int c, const float *x, const float *y, const float *g, float *o, int64_t rows, int64_t d) {
+    switch (c) {
+    case FWD_BLOCK: tg_cpu_vsoftmax_rows(x, o, rows, d, false); break;
+    case BACK_BLOCK: tg_cpu_vsoftmax_back_rows(y, g, o, rows, d); break;
+    case EXP: tg_cpu_vexp(x, o, rows * d); break;
+    default: /* calls of 7 rows: below a block, so row by row */
+        for (int64_t r = 0; r < rows; r += 7) {
+            int64_t k = rows - r < 7 ? rows - r : 7;
+            if (c == FWD_ROWS) tg_cpu_vsoftmax_rows(x + r * d, o + r * d, k, d, false);
+            else tg_cpu_vsoftmax_back_rows(y + r * d, g + r * d, o + r * d, k, d);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *ds = "8,10,12,16,20,24,32";
+    long floats = 51200, reps = 300;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--d") && i + 1 < argc) ds = argv[++i];
+        else if (!strcmp(argv[i], "--floats") && i + 1 < argc) floats = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = strtol(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300]\n");
+            return 2;
+        }
+    }
+    printf("vmath %s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(), reps, floats);
+    printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd 8-row", "1 by 1", "gain", "exp alone",
+           "back 8-row", "1 by 1", "gain");
+    for (const char *p = ds; *p;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 1) {
+            fprintf(stderr, "bench_rows: bad --d '%s'\n", ds);
+            return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+        int64_t rows = floats / d > 0 ? floats / d : 1, n = rows * d;
+        float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+        float *g = malloc(sizeof(float) * (size_t)n), *o = malloc(sizeof(float) * (size_t)n);
+        if (!x || !y || !g || !o) return 1;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (float)((i * 29) % 23 - 11) * 0.45f;
+            g[i] = (float)((i * 13) % 19 - 9) * 0.17f;
+        }
+        tg_cpu_vsoftmax_rows(x, y, rows, d, false);
+        double best[NC];
+        for (int c = 0; c < NC; c++) best[c] = 1e30;
+        for (long rep = 0; rep < reps; rep++)
+            for (int c = 0; c < NC; c++) {
+                double t0 = now();
+                run(c, x, y, g, o, rows, d);
+                double t = now() - t0;
+                best[c] = t < best[c] ? t : best[c];
+            }
+        printf("%4ld %8lld | %9.1f %9.1f %6.2fx %9.1f | %9.1f %9.1f %6.2fx\n", d, (long long)rows, 1e6 * best[FWD_BLOCK],
+               1e6 * best[FWD_ROWS], best[FWD_ROWS] / best[FWD_BLOCK], 1e6 * best[EXP], 1e6 * best[BACK_BLOCK],
+               1e6 * best[BACK_ROWS], best[BACK_ROWS] / best[BACK_BLOCK]);
+        free(x), free(y), free(g), free(o);
+    }
+    return 0;
+}
