@@ -9,9 +9,9 @@
 
 #include "core/tg-impl.h"
 
-void tg__accum_grad(tg_tensor *src, tg_tensor *contrib) {
+void tg__grad_accum(tg_tensor *src, tg_tensor *contrib) {
     if (!src || !contrib || !(src->flags & TG_TF_REQ_GRAD)) return;
-    if (!tg__same_shape(src, contrib)) contrib = tg_sum_to(contrib, src->ndim, src->shape);
+    if (!tg__tensor_same_shape(src, contrib)) contrib = tg_sum_to(contrib, src->ndim, src->shape);
     if (!contrib) return;
     src->grad = src->grad ? tg_add(src->grad, contrib) : contrib;
 }
@@ -42,8 +42,8 @@ tg_status tg_backward(tg_graph *g, tg_tensor *loss) {
             if (!t->grad || t->op == TG_OP_NONE || !(t->flags & TG_TF_REQ_GRAD)) continue;
             tg_grad_rule rule = tg__grad_rule(t->op);
             if (!rule) {
-                tg__fail(g, TG_ERR_UNSUPPORTED, "tg_backward: op %s has no gradient rule",
-                         tg_op_name(t->op));
+                tg__graph_fail(g, TG_ERR_UNSUPPORTED, "tg_backward: op %s has no gradient rule",
+                               tg_op_name(t->op));
                 break;
             }
             rule(t, t->grad);
@@ -53,11 +53,11 @@ tg_status tg_backward(tg_graph *g, tg_tensor *loss) {
         tg_tensor *t = g->nodes[i];
         if (!t->grad) continue;
         if (t->flags & TG_TF_PARAM) {
-            tg_tensor *gc = tg__cont(t->grad);
+            tg_tensor *gc = tg__op_cont(t->grad);
             if (!gc) break;
-            tg_tensor *acc = tg__new(g, TG_OP_GRAD_ACC, TG_DTYPE_F32, gc->ndim, gc->shape);
+            tg_tensor *acc = tg__graph_new(g, TG_OP_GRAD_ACC, TG_DTYPE_F32, gc->ndim, gc->shape);
             if (!acc) break;
-            tg__set_src(acc, 1, &gc);
+            tg__graph_set_src(acc, 1, &gc);
             acc->store = t->store;
             acc->param = t->param;
             acc->flags |= TG_TF_SINK;

@@ -144,13 +144,13 @@ tg_status tg_gradcheck(tg_gradcheck_fn fn, void *ctx, int n, tg_gradcheck_input 
     if (st == TG_OK && s) st = tg_store_zero_grad(s);
     if (st == TG_OK) st = tg_graph_run(g, b);
     for (int k = 0; st == TG_OK && k < n; k++) {
-        int64_t ne = tg__numel(in[k].ndim, in[k].shape);
+        int64_t ne = tg__tensor_numel(in[k].ndim, in[k].shape);
         if (!(grads[k] = calloc((size_t)(ne ? ne : 1), 4))) st = tg_error_set(TG_ERR_NOMEM, "tg_gradcheck: out of memory");
         else if (gr[k]) st = tg_tensor_read(gr[k], grads[k], (size_t)ne * 4);
     }
     /* numeric pass over inputs, then parameters */
     for (int k = 0; st == TG_OK && k < n; k++) {
-        int64_t ne = tg__numel(in[k].ndim, in[k].shape);
+        int64_t ne = tg__tensor_numel(in[k].ndim, in[k].shape);
         for (int64_t i = 0; st == TG_OK && i < ne; i++) {
             double num;
             st = numeric(&c, &in[k].values[i], NULL, -1, NULL, 0, o.step, &num);

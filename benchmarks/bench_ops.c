@@ -446,7 +446,8 @@ static void bench_backward(const char *name, mop op, tg_op back_op, int ndim, co
     CK(tg_graph_run(g, BK));
     tg_tensor *node = NULL;
     for (int64_t i = loss->id + 1; i < g->n && !node; i++)
-        if (g->nodes[i]->op == back_op && g->nodes[i]->pos >= 0 && tg__is_contiguous(g->nodes[i]))
+        if (g->nodes[i]->op == back_op && g->nodes[i]->pos >= 0 &&
+            tg__tensor_is_contiguous(g->nodes[i]))
             node = g->nodes[i];
     if (!node) DIE("no %s node in the backward of %s", tg_op_name(back_op), name);
     node_ctx nc = {node};

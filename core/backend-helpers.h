@@ -9,7 +9,7 @@
 
 /* Right-aligned broadcast strides of contiguous input x against output shape t (0 where x has
  * size 1 or no dimension): element i of t reads x at sum_k idx_k * st[k]. */
-void tg__bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st);
+void tg__geom_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st);
 
 /* ---- matmul: C [..., M, N] = op(A) op(B) as row-major GEMM calls ---- */
 
@@ -25,7 +25,7 @@ typedef struct tg_mm_operand {
 
 /* Batch dims [first, nb) collapse into one strided batch of `inner` products (strides sa, sb,
  * sc between them) while every operand's strides stay uniform; dims [0, first) are an outer
- * loop of `outer` such batches (tg__mm_offsets gives each one's offsets). */
+ * loop of `outer` such batches (tg__geom_mm_offsets gives each one's offsets). */
 typedef struct tg_mm_plan {
     int64_t M, N, K;
     tg_mm_operand a, b;
@@ -36,10 +36,10 @@ typedef struct tg_mm_plan {
 } tg_mm_plan;
 
 /* The plan of matmul node t (srcs A, B; p.matmul the transpose flags). */
-void tg__mm_plan(const tg_tensor *t, tg_mm_plan *p);
+void tg__geom_mm_plan(const tg_tensor *t, tg_mm_plan *p);
 /* Element offsets of A, B and C for outer batch o in [0, outer). */
-void tg__mm_offsets(const tg_mm_plan *p, const tg_tensor *t, int64_t o, int64_t *offa,
-                    int64_t *offb, int64_t *offc);
+void tg__geom_mm_offsets(const tg_mm_plan *p, const tg_tensor *t, int64_t o, int64_t *offa,
+                         int64_t *offb, int64_t *offc);
 
 /* ---- sum_to: reduce x to t's (right-aligned, broadcast-compatible) shape ---- */
 typedef struct tg_sumto_plan {
@@ -53,6 +53,6 @@ typedef struct tg_sumto_plan {
     int64_t nout, nred;           /* output elements, summed elements per output */
 } tg_sumto_plan;
 
-void tg__sumto_plan(const tg_tensor *t, const tg_tensor *x, tg_sumto_plan *p);
+void tg__geom_sumto_plan(const tg_tensor *t, const tg_tensor *x, tg_sumto_plan *p);
 
 #endif

@@ -3,7 +3,7 @@
  * shapes and strides; the backends only launch. */
 #include "core/backend-helpers.h"
 
-void tg__bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st) {
+void tg__geom_bcast_strides(const tg_tensor *x, const tg_tensor *t, int64_t *st) {
     int off = t->ndim - x->ndim;
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
@@ -35,7 +35,7 @@ static void describe(const tg_tensor *x, bool trans, int nb, tg_mm_operand *op) 
     }
 }
 
-void tg__mm_plan(const tg_tensor *t, tg_mm_plan *p) {
+void tg__geom_mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     const tg_tensor *a = t->src[0], *b = t->src[1];
     int nb = t->ndim - 2;
     p->nb = nb;
@@ -49,7 +49,7 @@ void tg__mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     int64_t a_cols = p->a.trans ? p->M : p->K, b_cols = p->b.trans ? p->K : p->N;
     if (p->a.ld < a_cols) p->a.ld = a_cols;
     if (p->b.ld < b_cols) p->b.ld = b_cols;
-    tg__contiguous_strides(t->ndim, t->shape, p->cstride);
+    tg__tensor_contiguous_strides(t->ndim, t->shape, p->cstride);
     /* collapse trailing batch dims while every operand's strides stay uniform */
     p->inner = 1;
     p->sa = 0;
@@ -75,8 +75,8 @@ void tg__mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     for (int i = 0; i < p->first; i++) p->outer *= t->shape[i];
 }
 
-void tg__mm_offsets(const tg_mm_plan *p, const tg_tensor *t, int64_t o, int64_t *offa,
-                    int64_t *offb, int64_t *offc) {
+void tg__geom_mm_offsets(const tg_mm_plan *p, const tg_tensor *t, int64_t o, int64_t *offa,
+                         int64_t *offb, int64_t *offc) {
     int64_t q = o;
     *offa = *offb = *offc = 0;
     for (int i = p->first - 1; i >= 0; i--) {
@@ -88,7 +88,7 @@ void tg__mm_offsets(const tg_mm_plan *p, const tg_tensor *t, int64_t o, int64_t 
     }
 }
 
-void tg__sumto_plan(const tg_tensor *t, const tg_tensor *x, tg_sumto_plan *p) {
+void tg__geom_sumto_plan(const tg_tensor *t, const tg_tensor *x, tg_sumto_plan *p) {
     int nd = x->ndim, off = nd - t->ndim;
     p->nd = nd;
     for (int i = 0; i < nd; i++) {

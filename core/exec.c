@@ -31,7 +31,7 @@ void tg_profile_report(void *out_) {
                     1e3 * prof_sec[op], 100.0 * prof_sec[op] / total);
 }
 
-tg_status tg__plan(tg_graph *g, tg_backend *b);
+tg_status tg__exec_plan(tg_graph *g, tg_backend *b);
 
 /* What the calling thread does once node i of a run is complete: the gradient hook (data
  * parallelism starts a bucket's all-reduce) and, under TG_PROFILE, the node's time (from the
@@ -63,7 +63,8 @@ static tg_status run_each(tg_backend *b, tg_tensor *const *list, int64_t n, run_
     for (int64_t i = 0; i < n; i++) {
         tg_tensor *t = list[i];
         tg_status st = TG_OK;
-        if (t->flags & TG_TF_INPUT) st = b->vt->copy_in(b, t->data, t->host, tg__nbytes(t));
+        if (t->flags & TG_TF_INPUT)
+            st = b->vt->copy_in(b, t->data, t->host, tg__tensor_nbytes(t));
         else if (!(t->flags & TG_TF_FUSED)) st = b->vt->run_node(b, t);
         if (st) {
             *failed = i;
@@ -74,7 +75,7 @@ static tg_status run_each(tg_backend *b, tg_tensor *const *list, int64_t n, run_
     return TG_OK;
 }
 
-void tg__graph_release_workspace(tg_graph *g) {
+void tg__exec_release_workspace(tg_graph *g) {
     if (g->ws && g->ws_backend) g->ws_backend->vt->free(g->ws_backend, g->ws, g->ws_size);
     g->ws = NULL;
     g->ws_size = 0;
@@ -106,7 +107,7 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
     if (g->status != TG_OK) return tg_error_set(g->status, "%s", g->msg);
     if (!g->planned || g->plan_backend != b) {
         g->plan_backend = b;
-        tg_status st = tg__plan(g, b);
+        tg_status st = tg__exec_plan(g, b);
         if (st) return st;
     }
     /* a backend that lacks an op says so: no silent fallback */
@@ -121,7 +122,7 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
                                 t->store->p[t->param].name, t->store->backend->vt->name, b->vt->name);
     }
     if (g->ws_backend != b || g->ws_size < g->peak) {
-        tg__graph_release_workspace(g);
+        tg__exec_release_workspace(g);
         if (g->peak) {
             g->ws = b->vt->alloc(b, g->peak);
             if (!g->ws)
@@ -169,7 +170,7 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
 tg_status tg_tensor_read(const tg_tensor *t, void *dst, size_t bytes) {
     if (!t || !dst) return tg_error_set(TG_ERR_INVALID, "tg_tensor_read: tensor or destination is NULL");
     tg_graph *g = t->graph;
-    size_t need = tg__nbytes(t);
+    size_t need = tg__tensor_nbytes(t);
     if (bytes != need)
         return tg_error_set(TG_ERR_INVALID, "tg_tensor_read: %zu bytes requested, tensor has %zu",
                             bytes, need);
@@ -181,7 +182,7 @@ tg_status tg_tensor_read(const tg_tensor *t, void *dst, size_t bytes) {
     tg_backend *b = g->ws_backend ? g->ws_backend : (t->store ? t->store->backend : NULL);
     if (!b) return tg_error_set(TG_ERR_STATE, "tg_tensor_read: no backend holds the tensor");
     if (need == 0) return TG_OK;
-    if (tg__is_contiguous(t)) return b->vt->copy_out(b, dst, t->data, need);
+    if (tg__tensor_is_contiguous(t)) return b->vt->copy_out(b, dst, t->data, need);
     /* a strided view: copy the spanned storage, then gather on the host */
     size_t es = tg_dtype_size(t->dtype);
     int64_t span = 1;

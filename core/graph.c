@@ -23,11 +23,11 @@ tg_graph *tg_graph_new(void) {
     return g;
 }
 
-void tg__graph_release_workspace(tg_graph *g);
+void tg__exec_release_workspace(tg_graph *g);
 
 void tg_graph_free(tg_graph *g) {
     if (!g) return;
-    tg__graph_release_workspace(g);
+    tg__exec_release_workspace(g);
     for (int64_t i = 0; i < g->n; i++) free(g->nodes[i]->host);
     for (int64_t i = 0; i < g->nchunks; i++) free(g->chunks[i]);
     free(g->chunks);
@@ -64,7 +64,7 @@ int64_t tg_graph_exec_count(const tg_graph *g) { return g->nexec; }
 size_t tg_graph_peak_bytes(const tg_graph *g) { return g->peak; }
 size_t tg_graph_total_bytes(const tg_graph *g) { return g->total; }
 
-tg_tensor *tg__fail(tg_graph *g, tg_status st, const char *fmt, ...) {
+tg_tensor *tg__graph_fail(tg_graph *g, tg_status st, const char *fmt, ...) {
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
@@ -78,28 +78,29 @@ tg_tensor *tg__fail(tg_graph *g, tg_status st, const char *fmt, ...) {
     return NULL;
 }
 
-tg_tensor *tg__new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *shape) {
+tg_tensor *tg__graph_new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > TG_MAX_DIMS)
-        return tg__fail(g, TG_ERR_SHAPE, "%s: %d dimensions (at most %d)", tg_op_name(op), ndim,
-                        TG_MAX_DIMS);
+        return tg__graph_fail(g, TG_ERR_SHAPE, "%s: %d dimensions (at most %d)", tg_op_name(op),
+                              ndim, TG_MAX_DIMS);
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
-            return tg__fail(g, TG_ERR_SHAPE, "%s: negative dimension %lld", tg_op_name(op),
-                            (long long)shape[i]);
+            return tg__graph_fail(g, TG_ERR_SHAPE, "%s: negative dimension %lld", tg_op_name(op),
+                                  (long long)shape[i]);
     if (g->n == g->cap) {
         int64_t cap = g->cap ? 2 * g->cap : 1024;
         tg_tensor **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
-        if (!nodes) return tg__fail(g, TG_ERR_NOMEM, "graph: out of memory for %lld nodes",
-                                    (long long)cap);
+        if (!nodes)
+            return tg__graph_fail(g, TG_ERR_NOMEM, "graph: out of memory for %lld nodes",
+                                  (long long)cap);
         g->nodes = nodes;
         g->cap = cap;
     }
     if (g->chunk_used == TG_CHUNK) {
         void **chunks = realloc(g->chunks, (size_t)(g->nchunks + 1) * sizeof *chunks);
-        if (!chunks) return tg__fail(g, TG_ERR_NOMEM, "graph: out of memory");
+        if (!chunks) return tg__graph_fail(g, TG_ERR_NOMEM, "graph: out of memory");
         g->chunks = chunks;
         g->chunks[g->nchunks] = malloc(TG_CHUNK * sizeof(tg_tensor));
-        if (!g->chunks[g->nchunks]) return tg__fail(g, TG_ERR_NOMEM, "graph: out of memory");
+        if (!g->chunks[g->nchunks]) return tg__graph_fail(g, TG_ERR_NOMEM, "graph: out of memory");
         g->nchunks++;
         g->chunk_used = 0;
     }
@@ -111,7 +112,7 @@ tg_tensor *tg__new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *
     t->dtype = dt;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    tg__contiguous_strides(ndim, t->shape, t->stride);
+    tg__tensor_contiguous_strides(ndim, t->shape, t->stride);
     t->param = -1;
     t->pos = -1;
     t->block = -1;
@@ -120,7 +121,7 @@ tg_tensor *tg__new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *
     return t;
 }
 
-void tg__set_src(tg_tensor *t, int nsrc, tg_tensor *const *src) {
+void tg__graph_set_src(tg_tensor *t, int nsrc, tg_tensor *const *src) {
     t->nsrc = nsrc;
     for (int i = 0; i < nsrc; i++) {
         t->src[i] = src[i];
@@ -129,24 +130,24 @@ void tg__set_src(tg_tensor *t, int nsrc, tg_tensor *const *src) {
     }
 }
 
-tg_tensor *tg__view(tg_tensor *x, tg_op op, int ndim, const int64_t *shape,
-                    const int64_t *stride, int64_t extra_offset) {
-    tg_tensor *t = tg__new(x->graph, op, x->dtype, ndim, shape);
+tg_tensor *tg__graph_view(tg_tensor *x, tg_op op, int ndim, const int64_t *shape,
+                          const int64_t *stride, int64_t extra_offset) {
+    tg_tensor *t = tg__graph_new(x->graph, op, x->dtype, ndim, shape);
     if (!t) return NULL;
     for (int i = 0; i < ndim; i++) t->stride[i] = stride[i];
-    t->base = tg__root(x);
+    t->base = tg__tensor_root(x);
     t->offset = x->offset + extra_offset;
-    tg__set_src(t, 1, &x);
+    tg__graph_set_src(t, 1, &x);
     return t;
 }
 
 static bool check_leaf_shape(tg_graph *g, const char *fn, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > TG_MAX_DIMS) {
-        tg__fail(g, TG_ERR_SHAPE, "%s: %d dimensions (at most %d)", fn, ndim, TG_MAX_DIMS);
+        tg__graph_fail(g, TG_ERR_SHAPE, "%s: %d dimensions (at most %d)", fn, ndim, TG_MAX_DIMS);
         return false;
     }
     if (ndim > 0 && !shape) {
-        tg__fail(g, TG_ERR_INVALID, "%s: shape is NULL", fn);
+        tg__graph_fail(g, TG_ERR_INVALID, "%s: shape is NULL", fn);
         return false;
     }
     return true;
@@ -155,14 +156,15 @@ static bool check_leaf_shape(tg_graph *g, const char *fn, int ndim, const int64_
 tg_tensor *tg_input(tg_graph *g, tg_dtype dtype, int ndim, const int64_t *shape, const void *data) {
     if (!g) return NULL;
     if (!check_leaf_shape(g, "tg_input", ndim, shape)) return NULL;
-    if (!data) return tg__fail(g, TG_ERR_INVALID, "tg_input: data is NULL");
+    if (!data) return tg__graph_fail(g, TG_ERR_INVALID, "tg_input: data is NULL");
     if (dtype != TG_DTYPE_F32 && dtype != TG_DTYPE_I32)
-        return tg__fail(g, TG_ERR_DTYPE, "tg_input: unknown dtype %d", (int)dtype);
-    tg_tensor *t = tg__new(g, TG_OP_NONE, dtype, ndim, shape);
+        return tg__graph_fail(g, TG_ERR_DTYPE, "tg_input: unknown dtype %d", (int)dtype);
+    tg_tensor *t = tg__graph_new(g, TG_OP_NONE, dtype, ndim, shape);
     if (!t) return NULL;
-    size_t bytes = tg__nbytes(t);
+    size_t bytes = tg__tensor_nbytes(t);
     t->host = malloc(bytes ? bytes : 1);
-    if (!t->host) return tg__fail(g, TG_ERR_NOMEM, "tg_input: out of memory (%zu bytes)", bytes);
+    if (!t->host)
+        return tg__graph_fail(g, TG_ERR_NOMEM, "tg_input: out of memory (%zu bytes)", bytes);
     memcpy(t->host, data, bytes);
     t->flags |= TG_TF_INPUT;
     return t;
@@ -171,18 +173,20 @@ tg_tensor *tg_input(tg_graph *g, tg_dtype dtype, int ndim, const int64_t *shape,
 tg_tensor *tg_full(tg_graph *g, float value, int ndim, const int64_t *shape) {
     if (!g) return NULL;
     if (!check_leaf_shape(g, "tg_full", ndim, shape)) return NULL;
-    tg_tensor *t = tg__new(g, TG_OP_FILL, TG_DTYPE_F32, ndim, shape);
+    tg_tensor *t = tg__graph_new(g, TG_OP_FILL, TG_DTYPE_F32, ndim, shape);
     if (t) t->p.fill.value = value;
     return t;
 }
 
 tg_tensor *tg_param(tg_graph *g, tg_store *s, const char *name) {
     if (!g) return NULL;
-    if (!s || !name) return tg__fail(g, TG_ERR_INVALID, "tg_param: store or name is NULL");
+    if (!s || !name) return tg__graph_fail(g, TG_ERR_INVALID, "tg_param: store or name is NULL");
     int64_t i = tg_store_find(s, name);
-    if (i < 0) return tg__fail(g, TG_ERR_NOT_FOUND, "tg_param: no parameter '%s' in the store", name);
+    if (i < 0)
+        return tg__graph_fail(g, TG_ERR_NOT_FOUND, "tg_param: no parameter '%s' in the store",
+                              name);
     tg_param_entry *e = &s->p[i];
-    tg_tensor *t = tg__new(g, TG_OP_NONE, TG_DTYPE_F32, e->ndim, e->shape);
+    tg_tensor *t = tg__graph_new(g, TG_OP_NONE, TG_DTYPE_F32, e->ndim, e->shape);
     if (!t) return NULL;
     t->flags |= TG_TF_PARAM;
     t->store = s;
@@ -195,8 +199,8 @@ tg_tensor *tg_param(tg_graph *g, tg_store *s, const char *name) {
 tg_tensor *tg_requires_grad(tg_tensor *t) {
     if (!t) return NULL;
     if (t->op != TG_OP_NONE || t->dtype != TG_DTYPE_F32)
-        return tg__fail(t->graph, TG_ERR_INVALID,
-                        "tg_requires_grad: only f32 leaf tensors can require a gradient");
+        return tg__graph_fail(t->graph, TG_ERR_INVALID,
+                              "tg_requires_grad: only f32 leaf tensors can require a gradient");
     if (t->graph->grad_enabled) t->flags |= TG_TF_REQ_GRAD | TG_TF_WANT_GRAD;
     return t;
 }

@@ -69,30 +69,37 @@ void tg_kv_cache_reset(tg_kv_cache *c) {
 
 tg_tensor *tg_kv_cache_extend(tg_graph *g, tg_kv_cache *c, int layer, int which, tg_tensor *x) {
     if (!g || !x) return NULL;
-    if (!c) return tg__fail(g, TG_ERR_INVALID, "tg_kv_cache_extend: cache is NULL");
+    if (!c) return tg__graph_fail(g, TG_ERR_INVALID, "tg_kv_cache_extend: cache is NULL");
     if (layer < 0 || layer >= c->layers || which < 0 || which > 1)
-        return tg__fail(g, TG_ERR_INVALID, "tg_kv_cache_extend: layer %d / table %d outside %d layers x {keys, values}",
-                        layer, which, c->layers);
+        return tg__graph_fail(
+            g, TG_ERR_INVALID,
+            "tg_kv_cache_extend: layer %d / table %d outside %d layers x {keys, values}", layer,
+            which, c->layers);
     int64_t n = x->ndim == 3 ? x->shape[1] : -1;
     if (x->ndim != 3 || x->shape[0] != c->rows || x->shape[2] != c->width || x->dtype != TG_DTYPE_F32) {
         char s[96];
-        return tg__fail(g, TG_ERR_SHAPE, "tg_kv_cache_extend: new rows %s, the cache holds [%lld, n, %lld] f32",
-                        tg_shape_str(s, sizeof s, x->ndim, x->shape), (long long)c->rows, (long long)c->width);
+        return tg__graph_fail(
+            g, TG_ERR_SHAPE, "tg_kv_cache_extend: new rows %s, the cache holds [%lld, n, %lld] f32",
+            tg_shape_str(s, sizeof s, x->ndim, x->shape), (long long)c->rows, (long long)c->width);
     }
     if (c->step_n && n != c->step_n)
-        return tg__fail(g, TG_ERR_SHAPE, "tg_kv_cache_extend: %lld new positions, this step's others have %lld",
-                        (long long)n, (long long)c->step_n);
+        return tg__graph_fail(
+            g, TG_ERR_SHAPE, "tg_kv_cache_extend: %lld new positions, this step's others have %lld",
+            (long long)n, (long long)c->step_n);
     if (c->fresh[entry(layer, which)])
-        return tg__fail(g, TG_ERR_INVALID, "tg_kv_cache_extend: layer %d %s extended twice in one step", layer,
-                        which ? "values" : "keys");
+        return tg__graph_fail(g, TG_ERR_INVALID,
+                              "tg_kv_cache_extend: layer %d %s extended twice in one step", layer,
+                              which ? "values" : "keys");
     if (c->len + n > c->max_len)
-        return tg__fail(g, TG_ERR_INVALID, "tg_kv_cache_extend: %lld cached + %lld new positions exceed max_len %lld",
-                        (long long)c->len, (long long)n, (long long)c->max_len);
+        return tg__graph_fail(
+            g, TG_ERR_INVALID,
+            "tg_kv_cache_extend: %lld cached + %lld new positions exceed max_len %lld",
+            (long long)c->len, (long long)n, (long long)c->max_len);
     c->step_n = n;
     c->fresh[entry(layer, which)] = tg_keep(x);
     if (c->len == 0) return x;
     int32_t *ids = malloc((size_t)(c->rows * c->len) * sizeof *ids);
-    if (!ids) return tg__fail(g, TG_ERR_NOMEM, "tg_kv_cache_extend: out of memory");
+    if (!ids) return tg__graph_fail(g, TG_ERR_NOMEM, "tg_kv_cache_extend: out of memory");
     for (int64_t r = 0; r < c->rows; r++)
         for (int64_t p = 0; p < c->len; p++) ids[r * c->len + p] = (int32_t)(r * c->max_len + p);
     int64_t s[2] = {c->rows, c->len};

@@ -129,13 +129,14 @@ static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const in
         /* no other input may read the same buffer through a different view */
         bool shared = false;
         for (int j = 0; j < t->nsrc; j++)
-            if (t->src[j] && t->src[j] != s && tg__root(t->src[j])->block == s->block) shared = true;
+            if (t->src[j] && t->src[j] != s && tg__tensor_root(t->src[j])->block == s->block)
+                shared = true;
         if (!shared) return s->block;
     }
     return -1;
 }
 
-tg_status tg__plan(tg_graph *g, tg_backend *b) {
+tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     if (g->status != TG_OK) return tg_error_set(g->status, "%s", g->msg);
     int64_t n = g->n;
     for (int64_t i = 0; i < n; i++) {
@@ -181,7 +182,7 @@ tg_status tg__plan(tg_graph *g, tg_backend *b) {
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         for (int k = 0; k < t->nsrc; k++)
-            if (t->src[k]) readers[tg__root(t->src[k])->id]++;
+            if (t->src[k]) readers[tg__tensor_root(t->src[k])->id]++;
         if (t->base) readers[t->base->id]++;
     }
     if (b && b->vt->accumulates) fuse_grad_acc(g, readers);
@@ -190,7 +191,8 @@ tg_status tg__plan(tg_graph *g, tg_backend *b) {
         tg_tensor *t = g->nodes[g->order[p]];
         last[t->id] = (t->flags & TG_TF_KEEP) ? ne : p;
         for (int k = 0; k < t->nsrc; k++)
-            if (t->src[k] && last[tg__root(t->src[k])->id] < p) last[tg__root(t->src[k])->id] = p;
+            if (t->src[k] && last[tg__tensor_root(t->src[k])->id] < p)
+                last[tg__tensor_root(t->src[k])->id] = p;
         if (t->base && (t->flags & TG_TF_KEEP)) last[t->base->id] = ne;
     }
     /* blocks, in execution order; in-place ops join their input's block */
@@ -198,7 +200,7 @@ tg_status tg__plan(tg_graph *g, tg_backend *b) {
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         if (!is_storage(t)) continue;
-        size_t sz = align_up(tg__nbytes(t));
+        size_t sz = align_up(tg__tensor_nbytes(t));
         total += sz;
         int64_t ib = g->planner ? inplace_block(t, blocks, last) : -1;
         if (ib >= 0) {
@@ -269,5 +271,5 @@ tg_status tg__plan(tg_graph *g, tg_backend *b) {
 tg_status tg_graph_plan(tg_graph *g, tg_backend *b) {
     if (!g) return tg_error_set(TG_ERR_INVALID, "tg_graph_plan: graph is NULL");
     g->plan_backend = b;
-    return tg__plan(g, b);
+    return tg__exec_plan(g, b);
 }

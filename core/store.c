@@ -60,7 +60,7 @@ tg_status tg_store_add(tg_store *s, const char *name, int ndim, const int64_t *s
     strcpy(e->name, name);
     e->ndim = ndim;
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
-    e->numel = tg__numel(ndim, shape);
+    e->numel = tg__tensor_numel(ndim, shape);
     e->trainable = trainable;
     tg_backend *b = s->backend;
     size_t bytes = (size_t)e->numel * sizeof(float);

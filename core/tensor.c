@@ -9,13 +9,13 @@ size_t tg_dtype_size(tg_dtype dt) { return dt == TG_DTYPE_I32 ? 4 : 4; }
 
 const char *tg_dtype_name(tg_dtype dt) { return dt == TG_DTYPE_I32 ? "i32" : "f32"; }
 
-int64_t tg__numel(int ndim, const int64_t *shape) {
+int64_t tg__tensor_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     return n;
 }
 
-void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+void tg__tensor_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         stride[i] = s;
@@ -23,7 +23,7 @@ void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
     }
 }
 
-bool tg__is_contiguous(const tg_tensor *t) {
+bool tg__tensor_is_contiguous(const tg_tensor *t) {
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != s) return false;
@@ -32,12 +32,13 @@ bool tg__is_contiguous(const tg_tensor *t) {
     return true;
 }
 
-int tg__axis(int axis, int ndim) {
+int tg__tensor_axis(int axis, int ndim) {
     if (axis < 0) axis += ndim;
     return (axis < 0 || axis >= ndim) ? -1 : axis;
 }
 
-bool tg__broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out) {
+bool tg__tensor_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                          int64_t *out) {
     int n = na > nb ? na : nb;
     for (int i = 0; i < n; i++) {
         int64_t da = i < n - na ? 1 : a[i - (n - na)];
@@ -49,7 +50,7 @@ bool tg__broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout
     return true;
 }
 
-bool tg__same_shape(const tg_tensor *a, const tg_tensor *b) {
+bool tg__tensor_same_shape(const tg_tensor *a, const tg_tensor *b) {
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return false;
@@ -69,7 +70,7 @@ char *tg_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
 int tg_tensor_ndim(const tg_tensor *t) { return t->ndim; }
 
 int64_t tg_tensor_dim(const tg_tensor *t, int axis) {
-    int a = tg__axis(axis, t->ndim);
+    int a = tg__tensor_axis(axis, t->ndim);
     return a < 0 ? -1 : t->shape[a];
 }
 
@@ -78,7 +79,9 @@ int tg_tensor_shape(const tg_tensor *t, int64_t shape[TG_MAX_DIMS]) {
     return t->ndim;
 }
 
-int64_t tg_tensor_numel(const tg_tensor *t) { return tg__numel(t->ndim, t->shape); }
+int64_t tg_tensor_numel(const tg_tensor *t) {
+    return tg__tensor_numel(t->ndim, t->shape);
+}
 tg_dtype tg_tensor_dtype(const tg_tensor *t) { return t->dtype; }
 const char *tg_tensor_name(const tg_tensor *t) { return t->name; }
 tg_op tg_tensor_op(const tg_tensor *t) { return t->op; }

@@ -130,25 +130,26 @@ struct tg_backend {
 };
 
 /* ---- core helpers (core/graph.c, core/tensor.c) ---- */
-tg_tensor *tg__new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *shape);
+tg_tensor *tg__graph_new(tg_graph *g, tg_op op, tg_dtype dt, int ndim, const int64_t *shape);
 /* Attach inputs (NULL allowed for optional ones) and propagate REQ_GRAD. */
-void tg__set_src(tg_tensor *t, int nsrc, tg_tensor *const *src);
+void tg__graph_set_src(tg_tensor *t, int nsrc, tg_tensor *const *src);
 /* A view of x with a new shape/strides/offset (relative to x's own offset). */
-tg_tensor *tg__view(tg_tensor *x, tg_op op, int ndim, const int64_t *shape,
-                    const int64_t *stride, int64_t extra_offset);
+tg_tensor *tg__graph_view(tg_tensor *x, tg_op op, int ndim, const int64_t *shape,
+                          const int64_t *stride, int64_t extra_offset);
 /* Record a build error on g (first one wins); always returns NULL. */
-tg_tensor *tg__fail(tg_graph *g, tg_status st, const char *fmt, ...)
+tg_tensor *tg__graph_fail(tg_graph *g, tg_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-bool tg__is_contiguous(const tg_tensor *t);
-void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
-int64_t tg__numel(int ndim, const int64_t *shape);
+bool tg__tensor_is_contiguous(const tg_tensor *t);
+void tg__tensor_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t tg__tensor_numel(int ndim, const int64_t *shape);
 /* Normalise a possibly negative axis; -1 if out of range. */
-int tg__axis(int axis, int ndim);
+int tg__tensor_axis(int axis, int ndim);
 /* NumPy broadcast of two shapes into out (returns false if incompatible). */
-bool tg__broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
-bool tg__same_shape(const tg_tensor *a, const tg_tensor *b);
+bool tg__tensor_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                          int64_t *out);
+bool tg__tensor_same_shape(const tg_tensor *a, const tg_tensor *b);
 /* x itself if contiguous, else a CONT copy. */
-tg_tensor *tg__cont(tg_tensor *x);
+tg_tensor *tg__op_cont(tg_tensor *x);
 /* Storage owner of t (t itself if not a view). */
 /* File-system calls of the writers with a fault-injection point in front of each (core/io.c,
  * TG_FAULT_INJECT): -1 with errno set on failure, real or injected. */
@@ -173,9 +174,11 @@ static inline uint64_t tg__fnv1a(uint64_t h, const void *p, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
-static inline tg_tensor *tg__root(tg_tensor *t) { return t->base ? t->base : t; }
-static inline size_t tg__nbytes(const tg_tensor *t) {
-    return (size_t)tg__numel(t->ndim, t->shape) * tg_dtype_size(t->dtype);
+static inline tg_tensor *tg__tensor_root(tg_tensor *t) {
+    return t->base ? t->base : t;
+}
+static inline size_t tg__tensor_nbytes(const tg_tensor *t) {
+    return (size_t)tg__tensor_numel(t->ndim, t->shape) * tg_dtype_size(t->dtype);
 }
 
 /* The op table (core/op_table.c, assembled from the op family files in core/ops/). */
@@ -188,7 +191,7 @@ tg_grad_rule tg__grad_rule(tg_op op);
 /* True when every op has exactly one row in the families; otherwise false with msg set. */
 bool tg__op_table_check(char *msg, size_t n);
 /* Add `contrib` to src's gradient, summing broadcast dimensions away. */
-void tg__accum_grad(tg_tensor *src, tg_tensor *contrib);
+void tg__grad_accum(tg_tensor *src, tg_tensor *contrib);
 
 /* backend memory accounting helpers (core/backend.c) */
 void tg__backend_account(tg_backend *b, ptrdiff_t delta);

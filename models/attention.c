@@ -16,7 +16,7 @@ static tg_tensor *param(tg_model *m, tg_graph *g, const char *prefix, const char
 static tg_tensor *proj(tg_model *m, tg_graph *g, const char *prefix, const char *which, tg_tensor *x) {
     char p[192];
     snprintf(p, sizeof p, "%s.%s", prefix, which);
-    return tg__linear(m, g, p, x, true);
+    return tg__layer_linear(m, g, p, x, true);
 }
 
 /* [B, n, h*w] -> [B, h, n, w]; head i owns columns [i*w, (i+1)*w) (docs/model.md §4). A view,
@@ -29,7 +29,9 @@ static tg_tensor *split_heads(tg_tensor *x, int64_t h, int64_t w) {
     return tg_permute(tg_reshape(x, 4, s), perm);
 }
 
-tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w) { return split_heads(x, h, w); }
+tg_tensor *tg__attn_split_heads(tg_tensor *x, int64_t h, int64_t w) {
+    return split_heads(x, h, w);
+}
 
 /* [B, h, n, w] -> [B, n, h*w] */
 static tg_tensor *merge_heads(tg_tensor *x) {
@@ -118,8 +120,9 @@ static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
 static bool band_mask(tg_graph *g, tg_tensor *mask, int64_t n, int64_t r, tg_tensor **out) {
     int64_t mb = 1, mn = 1, mm = 1, w = 2 * r + 1;
     if (mask) {
-        if (mask->op != TG_OP_NONE || !(mask->flags & TG_TF_INPUT) || !mask->host || mask->ndim != 4 ||
-            !tg__is_contiguous(mask) || (mask->dtype != TG_DTYPE_F32 && mask->dtype != TG_DTYPE_I32))
+        if (mask->op != TG_OP_NONE || !(mask->flags & TG_TF_INPUT) || !mask->host ||
+            mask->ndim != 4 || !tg__tensor_is_contiguous(mask) ||
+            (mask->dtype != TG_DTYPE_F32 && mask->dtype != TG_DTYPE_I32))
             return false;
         mb = mask->shape[0];
         mn = mask->shape[2];
@@ -128,7 +131,7 @@ static bool band_mask(tg_graph *g, tg_tensor *mask, int64_t n, int64_t r, tg_ten
     }
     float *bm = malloc((size_t)(mb * n * w) * sizeof *bm);
     if (!bm) {
-        tg__fail(g, TG_ERR_NOMEM, "attention: out of memory for a banded mask");
+        tg__graph_fail(g, TG_ERR_NOMEM, "attention: out of memory for a banded mask");
         return true; /* *out is NULL: the graph is marked */
     }
     for (int64_t b = 0; b < mb; b++)
@@ -194,7 +197,8 @@ static tg_tensor *banded_core(tg_model *m, tg_graph *g, const char *prefix, tg_t
         break;
     }
     default: /* the caller only comes here for the kinds above */
-        return tg__fail(g, TG_ERR_INVALID, "attention: no banded form for kind %d", (int)c->attention);
+        return tg__graph_fail(g, TG_ERR_INVALID, "attention: no banded form for kind %d",
+                              (int)c->attention);
     }
     if (c->no_out_proj) return merge_heads(o);
     return proj(m, g, prefix, "out_proj", merge_heads(o));
@@ -286,7 +290,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         return proj(m, g, prefix, "out_proj", tg_reshape(tg_permute(o5, perm), 3, flat));
     }
     case TG_ATTN_COUNT: /* not a kind: tg_model_config_check refuses it */
-        return tg__fail(g, TG_ERR_INVALID, "attention: unknown kind %d", (int)c->attention);
+        return tg__graph_fail(g, TG_ERR_INVALID, "attention: unknown kind %d", (int)c->attention);
     }
     /* the authors' public code (no_out_proj): the heads' concatenation is the output */
     if (c->no_out_proj) return merge_heads(o);
@@ -300,27 +304,28 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
 tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask) {
     if (!m || !g || !prefix)
-        return tg__fail(g, TG_ERR_INVALID, "tg_model_attention: NULL model, graph or prefix");
+        return tg__graph_fail(g, TG_ERR_INVALID, "tg_model_attention: NULL model, graph or prefix");
     if (!xq || !xkv)
         return tg_graph_status(g, NULL)
                    ? NULL
-                   : tg__fail(g, TG_ERR_INVALID, "tg_model_attention: NULL input");
+                   : tg__graph_fail(g, TG_ERR_INVALID, "tg_model_attention: NULL input");
     int64_t d = m->cfg.d_model, q[TG_MAX_DIMS], kv[TG_MAX_DIMS], mk[TG_MAX_DIMS];
     int nq = tg_tensor_shape(xq, q), nkv = tg_tensor_shape(xkv, kv);
     char a[96], b[96];
     if (nq != 3 || nkv != 3 || q[2] != d || kv[2] != d || q[0] != kv[0])
-        return tg__fail(g, TG_ERR_SHAPE,
-                        "tg_model_attention: inputs %s and %s are not [B,n,%lld] and [B,m,%lld]",
-                        tg_shape_str(a, sizeof a, nq, q), tg_shape_str(b, sizeof b, nkv, kv),
-                        (long long)d, (long long)d);
+        return tg__graph_fail(
+            g, TG_ERR_SHAPE,
+            "tg_model_attention: inputs %s and %s are not [B,n,%lld] and [B,m,%lld]",
+            tg_shape_str(a, sizeof a, nq, q), tg_shape_str(b, sizeof b, nkv, kv), (long long)d,
+            (long long)d);
     int nm = mask ? tg_tensor_shape(mask, mk) : 0;
     if (mask && (nm != 4 || (mk[0] != 1 && mk[0] != q[0]) || mk[1] != 1 ||
                  (mk[2] != 1 && mk[2] != q[1]) || (mk[3] != 1 && mk[3] != kv[1])))
-        return tg__fail(g, TG_ERR_SHAPE,
-                        "tg_model_attention: mask %s does not broadcast to [B,1,n,m] = "
-                        "[%lld,1,%lld,%lld]",
-                        tg_shape_str(a, sizeof a, nm, mk), (long long)q[0], (long long)q[1],
-                        (long long)kv[1]);
+        return tg__graph_fail(g, TG_ERR_SHAPE,
+                              "tg_model_attention: mask %s does not broadcast to [B,1,n,m] = "
+                              "[%lld,1,%lld,%lld]",
+                              tg_shape_str(a, sizeof a, nm, mk), (long long)q[0], (long long)q[1],
+                              (long long)kv[1]);
     tg_tensor *k, *v;
     tg__attn_kv(m, g, prefix, xkv, &k, &v);
     return tg__attn_core(m, g, prefix, xq, k, v, mask, xq == xkv);

@@ -142,12 +142,12 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     return TG_OK;
 }
 
-const char *tg__src_embed_name(const tg_model_config *c) {
+const char *tg__model_src_embed_name(const tg_model_config *c) {
     return c->share_embeddings ? "embed.weight" : "src_embed.weight";
 }
-const char *tg__tgt_embed_name(const tg_model_config *c) {
+const char *tg__model_tgt_embed_name(const tg_model_config *c) {
     return c->share_embeddings ? "embed.weight" : "tgt_embed.weight";
 }
-const char *tg__out_proj_name(const tg_model_config *c) {
-    return (c->share_embeddings || c->tie_output) ? tg__tgt_embed_name(c) : "out_proj.weight";
+const char *tg__model_out_proj_name(const tg_model_config *c) {
+    return (c->share_embeddings || c->tie_output) ? tg__model_tgt_embed_name(c) : "out_proj.weight";
 }

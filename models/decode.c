@@ -1,5 +1,5 @@
-/* The incremental decoder (docs/model.md §1 "Decoding"): the encoder runs once, then one small graph per
- * step feeds one token per hypothesis ("row") through the decoder stack.
+/* The incremental decoder (docs/model.md §1 "Decoding"): the encoder runs once, then one small
+ * graph per step feeds one token per hypothesis ("row") through the decoder stack.
  *
  * Cached mode. Graphs are define-then-run and die after a step, so the caches live outside
  * them, in a private parameter store on the model's backend (non-trainable entries: persistent
@@ -23,7 +23,7 @@
  * prompt is fed one token per step (tg_generate, models/generate.c).
  *
  * Full mode (the reference for tests): the memory is cached, but every step re-runs the whole
- * decoder stack (tg__decode, the code that scores and trains) over each row's whole prefix
+ * decoder stack (tg__model_decode, the code that scores and trains) over each row's whole prefix
  * with the causal mask, and keeps the logits of the last position. */
 #include <math.h>
 #include <stdio.h>
@@ -94,7 +94,7 @@ static tg_status encode(tg_decoder *d) {
         for (int64_t l = 0; l < L; l++)
             for (int kv = 0; kv < 2; kv++) {
                 snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn.%s", (long long)l, kv ? "v_proj" : "k_proj");
-                keep[2 * l + kv] = tg_keep(tg__linear(m, g, p, mem, true));
+                keep[2 * l + kv] = tg_keep(tg__layer_linear(m, g, p, mem, true));
             }
     } else {
         keep[0] = tg_keep(mem);
@@ -231,9 +231,9 @@ static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
     step_ctx *s = ctx;
     char p[192];
     snprintf(p, sizeof p, "%s.k_proj", prefix);
-    tg_tensor *k = *s->new_k = tg_keep(tg__linear(m, g, p, x, true));
+    tg_tensor *k = *s->new_k = tg_keep(tg__layer_linear(m, g, p, x, true));
     snprintf(p, sizeof p, "%s.v_proj", prefix);
-    tg_tensor *v = *s->new_v = tg_keep(tg__linear(m, g, p, x, true));
+    tg_tensor *v = *s->new_v = tg_keep(tg__layer_linear(m, g, p, x, true));
     if (s->ids) {
         tg_tensor *kk[2] = {cache_rows(g, s->d, "self", s->layer, 'k', s->ids), k};
         tg_tensor *vv[2] = {cache_rows(g, s->d, "self", s->layer, 'v', s->ids), v};
@@ -241,15 +241,16 @@ static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
         v = tg_concat(vv, 2, 1);
     }
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
-    return tg__attn_core(m, g, prefix, x, tg__split_heads(k, h, dk), tg__split_heads(v, h, dk), NULL, true);
+    return tg__attn_core(m, g, prefix, x, tg__attn_split_heads(k, h, dk),
+                         tg__attn_split_heads(v, h, dk), NULL, true);
 }
 
 /* Cross-attention over the memory keys/values computed once by the encoder graph. */
 static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
-    tg_tensor *k = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
-    tg_tensor *v = tg__split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
+    tg_tensor *k = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
+    tg_tensor *v = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
     return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
 }
 
@@ -314,11 +315,11 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
     if (st) return st;
     tg_tensor **nk = calloc((size_t)(2 * L + 1), sizeof *nk);
     if (!nk) return nomem("step outputs");
-    tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tokens, R, 1, t);
+    tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tokens, R, 1, t);
     cached_ctx cc = {d, self_ids, cross_ids, mask, nk, {0}};
-    tg__dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
-    y = tg__decoder_stack(m, g, y, &a);
-    tg_tensor *out = tg_keep(tg__output_logits(m, g, y));
+    tg__model_dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
+    y = tg__model_decoder_stack(m, g, y, &a);
+    tg_tensor *out = tg_keep(tg__model_output_logits(m, g, y));
     st = built(g, out);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
     if (st == TG_OK) st = tg_tensor_read(out, logits, (size_t)(R * c->tgt_vocab) * sizeof *logits);
@@ -348,10 +349,11 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits)
         return st;
     }
     if (ids) mem = tg_embedding(tg_param(g, d->cache, "memory"), ids);
-    tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(c), tok, R, T, 0);
-    tg_tensor *y2 = tg__decode(m, g, y, mem, mask, tg__causal_mask(g, tok, R, T));
+    tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tok, R, T, 0);
+    tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask, tg__layer_causal_mask(g, tok, R, T));
     int64_t s3[3] = {R, T, V};
-    tg_tensor *out = tg_keep(tg_contiguous(tg_slice(tg_reshape(tg__output_logits(m, g, y2), 3, s3), 1, T - 1, T)));
+    tg_tensor *out = tg_keep(
+        tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T)));
     free(tok);
     st = built(g, out);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);

@@ -10,7 +10,7 @@
 typedef enum { INIT_XAVIER, INIT_ZERO, INIT_ONE, INIT_EMBED, INIT_EYE } init_kind;
 
 /* tg__model_params_visit: a model without a store only lists its parameters, to this visitor */
-static _Thread_local tg__param_visitor visit_fn;
+static _Thread_local tg__model_param_visitor visit_fn;
 static _Thread_local void *visit_ctx;
 
 static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int64_t cols,
@@ -94,7 +94,7 @@ static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
     return TG_OK;
 }
 
-tg_status tg__model_params_visit(const tg_model_config *c, tg__param_visitor fn, void *ctx) {
+tg_status tg__model_params_visit(const tg_model_config *c, tg__model_param_visitor fn, void *ctx) {
     tg_model probe = {.cfg = *c};
     visit_fn = fn;
     visit_ctx = ctx;

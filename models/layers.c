@@ -1,8 +1,8 @@
-/* Layers of the Transformer (docs/model.md §1) from primitive ops: linear, layer norm, FFN, embeddings
- * with positions, masks, and the residual wiring of a sub-layer (post-LN or pre-LN).
+/* Layers of the Transformer (docs/model.md §1) from primitive ops: linear, layer norm, FFN,
+ * embeddings with positions, masks, and the residual wiring of a sub-layer (post-LN or pre-LN).
  *
- * Error contract: a builder here that fails marks its graph (tg__fail, first error wins) before
- * returning NULL, so tg_graph_status always names the first real cause; a NULL input alone
+ * Error contract: a builder here that fails marks its graph (tg__graph_fail, first error wins)
+ * before returning NULL, so tg_graph_status always names the first real cause; a NULL input alone
  * records nothing, because whatever made it NULL recorded it already. */
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@ static tg_tensor *param(tg_model *m, tg_graph *g, const char *prefix, const char
 
 /* y = x W^T + b with W [out, in] (PyTorch layout); x [..., in] is flattened to 2-D so that the
  * weight gradient is one GEMM, not a batch of them summed afterwards. */
-tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias) {
+tg_tensor *tg__layer_linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias) {
     tg_tensor *w = param(m, g, prefix, "weight");
     if (!x || !w) return NULL;
     int64_t shape[TG_MAX_DIMS];
@@ -41,27 +41,27 @@ tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
 /* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0).
  * SwiGLU: act(x W1^T + b1) = silu(x W1^T + b1) * (x W3^T + b3), silu(z) = z sigmoid(z) and
  * sigmoid(z) = (1 + tanh(z / 2)) / 2 (primitive ops only). */
-tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
+tg_tensor *tg__layer_ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
     char p[192];
     snprintf(p, sizeof p, "%s.fc1", prefix);
-    tg_tensor *h = tg__linear(m, g, p, x, true);
+    tg_tensor *h = tg__layer_linear(m, g, p, x, true);
     if (m->cfg.swiglu) {
         snprintf(p, sizeof p, "%s.fc3", prefix);
         tg_tensor *sig = tg_affine(tg_tanh(tg_scale(h, 0.5f)), 0.5f, 0.5f);
-        h = tg_mul(tg_mul(h, sig), tg__linear(m, g, p, x, true));
+        h = tg_mul(tg_mul(h, sig), tg__layer_linear(m, g, p, x, true));
     } else {
         h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
     }
     h = tg_dropout(h, m->cfg.ffn_dropout);
     snprintf(p, sizeof p, "%s.fc2", prefix);
-    return tg__linear(m, g, p, h, true);
+    return tg__layer_linear(m, g, p, h, true);
 }
 
 /* Sinusoidal encoding, interleaved (docs/model.md §1): PE(pos, 2i) = sin(pos / 10000^(2i/d)),
  * PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). */
 static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) {
     float *pe = malloc((size_t)(len * d) * sizeof *pe);
-    if (!pe) return tg__fail(g, TG_ERR_NOMEM, "positional encoding: out of memory");
+    if (!pe) return tg__graph_fail(g, TG_ERR_NOMEM, "positional encoding: out of memory");
     for (int64_t p = 0; p < len; p++)
         for (int64_t i = 0; i < d; i += 2) {
             double ang = (double)(p + offset) / pow(10000.0, (double)i / (double)d);
@@ -74,41 +74,43 @@ static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) 
     return t;
 }
 
-bool tg__check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids, int64_t B,
-                   int64_t len, int64_t offset, int64_t vocab, int64_t max_len) {
+bool tg__layer_check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids,
+                         int64_t B, int64_t len, int64_t offset, int64_t vocab, int64_t max_len) {
     if (!ids) {
-        tg__fail(g, TG_ERR_INVALID, "%s: %s ids are NULL", who, what);
+        tg__graph_fail(g, TG_ERR_INVALID, "%s: %s ids are NULL", who, what);
         return false;
     }
     if (B < 1 || len < 1) {
-        tg__fail(g, TG_ERR_INVALID, "%s: empty batch (%lld %s sentences of %lld tokens)", who,
-                 (long long)B, what, (long long)len);
+        tg__graph_fail(g, TG_ERR_INVALID, "%s: empty batch (%lld %s sentences of %lld tokens)", who,
+                       (long long)B, what, (long long)len);
         return false;
     }
     if (offset < 0 || offset + len > max_len) {
-        tg__fail(g, TG_ERR_INVALID, "%s: %s sequence of %lld tokens exceeds max_len %lld", who,
-                 what, (long long)(offset + len), (long long)max_len);
+        tg__graph_fail(g, TG_ERR_INVALID, "%s: %s sequence of %lld tokens exceeds max_len %lld",
+                       who, what, (long long)(offset + len), (long long)max_len);
         return false;
     }
     for (int64_t i = 0; i < B * len; i++)
         if (ids[i] < 0 || ids[i] >= vocab) {
-            tg__fail(g, TG_ERR_INVALID,
-                     "%s: %s id %d at [%lld,%lld] is outside the vocabulary (%lld ids)", who, what,
-                     ids[i], (long long)(i / len), (long long)(i % len), (long long)vocab);
+            tg__graph_fail(g, TG_ERR_INVALID,
+                           "%s: %s id %d at [%lld,%lld] is outside the vocabulary (%lld ids)", who,
+                           what, ids[i], (long long)(i / len), (long long)(i % len),
+                           (long long)vocab);
             return false;
         }
     return true;
 }
 
-tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids, int64_t B,
-                     int64_t len, int64_t offset) {
+tg_tensor *tg__layer_embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids,
+                           int64_t B, int64_t len, int64_t offset) {
     const tg_model_config *c = &m->cfg;
     /* the table's rows bound the ids (checked on the host, before any node is made, so the
      * graph is the same as without the check) */
     int64_t t = tg_store_find(m->store, table);
     if (t < 0) return tg_param(g, m->store, table); /* marks the graph: no such parameter */
     int64_t vocab = m->store->p[t].shape[0];
-    if (!tg__check_ids(g, "embedding", table, ids, B, len, offset, vocab, c->max_len)) return NULL;
+    if (!tg__layer_check_ids(g, "embedding", table, ids, B, len, offset, vocab, c->max_len))
+        return NULL;
     int64_t s[2] = {B, len};
     tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
     x = tg_scale(x, sqrtf((float)c->d_model));
@@ -123,19 +125,21 @@ tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t 
     return tg_dropout(tg_add(x, pos), c->dropout);
 }
 
-tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len) {
+tg_tensor *tg__layer_pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len) {
     if (!ids || B < 1 || len < 1)
-        return tg__fail(g, TG_ERR_INVALID, "padding mask: empty batch or NULL ids ([%lld,%lld])",
-                        (long long)B, (long long)len);
+        return tg__graph_fail(g, TG_ERR_INVALID,
+                              "padding mask: empty batch or NULL ids ([%lld,%lld])", (long long)B,
+                              (long long)len);
     return tg_padding_mask(g, ids, B, len, TG_PAD);
 }
 
-tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {
+tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {
     if (!ids || B < 1 || T < 1)
-        return tg__fail(g, TG_ERR_INVALID, "causal mask: empty batch or NULL ids ([%lld,%lld])",
-                        (long long)B, (long long)T);
+        return tg__graph_fail(g, TG_ERR_INVALID,
+                              "causal mask: empty batch or NULL ids ([%lld,%lld])", (long long)B,
+                              (long long)T);
     float *mk = malloc((size_t)(B * T * T) * sizeof *mk);
-    if (!mk) return tg__fail(g, TG_ERR_NOMEM, "causal mask: out of memory");
+    if (!mk) return tg__graph_fail(g, TG_ERR_NOMEM, "causal mask: out of memory");
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T; i++)
             for (int64_t j = 0; j < T; j++)
@@ -147,8 +151,8 @@ tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T
 }
 
 /* post-LN (the paper): LN(x + Dropout(f(x))); pre-LN: x + Dropout(f(LN(x))) */
-tg_tensor *tg__residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
-                        tg_tensor *x, tg__sublayer_fn f, void *ctx) {
+tg_tensor *tg__layer_residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
+                              tg_tensor *x, tg__model_sublayer_fn f, void *ctx) {
     float p = m->cfg.dropout;
     if (m->cfg.pre_norm)
         return tg_add(x, tg_dropout(f(m, g, prefix, tg__layer_norm(m, g, norm_name, x), ctx), p));

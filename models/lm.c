@@ -1,6 +1,6 @@
 /* The decoder-only language model family (arch lm) outside the shared stack code: batches of
  * sequences. The model itself is the decoder stack of models/transformer.c without memory
- * (tg__decode with memory NULL: no cross-attention), its parameters come from models/init.c,
+ * (tg__model_decode with memory NULL: no cross-attention), its parameters come from models/init.c,
  * and generation is models/generate.c on the incremental decoder of models/decode.c. */
 #include <stdlib.h>
 

@@ -55,11 +55,13 @@ tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input
 tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S) {
     if (!m || !g || !ids) return NULL;
     if (m->cfg.arch != TG_ARCH_MLM || m->cfg.classes < 1)
-        return tg__fail(g, TG_ERR_INVALID, "tg_model_classify: the model has no classification head (arch %s, classes %lld)",
-                        tg_model_arch_name(m->cfg.arch), (long long)m->cfg.classes);
+        return tg__graph_fail(
+            g, TG_ERR_INVALID,
+            "tg_model_classify: the model has no classification head (arch %s, classes %lld)",
+            tg_model_arch_name(m->cfg.arch), (long long)m->cfg.classes);
     tg_tensor *h = tg_model_encode(m, g, ids, B, S, NULL); /* [B, S, d] */
     int64_t s2[2] = {B, m->cfg.d_model};
-    return tg__linear(m, g, "cls_head", tg_reshape(tg_slice(h, 1, 0, 1), 2, s2), true);
+    return tg__layer_linear(m, g, "cls_head", tg_reshape(tg_slice(h, 1, 0, 1), 2, s2), true);
 }
 
 tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total) {

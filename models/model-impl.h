@@ -1,5 +1,5 @@
 /* Internal structures of the model zoo: the model, its layer builders and attention pieces.
- * Every builder declared here that fails marks its graph (tg__fail) before returning NULL. */
+ * Every builder declared here that fails marks its graph (tg__graph_fail) before returning NULL. */
 #ifndef TG_MODEL_IMPL_H
 #define TG_MODEL_IMPL_H
 
@@ -30,52 +30,53 @@ struct tg_model {
 tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w);
 
 /* parameter names of docs/model.md §4 */
-const char *tg__src_embed_name(const tg_model_config *c);
-const char *tg__tgt_embed_name(const tg_model_config *c);
-const char *tg__out_proj_name(const tg_model_config *c);
+const char *tg__model_src_embed_name(const tg_model_config *c);
+const char *tg__model_tgt_embed_name(const tg_model_config *c);
+const char *tg__model_out_proj_name(const tg_model_config *c);
 
 /* layers (models/layers.c); parameters are looked up in the model's store by name */
-tg_tensor *tg__linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias);
+tg_tensor *tg__layer_linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias);
 tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
-tg_tensor *tg__ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
+tg_tensor *tg__layer_ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x);
 /* Check a [B, len] matrix of token ids at positions [offset, offset + len) before it becomes a
  * graph input: non-NULL, a non-empty batch, within max_len, every id in [0, vocab). On failure
  * marks g with a message that starts with `who` and names `what` ("source", "target") and the
  * cause, and returns false. */
-bool tg__check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids, int64_t B,
-                   int64_t len, int64_t offset, int64_t vocab, int64_t max_len);
+bool tg__layer_check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids,
+                         int64_t B, int64_t len, int64_t offset, int64_t vocab, int64_t max_len);
 /* token embedding * sqrt(d) + positions [offset, offset+len), then dropout */
-tg_tensor *tg__embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids, int64_t B,
-                     int64_t len, int64_t offset);
+tg_tensor *tg__layer_embed(tg_model *m, tg_graph *g, const char *table, const int32_t *ids,
+                           int64_t B, int64_t len, int64_t offset);
 /* padding mask [B,1,1,len] from ids (1 where <pad>) */
-tg_tensor *tg__pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len);
+tg_tensor *tg__layer_pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len);
 /* decoder self-attention mask [B,1,T,T]: causal or padded keys */
-tg_tensor *tg__causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T);
+tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T);
 
 /* a sub-layer with residual, norm and dropout (docs/model.md §1 wiring); f computes the sub-layer */
-typedef tg_tensor *(*tg__sublayer_fn)(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x,
-                                      void *ctx);
-tg_tensor *tg__residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
-                        tg_tensor *x, tg__sublayer_fn f, void *ctx);
+typedef tg_tensor *(*tg__model_sublayer_fn)(tg_model *m, tg_graph *g, const char *prefix,
+                                            tg_tensor *x, void *ctx);
+tg_tensor *tg__layer_residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
+                              tg_tensor *x, tg__model_sublayer_fn f, void *ctx);
 
 /* the decoder stack on embedded targets; memory [B,S,d] */
-tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
-                      tg_tensor *src_mask, tg_tensor *self_mask);
+tg_tensor *tg__model_decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
+                            tg_tensor *src_mask, tg_tensor *self_mask);
 
 /* The attention sub-layers of the decoder, as the caller computes them: training and scoring
- * attend over the whole prefix (tg__decode), cached decoding over the keys and values of the
+ * attend over the whole prefix (tg__model_decode), cached decoding over the keys and values of the
  * earlier steps (decode.c). bind(arg, layer, cross) gives the context of that layer's self- or
  * cross-attention, used before the next call. */
-typedef struct tg__dec_attn {
-    tg__sublayer_fn self, cross;
+typedef struct tg__model_dec_attn {
+    tg__model_sublayer_fn self, cross;
     void *(*bind)(void *arg, int64_t layer, bool cross);
     void *arg;
-} tg__dec_attn;
+} tg__model_dec_attn;
 /* The one decoder layer loop (docs/model.md §1): per layer self-attention, cross-attention (not
  * for arch lm), FFN, each a residual sub-layer; then the final norm with pre-LN. */
-tg_tensor *tg__decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y, const tg__dec_attn *a);
+tg_tensor *tg__model_decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y,
+                                   const tg__model_dec_attn *a);
 /* logits = y E^T (docs/model.md §1: no bias), E the (tied) output matrix: y [..., d] -> [N, V] */
-tg_tensor *tg__output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
+tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
 
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
  * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:
@@ -83,7 +84,7 @@ tg_tensor *tg__output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
 void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
                  tg_tensor **v);
 /* [B, n, h*w] -> [B, h, n, w] (contiguous), head i owning columns [i*w, (i+1)*w) */
-tg_tensor *tg__split_heads(tg_tensor *x, int64_t h, int64_t w);
+tg_tensor *tg__attn_split_heads(tg_tensor *x, int64_t h, int64_t w);
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                          tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool self);
 
@@ -91,7 +92,8 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);
 /* The parameters config c implies, in store order, without allocating any: fn is called with
  * each name and shape; a non-OK return stops the walk and is returned. */
-typedef tg_status (*tg__param_visitor)(void *ctx, const char *name, int ndim, const int64_t *shape);
-tg_status tg__model_params_visit(const tg_model_config *c, tg__param_visitor fn, void *ctx);
+typedef tg_status (*tg__model_param_visitor)(void *ctx, const char *name, int ndim,
+                                             const int64_t *shape);
+tg_status tg__model_params_visit(const tg_model_config *c, tg__model_param_visitor fn, void *ctx);
 
 #endif

@@ -61,51 +61,54 @@ static tg_tensor *attn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
 
 static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     (void)ctx;
-    return tg__ffn(m, g, prefix, x);
+    return tg__layer_ffn(m, g, prefix, x);
 }
 
 tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
                            tg_tensor **src_mask) {
     if (src_mask) *src_mask = NULL;
-    if (!m || !g) return tg__fail(g, TG_ERR_INVALID, "tg_model_encode: NULL model or graph");
+    if (!m || !g) return tg__graph_fail(g, TG_ERR_INVALID, "tg_model_encode: NULL model or graph");
     const tg_model_config *c = &m->cfg;
     if (c->arch == TG_ARCH_LM)
-        return tg__fail(g, TG_ERR_INVALID, "tg_model_encode: a language model (arch lm) has no encoder");
-    if (!tg__check_ids(g, "tg_model_encode", "source", src, B, S, 0, c->src_vocab, c->max_len))
+        return tg__graph_fail(g, TG_ERR_INVALID,
+                              "tg_model_encode: a language model (arch lm) has no encoder");
+    if (!tg__layer_check_ids(g, "tg_model_encode", "source", src, B, S, 0, c->src_vocab,
+                             c->max_len))
         return NULL;
-    tg_tensor *mask = tg__pad_mask(g, src, B, S);
+    tg_tensor *mask = tg__layer_pad_mask(g, src, B, S);
     if (src_mask) *src_mask = mask;
-    tg_tensor *x = tg__embed(m, g, tg__src_embed_name(c), src, B, S, 0);
+    tg_tensor *x = tg__layer_embed(m, g, tg__model_src_embed_name(c), src, B, S, 0);
     char p[160], n[160];
     for (int64_t l = 0; l < c->enc_layers; l++) {
         attn_ctx a = {NULL, mask};
         snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
         snprintf(n, sizeof n, "encoder.layers.%lld.norm1", (long long)l);
-        x = tg__residual(m, g, n, p, x, attn_sublayer, &a);
+        x = tg__layer_residual(m, g, n, p, x, attn_sublayer, &a);
         snprintf(p, sizeof p, "encoder.layers.%lld.ffn", (long long)l);
         snprintf(n, sizeof n, "encoder.layers.%lld.norm2", (long long)l);
-        x = tg__residual(m, g, n, p, x, ffn_sublayer, NULL);
+        x = tg__layer_residual(m, g, n, p, x, ffn_sublayer, NULL);
     }
     if (c->pre_norm && c->enc_layers > 0) x = tg__layer_norm(m, g, "encoder.norm", x);
     return x;
 }
 
-tg_tensor *tg__decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y, const tg__dec_attn *a) {
+tg_tensor *tg__model_decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y,
+                                   const tg__model_dec_attn *a) {
     const tg_model_config *c = &m->cfg;
     bool lm = c->arch == TG_ARCH_LM; /* no cross-attention; the FFN's norm is norm2 */
     char p[160], n[160];
     for (int64_t l = 0; l < c->dec_layers; l++) {
         snprintf(p, sizeof p, "decoder.layers.%lld.self_attn", (long long)l);
         snprintf(n, sizeof n, "decoder.layers.%lld.norm1", (long long)l);
-        y = tg__residual(m, g, n, p, y, a->self, a->bind(a->arg, l, false));
+        y = tg__layer_residual(m, g, n, p, y, a->self, a->bind(a->arg, l, false));
         if (!lm) {
             snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn", (long long)l);
             snprintf(n, sizeof n, "decoder.layers.%lld.norm2", (long long)l);
-            y = tg__residual(m, g, n, p, y, a->cross, a->bind(a->arg, l, true));
+            y = tg__layer_residual(m, g, n, p, y, a->cross, a->bind(a->arg, l, true));
         }
         snprintf(p, sizeof p, "decoder.layers.%lld.ffn", (long long)l);
         snprintf(n, sizeof n, "decoder.layers.%lld.norm%d", (long long)l, lm ? 2 : 3);
-        y = tg__residual(m, g, n, p, y, ffn_sublayer, NULL);
+        y = tg__layer_residual(m, g, n, p, y, ffn_sublayer, NULL);
     }
     if (c->pre_norm) y = tg__layer_norm(m, g, "decoder.norm", y);
     return y;
@@ -122,28 +125,32 @@ static void *bind_full(void *arg, int64_t layer, bool cross) {
     return cross ? &f->cross : &f->self;
 }
 
-tg_tensor *tg__decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory, tg_tensor *src_mask,
-                      tg_tensor *self_mask) {
+tg_tensor *tg__model_decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
+                            tg_tensor *src_mask, tg_tensor *self_mask) {
     full_ctx f = {{NULL, self_mask}, {memory, src_mask}};
-    tg__dec_attn a = {attn_sublayer, attn_sublayer, bind_full, &f};
-    return tg__decoder_stack(m, g, y, &a);
+    tg__model_dec_attn a = {attn_sublayer, attn_sublayer, bind_full, &f};
+    return tg__model_decoder_stack(m, g, y, &a);
 }
 
-tg_tensor *tg__output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
+tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
     int64_t flat[2] = {-1, m->cfg.d_model};
-    return tg_matmul(tg_reshape(y, 2, flat), tg_param(g, m->store, tg__out_proj_name(&m->cfg)), false, true);
+    return tg_matmul(tg_reshape(y, 2, flat),
+                     tg_param(g, m->store, tg__model_out_proj_name(&m->cfg)), false, true);
 }
 
 tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
     if (!m || !g || !b || !b->tgt_in)
-        return tg__fail(g, TG_ERR_INVALID, "tg_model_logits: NULL argument or batch without targets");
+        return tg__graph_fail(g, TG_ERR_INVALID,
+                              "tg_model_logits: NULL argument or batch without targets");
     const tg_model_config *c = &m->cfg;
     if (c->arch == TG_ARCH_MLM) { /* the encoder's output at every source position */
         if (b->tgt_len != b->src_len)
-            return tg__fail(g, TG_ERR_SHAPE,
-                            "tg_model_logits: a masked language model's targets (%lld) align with its inputs (%lld)",
-                            (long long)b->tgt_len, (long long)b->src_len);
-        return tg__output_logits(m, g, tg_model_encode(m, g, b->src, b->size, b->src_len, NULL));
+            return tg__graph_fail(g, TG_ERR_SHAPE,
+                                  "tg_model_logits: a masked language model's targets (%lld) align "
+                                  "with its inputs (%lld)",
+                                  (long long)b->tgt_len, (long long)b->src_len);
+        return tg__model_output_logits(m, g,
+                                       tg_model_encode(m, g, b->src, b->size, b->src_len, NULL));
     }
     tg_tensor *src_mask = NULL, *mem = NULL; /* a language model reads the target side only */
     if (c->arch != TG_ARCH_LM) {
@@ -151,19 +158,20 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
         if (!mem) return NULL; /* the graph says why; a NULL memory would read as self-attention */
     }
     /* the target side is checked where it is used (the source by tg_model_encode) */
-    if (!tg__check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
-                       c->tgt_vocab, c->max_len))
+    if (!tg__layer_check_ids(g, "tg_model_logits", "target", b->tgt_in, b->size, b->tgt_len, 0,
+                             c->tgt_vocab, c->max_len))
         return NULL;
-    tg_tensor *y = tg__embed(m, g, tg__tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
-    tg_tensor *self_mask = tg__causal_mask(g, b->tgt_in, b->size, b->tgt_len);
-    return tg__output_logits(m, g, tg__decode(m, g, y, mem, src_mask, self_mask));
+    tg_tensor *y =
+        tg__layer_embed(m, g, tg__model_tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
+    tg_tensor *self_mask = tg__layer_causal_mask(g, b->tgt_in, b->size, b->tgt_len);
+    return tg__model_output_logits(m, g, tg__model_decode(m, g, y, mem, src_mask, self_mask));
 }
 
 /* The target outputs [B*T] as a graph input, checked first (ids in range; <pad> is ignored by
  * the loss but is still a vocabulary id). */
 static tg_tensor *targets(tg_model *m, tg_graph *g, const tg_batch *b, const char *who) {
-    if (!tg__check_ids(g, who, "target output", b->tgt_out, b->size, b->tgt_len, 0, m->cfg.tgt_vocab,
-                       m->cfg.max_len))
+    if (!tg__layer_check_ids(g, who, "target output", b->tgt_out, b->size, b->tgt_len, 0,
+                             m->cfg.tgt_vocab, m->cfg.max_len))
         return NULL;
     int64_t n = b->size * b->tgt_len;
     return tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);

@@ -95,7 +95,7 @@ static tg_tensor *zeros(int nd, const int64_t *s) { return tg_full(G, 0.0f, nd, 
 START_TEST(test_bcast_strides) {
     int64_t xs[2] = {3, 1}, ts[3] = {2, 3, 4};
     int64_t st[3];
-    tg__bcast_strides(zeros(2, xs), zeros(3, ts), st);
+    tg__geom_bcast_strides(zeros(2, xs), zeros(3, ts), st);
     /* x [3,1] against [2,3,4]: no dim 0 (0), dim 1 steps 1, dim 2 broadcast (0) */
     ck_assert(st[0] == 0 && st[1] == 1 && st[2] == 0);
 }
@@ -108,7 +108,7 @@ START_TEST(test_mm_plan_collapses_batches) {
     tg_tensor *c = tg_matmul(zeros(4, as), zeros(2, bs), false, false);
     ck_assert_ptr_nonnull(c);
     tg_mm_plan p;
-    tg__mm_plan(c, &p);
+    tg__geom_mm_plan(c, &p);
     ck_assert(p.M == 4 && p.N == 6 && p.K == 5 && p.nb == 2);
     ck_assert(p.first == 0 && p.inner == 6 && p.outer == 1);
     ck_assert(p.sa == 20 && p.sb == 0 && p.sc == 24);
@@ -116,16 +116,16 @@ START_TEST(test_mm_plan_collapses_batches) {
     /* B [2,1,5,6] broadcast over dim 1 only: dim 0 (stride 30) cannot join dim 1 (stride 0) */
     int64_t b4[4] = {2, 1, 5, 6};
     c = tg_matmul(zeros(4, as), zeros(4, b4), false, false);
-    tg__mm_plan(c, &p);
+    tg__geom_mm_plan(c, &p);
     ck_assert(p.first == 1 && p.inner == 3 && p.outer == 2);
     ck_assert(p.sa == 20 && p.sb == 0 && p.sc == 24);
     int64_t oa, ob, oc;
-    tg__mm_offsets(&p, c, 1, &oa, &ob, &oc);
+    tg__geom_mm_offsets(&p, c, 1, &oa, &ob, &oc);
     ck_assert(oa == 60 && ob == 30 && oc == 72);
     /* a transposed view (columns contiguous) flips the flag instead of a copy: A^T of [5,4] */
     int64_t at[2] = {5, 4}, b2[2] = {5, 6};
     c = tg_matmul(tg_transpose(zeros(2, at), 0, 1), zeros(2, b2), false, false);
-    tg__mm_plan(c, &p);
+    tg__geom_mm_plan(c, &p);
     ck_assert(p.a.trans && p.a.ld == 4 && p.inner == 1 && p.outer == 1);
 }
 END_TEST
@@ -134,9 +134,9 @@ START_TEST(test_sumto_plan) {
     int64_t xs[3] = {2, 3, 4}, bias[1] = {4}, mid[3] = {2, 1, 4};
     tg_tensor *x = zeros(3, xs);
     tg_sumto_plan p;
-    tg__sumto_plan(zeros(1, bias), x, &p); /* a bias gradient: [6, 4] -> [4] */
+    tg__geom_sumto_plan(zeros(1, bias), x, &p); /* a bias gradient: [6, 4] -> [4] */
     ck_assert(p.lead_block && p.R == 6 && p.C == 4 && p.red[0] && p.red[1] && !p.red[2]);
-    tg__sumto_plan(zeros(3, mid), x, &p); /* the middle dim: the general case */
+    tg__geom_sumto_plan(zeros(3, mid), x, &p); /* the middle dim: the general case */
     ck_assert(!p.lead_block && !p.red[0] && p.red[1] && !p.red[2]);
     ck_assert(p.nout == 8 && p.nred == 3 && p.xstride[0] == 12 && p.xstride[1] == 4 && p.xstride[2] == 1);
 }

@@ -133,7 +133,7 @@ static bool run_case(const op_case *c, tg_backend *b, float **xs, result *out) {
         out->y = malloc((size_t)out->ny * 4 + 4);
         ok = tg_tensor_read(y, out->y, (size_t)out->ny * 4) == TG_OK;
         for (int k = 0; ok && k < c->n; k++) {
-            out->nel[k] = tg__numel(c->ndim[k], c->shape[k]);
+            out->nel[k] = tg__tensor_numel(c->ndim[k], c->shape[k]);
             out->grad[k] = calloc((size_t)out->nel[k] + 1, 4);
             if (gr[k]) ok = tg_tensor_read(gr[k], out->grad[k], (size_t)out->nel[k] * 4) == TG_OK;
         }
@@ -357,7 +357,7 @@ static void test_ops(tg_backend *cpu, tg_backend *gpu) {
         tg_rng r;
         tg_rng_init(&r, 1000 + (uint64_t)ci);
         for (int k = 0; k < c->n; k++) {
-            int64_t n = tg__numel(c->ndim[k], c->shape[k]);
+            int64_t n = tg__tensor_numel(c->ndim[k], c->shape[k]);
             xs[k] = malloc((size_t)n * 4 + 4);
             fill(xs[k], n, c->kind[k], &r);
         }

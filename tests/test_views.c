@@ -217,7 +217,7 @@ START_TEST(test_transpose_same_axis_and_double_transpose) {
     tg_tensor *back = tg_transpose(tg_transpose(in, 0, 1), 0, 1);
     EXPECT_STRIDE(same, 3, 1);
     EXPECT_STRIDE(back, 3, 1);
-    ck_assert(tg__is_contiguous(back));
+    ck_assert(tg__tensor_is_contiguous(back));
     /* contiguous() of a view that happens to be contiguous is the identity */
     ck_assert_ptr_eq(tg_contiguous(back), back);
     tg_keep(back);
@@ -238,9 +238,9 @@ START_TEST(test_permute_6d) {
     EXPECT_SHAPE(p, 2, 3, 2, 1, 2, 1);
     run_ok();
     int64_t xs[6], os[6], ostr[6];
-    tg__contiguous_strides(6, s, xs);
+    tg__tensor_contiguous_strides(6, s, xs);
     for (int i = 0; i < 6; i++) os[i] = s[perm[i]];
-    tg__contiguous_strides(6, os, ostr);
+    tg__tensor_contiguous_strides(6, os, ostr);
     float want[24];
     for (int64_t e = 0; e < n; e++) {
         /* output index -> input offset */
@@ -270,8 +270,8 @@ START_TEST(test_slice_offsets_and_values) {
     ck_assert_int_eq(cols->offset, 1);
     EXPECT_SHAPE(rows, 2, 5);
     ck_assert_int_eq(rows->offset, 10);
-    ck_assert(tg__is_contiguous(rows));
-    ck_assert(!tg__is_contiguous(cols));
+    ck_assert(tg__tensor_is_contiguous(rows));
+    ck_assert(!tg__tensor_is_contiguous(cols));
     run_ok();
     ck_assert_uint_eq(tg_graph_total_bytes(G), 128); /* 80 bytes of input, nothing else */
     const float wc[12] = {1, 2, 3, 6, 7, 8, 11, 12, 13, 16, 17, 18};
@@ -333,7 +333,7 @@ END_TEST
 START_TEST(test_full_slice_is_whole_tensor) {
     float *x = iota(6);
     tg_tensor *s = tg_keep(tg_slice(IN(x, 2, 3), 1, 0, 3));
-    ck_assert(tg__is_contiguous(s));
+    ck_assert(tg__tensor_is_contiguous(s));
     run_ok();
     expect_exact(s, x, 6);
     free(x);

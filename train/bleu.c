@@ -20,22 +20,22 @@ tg_metric_bleu_options tg_metric_bleu_options_default(void) {
 
 /* Scratch reused across sentences. */
 typedef struct bleu_ws {
-    tg__buf hbuf, rbuf;      /* tokenized text (13a only) */
-    tg__toks htok, rtok;     /* words */
-    tg__toks all;            /* hyp words then ref words */
+    tg__text_buf hbuf, rbuf;  /* tokenized text (13a only) */
+    tg__text_toks htok, rtok; /* words */
+    tg__text_toks all;        /* hyp words then ref words */
     uint32_t *ids;           /* their ids */
     size_t cap;              /* entries of ids */
-    tg__ngram_scratch ngram; /* n-gram sorting */
+    tg__text_ngram_scratch ngram; /* n-gram sorting */
 } bleu_ws;
 
 static void bleu_ws_free(bleu_ws *w) {
-    tg__buf_free(&w->hbuf);
-    tg__buf_free(&w->rbuf);
-    tg__toks_free(&w->htok);
-    tg__toks_free(&w->rtok);
-    tg__toks_free(&w->all);
+    tg__text_buf_free(&w->hbuf);
+    tg__text_buf_free(&w->rbuf);
+    tg__text_toks_free(&w->htok);
+    tg__text_toks_free(&w->rtok);
+    tg__text_toks_free(&w->all);
     free(w->ids);
-    tg__ngram_scratch_free(&w->ngram);
+    tg__text_ngram_scratch_free(&w->ngram);
 }
 
 /* One sentence's sufficient statistics (sacreBLEU's _extract_corpus_statistics row):
@@ -44,14 +44,14 @@ static void bleu_ws_free(bleu_ws *w) {
  * n-grams become fixed-size keys. */
 static tg_status sentence_stats(bleu_ws *w, const char *hyp, const char *ref, tg_bleu_tokenize tok,
                                 int64_t st[TG__BLEU_STATS]) {
-    tg_status s = tg__words(hyp, tok, &w->hbuf, &w->htok);
-    if (s == TG_OK) s = tg__words(ref, tok, &w->rbuf, &w->rtok);
+    tg_status s = tg__text_words(hyp, tok, &w->hbuf, &w->htok);
+    if (s == TG_OK) s = tg__text_words(ref, tok, &w->rbuf, &w->rtok);
     if (s != TG_OK) return s;
     size_t nh = w->htok.n, nr = w->rtok.n, m = nh + nr;
     w->all.n = 0;
     for (size_t i = 0; s == TG_OK && i < m; i++) {
-        const tg__tok *t = i < nh ? &w->htok.v[i] : &w->rtok.v[i - nh];
-        s = tg__toks_push(&w->all, t->p, t->len);
+        const tg__text_tok *t = i < nh ? &w->htok.v[i] : &w->rtok.v[i - nh];
+        s = tg__text_toks_push(&w->all, t->p, t->len);
     }
     if (s == TG_OK && m > w->cap) {
         uint32_t *ids = realloc(w->ids, m * sizeof *ids);
@@ -60,12 +60,12 @@ static tg_status sentence_stats(bleu_ws *w, const char *hyp, const char *ref, tg
         w->cap = m;
     }
     uint32_t distinct;
-    if (s == TG_OK) s = tg__intern(w->all.v, m, w->ids, &distinct);
+    if (s == TG_OK) s = tg__text_intern(w->all.v, m, w->ids, &distinct);
     for (int k = 0; s == TG_OK && k < MAX_ORDER; k++) {
         int64_t ht, rt, mt;
         /* with no words at all ids may be NULL: never offset it (undefined behaviour) */
         const uint32_t *rids = m ? w->ids + nh : NULL;
-        s = tg__ngram_match(w->ids, nh, rids, nr, k + 1, &w->ngram, &ht, &rt, &mt);
+        s = tg__text_ngram_match(w->ids, nh, rids, nr, k + 1, &w->ngram, &ht, &rt, &mt);
         st[k] = mt;
         st[MAX_ORDER + k] = ht;
     }
@@ -148,7 +148,7 @@ double tg__bleu_score(const double sum[TG__BLEU_STATS], tg_bleu_smooth smooth) {
 tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_t n,
                          const tg_metric_bleu_options *opt, tg_metric_bleu_result *out) {
     static const char fn[] = "tg_metric_bleu";
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    tg_status st = tg__text_check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
     tg_metric_bleu_options o = opt ? *opt : tg_metric_bleu_options_default();
     if (o.tokenize != TG_BLEU_TOKENIZE_NONE && o.tokenize != TG_BLEU_TOKENIZE_13A)

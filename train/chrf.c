@@ -29,9 +29,9 @@ static tg_status code_points(const char *s, uint32_t **cp, size_t *cap, size_t *
     }
     while (pos < len) {
         uint32_t c;
-        if (tg__utf8_next(s, len, &pos, &c) != 0)
+        if (tg__text_utf8_next(s, len, &pos, &c) != 0)
             return tg_error_set(TG_ERR_FORMAT, "invalid UTF-8 at offset %zu", pos);
-        if (!tg__is_space(c)) (*cp)[m++] = c;
+        if (!tg__text_is_space(c)) (*cp)[m++] = c;
     }
     *count = m;
     return TG_OK;
@@ -42,7 +42,7 @@ tg_status tg__chrf_rows(const char *const *hyps, const char *const *refs, size_t
     tg_status st = TG_OK;
     uint32_t *hc = NULL, *rc = NULL;
     size_t hcap = 0, rcap = 0, i = 0;
-    tg__ngram_scratch sc;
+    tg__text_ngram_scratch sc;
     memset(&sc, 0, sizeof sc);
     for (; st == TG_OK && i < n; i++) {
         size_t nh = 0, nr = 0;
@@ -50,7 +50,7 @@ tg_status tg__chrf_rows(const char *const *hyps, const char *const *refs, size_t
         if (st == TG_OK) st = code_points(refs[i], &rc, &rcap, &nr);
         for (int k = 0; st == TG_OK && k < CHAR_ORDER; k++) {
             int64_t ht, rt, m;
-            st = tg__ngram_match(hc, nh, rc, nr, k + 1, &sc, &ht, &rt, &m);
+            st = tg__text_ngram_match(hc, nh, rc, nr, k + 1, &sc, &ht, &rt, &m);
             int64_t row[3] = {rt > 0 ? ht : 0, rt, m}; /* "hyp_count if ref_ngrams else 0" */
             for (int j = 0; st == TG_OK && j < 3; j++) {
                 if (rows) rows[i * TG__CHRF_STATS + (size_t)(3 * k + j)] = (double)row[j];
@@ -60,7 +60,7 @@ tg_status tg__chrf_rows(const char *const *hyps, const char *const *refs, size_t
     }
     free(hc);
     free(rc);
-    tg__ngram_scratch_free(&sc);
+    tg__text_ngram_scratch_free(&sc);
     return st == TG_OK ? TG_OK : tg_error_prefix(st, "sentence %zu", i - 1);
 }
 
@@ -95,7 +95,7 @@ double tg__chrf_score(const double sum[TG__CHRF_STATS], double *prec, double *re
 tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_t n,
                          tg_metric_chrf_result *out) {
     static const char fn[] = "tg_metric_chrf";
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    tg_status st = tg__text_check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
     int64_t sum[TG__CHRF_STATS] = {0};
     st = tg__chrf_rows(hyps, refs, n, NULL, sum);

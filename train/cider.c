@@ -24,7 +24,7 @@
 
 /* n-grams carry word id + 1 in their slots, so a shorter n-gram (trailing 0s) never equals
  * a longer one. */
-static size_t ngrams(const uint32_t *w, size_t nw, tg__ngram *out) {
+static size_t ngrams(const uint32_t *w, size_t nw, tg__text_ngram *out) {
     size_t m = 0;
     for (size_t k = 1; k <= MAX_N; k++) {
         for (size_t i = 0; i + k <= nw; i++) {
@@ -34,11 +34,11 @@ static size_t ngrams(const uint32_t *w, size_t nw, tg__ngram *out) {
             m++;
         }
     }
-    qsort(out, m, sizeof *out, tg__ngram_cmp);
+    qsort(out, m, sizeof *out, tg__text_ngram_cmp);
     return m;
 }
 
-static int order_of(const tg__ngram *g) {
+static int order_of(const tg__text_ngram *g) {
     int k = 0;
     while (k < MAX_N && g->s[k])
         k++;
@@ -46,11 +46,12 @@ static int order_of(const tg__ngram *g) {
 }
 
 /* Document frequency of g: the count of g in the sorted distinct list u (with counts df). */
-static double doc_freq(const tg__ngram *g, const tg__ngram *u, const uint32_t *df, size_t nu) {
+static double doc_freq(const tg__text_ngram *g, const tg__text_ngram *u, const uint32_t *df,
+                       size_t nu) {
     size_t lo = 0, hi = nu;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        int c = tg__ngram_cmp(&u[mid], g);
+        int c = tg__text_ngram_cmp(&u[mid], g);
         if (c == 0) return df[mid];
         if (c < 0)
             lo = mid + 1;
@@ -62,14 +63,14 @@ static double doc_freq(const tg__ngram *g, const tg__ngram *u, const uint32_t *d
 
 /* A sentence's tf-idf vector: distinct n-grams g[k] (sorted) with weights v[k]; returns the
  * number of distinct n-grams and fills the norms per order. */
-static size_t vectorise(tg__ngram *g, size_t m, double log_n, const tg__ngram *u,
+static size_t vectorise(tg__text_ngram *g, size_t m, double log_n, const tg__text_ngram *u,
                         const uint32_t *df, size_t nu, double *v, double norm[MAX_N]) {
     size_t d = 0;
     for (int k = 0; k < MAX_N; k++)
         norm[k] = 0.0;
     for (size_t i = 0; i < m;) {
         size_t j = i;
-        while (j < m && tg__ngram_cmp(&g[j], &g[i]) == 0)
+        while (j < m && tg__text_ngram_cmp(&g[j], &g[i]) == 0)
             j++;
         double idf = log(fmax(1.0, doc_freq(&g[i], u, df, nu)));
         g[d] = g[i];
@@ -87,14 +88,14 @@ static size_t vectorise(tg__ngram *g, size_t m, double log_n, const tg__ngram *u
  * u[k]) and the scratch for one sentence pair. */
 typedef struct cider_ws {
     double log_n;
-    tg__ngram *u;
+    tg__text_ngram *u;
     uint32_t *df;
     size_t nu;
-    tg__ngram *gh, *gr;
+    tg__text_ngram *gh, *gr;
     double *vh, *vr;
 } cider_ws;
 
-static double sentence(const tg__corpus *c, size_t i, void *ctx) {
+static double sentence(const tg__metric_corpus *c, size_t i, void *ctx) {
     cider_ws *w = ctx;
     size_t nh = c->len[2 * i], nr = c->len[2 * i + 1];
     double normh[MAX_N], normr[MAX_N], val[MAX_N] = {0};
@@ -103,9 +104,9 @@ static double sentence(const tg__corpus *c, size_t i, void *ctx) {
     size_t mr = vectorise(w->gr, ngrams(c->ids + c->off[2 * i + 1], nr, w->gr), w->log_n, w->u,
                           w->df, w->nu, w->vr, normr);
     for (size_t a = 0, b = 0; a < mh; a++) { /* both sorted: merge */
-        while (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) < 0)
+        while (b < mr && tg__text_ngram_cmp(&w->gr[b], &w->gh[a]) < 0)
             b++;
-        if (b < mr && tg__ngram_cmp(&w->gr[b], &w->gh[a]) == 0)
+        if (b < mr && tg__text_ngram_cmp(&w->gr[b], &w->gh[a]) == 0)
             val[order_of(&w->gh[a]) - 1] += fmin(w->vh[a], w->vr[b]) * w->vr[b];
     }
     double delta = (double)(nh > 1 ? nh - 1 : 0) - (double)(nr > 1 ? nr - 1 : 0);
@@ -137,7 +138,7 @@ static void release(void *ctx) {
 }
 
 /* Document frequencies: the distinct n-grams of each reference, pooled, sorted and counted. */
-static tg_status setup(const tg__corpus *c, void **ctx) {
+static tg_status setup(const tg__metric_corpus *c, void **ctx) {
     size_t n = c->n, total = 0, longest = count_ngrams(c->longest) + 1;
     for (size_t i = 0; i < n; i++)
         total += count_ngrams(c->len[2 * i + 1]);
@@ -152,17 +153,17 @@ static tg_status setup(const tg__corpus *c, void **ctx) {
     w->vr = malloc(longest * sizeof *w->vr);
     if (!w->u || !w->df || !w->gh || !w->gr || !w->vh || !w->vr)
         return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu n-grams)", total);
-    tg__ngram *all = w->u;
+    tg__text_ngram *all = w->u;
     size_t na = 0, nu = 0;
     for (size_t i = 0; i < n; i++) {
         size_t base = na, m = ngrams(c->ids + c->off[2 * i + 1], c->len[2 * i + 1], all + base);
         for (size_t k = 0; k < m; k++) /* keep each n-gram once per reference (sorted: runs) */
-            if (k == 0 || tg__ngram_cmp(&all[base + k], &all[base + k - 1]) != 0)
+            if (k == 0 || tg__text_ngram_cmp(&all[base + k], &all[base + k - 1]) != 0)
                 all[na++] = all[base + k];
     }
-    qsort(all, na, sizeof *all, tg__ngram_cmp);
+    qsort(all, na, sizeof *all, tg__text_ngram_cmp);
     for (size_t k = 0; k < na; k++) {
-        if (nu > 0 && tg__ngram_cmp(&all[nu - 1], &all[k]) == 0) {
+        if (nu > 0 && tg__text_ngram_cmp(&all[nu - 1], &all[k]) == 0) {
             w->df[nu - 1]++;
         } else {
             all[nu] = all[k];
@@ -177,6 +178,7 @@ static tg_status setup(const tg__corpus *c, void **ctx) {
 tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n,
                           tg_bleu_tokenize tok, double *sentence_scores,
                           tg_metric_mean_result *out) {
-    static const tg__mean_spec spec = {0, 0, setup, sentence, release, "n:4|sigma:6|idf:refs"};
-    return tg__mean_metric("tg_metric_cider", hyps, refs, n, tok, &spec, sentence_scores, out);
+    static const tg__metric_mean_spec spec = {0,        0,       setup,
+                                              sentence, release, "n:4|sigma:6|idf:refs"};
+    return tg__metric_mean("tg_metric_cider", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

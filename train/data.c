@@ -320,7 +320,9 @@ struct tg_corpus {
     int64_t cap, src_cap, tgt_cap;
 };
 
-void tg__corpus_set_mlm(tg_corpus *c) { c->mlm = true; }
+void tg__train_corpus_set_mlm(tg_corpus *c) {
+    c->mlm = true;
+}
 
 void tg_corpus_free(tg_corpus *c) {
     if (!c) return;

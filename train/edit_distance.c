@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int tok_eq(const tg__tok *x, const tg__tok *y) {
+static int tok_eq(const tg__text_tok *x, const tg__text_tok *y) {
     return x->len == y->len && memcmp(x->p, y->p, x->len) == 0;
 }
 
-tg_status tg__levenshtein(const tg__toks *a, const tg__toks *b, int64_t **row, size_t *rowcap,
-                          int64_t *dist) {
+tg_status tg__metric_levenshtein(const tg__text_toks *a, const tg__text_toks *b, int64_t **row,
+                                 size_t *rowcap, int64_t *dist) {
     /* Wagner–Fischer with one row: row[j] = D(i, j), the distance between the first i words
      * of a and the first j words of b;
      * D(i, j) = min(D(i-1, j) + 1, D(i, j-1) + 1, D(i-1, j-1) + [a_i != b_j]). */
@@ -42,11 +42,11 @@ tg_status tg__levenshtein(const tg__toks *a, const tg__toks *b, int64_t **row, s
 }
 
 /* Split two valid UTF-8 strings and take their word-level distance. */
-static tg_status distance(const char *hyp, const char *ref, tg__toks *ht, tg__toks *rt,
+static tg_status distance(const char *hyp, const char *ref, tg__text_toks *ht, tg__text_toks *rt,
                           int64_t **row, size_t *rowcap, int64_t *dist) {
-    tg_status st = tg__split(hyp, strlen(hyp), ht);
-    if (st == TG_OK) st = tg__split(ref, strlen(ref), rt);
-    if (st == TG_OK) st = tg__levenshtein(ht, rt, row, rowcap, dist);
+    tg_status st = tg__text_split(hyp, strlen(hyp), ht);
+    if (st == TG_OK) st = tg__text_split(ref, strlen(ref), rt);
+    if (st == TG_OK) st = tg__metric_levenshtein(ht, rt, row, rowcap, dist);
     return st;
 }
 
@@ -57,15 +57,15 @@ tg_status tg_metric_edit_distance(const char *hyp, const char *ref, int64_t *dis
                             !hyp   ? "hyp"
                             : !ref ? "ref"
                                    : "dist");
-    tg_status st = tg__utf8_check(fn, "hyp", 0, hyp);
-    if (st == TG_OK) st = tg__utf8_check(fn, "ref", 0, ref);
+    tg_status st = tg__text_utf8_check(fn, "hyp", 0, hyp);
+    if (st == TG_OK) st = tg__text_utf8_check(fn, "ref", 0, ref);
     if (st != TG_OK) return st;
-    tg__toks ht = {0}, rt = {0};
+    tg__text_toks ht = {0}, rt = {0};
     int64_t *row = NULL;
     size_t cap = 0;
     st = distance(hyp, ref, &ht, &rt, &row, &cap, dist);
-    tg__toks_free(&ht);
-    tg__toks_free(&rt);
+    tg__text_toks_free(&ht);
+    tg__text_toks_free(&rt);
     free(row);
     return st == TG_OK ? st : tg_error_prefix(st, "%s", fn);
 }
@@ -73,9 +73,9 @@ tg_status tg_metric_edit_distance(const char *hyp, const char *ref, int64_t *dis
 tg_status tg_metric_wer(const char *const *hyps, const char *const *refs, size_t n,
                         tg_metric_wer_result *out) {
     static const char fn[] = "tg_metric_wer";
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    tg_status st = tg__text_check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
-    tg__toks ht = {0}, rt = {0};
+    tg__text_toks ht = {0}, rt = {0};
     int64_t *row = NULL;
     size_t cap = 0, i = 0;
     int64_t errors = 0, words = 0;
@@ -85,8 +85,8 @@ tg_status tg_metric_wer(const char *const *hyps, const char *const *refs, size_t
         errors += d;
         words += (int64_t)rt.n;
     }
-    tg__toks_free(&ht);
-    tg__toks_free(&rt);
+    tg__text_toks_free(&ht);
+    tg__text_toks_free(&rt);
     free(row);
     if (st != TG_OK) return tg_error_prefix(st, "%s: sentence %zu", fn, i - 1);
     if (words == 0)
@@ -98,7 +98,7 @@ tg_status tg_metric_wer(const char *const *hyps, const char *const *refs, size_t
     return TG_OK;
 }
 
-/* Argument checks of tg_metric_g2p beyond tg__check_corpus: the reference lists. */
+/* Argument checks of tg_metric_g2p beyond tg__text_check_corpus: the reference lists. */
 static tg_status check_g2p_refs(const char *fn, const char *const *const *refs,
                                 const size_t *n_refs, size_t n) {
     if (!refs) return tg_error_set(TG_ERR_INVALID, "%s: refs is NULL", fn);
@@ -111,7 +111,7 @@ static tg_status check_g2p_refs(const char *fn, const char *const *const *refs,
         for (size_t j = 0; j < n_refs[i]; j++) {
             if (!refs[i][j])
                 return tg_error_set(TG_ERR_INVALID, "%s: refs[%zu][%zu] is NULL", fn, i, j);
-            tg_status st = tg__utf8_check(fn, "refs", i, refs[i][j]);
+            tg_status st = tg__text_utf8_check(fn, "refs", i, refs[i][j]);
             if (st != TG_OK) return st;
         }
     }
@@ -121,21 +121,21 @@ static tg_status check_g2p_refs(const char *fn, const char *const *const *refs,
 tg_status tg_metric_g2p(const char *const *hyps, const char *const *const *refs,
                         const size_t *n_refs, size_t n, tg_metric_g2p_result *out) {
     static const char fn[] = "tg_metric_g2p";
-    tg_status st = tg__check_corpus(fn, hyps, NULL, 0, n, out);
+    tg_status st = tg__text_check_corpus(fn, hyps, NULL, 0, n, out);
     if (st == TG_OK) st = check_g2p_refs(fn, refs, n_refs, n);
     if (st != TG_OK) return st;
-    tg__toks ht = {0}, rt = {0};
+    tg__text_toks ht = {0}, rt = {0};
     int64_t *row = NULL;
     size_t cap = 0, i = 0;
     int64_t wrong = 0, errors = 0, phones = 0;
     for (; st == TG_OK && i < n; i++) {
-        st = tg__split(hyps[i], strlen(hyps[i]), &ht);
+        st = tg__text_split(hyps[i], strlen(hyps[i]), &ht);
         /* The closest reference: smallest distance, the first listed on ties. */
         int64_t best = -1, best_len = 0;
         for (size_t j = 0; st == TG_OK && j < n_refs[i]; j++) {
             int64_t d = 0;
-            st = tg__split(refs[i][j], strlen(refs[i][j]), &rt);
-            if (st == TG_OK) st = tg__levenshtein(&ht, &rt, &row, &cap, &d);
+            st = tg__text_split(refs[i][j], strlen(refs[i][j]), &rt);
+            if (st == TG_OK) st = tg__metric_levenshtein(&ht, &rt, &row, &cap, &d);
             if (st == TG_OK && (best < 0 || d < best)) {
                 best = d;
                 best_len = (int64_t)rt.n;
@@ -146,8 +146,8 @@ tg_status tg_metric_g2p(const char *const *hyps, const char *const *const *refs,
         errors += best;
         phones += best_len;
     }
-    tg__toks_free(&ht);
-    tg__toks_free(&rt);
+    tg__text_toks_free(&ht);
+    tg__text_toks_free(&rt);
     free(row);
     if (st != TG_OK) return tg_error_prefix(st, "%s: word %zu", fn, i);
     if (phones == 0)

@@ -41,7 +41,7 @@ tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const t
     }
     if (st == TG_OK)
         st = tg_corpus_from_ids(n, (const int32_t *const *)in, len, (const int32_t *const *)tg, len, out);
-    if (st == TG_OK) tg__corpus_set_mlm(*out);
+    if (st == TG_OK) tg__train_corpus_set_mlm(*out);
     for (int64_t i = 0; in && tg && i < n; i++) {
         free(in[i]);
         free(tg[i]);

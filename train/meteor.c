@@ -46,7 +46,7 @@ typedef struct meteor_ws {
     int64_t *hm, *rm;
 } meteor_ws;
 
-static tg_status setup(const tg__corpus *c, void **ctx) {
+static tg_status setup(const tg__metric_corpus *c, void **ctx) {
     meteor_ws *w = calloc(1, sizeof *w);
     size_t m = c->longest ? c->longest : 1;
     if (w) w->hm = malloc(m * sizeof *w->hm), w->rm = malloc(m * sizeof *w->rm);
@@ -61,7 +61,7 @@ static void release(void *ctx) {
 }
 
 /* The score of sentence pair s. */
-static double sentence(const tg__corpus *c, size_t s, void *ctx) {
+static double sentence(const tg__metric_corpus *c, size_t s, void *ctx) {
     const meteor_ws *w = ctx;
     const uint32_t *h = c->ids + c->off[2 * s], *r = c->ids + c->off[2 * s + 1];
     size_t nh = c->len[2 * s], nr = c->len[2 * s + 1];
@@ -93,7 +93,7 @@ static double sentence(const tg__corpus *c, size_t s, void *ctx) {
 tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n,
                            tg_bleu_tokenize tok, double *sentence_scores,
                            tg_metric_mean_result *out) {
-    static const tg__mean_spec spec = {1,        1,       setup,
-                                       sentence, release, "stem:porter|syn:no|a:0.9|b:3|g:0.5"};
-    return tg__mean_metric("tg_metric_meteor", hyps, refs, n, tok, &spec, sentence_scores, out);
+    static const tg__metric_mean_spec spec = {
+        1, 1, setup, sentence, release, "stem:porter|syn:no|a:0.9|b:3|g:0.5"};
+    return tg__metric_mean("tg_metric_meteor", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

@@ -23,16 +23,16 @@ static size_t width_of(tg_metric_id m) {
 
 /* WER rows: {word-level Levenshtein distance, reference words}. */
 static tg_status wer_rows(const char *const *hyps, const char *const *refs, size_t n, double *v) {
-    tg__toks words = {0};
+    tg__text_toks words = {0};
     tg_status st = TG_OK;
     for (size_t i = 0; st == TG_OK && i < n; i++) {
         int64_t d;
         st = tg_metric_edit_distance(hyps[i], refs[i], &d);
-        if (st == TG_OK) st = tg__split(refs[i], strlen(refs[i]), &words);
+        if (st == TG_OK) st = tg__text_split(refs[i], strlen(refs[i]), &words);
         v[2 * i] = (double)d;
         v[2 * i + 1] = (double)words.n;
     }
-    tg__toks_free(&words);
+    tg__text_toks_free(&words);
     return st;
 }
 
@@ -42,7 +42,7 @@ tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
     static const char fn[] = "tg_metric_stats_compute";
     if ((unsigned)metric >= TG_METRIC_COUNT)
         return tg_error_set(TG_ERR_INVALID, "%s: unknown metric %d", fn, (int)metric);
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    tg_status st = tg__text_check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
     tg_metric_stats s = {metric, opt ? *opt : tg_metric_bleu_options_default(), n, width_of(metric),
                          NULL};

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tg__corpus_free(tg__corpus *c) {
+void tg__metric_corpus_free(tg__metric_corpus *c) {
     free(c->ids);
     free(c->off);
     free(c->len);
@@ -17,7 +17,8 @@ void tg__corpus_free(tg__corpus *c) {
 }
 
 /* Lower-case s[0, len) (valid UTF-8) into out (appended). cp is scratch of *cap entries. */
-static tg_status lower_utf8(const char *s, size_t len, uint32_t **cp, size_t *cap, tg__buf *out) {
+static tg_status lower_utf8(const char *s, size_t len, uint32_t **cp, size_t *cap,
+                            tg__text_buf *out) {
     if (3 * len > *cap) { /* len code points at most, and lower-casing at most doubles them */
         uint32_t *v = realloc(*cp, 3 * len * sizeof *v);
         if (!v) return tg_error_set(TG_ERR_NOMEM, "out of memory (%zu characters)", len);
@@ -26,23 +27,23 @@ static tg_status lower_utf8(const char *s, size_t len, uint32_t **cp, size_t *ca
     }
     size_t pos = 0, n = 0;
     while (pos < len)
-        tg__utf8_next(s, len, &pos, &(*cp)[n++]);
-    size_t m = tg__lower(*cp, n, *cp + len);
-    return tg__utf8_append(out, *cp + len, m);
+        tg__text_utf8_next(s, len, &pos, &(*cp)[n++]);
+    size_t m = tg__text_lower(*cp, n, *cp + len);
+    return tg__text_utf8_append(out, *cp + len, m);
 }
 
 /* Porter stems of the distinct words (their text in words[]), numbered into c->stem. */
-static tg_status stem_ids(const tg__toks *distinct, tg__corpus *c) {
+static tg_status stem_ids(const tg__text_toks *distinct, tg__metric_corpus *c) {
     size_t m = distinct->n;
-    tg__buf text = {0};
+    tg__text_buf text = {0};
     size_t *soff = malloc((m ? m : 1) * sizeof *soff);
     uint32_t *cp = NULL;
     size_t cap = 0;
-    tg__toks stems = {0};
+    tg__text_toks stems = {0};
     c->stem = malloc((m ? m : 1) * sizeof *c->stem);
     tg_status st = soff && c->stem ? TG_OK : tg_error_set(TG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == TG_OK && i < m; i++) {
-        const tg__tok *w = &distinct->v[i];
+        const tg__text_tok *w = &distinct->v[i];
         if (w->len > cap) {
             uint32_t *v = realloc(cp, w->len * sizeof *v);
             if (!v) {
@@ -54,31 +55,32 @@ static tg_status stem_ids(const tg__toks *distinct, tg__corpus *c) {
         }
         size_t pos = 0, n = 0;
         while (pos < w->len)
-            tg__utf8_next(w->p, w->len, &pos, &cp[n++]);
+            tg__text_utf8_next(w->p, w->len, &pos, &cp[n++]);
         soff[i] = text.len;
-        st = tg__utf8_append(&text, cp, tg__porter_stem(cp, n));
+        st = tg__text_utf8_append(&text, cp, tg__porter_stem(cp, n));
     }
     /* text is complete: now its addresses are stable */
     for (size_t i = 0; st == TG_OK && i < m; i++)
-        st =
-            tg__toks_push(&stems, text.p + soff[i], (i + 1 < m ? soff[i + 1] : text.len) - soff[i]);
+        st = tg__text_toks_push(&stems, text.p + soff[i],
+                                (i + 1 < m ? soff[i + 1] : text.len) - soff[i]);
     uint32_t ns;
-    if (st == TG_OK) st = tg__intern(stems.v, m, c->stem, &ns);
-    tg__toks_free(&stems);
-    tg__buf_free(&text);
+    if (st == TG_OK) st = tg__text_intern(stems.v, m, c->stem, &ns);
+    tg__text_toks_free(&stems);
+    tg__text_buf_free(&text);
     free(soff);
     free(cp);
     return st;
 }
 
-tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, size_t n,
-                           tg_bleu_tokenize tok, int lower, int stems, tg__corpus *c) {
+tg_status tg__metric_corpus_build(const char *const *hyps, const char *const *refs, size_t n,
+                                  tg_bleu_tokenize tok, int lower, int stems,
+                                  tg__metric_corpus *c) {
     memset(c, 0, sizeof *c);
     c->n = n;
     c->off = malloc(2 * n * sizeof *c->off);
     c->len = malloc(2 * n * sizeof *c->len);
-    tg__buf tokbuf = {0}, text = {0};
-    tg__toks words = {0}, all = {0}, distinct = {0};
+    tg__text_buf tokbuf = {0}, text = {0};
+    tg__text_toks words = {0}, all = {0}, distinct = {0};
     size_t *woff = NULL, wcap = 0, nw = 0;
     uint32_t *cp = NULL;
     size_t cpcap = 0;
@@ -86,7 +88,7 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
     /* pass 1: every sentence's words, lower-cased or not, appended to text */
     for (size_t s = 0; st == TG_OK && s < 2 * n; s++) {
         const char *line = s % 2 ? refs[s / 2] : hyps[s / 2];
-        st = tg__words(line, tok, &tokbuf, &words);
+        st = tg__text_words(line, tok, &tokbuf, &words);
         c->off[s] = nw;
         c->len[s] = words.n;
         if (st == TG_OK && nw + words.n + 1 > wcap) {
@@ -102,21 +104,22 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
             if (lower)
                 st = lower_utf8(words.v[k].p, words.v[k].len, &cp, &cpcap, &text);
             else
-                st = tg__buf_append(&text, words.v[k].p, words.v[k].len);
+                st = tg__text_buf_append(&text, words.v[k].p, words.v[k].len);
         }
         if (st != TG_OK)
             st = tg_error_prefix(st, "%s %zu", s % 2 ? "reference" : "hypothesis", s / 2);
     }
     /* pass 2: number the words */
     for (size_t k = 0; st == TG_OK && k < nw; k++)
-        st = tg__toks_push(&all, text.p + woff[k], (k + 1 < nw ? woff[k + 1] : text.len) - woff[k]);
+        st = tg__text_toks_push(&all, text.p + woff[k],
+                                (k + 1 < nw ? woff[k + 1] : text.len) - woff[k]);
     if (st == TG_OK && !(c->ids = malloc((nw ? nw : 1) * sizeof *c->ids)))
         st = tg_error_set(TG_ERR_NOMEM, "out of memory");
-    if (st == TG_OK) st = tg__intern(all.v, nw, c->ids, &c->n_words);
+    if (st == TG_OK) st = tg__text_intern(all.v, nw, c->ids, &c->n_words);
     for (size_t s = 0; st == TG_OK && s < 2 * n; s++)
         if (c->len[s] > c->longest) c->longest = c->len[s];
     if (st == TG_OK && stems) { /* one representative text per id, then their stems */
-        tg__tok *rep = malloc((c->n_words ? c->n_words : 1) * sizeof *rep);
+        tg__text_tok *rep = malloc((c->n_words ? c->n_words : 1) * sizeof *rep);
         if (!rep) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
         for (size_t k = 0; st == TG_OK && k < nw; k++)
             rep[c->ids[k]] = all.v[k];
@@ -124,24 +127,24 @@ tg_status tg__corpus_build(const char *const *hyps, const char *const *refs, siz
         distinct.n = distinct.cap = c->n_words;
         if (st == TG_OK) st = stem_ids(&distinct, c);
     }
-    tg__toks_free(&distinct);
-    tg__toks_free(&all);
-    tg__toks_free(&words);
-    tg__buf_free(&tokbuf);
-    tg__buf_free(&text);
+    tg__text_toks_free(&distinct);
+    tg__text_toks_free(&all);
+    tg__text_toks_free(&words);
+    tg__text_buf_free(&tokbuf);
+    tg__text_buf_free(&text);
     free(woff);
     free(cp);
-    if (st != TG_OK) tg__corpus_free(c);
+    if (st != TG_OK) tg__metric_corpus_free(c);
     return st;
 }
 
-tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *const *refs,
-                          size_t n, tg_bleu_tokenize tok, const tg__mean_spec *spec,
+tg_status tg__metric_mean(const char *fn, const char *const *hyps, const char *const *refs,
+                          size_t n, tg_bleu_tokenize tok, const tg__metric_mean_spec *spec,
                           double *sentence_scores, tg_metric_mean_result *out) {
-    tg_status st = tg__check_corpus(fn, hyps, refs, 1, n, out);
+    tg_status st = tg__text_check_corpus(fn, hyps, refs, 1, n, out);
     if (st != TG_OK) return st;
-    tg__corpus c;
-    st = tg__corpus_build(hyps, refs, n, tok, spec->lower, spec->stems, &c);
+    tg__metric_corpus c;
+    st = tg__metric_corpus_build(hyps, refs, n, tok, spec->lower, spec->stems, &c);
     if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
     void *ctx = NULL;
     if (spec->setup) st = spec->setup(&c, &ctx);
@@ -152,7 +155,7 @@ tg_status tg__mean_metric(const char *fn, const char *const *hyps, const char *c
         sum += v;
     }
     if (spec->release) spec->release(ctx);
-    tg__corpus_free(&c);
+    tg__metric_corpus_free(&c);
     if (st != TG_OK) return tg_error_prefix(st, "%s", fn);
     memset(out, 0, sizeof *out);
     out->score = sum / (double)n;

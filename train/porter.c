@@ -227,23 +227,23 @@ tg_status tg_metric_porter_stem(const char *word_utf8, char **out) {
     static const char fn[] = "tg_metric_porter_stem";
     if (!word_utf8 || !out)
         return tg_error_set(TG_ERR_INVALID, "%s: %s is NULL", fn, word_utf8 ? "out" : "word");
-    tg_status st = tg__utf8_check(fn, "word", 0, word_utf8);
+    tg_status st = tg__text_utf8_check(fn, "word", 0, word_utf8);
     if (st != TG_OK) return st;
     size_t len = strlen(word_utf8), pos = 0, n = 0;
     uint32_t *cp = malloc((2 * len + 1) * sizeof *cp), *lo = malloc((2 * len + 1) * sizeof *lo);
-    tg__buf b = {0};
+    tg__text_buf b = {0};
     if (!cp || !lo) st = tg_error_set(TG_ERR_NOMEM, "%s: out of memory", fn);
     while (st == TG_OK && pos < len)
-        tg__utf8_next(word_utf8, len, &pos, &cp[n++]);
+        tg__text_utf8_next(word_utf8, len, &pos, &cp[n++]);
     /* stem() lower-cases first, but leaves words of <= 2 characters (before lower-casing) */
-    size_t nl = st == TG_OK ? tg__lower(cp, n, lo) : 0;
+    size_t nl = st == TG_OK ? tg__text_lower(cp, n, lo) : 0;
     if (st == TG_OK) n = n <= 2 && nl != n ? nl : tg__porter_stem(lo, nl);
-    if (st == TG_OK) st = tg__utf8_append(&b, lo, n);
+    if (st == TG_OK) st = tg__text_utf8_append(&b, lo, n);
     free(cp);
     free(lo);
-    if (st == TG_OK && !b.p) st = tg__buf_append(&b, "", 0);
+    if (st == TG_OK && !b.p) st = tg__text_buf_append(&b, "", 0);
     if (st != TG_OK) {
-        tg__buf_free(&b);
+        tg__text_buf_free(&b);
         return st;
     }
     *out = b.p;

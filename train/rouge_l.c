@@ -27,12 +27,12 @@ static size_t lcs(const uint32_t *h, size_t nh, const uint32_t *r, size_t nr, si
     return row[nr];
 }
 
-static tg_status setup(const tg__corpus *c, void **ctx) {
+static tg_status setup(const tg__metric_corpus *c, void **ctx) {
     *ctx = malloc((c->longest + 1) * sizeof(size_t));
     return *ctx ? TG_OK : tg_error_set(TG_ERR_NOMEM, "out of memory");
 }
 
-static double sentence(const tg__corpus *c, size_t i, void *row) {
+static double sentence(const tg__metric_corpus *c, size_t i, void *row) {
     size_t nh = c->len[2 * i], nr = c->len[2 * i + 1];
     if (nh == 0 || nr == 0) return 0.0;
     size_t l = lcs(c->ids + c->off[2 * i], nh, c->ids + c->off[2 * i + 1], nr, row);
@@ -43,6 +43,6 @@ static double sentence(const tg__corpus *c, size_t i, void *row) {
 tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n,
                             tg_bleu_tokenize tok, double *sentence_scores,
                             tg_metric_mean_result *out) {
-    static const tg__mean_spec spec = {1, 0, setup, sentence, free, "stem:no"};
-    return tg__mean_metric("tg_metric_rouge_l", hyps, refs, n, tok, &spec, sentence_scores, out);
+    static const tg__metric_mean_spec spec = {1, 0, setup, sentence, free, "stem:no"};
+    return tg__metric_mean("tg_metric_rouge_l", hyps, refs, n, tok, &spec, sentence_scores, out);
 }

@@ -233,7 +233,7 @@ void tg_train_dir_unlock(tg_train_lock *l) {
 
 /* ---- metrics.jsonl on resume ---- */
 
-tg_status tg__metrics_truncate(const char *path, int64_t step) {
+tg_status tg__train_metrics_truncate(const char *path, int64_t step) {
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? TG_OK : tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;

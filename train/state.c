@@ -26,7 +26,7 @@
 
 #define STATE_FORMAT "tgraph-train-state"
 
-tg_status tg__model_hash(tg_model *m, uint64_t *out) {
+tg_status tg__train_model_hash(tg_model *m, uint64_t *out) {
     tg_store *s = tg_model_store(m);
     uint64_t h = TG_FNV1A_INIT;
     float *buf = NULL;
@@ -66,7 +66,7 @@ tg_status tg_trainer_save(tg_trainer *t, const char *dir) {
     st = tg_model_save(t->m, mpath);
     if (st) return st;
     uint64_t mh;
-    st = tg__model_hash(t->m, &mh);
+    st = tg__train_model_hash(t->m, &mh);
     if (st) return st;
     tg_store *s = tg_model_store(t->m);
     tg_st_writer *w = tg_st_writer_new();
@@ -165,7 +165,7 @@ tg_status tg_trainer_load_state(tg_trainer *t, const char *path) {
         st = tg_error_set(TG_ERR_INVALID,
                           "'%s': the training data differ from those of the run being resumed "
                           "(other files, vocabulary or options)", path);
-    if (st == TG_OK && (st = tg__model_hash(t->m, &cur)) == TG_OK && cur != mh)
+    if (st == TG_OK && (st = tg__train_model_hash(t->m, &cur)) == TG_OK && cur != mh)
         st = tg_error_set(TG_ERR_INVALID, "'%s' does not belong to the model checkpoint next to it", path);
     if (st == TG_OK && seed != t->cfg.seed)
         st = tg_error_set(TG_ERR_INVALID, "'%s': seed %llu differs from the configured %llu", path,

@@ -30,16 +30,17 @@
 #include <string.h>
 
 /* out = in with every non-overlapping occurrence of pat (left to right) replaced by rep. */
-static tg_status replace_all(const tg__buf *in, const char *pat, const char *rep, tg__buf *out) {
+static tg_status replace_all(const tg__text_buf *in, const char *pat, const char *rep,
+                             tg__text_buf *out) {
     size_t pl = strlen(pat), rl = strlen(rep);
     out->len = 0;
-    tg_status st = tg__buf_reserve(out, in->len);
+    tg_status st = tg__text_buf_reserve(out, in->len);
     for (size_t i = 0; st == TG_OK && i < in->len;) {
         if (in->len - i >= pl && memcmp(in->p + i, pat, pl) == 0) {
-            st = tg__buf_append(out, rep, rl);
+            st = tg__text_buf_append(out, rep, rl);
             i += pl;
         } else {
-            st = tg__buf_append(out, in->p + i, 1);
+            st = tg__text_buf_append(out, in->p + i, 1);
             i++;
         }
     }
@@ -63,9 +64,9 @@ static int is_pc(unsigned char c) {
  * if the two bytes match, emit the replacement and skip both, else copy one byte. */
 enum re_pass { RE_B, RE_C, RE_D };
 
-static tg_status regex_pass(const tg__buf *in, enum re_pass which, tg__buf *out) {
+static tg_status regex_pass(const tg__text_buf *in, enum re_pass which, tg__text_buf *out) {
     out->len = 0;
-    tg_status st = tg__buf_reserve(out, 2 * in->len);
+    tg_status st = tg__text_buf_reserve(out, 2 * in->len);
     const unsigned char *u = (const unsigned char *)in->p;
     for (size_t i = 0; st == TG_OK && i < in->len;) {
         char rep[4];
@@ -88,20 +89,20 @@ static tg_status regex_pass(const tg__buf *in, enum re_pass which, tg__buf *out)
             }
         }
         if (hit) {
-            st = tg__buf_append(out, rep, 4);
+            st = tg__text_buf_append(out, rep, 4);
             i += 2;
         } else {
-            st = tg__buf_append(out, in->p + i, 1);
+            st = tg__text_buf_append(out, in->p + i, 1);
             i++;
         }
     }
     return st;
 }
 
-tg_status tg__tokenize_13a(const char *s, size_t len, tg__buf *out) {
-    tg__buf a = {0}, b = {0};
-    tg__toks toks = {0};
-    tg_status st = tg__buf_append(&a, s, len);
+tg_status tg__tokenize_13a(const char *s, size_t len, tg__text_buf *out) {
+    tg__text_buf a = {0}, b = {0};
+    tg__text_toks toks = {0};
+    tg_status st = tg__text_buf_append(&a, s, len);
     /* Steps 1-2, each a full pass over the previous result, as Python's chained replace. */
     if (st == TG_OK) st = replace_all(&a, "<skipped>", "", &b);
     if (st == TG_OK) st = replace_all(&b, "-\n", "", &a);
@@ -115,31 +116,31 @@ tg_status tg__tokenize_13a(const char *s, size_t len, tg__buf *out) {
     /* Steps 3 and 4a: b -> a with padding and spaced punctuation. */
     if (st == TG_OK) {
         a.len = 0;
-        st = tg__buf_append(&a, " ", 1);
+        st = tg__text_buf_append(&a, " ", 1);
     }
     for (size_t i = 0; st == TG_OK && i < b.len; i++) {
         if (is_punct_13a((unsigned char)b.p[i])) {
             char t[3] = {' ', b.p[i], ' '};
-            st = tg__buf_append(&a, t, 3);
+            st = tg__text_buf_append(&a, t, 3);
         } else {
-            st = tg__buf_append(&a, b.p + i, 1);
+            st = tg__text_buf_append(&a, b.p + i, 1);
         }
     }
-    if (st == TG_OK) st = tg__buf_append(&a, " ", 1);
+    if (st == TG_OK) st = tg__text_buf_append(&a, " ", 1);
     if (st == TG_OK) st = regex_pass(&a, RE_B, &b);
     if (st == TG_OK) st = regex_pass(&b, RE_C, &a);
     if (st == TG_OK) st = regex_pass(&a, RE_D, &b);
     /* Step 5: collapse (Unicode) whitespace runs to single spaces and trim. */
-    if (st == TG_OK) st = tg__split(b.p, b.len, &toks);
+    if (st == TG_OK) st = tg__text_split(b.p, b.len, &toks);
     out->len = 0;
-    if (st == TG_OK) st = tg__buf_append(out, "", 0);
+    if (st == TG_OK) st = tg__text_buf_append(out, "", 0);
     for (size_t i = 0; st == TG_OK && i < toks.n; i++) {
-        if (i) st = tg__buf_append(out, " ", 1);
-        if (st == TG_OK) st = tg__buf_append(out, toks.v[i].p, toks.v[i].len);
+        if (i) st = tg__text_buf_append(out, " ", 1);
+        if (st == TG_OK) st = tg__text_buf_append(out, toks.v[i].p, toks.v[i].len);
     }
-    tg__toks_free(&toks);
-    tg__buf_free(&a);
-    tg__buf_free(&b);
+    tg__text_toks_free(&toks);
+    tg__text_buf_free(&a);
+    tg__text_buf_free(&b);
     return st;
 }
 
@@ -147,12 +148,12 @@ tg_status tg_metric_tokenize_13a(const char *text, char **out) {
     if (!text || !out)
         return tg_error_set(TG_ERR_INVALID, "tg_metric_tokenize_13a: %s is NULL",
                             !text ? "text" : "out");
-    tg_status st = tg__utf8_check("tg_metric_tokenize_13a", "text", 0, text);
+    tg_status st = tg__text_utf8_check("tg_metric_tokenize_13a", "text", 0, text);
     if (st != TG_OK) return st;
-    tg__buf b = {0};
+    tg__text_buf b = {0};
     st = tg__tokenize_13a(text, strlen(text), &b);
     if (st != TG_OK) {
-        tg__buf_free(&b);
+        tg__text_buf_free(&b);
         return tg_error_prefix(st, "tg_metric_tokenize_13a");
     }
     *out = b.p; /* non-NULL: tg__tokenize_13a always appends at least "" */

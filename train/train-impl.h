@@ -9,7 +9,7 @@
 
 /* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
  * (train/data.c; set by tg_corpus_new_mlm). */
-void tg__corpus_set_mlm(tg_corpus *c);
+void tg__train_corpus_set_mlm(tg_corpus *c);
 
 struct tg_trainer {
     tg_model *m;
@@ -51,8 +51,8 @@ double tg__train_now(void);
 tg_status tg__train_model_file(int64_t step, char *buf, size_t n);
 tg_status tg__train_dir_publish(const char *dir, const char *model_file, const char *as);
 tg_status tg__train_dir_drop_models(const char *dir, const char *keep);
-tg_status tg__metrics_truncate(const char *path, int64_t step);
+tg_status tg__train_metrics_truncate(const char *path, int64_t step);
 /* FNV-1a over every parameter's float bytes, in store order. */
-tg_status tg__model_hash(tg_model *m, uint64_t *out);
+tg_status tg__train_model_hash(tg_model *m, uint64_t *out);
 
 #endif

@@ -639,7 +639,8 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
             st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", t->out_dir, strerror(errno));
         /* lines past the step we start from were logged by a run that crashed before saving
          * them: this run logs those steps again */
-        else if ((st = tg__metrics_truncate(path, t->step)) == TG_OK && !(t->metrics = fopen(path, "a")))
+        else if ((st = tg__train_metrics_truncate(path, t->step)) == TG_OK &&
+                 !(t->metrics = fopen(path, "a")))
             st = tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     }
     st = tg_dist_agree(t->cfg.dist, st);

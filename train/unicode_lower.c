@@ -104,7 +104,7 @@ static const lower_run *find_run(uint32_t cp) {
     return NULL;
 }
 
-uint32_t tg__lower_cp(uint32_t cp) {
+uint32_t tg__text_lower_cp(uint32_t cp) {
     if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
     const lower_run *r = find_run(cp);
     return r ? (uint32_t)((int32_t)cp + r->delta) : cp;
@@ -112,7 +112,7 @@ uint32_t tg__lower_cp(uint32_t cp) {
 
 /* "cased" for the final-sigma rule: cp has a lower-case mapping or is the image of one. */
 static int is_cased(uint32_t cp) {
-    if (tg__lower_cp(cp) != cp) return 1;
+    if (tg__text_lower_cp(cp) != cp) return 1;
     for (size_t i = 0; i < NRUNS; i++) {
         int64_t f = (int64_t)RUNS[i].first + RUNS[i].delta,
                 l = (int64_t)RUNS[i].last + RUNS[i].delta;
@@ -122,7 +122,7 @@ static int is_cased(uint32_t cp) {
     return 0;
 }
 
-size_t tg__lower(const uint32_t *in, size_t n, uint32_t *out) {
+size_t tg__text_lower(const uint32_t *in, size_t n, uint32_t *out) {
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = in[i];
@@ -133,7 +133,7 @@ size_t tg__lower(const uint32_t *in, size_t n, uint32_t *out) {
             int fin = i > 0 && is_cased(in[i - 1]) && !(i + 1 < n && is_cased(in[i + 1]));
             out[m++] = fin ? 0x03C2 : 0x03C3;
         } else {
-            out[m++] = tg__lower_cp(c);
+            out[m++] = tg__text_lower_cp(c);
         }
     }
     return m;

@@ -135,7 +135,7 @@ static tg_status run_kernel(tg_cpu_par *p, tg_tensor *t) { return kernels[t->op]
 /* Member p's share of copying an input's host data in: blocks of 16 KiB. */
 static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
     enum { CH = 16384 };
-    size_t bytes = tg__nbytes(t);
+    size_t bytes = tg__tensor_nbytes(t);
     int64_t nch = (int64_t)((bytes + CH - 1) / CH);
     TG_CPU_FOR(p, c, nch, bytes / 4 > TG_PAR_MIN) {
         size_t lo = (size_t)c * CH, len = bytes - lo < CH ? bytes - lo : CH;

@@ -25,47 +25,48 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
     return off;
 }
 
-#define BINARY_LOOP(EXPR)                                                                    \
-    do {                                                                                     \
-        if (na == n && nb == n) {                                                            \
-            TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                            \
-                float x = a[i], y = b[i];                                                    \
-                o[i] = (EXPR);                                                               \
-            }                                                                                \
-        } else {                                                                             \
-            int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];                                        \
-            tg__bcast_strides(t->src[0], t, sa);                                             \
-            tg__bcast_strides(t->src[1], t, sb);                                             \
-            int nd = t->ndim;                                                                \
-            int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / (inner ? inner : 1);       \
-            int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;                      \
-            TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {                                         \
-                const float *ar = a + row_offset(r, nd, t->shape, sa);                       \
-                const float *br = b + row_offset(r, nd, t->shape, sb);                       \
-                float *orow = o + r * inner;                                                 \
-                if (ia && ib) {                                                              \
-                    for (int64_t j = 0; j < inner; j++) {                                    \
-                        float x = ar[j], y = br[j];                                          \
-                        orow[j] = (EXPR);                                                    \
-                    }                                                                        \
-                } else if (ia) {                                                             \
-                    float y = br[0];                                                         \
-                    for (int64_t j = 0; j < inner; j++) {                                    \
-                        float x = ar[j];                                                     \
-                        orow[j] = (EXPR);                                                    \
-                    }                                                                        \
-                } else if (ib) {                                                             \
-                    float x = ar[0];                                                         \
-                    for (int64_t j = 0; j < inner; j++) {                                    \
-                        float y = br[j];                                                     \
-                        orow[j] = (EXPR);                                                    \
-                    }                                                                        \
-                } else {                                                                     \
-                    float x = ar[0], y = br[0];                                              \
-                    for (int64_t j = 0; j < inner; j++) orow[j] = (EXPR);                    \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
+#define BINARY_LOOP(EXPR)                                                                          \
+    do {                                                                                           \
+        if (na == n && nb == n) {                                                                  \
+            TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                                  \
+                float x = a[i], y = b[i];                                                          \
+                o[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];                                              \
+            tg__geom_bcast_strides(t->src[0], t, sa);                                              \
+            tg__geom_bcast_strides(t->src[1], t, sb);                                              \
+            int nd = t->ndim;                                                                      \
+            int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / (inner ? inner : 1);             \
+            int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;                            \
+            TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {                                               \
+                const float *ar = a + row_offset(r, nd, t->shape, sa);                             \
+                const float *br = b + row_offset(r, nd, t->shape, sb);                             \
+                float *orow = o + r * inner;                                                       \
+                if (ia && ib) {                                                                    \
+                    for (int64_t j = 0; j < inner; j++) {                                          \
+                        float x = ar[j], y = br[j];                                                \
+                        orow[j] = (EXPR);                                                          \
+                    }                                                                              \
+                } else if (ia) {                                                                   \
+                    float y = br[0];                                                               \
+                    for (int64_t j = 0; j < inner; j++) {                                          \
+                        float x = ar[j];                                                           \
+                        orow[j] = (EXPR);                                                          \
+                    }                                                                              \
+                } else if (ib) {                                                                   \
+                    float x = ar[0];                                                               \
+                    for (int64_t j = 0; j < inner; j++) {                                          \
+                        float y = br[j];                                                           \
+                        orow[j] = (EXPR);                                                          \
+                    }                                                                              \
+                } else {                                                                           \
+                    float x = ar[0], y = br[0];                                                    \
+                    for (int64_t j = 0; j < inner; j++)                                            \
+                        orow[j] = (EXPR);                                                          \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 /* exp, tanh, GELU and its derivative: the vector maths of vmath.c on this member's share */
@@ -249,7 +250,7 @@ static tg_status masked_fill(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *m = t->src[1];
     float v = t->p.masked_fill.value;
     int64_t sm[TG_MAX_DIMS];
-    tg__bcast_strides(m, t, sm);
+    tg__geom_bcast_strides(m, t, sm);
     int nd = t->ndim;
     int64_t inner = nd ? t->shape[nd - 1] : 1, rows = inner ? n / inner : 0;
     int64_t im = nd ? sm[nd - 1] : 0;

@@ -33,7 +33,7 @@ static tg_status cont(tg_cpu_par *p, tg_tensor *t) {
 
 static tg_status expand(tg_cpu_par *p, tg_tensor *t) {
     int64_t st[TG_MAX_DIMS];
-    tg__bcast_strides(t->src[0], t, st);
+    tg__geom_bcast_strides(t->src[0], t, st);
     strided_copy(p, t, t->src[0]->data, st);
     return TG_OK;
 }

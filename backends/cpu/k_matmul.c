@@ -9,12 +9,12 @@
 static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *a = t->src[0], *b = t->src[1];
     tg_mm_plan mp; /* operands' layout and the batch dims that collapse: core/backend_helpers.c */
-    tg__mm_plan(t, &mp);
+    tg__geom_mm_plan(t, &mp);
     const float *A = a->data, *B = b->data;
     float *C = t->data;
     for (int64_t o = 0; o < mp.outer; o++) {
         int64_t offa, offb, offc;
-        tg__mm_offsets(&mp, t, o, &offa, &offb, &offc);
+        tg__geom_mm_offsets(&mp, t, o, &offa, &offb, &offc);
         const tg_cpu_gemm_args g = {.outer = 1,
                                     .batch = mp.inner,
                                     .M = mp.M,

@@ -45,7 +45,7 @@ static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer, int
 static void sum_to(tg_cpu_par *p, const tg_tensor *t, const tg_tensor *x) {
     bool acc = (t->flags & TG_TF_ACCUM) != 0;
     tg_sumto_plan sp; /* which dims are summed: core/backend_helpers.c */
-    tg__sumto_plan(t, x, &sp);
+    tg__geom_sumto_plan(t, x, &sp);
     int nd = sp.nd;
     const bool *red = sp.red;
     /* leading block reduced, rest kept (bias gradients): [R, C] -> [C] */

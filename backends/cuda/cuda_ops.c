@@ -54,8 +54,8 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 static tg_status binary(tg_backend *b, tg_tensor *t) {
     int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
     tgcu_index ix;
-    tg__bcast_strides(t->src[0], t, sa);
-    tg__bcast_strides(t->src[1], t, sb);
+    tg__geom_bcast_strides(t->src[0], t, sa);
+    tg__geom_bcast_strides(t->src[1], t, sb);
     make_index(t->ndim, t->shape, sa, sb, &ix);
     return tgcu_status(tgcu_binary(STREAM(b), t->op, F32(t), F32(t->src[0]), F32(t->src[1]), &ix,
                                    tg_tensor_numel(t)),
@@ -74,8 +74,8 @@ static tg_status masked_fill(tg_backend *b, tg_tensor *t) {
     const tg_tensor *m = t->src[1];
     int64_t sx[TG_MAX_DIMS], sm[TG_MAX_DIMS];
     tgcu_index ix;
-    tg__contiguous_strides(t->ndim, t->shape, sx);
-    tg__bcast_strides(m, t, sm);
+    tg__tensor_contiguous_strides(t->ndim, t->shape, sx);
+    tg__geom_bcast_strides(m, t, sm);
     make_index(t->ndim, t->shape, sx, sm, &ix);
     return tgcu_status(tgcu_masked_fill(STREAM(b), F32(t), F32(t->src[0]), m->data,
                                         m->dtype == TG_DTYPE_I32, &ix, tg_tensor_numel(t),
@@ -153,13 +153,13 @@ static tg_status sum_axis(tg_backend *b, const float *x, float *o, int64_t outer
     return st;
 }
 
-/* sum_to: the two cases of core/backend-helpers.h (tg__sumto_plan), as on the CPU: a leading
+/* sum_to: the two cases of core/backend-helpers.h (tg__geom_sumto_plan), as on the CPU: a leading
  * block of summed dims with the rest kept is one column sum; anything else sums each output's
  * reduced index space. */
 static tg_status sum_to(tg_backend *b, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     tg_sumto_plan p;
-    tg__sumto_plan(t, x, &p);
+    tg__geom_sumto_plan(t, x, &p);
     if (p.lead_block) return sum_axis(b, x->data, t->data, 1, p.R, p.C, "sum_to");
     tgcu_sumto d;
     memset(&d, 0, sizeof d);
@@ -275,12 +275,12 @@ static tg_status layer_norm_back(tg_backend *b, tg_tensor *t) {
 /* Row-major C = op(A) op(B) through column-major cuBLAS: a row-major matrix is the column-major
  * matrix of its transpose, so C^T = op(B)^T op(A)^T is one column-major GEMM with the operands
  * swapped (m = N, n = M) and the same transpose flags. The operands' description and the batch
- * dims that collapse into one strided batched call are core's (tg__mm_plan), as on the CPU. */
+ * dims that collapse into one strided batched call are core's (tg__geom_mm_plan), as on the CPU. */
 static tg_status matmul(tg_backend *bk, tg_tensor *t) {
     tgcu_impl *c = bk->impl;
     const tg_tensor *a = t->src[0], *b = t->src[1];
     tg_mm_plan p;
-    tg__mm_plan(t, &p);
+    tg__geom_mm_plan(t, &p);
     int64_t M = p.M, N = p.N, K = p.K;
     int64_t nout = tg_tensor_numel(t);
     if (nout == 0) return TG_OK;
@@ -299,7 +299,7 @@ static tg_status matmul(tg_backend *bk, tg_tensor *t) {
     cublasOperation_t opb = p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     for (int64_t o = 0; o < p.outer; o++) {
         int64_t offa, offb, offc;
-        tg__mm_offsets(&p, t, o, &offa, &offb, &offc);
+        tg__geom_mm_offsets(&p, t, o, &offa, &offb, &offc);
         cublasStatus_t s = cublasSgemmStridedBatched(
             c->blas, opb, opa, (int)N, (int)M, (int)K, &one, B + offb, (int)p.b.ld,
             (long long)p.sb, A + offa, (int)p.a.ld, (long long)p.sa, &zero, C + offc, (int)N,
@@ -426,7 +426,7 @@ static tg_status fill(tg_backend *b, tg_tensor *t) {
 static tg_status cont(tg_backend *b, tg_tensor *t) { return strided_copy(b, t, t->src[0]->stride); }
 static tg_status expand(tg_backend *b, tg_tensor *t) {
     int64_t st[TG_MAX_DIMS];
-    tg__bcast_strides(t->src[0], t, st);
+    tg__geom_bcast_strides(t->src[0], t, st);
     return strided_copy(b, t, st);
 }
 /* the store's gradient buffer += g */

@@ -17,41 +17,42 @@
 static bool band_check(tg_tensor *a, tg_tensor *b, int64_t r, const char *fn) {
     char sa[96], sb[96];
     if (a->graph != b->graph) {
-        tg__fail(a->graph, TG_ERR_INVALID, "%s: inputs belong to different graphs", fn);
+        tg__graph_fail(a->graph, TG_ERR_INVALID, "%s: inputs belong to different graphs", fn);
         return false;
     }
     if (a->dtype != TG_DTYPE_F32 || b->dtype != TG_DTYPE_F32) {
-        tg__fail(a->graph, TG_ERR_DTYPE, "%s: expected f32 inputs, got %s and %s", fn,
-                 tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
+        tg__graph_fail(a->graph, TG_ERR_DTYPE, "%s: expected f32 inputs, got %s and %s", fn,
+                       tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
         return false;
     }
     if (r < 0 || r > BAND_MAX_R) {
-        tg__fail(a->graph, TG_ERR_INVALID, "%s: r = %lld outside [0, %lld]", fn, (long long)r,
-                 (long long)BAND_MAX_R);
+        tg__graph_fail(a->graph, TG_ERR_INVALID, "%s: r = %lld outside [0, %lld]", fn, (long long)r,
+                       (long long)BAND_MAX_R);
         return false;
     }
     bool ok = a->ndim >= 2 && a->ndim == b->ndim;
     for (int i = 0; ok && i < a->ndim - 2; i++) ok = a->shape[i] == b->shape[i];
     if (!ok)
-        tg__fail(a->graph, TG_ERR_SHAPE,
-                 "%s: %s and %s need 2+ dimensions and equal leading dimensions (no broadcasting)",
-                 fn, tg_shape_str(sa, sizeof sa, a->ndim, a->shape),
-                 tg_shape_str(sb, sizeof sb, b->ndim, b->shape));
+        tg__graph_fail(
+            a->graph, TG_ERR_SHAPE,
+            "%s: %s and %s need 2+ dimensions and equal leading dimensions (no broadcasting)", fn,
+            tg_shape_str(sa, sizeof sa, a->ndim, a->shape),
+            tg_shape_str(sb, sizeof sb, b->ndim, b->shape));
     return ok;
 }
 
 /* A node of op `op` over contiguous copies of a and b, shaped like a with its last two
  * dimensions replaced by (rows, cols). */
 static tg_tensor *band_node(tg_op op, tg_tensor *a, tg_tensor *b, int64_t rows, int64_t cols, int64_t r) {
-    tg_tensor *src[2] = {tg__cont(a), tg__cont(b)};
+    tg_tensor *src[2] = {tg__op_cont(a), tg__op_cont(b)};
     if (!src[0] || !src[1]) return NULL;
     int64_t s[TG_MAX_DIMS];
     for (int i = 0; i < a->ndim - 2; i++) s[i] = a->shape[i];
     s[a->ndim - 2] = rows;
     s[a->ndim - 1] = cols;
-    tg_tensor *t = tg__new(a->graph, op, TG_DTYPE_F32, a->ndim, s);
+    tg_tensor *t = tg__graph_new(a->graph, op, TG_DTYPE_F32, a->ndim, s);
     if (!t) return NULL;
-    tg__set_src(t, 2, src);
+    tg__graph_set_src(t, 2, src);
     t->p.band.r = r;
     return t;
 }
@@ -62,8 +63,9 @@ tg_tensor *tg_band_scores(tg_tensor *q, tg_tensor *k, int64_t r, float fill) {
     int nd = q->ndim;
     if (q->shape[nd - 1] != k->shape[nd - 1]) {
         char sa[96], sb[96];
-        return tg__fail(q->graph, TG_ERR_SHAPE, "tg_band_scores: Q %s and K %s differ in d_k",
-                        tg_shape_str(sa, sizeof sa, nd, q->shape), tg_shape_str(sb, sizeof sb, nd, k->shape));
+        return tg__graph_fail(q->graph, TG_ERR_SHAPE, "tg_band_scores: Q %s and K %s differ in d_k",
+                              tg_shape_str(sa, sizeof sa, nd, q->shape),
+                              tg_shape_str(sb, sizeof sb, nd, k->shape));
     }
     tg_tensor *t = band_node(TG_OP_BAND_SCORES, q, k, q->shape[nd - 2], 2 * r + 1, r);
     if (t) t->p.band.fill = fill;
@@ -76,8 +78,9 @@ tg_tensor *tg_band_mix(tg_tensor *p, tg_tensor *v, int64_t r) {
     int nd = p->ndim;
     if (p->shape[nd - 1] != 2 * r + 1) {
         char sa[96];
-        return tg__fail(p->graph, TG_ERR_SHAPE, "tg_band_mix: P %s must have 2r+1 = %lld columns",
-                        tg_shape_str(sa, sizeof sa, nd, p->shape), (long long)(2 * r + 1));
+        return tg__graph_fail(p->graph, TG_ERR_SHAPE,
+                              "tg_band_mix: P %s must have 2r+1 = %lld columns",
+                              tg_shape_str(sa, sizeof sa, nd, p->shape), (long long)(2 * r + 1));
     }
     return band_node(TG_OP_BAND_MIX, p, v, p->shape[nd - 2], v->shape[nd - 1], r);
 }
@@ -90,7 +93,8 @@ static tg_tensor *band_mix_t(tg_tensor *a, tg_tensor *x, int64_t r, int64_t m) {
     if (!band_check(a, x, r, "band_mix_t")) return NULL;
     int nd = a->ndim;
     if (a->shape[nd - 1] != 2 * r + 1 || a->shape[nd - 2] != x->shape[nd - 2] || m < 0)
-        return tg__fail(a->graph, TG_ERR_SHAPE, "band_mix_t: A must be [..., n, 2r+1] over X [..., n, d]");
+        return tg__graph_fail(a->graph, TG_ERR_SHAPE,
+                              "band_mix_t: A must be [..., n, 2r+1] over X [..., n, d]");
     return band_node(TG_OP_BAND_MIX_T, a, x, m, x->shape[nd - 1], r);
 }
 
@@ -105,8 +109,8 @@ static tg_tensor *band_mix_t(tg_tensor *a, tg_tensor *x, int64_t r, int64_t m) {
 static void g_band_scores(tg_tensor *node, tg_tensor *dy) {
     tg_tensor *q = X(0), *k = X(1);
     int64_t r = node->p.band.r;
-    if (q->flags & TG_TF_REQ_GRAD) tg__accum_grad(q, tg_band_mix(dy, k, r));
-    if (k->flags & TG_TF_REQ_GRAD) tg__accum_grad(k, band_mix_t(dy, q, r, k->shape[k->ndim - 2]));
+    if (q->flags & TG_TF_REQ_GRAD) tg__grad_accum(q, tg_band_mix(dy, k, r));
+    if (k->flags & TG_TF_REQ_GRAD) tg__grad_accum(k, band_mix_t(dy, q, r, k->shape[k->ndim - 2]));
 }
 
 /* O = band_mix(P, V), O_i = sum_j P[i, j] V_{i+j-r}: dP[i, j] = dO_i · V_{i+j-r} =
@@ -115,8 +119,8 @@ static void g_band_scores(tg_tensor *node, tg_tensor *dy) {
 static void g_band_mix(tg_tensor *node, tg_tensor *dy) {
     tg_tensor *p = X(0), *v = X(1);
     int64_t r = node->p.band.r;
-    if (p->flags & TG_TF_REQ_GRAD) tg__accum_grad(p, tg_band_scores(dy, v, r, 0.0f));
-    if (v->flags & TG_TF_REQ_GRAD) tg__accum_grad(v, band_mix_t(p, dy, r, v->shape[v->ndim - 2]));
+    if (p->flags & TG_TF_REQ_GRAD) tg__grad_accum(p, tg_band_scores(dy, v, r, 0.0f));
+    if (v->flags & TG_TF_REQ_GRAD) tg__grad_accum(v, band_mix_t(p, dy, r, v->shape[v->ndim - 2]));
 }
 
 /* ---- the family's rows ---- */

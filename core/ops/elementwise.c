@@ -15,16 +15,16 @@ static tg_tensor *binary(tg_op op, tg_tensor *a, tg_tensor *b, const char *fn) {
     TG__OP_CHECK(tg__op_need_f32(b, fn));
     int n;
     int64_t s[TG_MAX_DIMS];
-    if (!tg__broadcast(a->ndim, a->shape, b->ndim, b->shape, &n, s)) {
+    if (!tg__tensor_broadcast(a->ndim, a->shape, b->ndim, b->shape, &n, s)) {
         char sa[96], sb[96];
-        return tg__fail(a->graph, TG_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", fn,
-                        TG__OP_SHAPESTR(sa, a), TG__OP_SHAPESTR(sb, b));
+        return tg__graph_fail(a->graph, TG_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", fn,
+                              TG__OP_SHAPESTR(sa, a), TG__OP_SHAPESTR(sb, b));
     }
-    tg_tensor *src[2] = {tg__cont(a), tg__cont(b)};
+    tg_tensor *src[2] = {tg__op_cont(a), tg__op_cont(b)};
     TG__OP_CHECK(src[0]);
     TG__OP_CHECK(src[1]);
-    tg_tensor *t = tg__new(a->graph, op, TG_DTYPE_F32, n, s);
-    if (t) tg__set_src(t, 2, src);
+    tg_tensor *t = tg__graph_new(a->graph, op, TG_DTYPE_F32, n, s);
+    if (t) tg__graph_set_src(t, 2, src);
     return t;
 }
 
@@ -34,26 +34,26 @@ tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b) { return binary(TG_OP_MUL, a, b, "
 tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(TG_OP_DIV, a, b, "tg_div"); }
 
 /* A same-shape op of one f32 input (plus optional extra inputs of the same shape). */
-tg_tensor *tg__unary(tg_op op, tg_tensor *x, tg_tensor *extra) {
+tg_tensor *tg__op_unary(tg_op op, tg_tensor *x, tg_tensor *extra) {
     TG__OP_CHECK(x);
     TG__OP_CHECK(tg__op_need_f32(x, tg_op_name(op)));
-    tg_tensor *src[2] = {tg__cont(x), extra ? tg__cont(extra) : NULL};
+    tg_tensor *src[2] = {tg__op_cont(x), extra ? tg__op_cont(extra) : NULL};
     TG__OP_CHECK(src[0]);
     if (extra) {
         TG__OP_CHECK(src[1]);
-        if (!tg__same_shape(x, extra)) {
+        if (!tg__tensor_same_shape(x, extra)) {
             char a[96], b[96];
-            return tg__fail(x->graph, TG_ERR_SHAPE, "%s: shapes %s and %s differ", tg_op_name(op),
-                            TG__OP_SHAPESTR(a, x), TG__OP_SHAPESTR(b, extra));
+            return tg__graph_fail(x->graph, TG_ERR_SHAPE, "%s: shapes %s and %s differ",
+                                  tg_op_name(op), TG__OP_SHAPESTR(a, x), TG__OP_SHAPESTR(b, extra));
         }
     }
-    tg_tensor *t = tg__new(x->graph, op, TG_DTYPE_F32, x->ndim, x->shape);
-    if (t) tg__set_src(t, extra ? 2 : 1, src);
+    tg_tensor *t = tg__graph_new(x->graph, op, TG_DTYPE_F32, x->ndim, x->shape);
+    if (t) tg__graph_set_src(t, extra ? 2 : 1, src);
     return t;
 }
 
 tg_tensor *tg_affine(tg_tensor *x, float s, float c) {
-    tg_tensor *t = tg__unary(TG_OP_SCALE, x, NULL);
+    tg_tensor *t = tg__op_unary(TG_OP_SCALE, x, NULL);
     if (t) {
         t->p.scale.mul = s;
         t->p.scale.add = c;
@@ -63,78 +63,98 @@ tg_tensor *tg_affine(tg_tensor *x, float s, float c) {
 tg_tensor *tg_scale(tg_tensor *x, float s) { return tg_affine(x, s, 0.0f); }
 tg_tensor *tg_add_scalar(tg_tensor *x, float c) { return tg_affine(x, 1.0f, c); }
 tg_tensor *tg_neg(tg_tensor *x) { return tg_affine(x, -1.0f, 0.0f); }
-tg_tensor *tg_exp(tg_tensor *x) { return tg__unary(TG_OP_EXP, x, NULL); }
-tg_tensor *tg_log(tg_tensor *x) { return tg__unary(TG_OP_LOG, x, NULL); }
-tg_tensor *tg_sqrt(tg_tensor *x) { return tg__unary(TG_OP_SQRT, x, NULL); }
-tg_tensor *tg_rsqrt(tg_tensor *x) { return tg__unary(TG_OP_RSQRT, x, NULL); }
-tg_tensor *tg_tanh(tg_tensor *x) { return tg__unary(TG_OP_TANH, x, NULL); }
-tg_tensor *tg_relu(tg_tensor *x) { return tg__unary(TG_OP_RELU, x, NULL); }
-tg_tensor *tg_gelu(tg_tensor *x) { return tg__unary(TG_OP_GELU, x, NULL); }
-tg_tensor *tg_silu(tg_tensor *x) { return tg__unary(TG_OP_SILU, x, NULL); }
+tg_tensor *tg_exp(tg_tensor *x) {
+    return tg__op_unary(TG_OP_EXP, x, NULL);
+}
+tg_tensor *tg_log(tg_tensor *x) {
+    return tg__op_unary(TG_OP_LOG, x, NULL);
+}
+tg_tensor *tg_sqrt(tg_tensor *x) {
+    return tg__op_unary(TG_OP_SQRT, x, NULL);
+}
+tg_tensor *tg_rsqrt(tg_tensor *x) {
+    return tg__op_unary(TG_OP_RSQRT, x, NULL);
+}
+tg_tensor *tg_tanh(tg_tensor *x) {
+    return tg__op_unary(TG_OP_TANH, x, NULL);
+}
+tg_tensor *tg_relu(tg_tensor *x) {
+    return tg__op_unary(TG_OP_RELU, x, NULL);
+}
+tg_tensor *tg_gelu(tg_tensor *x) {
+    return tg__op_unary(TG_OP_GELU, x, NULL);
+}
+tg_tensor *tg_silu(tg_tensor *x) {
+    return tg__op_unary(TG_OP_SILU, x, NULL);
+}
 
 /* ---- gradient rules ---- */
 
 #define X(i) (node->src[i])
 
-/* y = a + b: da = db = dy (summed over broadcast dims by tg__accum_grad) */
+/* y = a + b: da = db = dy (summed over broadcast dims by tg__grad_accum) */
 static void g_add(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), dy);
-    tg__accum_grad(X(1), dy);
+    tg__grad_accum(X(0), dy);
+    tg__grad_accum(X(1), dy);
 }
 
 /* y = a - b: da = dy, db = -dy */
 static void g_sub(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), dy);
-    if (X(1)->flags & TG_TF_REQ_GRAD) tg__accum_grad(X(1), tg_neg(dy));
+    tg__grad_accum(X(0), dy);
+    if (X(1)->flags & TG_TF_REQ_GRAD) tg__grad_accum(X(1), tg_neg(dy));
 }
 
 /* y = a b: da = dy b, db = dy a */
 static void g_mul(tg_tensor *node, tg_tensor *dy) {
-    if (X(0)->flags & TG_TF_REQ_GRAD) tg__accum_grad(X(0), tg_mul(dy, X(1)));
-    if (X(1)->flags & TG_TF_REQ_GRAD) tg__accum_grad(X(1), tg_mul(dy, X(0)));
+    if (X(0)->flags & TG_TF_REQ_GRAD) tg__grad_accum(X(0), tg_mul(dy, X(1)));
+    if (X(1)->flags & TG_TF_REQ_GRAD) tg__grad_accum(X(1), tg_mul(dy, X(0)));
 }
 
 /* y = a / b: da = dy / b, db = -dy * y / b. */
 static void g_div(tg_tensor *node, tg_tensor *dy) {
-    if (X(0)->flags & TG_TF_REQ_GRAD) tg__accum_grad(X(0), tg_div(dy, X(1)));
-    if (X(1)->flags & TG_TF_REQ_GRAD) tg__accum_grad(X(1), tg_neg(tg_div(tg_mul(dy, node), X(1))));
+    if (X(0)->flags & TG_TF_REQ_GRAD) tg__grad_accum(X(0), tg_div(dy, X(1)));
+    if (X(1)->flags & TG_TF_REQ_GRAD) tg__grad_accum(X(1), tg_neg(tg_div(tg_mul(dy, node), X(1))));
 }
 
 /* y = x mul + add: dx = dy mul */
 static void g_scale(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg_scale(dy, node->p.scale.mul));
+    tg__grad_accum(X(0), tg_scale(dy, node->p.scale.mul));
 }
 
 /* y = exp x: dx = dy y */
-static void g_exp(tg_tensor *node, tg_tensor *dy) { tg__accum_grad(X(0), tg_mul(dy, node)); }
+static void g_exp(tg_tensor *node, tg_tensor *dy) {
+    tg__grad_accum(X(0), tg_mul(dy, node));
+}
 /* y = log x: dx = dy / x */
-static void g_log(tg_tensor *node, tg_tensor *dy) { tg__accum_grad(X(0), tg_div(dy, X(0))); }
+static void g_log(tg_tensor *node, tg_tensor *dy) {
+    tg__grad_accum(X(0), tg_div(dy, X(0)));
+}
 /* y = sqrt(x): dx = dy / (2y) */
 static void g_sqrt(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg_div(tg_scale(dy, 0.5f), node));
+    tg__grad_accum(X(0), tg_div(tg_scale(dy, 0.5f), node));
 }
 /* y = x^-1/2: dx = -dy y^3 / 2 */
 static void g_rsqrt(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg_mul(dy, tg_scale(tg_mul(node, tg_mul(node, node)), -0.5f)));
+    tg__grad_accum(X(0), tg_mul(dy, tg_scale(tg_mul(node, tg_mul(node, node)), -0.5f)));
 }
 /* y = tanh x: dx = dy (1 - y^2) */
 static void g_tanh(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg_mul(dy, tg_affine(tg_mul(node, node), -1.0f, 1.0f)));
+    tg__grad_accum(X(0), tg_mul(dy, tg_affine(tg_mul(node, node), -1.0f, 1.0f)));
 }
 /* y = max(x, 0): dx = relu_back(x, dy) = dy (x > 0) */
 static void g_relu(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg__unary(TG_OP_RELU_BACK, X(0), dy));
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_RELU_BACK, X(0), dy));
 }
 /* y = gelu(x) = x Phi~(x), u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715:
  * dx = gelu_back(x, dy) = dy (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2)) */
 static void g_gelu(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg__unary(TG_OP_GELU_BACK, X(0), dy));
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_GELU_BACK, X(0), dy));
 }
 
 /* y = silu(x) = x s, s = sigmoid(x) = 1 / (1 + exp(-x)):
  * dx = silu_back(x, dy) = dy (s + x s (1 - s)) = dy s (1 + x (1 - s)) */
 static void g_silu(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg__unary(TG_OP_SILU_BACK, X(0), dy));
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_SILU_BACK, X(0), dy));
 }
 
 /* ---- the family's rows ---- */

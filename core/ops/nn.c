@@ -14,18 +14,19 @@ tg_tensor *tg_masked_fill(tg_tensor *x, tg_tensor *mask, float value) {
     TG__OP_CHECK(tg__op_need_f32(x, "tg_masked_fill"));
     int n;
     int64_t s[TG_MAX_DIMS];
-    if (!tg__broadcast(x->ndim, x->shape, mask->ndim, mask->shape, &n, s) || n != x->ndim ||
-        tg__numel(n, s) != tg_tensor_numel(x)) {
+    if (!tg__tensor_broadcast(x->ndim, x->shape, mask->ndim, mask->shape, &n, s) || n != x->ndim ||
+        tg__tensor_numel(n, s) != tg_tensor_numel(x)) {
         char a[96], b[96];
-        return tg__fail(x->graph, TG_ERR_SHAPE, "tg_masked_fill: mask %s does not broadcast to %s",
-                        TG__OP_SHAPESTR(b, mask), TG__OP_SHAPESTR(a, x));
+        return tg__graph_fail(x->graph, TG_ERR_SHAPE,
+                              "tg_masked_fill: mask %s does not broadcast to %s",
+                              TG__OP_SHAPESTR(b, mask), TG__OP_SHAPESTR(a, x));
     }
-    tg_tensor *src[2] = {tg__cont(x), tg__cont(mask)};
+    tg_tensor *src[2] = {tg__op_cont(x), tg__op_cont(mask)};
     TG__OP_CHECK(src[0]);
     TG__OP_CHECK(src[1]);
-    tg_tensor *t = tg__new(x->graph, TG_OP_MASKED_FILL, TG_DTYPE_F32, x->ndim, x->shape);
+    tg_tensor *t = tg__graph_new(x->graph, TG_OP_MASKED_FILL, TG_DTYPE_F32, x->ndim, x->shape);
     TG__OP_CHECK(t);
-    tg__set_src(t, 2, src);
+    tg__graph_set_src(t, 2, src);
     t->p.masked_fill.value = value;
     return t;
 }
@@ -34,9 +35,10 @@ tg_tensor *tg_masked_fill(tg_tensor *x, tg_tensor *mask, float value) {
 tg_tensor *tg_dropout(tg_tensor *x, float p) {
     TG__OP_CHECK(x);
     if (!(p >= 0.0f && p < 1.0f))
-        return tg__fail(x->graph, TG_ERR_INVALID, "tg_dropout: p = %g outside [0, 1)", (double)p);
+        return tg__graph_fail(x->graph, TG_ERR_INVALID, "tg_dropout: p = %g outside [0, 1)",
+                              (double)p);
     if (p == 0.0f || !x->graph->training) return x;
-    tg_tensor *t = tg__unary(TG_OP_DROPOUT, x, NULL);
+    tg_tensor *t = tg__op_unary(TG_OP_DROPOUT, x, NULL);
     TG__OP_CHECK(t);
     tg_graph *g = x->graph;
     t->p.dropout.p = p;
@@ -52,21 +54,21 @@ tg_tensor *tg_embedding(tg_tensor *table, tg_tensor *ids) {
     TG__OP_CHECK(tg__op_same_graph(table, ids, "tg_embedding"));
     TG__OP_CHECK(tg__op_need_f32(table, "tg_embedding"));
     if (ids->dtype != TG_DTYPE_I32)
-        return tg__fail(table->graph, TG_ERR_DTYPE, "tg_embedding: ids must be i32, got %s",
-                        tg_dtype_name(ids->dtype));
+        return tg__graph_fail(table->graph, TG_ERR_DTYPE, "tg_embedding: ids must be i32, got %s",
+                              tg_dtype_name(ids->dtype));
     if (table->ndim != 2 || ids->ndim >= TG_MAX_DIMS) {
         char a[96];
-        return tg__fail(table->graph, TG_ERR_SHAPE, "tg_embedding: table %s must be [V, d]",
-                        TG__OP_SHAPESTR(a, table));
+        return tg__graph_fail(table->graph, TG_ERR_SHAPE, "tg_embedding: table %s must be [V, d]",
+                              TG__OP_SHAPESTR(a, table));
     }
-    tg_tensor *src[2] = {tg__cont(table), tg__cont(ids)};
+    tg_tensor *src[2] = {tg__op_cont(table), tg__op_cont(ids)};
     TG__OP_CHECK(src[0]);
     TG__OP_CHECK(src[1]);
     int64_t s[TG_MAX_DIMS];
     memcpy(s, ids->shape, sizeof(int64_t) * (size_t)ids->ndim);
     s[ids->ndim] = table->shape[1];
-    tg_tensor *t = tg__new(table->graph, TG_OP_EMBEDDING, TG_DTYPE_F32, ids->ndim + 1, s);
-    if (t) tg__set_src(t, 2, src);
+    tg_tensor *t = tg__graph_new(table->graph, TG_OP_EMBEDDING, TG_DTYPE_F32, ids->ndim + 1, s);
+    if (t) tg__graph_set_src(t, 2, src);
     return t;
 }
 
@@ -78,25 +80,27 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothi
     TG__OP_CHECK(tg__op_same_graph(logits, targets, "tg_cross_entropy"));
     TG__OP_CHECK(tg__op_need_f32(logits, "tg_cross_entropy"));
     if (targets->dtype != TG_DTYPE_I32)
-        return tg__fail(g, TG_ERR_DTYPE, "tg_cross_entropy: targets must be i32, got %s",
-                        tg_dtype_name(targets->dtype));
+        return tg__graph_fail(g, TG_ERR_DTYPE, "tg_cross_entropy: targets must be i32, got %s",
+                              tg_dtype_name(targets->dtype));
     char a[96], b[96];
     if (logits->ndim != 2 || targets->ndim != 1 || targets->shape[0] != logits->shape[0])
-        return tg__fail(g, TG_ERR_SHAPE, "tg_cross_entropy: logits %s must be [N, V] and targets %s [N]",
-                        TG__OP_SHAPESTR(a, logits), TG__OP_SHAPESTR(b, targets));
+        return tg__graph_fail(g, TG_ERR_SHAPE,
+                              "tg_cross_entropy: logits %s must be [N, V] and targets %s [N]",
+                              TG__OP_SHAPESTR(a, logits), TG__OP_SHAPESTR(b, targets));
     if (!(smoothing >= 0.0f && smoothing < 1.0f))
-        return tg__fail(g, TG_ERR_INVALID, "tg_cross_entropy: smoothing %g outside [0, 1)",
-                        (double)smoothing);
+        return tg__graph_fail(g, TG_ERR_INVALID, "tg_cross_entropy: smoothing %g outside [0, 1)",
+                              (double)smoothing);
     if (reduction < TG_REDUCE_MEAN || reduction > TG_REDUCE_NONE)
-        return tg__fail(g, TG_ERR_INVALID, "tg_cross_entropy: unknown reduction %d", (int)reduction);
-    tg_tensor *src[2] = {tg__cont(logits), tg__cont(targets)};
+        return tg__graph_fail(g, TG_ERR_INVALID, "tg_cross_entropy: unknown reduction %d",
+                              (int)reduction);
+    tg_tensor *src[2] = {tg__op_cont(logits), tg__op_cont(targets)};
     TG__OP_CHECK(src[0]);
     TG__OP_CHECK(src[1]);
     tg_tensor *t = reduction == TG_REDUCE_NONE
-                       ? tg__new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, 1, logits->shape)
-                       : tg__new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, 0, NULL);
+                       ? tg__graph_new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, 1, logits->shape)
+                       : tg__graph_new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, 0, NULL);
     TG__OP_CHECK(t);
-    tg__set_src(t, 2, src);
+    tg__graph_set_src(t, 2, src);
     t->p.cross_entropy.smoothing = smoothing;
     t->p.cross_entropy.ignore_index = ignore_index;
     t->p.cross_entropy.reduction = reduction;
@@ -109,16 +113,16 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothi
 
 /* y = where(mask, value, x): dx = where(mask, 0, dy) */
 static void g_masked_fill(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg_masked_fill(dy, X(1), 0.0f));
+    tg__grad_accum(X(0), tg_masked_fill(dy, X(1), 0.0f));
 }
 
 /* y = x m / (1 - p), m the mask: dx = dy m / (1 - p), a dropout of dy with the node's seed,
  * stream and p, so the same mask and the same scale. */
 static void g_dropout(tg_tensor *node, tg_tensor *dy) {
-    tg_tensor *t = tg__unary(TG_OP_DROPOUT, dy, NULL);
+    tg_tensor *t = tg__op_unary(TG_OP_DROPOUT, dy, NULL);
     if (!t) return;
     t->p.dropout = node->p.dropout;
-    tg__accum_grad(X(0), t);
+    tg__grad_accum(X(0), t);
 }
 
 /* y[r] = table[ids[r]]: dtable = embedding_back(ids, dy), the rows of dy scatter-added into
@@ -126,23 +130,24 @@ static void g_dropout(tg_tensor *node, tg_tensor *dy) {
 static void g_embedding(tg_tensor *node, tg_tensor *dy) {
     tg_tensor *table = X(0);
     if (!(table->flags & TG_TF_REQ_GRAD)) return;
-    tg_tensor *t = tg__new(node->graph, TG_OP_EMBEDDING_BACK, TG_DTYPE_F32, 2, table->shape);
+    tg_tensor *t = tg__graph_new(node->graph, TG_OP_EMBEDDING_BACK, TG_DTYPE_F32, 2, table->shape);
     if (!t) return;
-    tg_tensor *src[2] = {X(1), tg__cont(dy)};
-    tg__set_src(t, 2, src);
-    tg__accum_grad(table, t);
+    tg_tensor *src[2] = {X(1), tg__op_cont(dy)};
+    tg__graph_set_src(t, 2, src);
+    tg__grad_accum(table, t);
 }
 
 /* loss_i = -sum_k q_k log softmax(x_i)_k, q = (1 - eps)[k = y_i] + eps / V:
  * dx_i = cross_entropy_back(x, y, dy) = s_i (softmax(x_i) - q), s_i = dy_i (none), dy (sum),
  * dy / count (mean); 0 for ignored rows. */
 static void g_cross_entropy(tg_tensor *node, tg_tensor *dy) {
-    tg_tensor *t = tg__new(node->graph, TG_OP_CROSS_ENTROPY_BACK, TG_DTYPE_F32, 2, X(0)->shape);
+    tg_tensor *t =
+        tg__graph_new(node->graph, TG_OP_CROSS_ENTROPY_BACK, TG_DTYPE_F32, 2, X(0)->shape);
     if (!t) return;
-    tg_tensor *src[3] = {X(0), X(1), tg__cont(dy)};
-    tg__set_src(t, 3, src);
+    tg_tensor *src[3] = {X(0), X(1), tg__op_cont(dy)};
+    tg__graph_set_src(t, 3, src);
     t->p.cross_entropy = node->p.cross_entropy;
-    tg__accum_grad(X(0), t);
+    tg__grad_accum(X(0), t);
 }
 
 /* ---- the family's rows ---- */

@@ -36,15 +36,16 @@ extern TG__OP_FAMILY(band);
 /* x, or NULL with a dtype error recorded when x is not f32. */
 static inline tg_tensor *tg__op_need_f32(tg_tensor *x, const char *fn) {
     if (x->dtype != TG_DTYPE_F32)
-        return tg__fail(x->graph, TG_ERR_DTYPE, "%s: expected f32, got %s", fn,
-                        tg_dtype_name(x->dtype));
+        return tg__graph_fail(x->graph, TG_ERR_DTYPE, "%s: expected f32, got %s", fn,
+                              tg_dtype_name(x->dtype));
     return x;
 }
 
 /* a, or NULL with an error recorded when a and b belong to different graphs. */
 static inline tg_tensor *tg__op_same_graph(tg_tensor *a, tg_tensor *b, const char *fn) {
     if (a->graph != b->graph)
-        return tg__fail(a->graph, TG_ERR_INVALID, "%s: inputs belong to different graphs", fn);
+        return tg__graph_fail(a->graph, TG_ERR_INVALID, "%s: inputs belong to different graphs",
+                              fn);
     return a;
 }
 
@@ -59,6 +60,6 @@ static inline bool tg__op_broadcasts_to(int nf, const int64_t *from, int nt, con
 }
 
 /* A same-shape f32 op of x (plus an optional extra input of the same shape): elementwise.c. */
-tg_tensor *tg__unary(tg_op op, tg_tensor *x, tg_tensor *extra);
+tg_tensor *tg__op_unary(tg_op op, tg_tensor *x, tg_tensor *extra);
 
 #endif

@@ -3,14 +3,19 @@
  * backends/cuda/k_rows.cu. */
 #include "core/ops/ops-impl.h"
 
-tg_tensor *tg_softmax(tg_tensor *x) { return tg__unary(TG_OP_SOFTMAX, x, NULL); }
-tg_tensor *tg_log_softmax(tg_tensor *x) { return tg__unary(TG_OP_LOG_SOFTMAX, x, NULL); }
+tg_tensor *tg_softmax(tg_tensor *x) {
+    return tg__op_unary(TG_OP_SOFTMAX, x, NULL);
+}
+tg_tensor *tg_log_softmax(tg_tensor *x) {
+    return tg__op_unary(TG_OP_LOG_SOFTMAX, x, NULL);
+}
 
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, float eps) {
     TG__OP_CHECK(x);
     TG__OP_CHECK(tg__op_need_f32(x, "tg_layer_norm"));
-    if (x->ndim < 1) return tg__fail(x->graph, TG_ERR_SHAPE, "tg_layer_norm: scalar input");
-    if (!(eps > 0.0f)) return tg__fail(x->graph, TG_ERR_INVALID, "tg_layer_norm: eps must be > 0");
+    if (x->ndim < 1) return tg__graph_fail(x->graph, TG_ERR_SHAPE, "tg_layer_norm: scalar input");
+    if (!(eps > 0.0f))
+        return tg__graph_fail(x->graph, TG_ERR_INVALID, "tg_layer_norm: eps must be > 0");
     int64_t d = x->shape[x->ndim - 1];
     tg_tensor *aff[2] = {gamma, beta};
     for (int i = 0; i < 2; i++) {
@@ -18,18 +23,19 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, float 
         TG__OP_CHECK(tg__op_same_graph(x, aff[i], "tg_layer_norm"));
         if (aff[i]->ndim != 1 || aff[i]->shape[0] != d) {
             char a[96], b[96];
-            return tg__fail(x->graph, TG_ERR_SHAPE, "tg_layer_norm: %s %s does not match [%lld] of %s",
-                            i ? "beta" : "gamma", TG__OP_SHAPESTR(b, aff[i]), (long long)d,
-                            TG__OP_SHAPESTR(a, x));
+            return tg__graph_fail(x->graph, TG_ERR_SHAPE,
+                                  "tg_layer_norm: %s %s does not match [%lld] of %s",
+                                  i ? "beta" : "gamma", TG__OP_SHAPESTR(b, aff[i]), (long long)d,
+                                  TG__OP_SHAPESTR(a, x));
         }
-        aff[i] = tg__cont(aff[i]);
+        aff[i] = tg__op_cont(aff[i]);
         TG__OP_CHECK(aff[i]);
     }
-    tg_tensor *src[3] = {tg__cont(x), aff[0], aff[1]};
+    tg_tensor *src[3] = {tg__op_cont(x), aff[0], aff[1]};
     TG__OP_CHECK(src[0]);
-    tg_tensor *t = tg__new(x->graph, TG_OP_LAYER_NORM, TG_DTYPE_F32, x->ndim, x->shape);
+    tg_tensor *t = tg__graph_new(x->graph, TG_OP_LAYER_NORM, TG_DTYPE_F32, x->ndim, x->shape);
     TG__OP_CHECK(t);
-    tg__set_src(t, 3, src);
+    tg__graph_set_src(t, 3, src);
     t->p.layer_norm.eps = eps;
     return t;
 }
@@ -41,13 +47,13 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, float 
 /* y = softmax(x) per row: dx = softmax_back(y, dy) = y (dy - sum_j dy_j y_j). A masked entry
  * (y = 0) gets no gradient. */
 static void g_softmax(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg__unary(TG_OP_SOFTMAX_BACK, node, dy));
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_SOFTMAX_BACK, node, dy));
 }
 
 /* y = log_softmax(x) per row: dx = log_softmax_back(y, dy) = dy - exp(y) sum_j dy_j, with
  * exp(y) taken as 0 where y = -inf (a masked entry). */
 static void g_log_softmax(tg_tensor *node, tg_tensor *dy) {
-    tg__accum_grad(X(0), tg__unary(TG_OP_LOG_SOFTMAX_BACK, node, dy));
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_LOG_SOFTMAX_BACK, node, dy));
 }
 
 /* y = xhat gamma + beta, xhat = (x - mean) rstd, rstd = 1 / sqrt(var + eps), per row of d:
@@ -58,18 +64,19 @@ static void g_layer_norm(tg_tensor *node, tg_tensor *dy) {
     tg_tensor *x = X(0), *gamma = X(1), *beta = X(2);
     float eps = node->p.layer_norm.eps;
     if (x->flags & TG_TF_REQ_GRAD) {
-        tg_tensor *t = tg__new(node->graph, TG_OP_LAYER_NORM_BACK, TG_DTYPE_F32, x->ndim, x->shape);
+        tg_tensor *t =
+            tg__graph_new(node->graph, TG_OP_LAYER_NORM_BACK, TG_DTYPE_F32, x->ndim, x->shape);
         if (!t) return;
         tg_tensor *src[3] = {x, gamma, dy};
-        tg__set_src(t, 3, src);
+        tg__graph_set_src(t, 3, src);
         t->p.layer_norm.eps = eps;
-        tg__accum_grad(x, t);
+        tg__grad_accum(x, t);
     }
     if (gamma && (gamma->flags & TG_TF_REQ_GRAD)) {
         tg_tensor *xhat = tg_layer_norm(x, NULL, NULL, eps);
-        tg__accum_grad(gamma, tg_mul(dy, xhat));
+        tg__grad_accum(gamma, tg_mul(dy, xhat));
     }
-    if (beta) tg__accum_grad(beta, dy);
+    if (beta) tg__grad_accum(beta, dy);
 }
 
 /* ---- the family's rows ---- */
