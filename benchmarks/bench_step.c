@@ -2,7 +2,9 @@
  * Transformer on random token batches, the same shapes as benchmarks/peer/train_step.py
  * (every source and target exactly --src-len / --tgt-len positions, </s> included).
  * Prints one JSON object: ms_per_step (median of --steps timed steps after --warmup-steps),
- * tokens_per_s (target tokens per second at the median), peak_rss_mib, workspace bytes. */
+ * tokens_per_s (target tokens per second at the median), peak_rss_mib, workspace bytes.
+ * --fusion ab alternates steps with elementwise fusion on and off (tg_graph_set_fusion) and
+ * adds both medians and workspaces, and their ratio, measured side by side in one run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +60,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: bench_step [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --attention mha\n"
                "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
-               "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3]\n");
+               "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab]\n");
         return 0;
     }
     tg_model_config c = tg_model_config_default();
@@ -87,8 +89,17 @@ int main(int argc, char **argv) {
     int32_t *src = malloc(sizeof(int32_t) * (size_t)(B * S)), *tgt = malloc(sizeof(int32_t) * (size_t)(B * T));
     const int32_t **sp = malloc(sizeof *sp * (size_t)B), **tp = malloc(sizeof *tp * (size_t)B);
     int64_t *sn = malloc(sizeof *sn * (size_t)B), *tn = malloc(sizeof *tn * (size_t)B);
-    double *ms = malloc(sizeof *ms * (size_t)steps);
-    size_t ws = 0;
+    const char *fusion = sopt(argc, argv, "--fusion", "on");
+    bool ab = !strcmp(fusion, "ab");
+    if (!ab && strcmp(fusion, "on") && strcmp(fusion, "off")) {
+        fprintf(stderr, "bench_step: --fusion must be on, off or ab, not '%s'\n", fusion);
+        return 2;
+    }
+    if (ab && steps < 2) steps = 2;
+    /* ms[0..]: fused steps (all steps unless ab), ms_off: unfused steps */
+    double *ms = malloc(sizeof *ms * (size_t)steps), *ms_off = malloc(sizeof *ms_off * (size_t)steps);
+    long n_on = 0, n_off = 0;
+    size_t ws = 0, ws_off = 0;
     for (long step = 0; step < warm + steps; step++) {
         for (long i = 0; i < B; i++) {
             for (long k = 0; k < S - 1; k++) src[i * S + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.src_vocab - 4);
@@ -103,28 +114,45 @@ int main(int argc, char **argv) {
         double t0 = now();
         tg_graph *g = tg_graph_new();
         tg_graph_set_seed(g, (uint64_t)step);
+        bool fused = ab ? step % 2 == 0 : strcmp(fusion, "off") != 0;
+        tg_graph_set_fusion(g, fused);
         tg_tensor *loss = tg_keep(tg_model_loss(m, g, &b));
         CHECK(tg_backward(g, loss));
         CHECK(tg_graph_run(g, be));
         float lr = 1e-4f;
         CHECK(tg_optim_step(o, lr));
         CHECK(tg_store_zero_grad(tg_model_store(m)));
-        ws = tg_graph_peak_bytes(g);
+        *(fused ? &ws : &ws_off) = tg_graph_peak_bytes(g);
         tg_graph_free(g);
-        if (step >= warm) ms[step - warm] = 1e3 * (now() - t0);
+        if (step >= warm) {
+            if (fused) ms[n_on++] = 1e3 * (now() - t0);
+            else ms_off[n_off++] = 1e3 * (now() - t0);
+        }
         tg_batch_free(&b);
     }
     if (getenv("TG_PROFILE")) tg_profile_report(stderr);
-    qsort(ms, (size_t)steps, sizeof *ms, cmp);
-    double med = ms[steps / 2];
+    if (!ab && n_off) { /* --fusion off: report the unfused steps as the steps */
+        memcpy(ms, ms_off, sizeof *ms * (size_t)n_off);
+        n_on = n_off;
+        n_off = 0;
+        ws = ws_off;
+    }
+    qsort(ms, (size_t)n_on, sizeof *ms, cmp);
+    qsort(ms_off, (size_t)n_off, sizeof *ms_off, cmp);
+    double med = ms[n_on / 2];
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
            "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": %lld, "
-           "\"threads\": %ld}\n",
+           "\"threads\": %ld, \"fusion\": \"%s\"",
            tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
            (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,
-           (long long)tg_store_total_numel(tg_model_store(m)), threads);
+           (long long)tg_store_total_numel(tg_model_store(m)), threads, fusion);
+    if (ab)
+        printf(", \"ms_per_step_unfused\": %.2f, \"workspace_mib_unfused\": %.1f, "
+               "\"fused_over_unfused\": %.3f, \"steps_each\": %ld",
+               ms_off[n_off / 2], (double)ws_off / 1048576.0, med / ms_off[n_off / 2], n_off);
+    printf("}\n");
     tg_optim_free(o);
     tg_model_free(m);
     tg_backend_free(be);
@@ -135,5 +163,6 @@ int main(int argc, char **argv) {
     free(sn);
     free(tn);
     free(ms);
+    free(ms_off);
     return 0;
 }

@@ -94,6 +94,8 @@ static tg_status bind_data(tg_graph *g) {
             t->data = (char *)t->base->data + (size_t)t->offset * tg_dtype_size(t->dtype);
         } else if (t->block >= 0) {
             t->data = ws + g->block_off[t->block];
+        } else if (t->flags & TG_TF_TRANSIENT) {
+            t->data = NULL; /* lives in its chain tail's tiles */
         } else {
             return tg_error_set(TG_ERR_STATE, "tg_graph_run: tensor %lld (%s) has no storage",
                                 (long long)t->id, tg_op_name(t->op));
@@ -136,14 +138,16 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
     g->ran = false;
     /* The nodes to run, in order: inputs (copied in), kernels, and the gradient accumulations
      * when a hook waits for them (a fused one runs nothing: its producer, earlier in the list,
-     * was the last writer of the gradient). Views and fused nodes cost nothing. */
+     * was the last writer of the gradient). Views and fused nodes cost nothing; a fused
+     * elementwise chain runs as its tail (core/fuse.c). */
     tg_tensor **list = malloc((size_t)(g->nexec ? g->nexec : 1) * sizeof *list);
     if (!list) return tg_error_set(TG_ERR_NOMEM, "tg_graph_run: out of memory");
     int64_t n = 0;
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         if ((t->op == TG_OP_GRAD_ACC && g->grad_hook) || (t->flags & TG_TF_INPUT) ||
-            !(t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW) || (t->flags & TG_TF_FUSED)))
+            !(t->op == TG_OP_NONE || (tg__op_flags(t->op) & TG_OPF_VIEW) ||
+              (t->flags & (TG_TF_FUSED | TG_TF_CHAINED))))
             list[n++] = t;
     }
     if (prof_on < 0) prof_on = getenv("TG_PROFILE") != NULL;

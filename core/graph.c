@@ -19,6 +19,7 @@ tg_graph *tg_graph_new(void) {
     g->training = true;
     g->grad_enabled = true;
     g->planner = true;
+    g->fusion = true;
     g->chunk_used = TG_CHUNK;
     return g;
 }
@@ -57,6 +58,10 @@ void tg_graph_set_grad_hook(tg_graph *g, tg_grad_hook fn, void *ctx) {
 }
 void tg_graph_set_planner(tg_graph *g, bool enabled) {
     g->planner = enabled;
+    g->planned = false;
+}
+void tg_graph_set_fusion(tg_graph *g, bool enabled) {
+    g->fusion = enabled;
     g->planned = false;
 }
 int64_t tg_graph_node_count(const tg_graph *g) { return g->n; }

@@ -97,7 +97,8 @@ static bool fl_free(freelist_t *f, size_t off, size_t size) {
 }
 
 static bool is_storage(const tg_tensor *t) {
-    return !t->base && !(t->flags & (TG_TF_PARAM | TG_TF_ACCUM)) && t->op != TG_OP_GRAD_ACC;
+    return !t->base && !(t->flags & (TG_TF_PARAM | TG_TF_ACCUM | TG_TF_TRANSIENT)) &&
+           t->op != TG_OP_GRAD_ACC;
 }
 
 /* Gradient-accumulation fusion: a parameter gradient produced by a matmul or sum_to that
@@ -116,22 +117,33 @@ static void fuse_grad_acc(tg_graph *g, const int64_t *readers) {
     }
 }
 
-/* In-place candidate: an input of t whose buffer t may overwrite. */
+static bool is_member(const tg_tensor *tail, const tg_tensor *x) {
+    for (const tg_tensor *m = tail; m; m = m->chain_prev)
+        if (m == x) return true;
+    return false;
+}
+
+/* In-place candidate: an input of t (or of a member of the fused chain t ends, whose reads
+ * happen in t's kernel, element by element before t writes) whose buffer t may overwrite. */
 static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const int64_t *last) {
     if (!(tg__op_flags(t->op) & TG_OPF_INPLACE)) return -1;
-    for (int i = 0; i < t->nsrc; i++) {
-        const tg_tensor *s = t->src[i];
-        if (!s || s->base || !is_storage(s) || (s->flags & (TG_TF_KEEP | TG_TF_INPUT)) ||
+    for (const tg_tensor *r = t; r; r = r->chain_prev) {
+        for (int i = 0; i < r->nsrc; i++) {
+        const tg_tensor *s = r->src[i];
+        if (!s || is_member(t, s) || s->base || !is_storage(s) || (s->flags & (TG_TF_KEEP | TG_TF_INPUT)) ||
             s->op == TG_OP_NONE || s->block < 0 || s->dtype != t->dtype ||
             tg_tensor_numel(s) != tg_tensor_numel(t) || last[s->id] != t->pos ||
             blocks[s->block].last != t->pos)
             continue;
-        /* no other input may read the same buffer through a different view */
+        /* no other input may read the same buffer through a different view (nor may another
+         * member of t's fused chain: their reads happen in t's kernel, tile by tile) */
         bool shared = false;
-        for (int j = 0; j < t->nsrc; j++)
-            if (t->src[j] && t->src[j] != s && tg__tensor_root(t->src[j])->block == s->block)
-                shared = true;
+        for (const tg_tensor *m = t; m; m = m->chain_prev)
+            for (int j = 0; j < m->nsrc; j++)
+                if (m->src[j] && m->src[j] != s && tg__tensor_root(m->src[j])->block == s->block)
+                    shared = true;
         if (!shared) return s->block;
+        }
     }
     return -1;
 }
@@ -141,7 +153,8 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     int64_t n = g->n;
     for (int64_t i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        t->flags &= ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED);
+        t->flags &= ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED | TG_TF_CHAINED | TG_TF_TRANSIENT);
+        t->chain_prev = NULL;
         if (t->op != TG_OP_GRAD_ACC && !(t->flags & TG_TF_PARAM)) t->store = NULL;
         t->pos = -1;
         t->block = -1;
@@ -170,6 +183,13 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
             g->order[ne++] = i;
         }
     g->nexec = ne;
+    if (g->planner && g->fusion && b && b->vt->chains) {
+        tg_status st = tg__plan_fuse_chains(g);
+        if (st) {
+            free(blocks);
+            return st;
+        }
+    }
     /* liveness of every storage tensor: its last reader (directly or through a view) */
     int64_t *last = malloc((size_t)(n ? n : 1) * sizeof *last);
     int64_t *readers = calloc((size_t)(n ? n : 1), sizeof *readers);
@@ -187,18 +207,30 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     }
     if (b && b->vt->accumulates) fuse_grad_acc(g, readers);
     free(readers);
+    /* a fused chain's members read their inputs when the tail runs: at[p] is the position of
+     * the node that runs node p's work (its chain's tail, which stands right after it) */
+    int64_t *at = malloc((size_t)(ne ? ne : 1) * sizeof *at);
+    if (!at) {
+        free(last);
+        free(blocks);
+        return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
+    }
+    for (int64_t p = ne - 1; p >= 0; p--)
+        at[p] = (g->nodes[g->order[p]]->flags & TG_TF_CHAINED) && p + 1 < ne ? at[p + 1] : p;
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         last[t->id] = (t->flags & TG_TF_KEEP) ? ne : p;
         for (int k = 0; k < t->nsrc; k++)
-            if (t->src[k] && last[tg__tensor_root(t->src[k])->id] < p)
-                last[tg__tensor_root(t->src[k])->id] = p;
+            if (t->src[k] && last[tg__tensor_root(t->src[k])->id] < at[p])
+                last[tg__tensor_root(t->src[k])->id] = at[p];
         if (t->base && (t->flags & TG_TF_KEEP)) last[t->base->id] = ne;
     }
+    free(at);
     /* blocks, in execution order; in-place ops join their input's block */
     size_t total = 0;
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
+        if (t->flags & TG_TF_TRANSIENT) total += align_up(tg__tensor_nbytes(t)); /* as unfused */
         if (!is_storage(t)) continue;
         size_t sz = align_up(tg__tensor_nbytes(t));
         total += sz;

@@ -24,7 +24,9 @@ enum {
     TG_TF_NEEDED = 1u << 5,   /* planner: reached from a root */
     TG_TF_WANT_GRAD = 1u << 6, /* input whose gradient the user asked for */
     TG_TF_ACCUM = 1u << 7,     /* planner: writes by adding into a store gradient (fused grad_acc) */
-    TG_TF_FUSED = 1u << 8      /* planner: a grad_acc whose work its input does (skipped) */
+    TG_TF_FUSED = 1u << 8,     /* planner: a grad_acc whose work its input does (skipped) */
+    TG_TF_CHAINED = 1u << 9,   /* planner: inside a fused elementwise chain, run by its tail */
+    TG_TF_TRANSIENT = 1u << 10 /* planner: a chained node nothing else reads: no buffer */
 };
 
 struct tg_tensor {
@@ -49,6 +51,7 @@ struct tg_tensor {
     /* planner */
     int64_t pos;      /* position in execution order (-1: not executed) */
     int64_t block;    /* storage block index (-1: none) */
+    tg_tensor *chain_prev; /* fused elementwise chain: the member before this one (core/fuse.c) */
     char name[64];
 };
 
@@ -59,7 +62,7 @@ struct tg_graph {
     int64_t nchunks, chunk_used;
     tg_status status;
     char msg[512];
-    bool training, grad_enabled, planner, backward_done;
+    bool training, grad_enabled, planner, fusion, backward_done;
     uint64_t seed;
     tg_grad_hook grad_hook; /* tg_graph_set_grad_hook */
     void *grad_hook_ctx;
@@ -120,6 +123,10 @@ typedef struct tg_backend_vtable {
     /* matmul and sum_to kernels honour TG_TF_ACCUM (add into their output instead of
      * overwriting it), so the planner may fuse a parameter's grad_acc into its producer */
     bool accumulates;
+    /* the kernel of a TG_OPF_TILE node whose chain_prev is set runs its whole chain (the
+     * members linked by chain_prev, the earlier ones flagged TG_TF_CHAINED and never run on
+     * their own; a TG_TF_TRANSIENT one has no buffer), so the planner may fuse chains */
+    bool chains;
 } tg_backend_vtable;
 
 struct tg_backend {
@@ -182,7 +189,10 @@ static inline size_t tg__tensor_nbytes(const tg_tensor *t) {
 }
 
 /* The op table (core/op_table.c, assembled from the op family files in core/ops/). */
-enum { TG_OPF_INPLACE = 1, TG_OPF_VIEW = 2, TG_OPF_BACKWARD_ONLY = 4, TG_OPF_NO_GRAD = 8 };
+/* TG_OPF_TILE: elementwise, output element e is a function of element e of each full-size
+ * input and of the broadcast inputs at e's coordinates, so a chain of such ops can run tile
+ * by tile in one pass (core/fuse.c). */
+enum { TG_OPF_INPLACE = 1, TG_OPF_VIEW = 2, TG_OPF_BACKWARD_ONLY = 4, TG_OPF_NO_GRAD = 8, TG_OPF_TILE = 16 };
 unsigned tg__op_flags(tg_op op);
 /* An op's gradient rule: adds the gradients of node's inputs given dy, that of its output (NULL
  * for backward-only ops and ops with no gradient). */
@@ -192,6 +202,12 @@ tg_grad_rule tg__grad_rule(tg_op op);
 bool tg__op_table_check(char *msg, size_t n);
 /* Add `contrib` to src's gradient, summing broadcast dimensions away. */
 void tg__grad_accum(tg_tensor *src, tg_tensor *contrib);
+
+/* The planner's elementwise fusion (core/fuse.c): on g->order[0 .. nexec), links chains by
+ * chain_prev, flags their members and moves them next to their tails. At most TG_CHAIN_MAX
+ * members per chain (a backend's chain kernel may keep a tile of each). */
+#define TG_CHAIN_MAX 8
+tg_status tg__plan_fuse_chains(tg_graph *g);
 
 /* backend memory accounting helpers (core/backend.c) */
 void tg__backend_account(tg_backend *b, ptrdiff_t delta);

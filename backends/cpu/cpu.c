@@ -409,6 +409,7 @@ static const tg_backend_vtable cpu_vtable = {
     .scale = cpu_scale,
     .destroy = cpu_destroy,
     .accumulates = true,
+    .chains = true,
 };
 
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {

@@ -1,6 +1,10 @@
-/* CPU kernels of the elementwise ops: fill, broadcasting binary ops, unary maths, masks and
- * dropout, one function per op, registered at the end. Loops are flat over contiguous memory
- * so the compiler vectorises them. */
+/* CPU kernels of the elementwise ops. Every op flagged TG_OPF_TILE is one tile function here:
+ * its maths over a run of elements [e0, e0 + n), operands given as contiguous arrays (a
+ * broadcast operand gathered first). One kernel runs them all: it cuts the member's share of
+ * the output into tiles of TILE elements and, for a fused chain (core/fuse.c), runs every
+ * member's tile function on the tile before moving on, so intermediates stay in L1 and a
+ * member nothing else reads never reaches memory. An unfused op is a chain of one. Each
+ * element goes through the same tile function either way: fusion does not change results. */
 #include <math.h>
 #include <string.h>
 
@@ -15,6 +19,10 @@
 #define TG_DROPOUT_AVX2 0
 #endif
 
+/* Elements per tile: 4 KiB, so a chain's tiles and gathered operands stay in L1. A multiple of
+ * the 32 elements (8 Philox groups) of the AVX2 dropout block. */
+enum { TILE = 1024 };
+
 /* Offset in x of the first element of output row r (rows = all dims but the last). */
 static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const int64_t *st) {
     int64_t off = 0;
@@ -25,70 +33,52 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
     return off;
 }
 
-#define BINARY_LOOP(EXPR)                                                                          \
-    do {                                                                                           \
-        if (na == n && nb == n) {                                                                  \
-            TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                                  \
-                float x = a[i], y = b[i];                                                          \
-                o[i] = (EXPR);                                                                     \
-            }                                                                                      \
-        } else {                                                                                   \
-            int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];                                              \
-            tg__geom_bcast_strides(t->src[0], t, sa);                                              \
-            tg__geom_bcast_strides(t->src[1], t, sb);                                              \
-            int nd = t->ndim;                                                                      \
-            int64_t inner = nd ? t->shape[nd - 1] : 1, rows = n / (inner ? inner : 1);             \
-            int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;                            \
-            TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {                                               \
-                const float *ar = a + row_offset(r, nd, t->shape, sa);                             \
-                const float *br = b + row_offset(r, nd, t->shape, sb);                             \
-                float *orow = o + r * inner;                                                       \
-                if (ia && ib) {                                                                    \
-                    for (int64_t j = 0; j < inner; j++) {                                          \
-                        float x = ar[j], y = br[j];                                                \
-                        orow[j] = (EXPR);                                                          \
-                    }                                                                              \
-                } else if (ia) {                                                                   \
-                    float y = br[0];                                                               \
-                    for (int64_t j = 0; j < inner; j++) {                                          \
-                        float x = ar[j];                                                           \
-                        orow[j] = (EXPR);                                                          \
-                    }                                                                              \
-                } else if (ib) {                                                                   \
-                    float x = ar[0];                                                               \
-                    for (int64_t j = 0; j < inner; j++) {                                          \
-                        float y = br[j];                                                           \
-                        orow[j] = (EXPR);                                                          \
-                    }                                                                              \
-                } else {                                                                           \
-                    float x = ar[0], y = br[0];                                                    \
-                    for (int64_t j = 0; j < inner; j++)                                            \
-                        orow[j] = (EXPR);                                                          \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
 
-/* exp, tanh, GELU and its derivative: the vector maths of vmath.c on this member's share */
-#define VMATH(CALL)                                                                       \
-    do {                                                                                  \
-        int64_t lo, hi;                                                                   \
-        tg_cpu_share(p, n, n > TG_PAR_MIN, &lo, &hi);                                     \
-        if (hi > lo) CALL;                                                                \
-    } while (0)
+/* ---- tile functions: o[i] = f(a[i], b[i]) for element e0 + i, i < n ---- */
 
-#define UNARY_LOOP(EXPR)                                                                  \
-    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                                 \
-        float x = a[i];                                                                   \
-        o[i] = (EXPR);                                                                    \
+typedef void (*tile_fn)(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0,
+                        int64_t n);
+
+#define TILE_FN(name, BODY)                                                                    \
+    static void name(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0, \
+                     int64_t n) {                                                              \
+        (void)t, (void)a, (void)b, (void)e0;                                                   \
+        BODY;                                                                                  \
+    }
+/* x = a[i] (and y = b[i]) */
+#define EACH1(EXPR)                                                                            \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+        float x = a[i];                                                                        \
+        o[i] = (EXPR);                                                                         \
+    }
+#define EACH2(EXPR)                                                                            \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+        float x = a[i], y = b[i];                                                              \
+        o[i] = (EXPR);                                                                         \
     }
 
-/* same-shape op of two inputs (x = src0, y = src1) */
-#define PAIR_LOOP(EXPR)                                                                   \
-    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {                                                 \
-        float x = a[i], y = b[i];                                                         \
-        o[i] = (EXPR);                                                                    \
-    }
+TILE_FN(add_tile, EACH2(x + y))
+TILE_FN(sub_tile, EACH2(x - y))
+TILE_FN(mul_tile, EACH2(x * y))
+TILE_FN(div_tile, EACH2(x / y))
+TILE_FN(scale_tile, float s = t->p.scale.mul; float c = t->p.scale.add; EACH1(x * s + c))
+TILE_FN(exp_tile, tg_cpu_vexp(a, o, n))
+TILE_FN(log_tile, EACH1(logf(x)))
+TILE_FN(sqrt_tile, EACH1(sqrtf(x)))
+TILE_FN(rsqrt_tile, EACH1(1.0f / sqrtf(x)))
+TILE_FN(tanh_tile, tg_cpu_vtanh(a, o, n))
+TILE_FN(relu_tile, EACH1(x > 0.0f ? x : 0.0f))
+TILE_FN(gelu_tile, tg_cpu_vgelu(a, o, n))
+/* the backward ops read (x, dy) */
+TILE_FN(relu_back_tile, EACH2(x > 0.0f ? y : 0.0f))
+TILE_FN(gelu_back_tile, tg_cpu_vgelu_back(a, b, o, n))
+/* SiLU (the maths: core/ops/elementwise.c): plain loops that the compiler vectorises, the exp
+ * being the branch-free tg_fast_expf (clamped, so 1 + exp(-x) stays finite) */
+TILE_FN(silu_tile, EACH1(x / (1.0f + tg_fast_expf(-x))))
+TILE_FN(silu_back_tile, EACH2(y * (1.0f / (1.0f + tg_fast_expf(-x))) *
+                             (1.0f + x * (1.0f - 1.0f / (1.0f + tg_fast_expf(-x))))))
+/* b: the mask, gathered as 1.0 / 0.0 (an i32 mask converted) */
+TILE_FN(masked_fill_tile, float v = t->p.masked_fill.value; EACH2(y != 0.0f ? v : x))
 
 /* Dropout. The mask word of element e is word e%4 of Philox-4x32-10 at counter
  * (e/4 low, e/4 high, stream, 0) with key = the graph seed: the same numbers as tg_philox4x32
@@ -101,31 +91,26 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
-/* the scalar path (tails, CPUs without AVX2) uses the one Philox of core/rng.c */
-static inline void philox_group(int64_t gi, uint32_t stream, const uint32_t key[2],
-                                uint32_t out[4]) {
-    const uint32_t ctr[4] = {(uint32_t)gi, (uint32_t)((uint64_t)gi >> 32), stream, 0};
-    tg_philox4x32(ctr, key, out);
-}
-
-/* Groups [g0, g1) of 4 elements (the last may be partial: elements >= n are skipped). */
-static void dropout_scalar(const float *a, float *o, int64_t n, int64_t g0, int64_t g1,
+/* Elements [e, e1) with a[k], o[k] at element e0 + k; the scalar path (tile ends, CPUs without
+ * AVX2) uses the one Philox of core/rng.c. */
+static void dropout_scalar(const float *a, float *o, int64_t e0, int64_t e, int64_t e1,
                            uint32_t stream, const uint32_t key[2], float p, float ks) {
-    for (int64_t gi = g0; gi < g1; gi++) {
+    while (e < e1) {
+        int64_t gi = e / 4;
+        const uint32_t ctr[4] = {(uint32_t)gi, (uint32_t)((uint64_t)gi >> 32), stream, 0};
         uint32_t r[4];
-        philox_group(gi, stream, key, r);
-        for (int k = 0; k < 4; k++) {
-            int64_t e = gi * 4 + k;
-            if (e < n) o[e] = tg_u32_to_unit(r[k]) >= p ? a[e] * ks : 0.0f;
-        }
+        tg_philox4x32(ctr, key, r);
+        for (; e < e1 && e / 4 == gi; e++)
+            o[e - e0] = tg_u32_to_unit(r[e % 4]) >= p ? a[e - e0] * ks : 0.0f;
     }
 }
 
 #if TG_DROPOUT_AVX2
-/* Whole groups [g0, g1), g1 - g0 a multiple of 8, every element < n. Lane l of c0..c3 holds
- * the counter of group gi + l; a round's 32x32 -> 64-bit products come from _mm256_mul_epu32
- * on the even lanes and on the odd lanes shifted down, their halves blended back in place.
- * The four words of the 8 groups are then transposed into element order (4 x 8 -> 8 x 4). */
+/* Whole groups [g0, g1), g1 - g0 a multiple of 8, a[0] and o[0] at element 4 g0. Lane l of
+ * c0..c3 holds the counter of group gi + l; a round's 32x32 -> 64-bit products come from
+ * _mm256_mul_epu32 on the even lanes and on the odd lanes shifted down, their halves blended
+ * back in place. The four words of the 8 groups are then transposed into element order
+ * (4 x 8 -> 8 x 4). */
 __attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *o, int64_t g0,
                                                          int64_t g1, uint32_t stream,
                                                          const uint32_t key[2], float p, float ks) {
@@ -165,7 +150,7 @@ __attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *
                         _mm256_permute2x128_si256(u2, u3, 0x20),
                         _mm256_permute2x128_si256(u0, u1, 0x31),
                         _mm256_permute2x128_si256(u2, u3, 0x31)};
-        int64_t e0 = gi * 4;
+        int64_t e0 = (gi - g0) * 4;
         for (int j = 0; j < 4; j++) {
             /* tg_u32_to_unit: (float)(r >> 8) / 2^24, exact */
             __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[j], 8)), unit);
@@ -177,124 +162,139 @@ __attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *
 }
 #endif
 
-static void dropout(tg_cpu_par *par, const tg_tensor *t, const float *a, float *o, int64_t n) {
+/* Dropout over elements [e0, e0 + n): whole blocks of 8 groups on AVX2, the ends scalar. */
+static void dropout_tile(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0,
+                         int64_t n) {
+    (void)b;
     float p = t->p.dropout.p, keep_scale = 1.0f / (1.0f - p);
     uint32_t key[2] = {t->p.dropout.seed_lo, t->p.dropout.seed_hi};
     uint32_t stream = t->p.dropout.stream;
-    int64_t groups = (n + 3) / 4, done = 0;
+    int64_t e = e0, e1 = e0 + n;
 #if TG_DROPOUT_AVX2
-    if (__builtin_cpu_supports("avx2")) {
-        /* blocks of 64 whole groups (256 elements) in parallel; the rest below */
-        enum { BLK = 64 };
-        int64_t nblk = n / (4 * BLK);
-        TG_CPU_FOR(par, bi, nblk, n > TG_PAR_MIN)
-            dropout_avx2(a, o, bi * BLK, (bi + 1) * BLK, stream, key, p, keep_scale);
-        done = nblk * BLK;
+    int64_t ea = (e0 + 31) / 32 * 32, eb = e1 / 32 * 32;
+    if (eb > ea && __builtin_cpu_supports("avx2")) {
+        dropout_scalar(a, o, e0, e0, ea, stream, key, p, keep_scale);
+        dropout_avx2(a + (ea - e0), o + (ea - e0), ea / 4, eb / 4, stream, key, p, keep_scale);
+        e = eb;
     }
 #endif
-    TG_CPU_FOR(par, k, groups - done, n - 4 * done > TG_PAR_MIN)
-        dropout_scalar(a, o, n, done + k, done + k + 1, stream, key, p, keep_scale);
+    dropout_scalar(a, o, e0, e, e1, stream, key, p, keep_scale);
 }
 
-/* The operands every elementwise kernel starts from: n outputs o, inputs a and b (NULL when
- * absent) with na and nb elements. */
-#define ELEMENTWISE_ARGS                                                  \
-    int64_t n = tg_tensor_numel(t);                                       \
-    float *o = F32(t);                                                    \
-    const float *a = t->nsrc > 0 ? F32(t->src[0]) : NULL;                 \
-    const float *b = t->nsrc > 1 ? F32(t->src[1]) : NULL;                 \
-    int64_t na = t->nsrc > 0 ? tg_tensor_numel(t->src[0]) : 0;            \
-    int64_t nb = t->nsrc > 1 ? tg_tensor_numel(t->src[1]) : 0;            \
-    (void)a, (void)b, (void)na, (void)nb
-/* A kernel whose body is one loop statement over the operands above. */
-#define ELEMENTWISE_KERNEL(name, LOOP)                                    \
-    static tg_status name(tg_cpu_par *p, tg_tensor *t) {                  \
-        ELEMENTWISE_ARGS;                                                 \
-        LOOP;                                                             \
-        return TG_OK;                                                     \
-    }
+static const tile_fn tiles[TG_OP_COUNT] = {
+    [TG_OP_ADD] = add_tile,
+    [TG_OP_SUB] = sub_tile,
+    [TG_OP_MUL] = mul_tile,
+    [TG_OP_DIV] = div_tile,
+    [TG_OP_SCALE] = scale_tile,
+    [TG_OP_EXP] = exp_tile,
+    [TG_OP_LOG] = log_tile,
+    [TG_OP_SQRT] = sqrt_tile,
+    [TG_OP_RSQRT] = rsqrt_tile,
+    [TG_OP_TANH] = tanh_tile,
+    [TG_OP_RELU] = relu_tile,
+    [TG_OP_GELU] = gelu_tile,
+    [TG_OP_RELU_BACK] = relu_back_tile,
+    [TG_OP_GELU_BACK] = gelu_back_tile,
+    [TG_OP_MASKED_FILL] = masked_fill_tile,
+    [TG_OP_DROPOUT] = dropout_tile,
+    [TG_OP_SILU] = silu_tile,
+    [TG_OP_SILU_BACK] = silu_back_tile,
+};
 
-static tg_status fill(tg_cpu_par *p, tg_tensor *t) {
-    ELEMENTWISE_ARGS;
-    float v = t->p.fill.value;
-    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
-    return TG_OK;
-}
-ELEMENTWISE_KERNEL(add, BINARY_LOOP(x + y))
-ELEMENTWISE_KERNEL(sub, BINARY_LOOP(x - y))
-ELEMENTWISE_KERNEL(mul, BINARY_LOOP(x * y))
-ELEMENTWISE_KERNEL(div_, BINARY_LOOP(x / y))
-static tg_status scale(tg_cpu_par *p, tg_tensor *t) {
-    ELEMENTWISE_ARGS;
-    float s = t->p.scale.mul, c = t->p.scale.add;
-    UNARY_LOOP(x * s + c);
-    return TG_OK;
-}
-ELEMENTWISE_KERNEL(exp_, VMATH(tg_cpu_vexp(a + lo, o + lo, hi - lo)))
-ELEMENTWISE_KERNEL(log_, UNARY_LOOP(logf(x)))
-ELEMENTWISE_KERNEL(sqrt_, UNARY_LOOP(sqrtf(x)))
-ELEMENTWISE_KERNEL(rsqrt, UNARY_LOOP(1.0f / sqrtf(x)))
-ELEMENTWISE_KERNEL(tanh_, VMATH(tg_cpu_vtanh(a + lo, o + lo, hi - lo)))
-ELEMENTWISE_KERNEL(relu, UNARY_LOOP(x > 0.0f ? x : 0.0f))
-ELEMENTWISE_KERNEL(gelu, VMATH(tg_cpu_vgelu(a + lo, o + lo, hi - lo)))
-ELEMENTWISE_KERNEL(relu_back, PAIR_LOOP(x > 0.0f ? y : 0.0f))
-ELEMENTWISE_KERNEL(gelu_back, VMATH(tg_cpu_vgelu_back(a + lo, b + lo, o + lo, hi - lo)))
-/* SiLU (the maths: core/ops/elementwise.c): plain loops that the compiler vectorises, the exp
- * being the branch-free tg_fast_expf (clamped, so 1 + exp(-x) stays finite) */
-ELEMENTWISE_KERNEL(silu, UNARY_LOOP(x / (1.0f + tg_fast_expf(-x))))
-ELEMENTWISE_KERNEL(silu_back, PAIR_LOOP(y * (1.0f / (1.0f + tg_fast_expf(-x))) *
-                                        (1.0f + x * (1.0f - 1.0f / (1.0f + tg_fast_expf(-x))))))
+/* ---- the kernel ---- */
 
-static tg_status masked_fill(tg_cpu_par *p, tg_tensor *t) {
-    ELEMENTWISE_ARGS;
-    const tg_tensor *m = t->src[1];
-    float v = t->p.masked_fill.value;
-    int64_t sm[TG_MAX_DIMS];
-    tg__geom_bcast_strides(m, t, sm);
+/* Operand s of node t over t's elements [e0, e0 + n): a pointer into s when s has t's size
+ * (f32), else its values gathered into buf through broadcast strides, a run per output row
+ * (an i32 mask as 1.0 / 0.0). */
+static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, int64_t n, float *buf) {
+    if (s->dtype == TG_DTYPE_F32 && tg_tensor_numel(s) == tg_tensor_numel(t)) return F32(s) + e0;
+    int64_t st[TG_MAX_DIMS];
+    tg__geom_bcast_strides(s, t, st);
     int nd = t->ndim;
-    int64_t inner = nd ? t->shape[nd - 1] : 1, rows = inner ? n / inner : 0;
-    int64_t im = nd ? sm[nd - 1] : 0;
-    bool is_i32 = m->dtype == TG_DTYPE_I32;
-    const void *mp = m->data;
-    TG_CPU_FOR(p, r, rows, n > TG_PAR_MIN) {
-        int64_t mo = row_offset(r, nd, t->shape, sm);
-        const float *ar = a + r * inner;
-        float *orow = o + r * inner;
-        for (int64_t j = 0; j < inner; j++) {
-            int64_t k = mo + j * im;
-            bool on = is_i32 ? ((const int32_t *)mp)[k] != 0 : ((const float *)mp)[k] != 0.0f;
-            orow[j] = on ? v : ar[j];
+    int64_t inner = nd ? t->shape[nd - 1] : 1, is = nd ? st[nd - 1] : 0;
+    for (int64_t k = 0; k < n;) {
+        int64_t e = e0 + k, c = e % inner, len = inner - c < n - k ? inner - c : n - k;
+        int64_t off = row_offset(e / inner, nd, t->shape, st) + c * is;
+        float *dst = buf + k;
+        if (s->dtype == TG_DTYPE_I32) {
+            const int32_t *src = I32(s) + off;
+            for (int64_t j = 0; j < len; j++) dst[j] = src[j * is] != 0 ? 1.0f : 0.0f;
+        } else if (is == 1) {
+            memcpy(dst, F32(s) + off, (size_t)len * sizeof *dst);
+        } else {
+            const float *src = F32(s) + off;
+            for (int64_t j = 0; j < len; j++) dst[j] = src[j * is];
+        }
+        k += len;
+    }
+    return buf;
+}
+
+/* Member p's share of node t and of the chain t ends (t->chain_prev, ...), tile by tile. */
+static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
+    tg_tensor *m[TG_CHAIN_MAX];
+    int k = 0;
+    for (tg_tensor *x = t; x && k < TG_CHAIN_MAX; x = x->chain_prev) m[k++] = x;
+    for (int i = 0; i < k / 2; i++) { /* head first */
+        tg_tensor *x = m[i];
+        m[i] = m[k - 1 - i];
+        m[k - 1 - i] = x;
+    }
+    for (int j = 0; j < k; j++)
+        if (!tiles[m[j]->op] || m[j]->nsrc > 2)
+            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function", tg_op_name(m[j]->op));
+    _Alignas(32) float tmp[TG_CHAIN_MAX][TILE]; /* members without a buffer of their own */
+    _Alignas(32) float gathered[2][TILE];
+    const float *val[TG_CHAIN_MAX];
+    int64_t n = tg_tensor_numel(t), lo, hi;
+    tg_cpu_share(p, n, n > TG_PAR_MIN, &lo, &hi);
+    for (int64_t e0 = lo; e0 < hi; e0 += TILE) {
+        int64_t len = hi - e0 < TILE ? hi - e0 : TILE;
+        for (int j = 0; j < k; j++) {
+            const tg_tensor *x = m[j];
+            const float *in[2] = {NULL, NULL};
+            for (int s = 0; s < x->nsrc; s++) {
+                const tg_tensor *src = x->src[s];
+                int i = j - 1;
+                while (i >= 0 && m[i] != src) i--;
+                in[s] = i >= 0 ? val[i] : src ? operand(src, x, e0, len, gathered[s]) : NULL;
+            }
+            float *o = (x->flags & TG_TF_TRANSIENT) ? tmp[j] : F32(x) + e0;
+            tiles[x->op](x, in[0], in[1], o, e0, len);
+            val[j] = o;
         }
     }
     return TG_OK;
 }
 
-static tg_status dropout_kernel(tg_cpu_par *p, tg_tensor *t) {
-    ELEMENTWISE_ARGS;
-    dropout(p, t, a, o, n);
+static tg_status fill(tg_cpu_par *p, tg_tensor *t) {
+    int64_t n = tg_tensor_numel(t);
+    float *o = F32(t), v = t->p.fill.value;
+    TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
     return TG_OK;
 }
 
 /* The family's kernels, registered by op (backends/cpu/cpu.c assembles the families). */
 TG__CPU_KERNELS(elementwise) = {
     [TG_OP_FILL] = fill,
-    [TG_OP_ADD] = add,
-    [TG_OP_SUB] = sub,
-    [TG_OP_MUL] = mul,
-    [TG_OP_DIV] = div_,
-    [TG_OP_SCALE] = scale,
-    [TG_OP_EXP] = exp_,
-    [TG_OP_LOG] = log_,
-    [TG_OP_SQRT] = sqrt_,
-    [TG_OP_RSQRT] = rsqrt,
-    [TG_OP_TANH] = tanh_,
-    [TG_OP_RELU] = relu,
-    [TG_OP_GELU] = gelu,
-    [TG_OP_RELU_BACK] = relu_back,
-    [TG_OP_GELU_BACK] = gelu_back,
-    [TG_OP_MASKED_FILL] = masked_fill,
-    [TG_OP_DROPOUT] = dropout_kernel,
-    [TG_OP_SILU] = silu,
-    [TG_OP_SILU_BACK] = silu_back,
+    [TG_OP_ADD] = tile_kernel,
+    [TG_OP_SUB] = tile_kernel,
+    [TG_OP_MUL] = tile_kernel,
+    [TG_OP_DIV] = tile_kernel,
+    [TG_OP_SCALE] = tile_kernel,
+    [TG_OP_EXP] = tile_kernel,
+    [TG_OP_LOG] = tile_kernel,
+    [TG_OP_SQRT] = tile_kernel,
+    [TG_OP_RSQRT] = tile_kernel,
+    [TG_OP_TANH] = tile_kernel,
+    [TG_OP_RELU] = tile_kernel,
+    [TG_OP_GELU] = tile_kernel,
+    [TG_OP_RELU_BACK] = tile_kernel,
+    [TG_OP_GELU_BACK] = tile_kernel,
+    [TG_OP_MASKED_FILL] = tile_kernel,
+    [TG_OP_DROPOUT] = tile_kernel,
+    [TG_OP_SILU] = tile_kernel,
+    [TG_OP_SILU_BACK] = tile_kernel,
 };
 TG__CPU_KERNELS_CHECK(elementwise);

@@ -161,21 +161,21 @@ static void g_silu(tg_tensor *node, tg_tensor *dy) {
 
 TG__OP_FAMILY(elementwise) = {
     [TG_OP_FILL] = {"fill", TG_OPF_NO_GRAD, NULL}, /* builder: tg_full (core/graph.c) */
-    [TG_OP_ADD] = {"add", TG_OPF_INPLACE, g_add},
-    [TG_OP_SUB] = {"sub", TG_OPF_INPLACE, g_sub},
-    [TG_OP_MUL] = {"mul", TG_OPF_INPLACE, g_mul},
-    [TG_OP_DIV] = {"div", TG_OPF_INPLACE, g_div},
-    [TG_OP_SCALE] = {"scale", TG_OPF_INPLACE, g_scale},
-    [TG_OP_EXP] = {"exp", TG_OPF_INPLACE, g_exp},
-    [TG_OP_LOG] = {"log", TG_OPF_INPLACE, g_log},
-    [TG_OP_SQRT] = {"sqrt", TG_OPF_INPLACE, g_sqrt},
-    [TG_OP_RSQRT] = {"rsqrt", TG_OPF_INPLACE, g_rsqrt},
-    [TG_OP_TANH] = {"tanh", TG_OPF_INPLACE, g_tanh},
-    [TG_OP_RELU] = {"relu", TG_OPF_INPLACE, g_relu},
-    [TG_OP_GELU] = {"gelu", TG_OPF_INPLACE, g_gelu},
-    [TG_OP_RELU_BACK] = {"relu_back", TG_OPF_INPLACE | TG_OPF_BACKWARD_ONLY, NULL},
-    [TG_OP_GELU_BACK] = {"gelu_back", TG_OPF_INPLACE | TG_OPF_BACKWARD_ONLY, NULL},
-    [TG_OP_SILU] = {"silu", TG_OPF_INPLACE, g_silu},
-    [TG_OP_SILU_BACK] = {"silu_back", TG_OPF_INPLACE | TG_OPF_BACKWARD_ONLY, NULL}, /* srcs x, dy */
+    [TG_OP_ADD] = {"add", TG_OPF_INPLACE | TG_OPF_TILE, g_add},
+    [TG_OP_SUB] = {"sub", TG_OPF_INPLACE | TG_OPF_TILE, g_sub},
+    [TG_OP_MUL] = {"mul", TG_OPF_INPLACE | TG_OPF_TILE, g_mul},
+    [TG_OP_DIV] = {"div", TG_OPF_INPLACE | TG_OPF_TILE, g_div},
+    [TG_OP_SCALE] = {"scale", TG_OPF_INPLACE | TG_OPF_TILE, g_scale},
+    [TG_OP_EXP] = {"exp", TG_OPF_INPLACE | TG_OPF_TILE, g_exp},
+    [TG_OP_LOG] = {"log", TG_OPF_INPLACE | TG_OPF_TILE, g_log},
+    [TG_OP_SQRT] = {"sqrt", TG_OPF_INPLACE | TG_OPF_TILE, g_sqrt},
+    [TG_OP_RSQRT] = {"rsqrt", TG_OPF_INPLACE | TG_OPF_TILE, g_rsqrt},
+    [TG_OP_TANH] = {"tanh", TG_OPF_INPLACE | TG_OPF_TILE, g_tanh},
+    [TG_OP_RELU] = {"relu", TG_OPF_INPLACE | TG_OPF_TILE, g_relu},
+    [TG_OP_GELU] = {"gelu", TG_OPF_INPLACE | TG_OPF_TILE, g_gelu},
+    [TG_OP_RELU_BACK] = {"relu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY, NULL},
+    [TG_OP_GELU_BACK] = {"gelu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY, NULL},
+    [TG_OP_SILU] = {"silu", TG_OPF_INPLACE | TG_OPF_TILE, g_silu},
+    [TG_OP_SILU_BACK] = {"silu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY, NULL}, /* srcs x, dy */
 };
 TG__OP_FAMILY_CHECK(elementwise);

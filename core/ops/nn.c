@@ -153,8 +153,8 @@ static void g_cross_entropy(tg_tensor *node, tg_tensor *dy) {
 /* ---- the family's rows ---- */
 
 TG__OP_FAMILY(nn) = {
-    [TG_OP_MASKED_FILL] = {"masked_fill", TG_OPF_INPLACE, g_masked_fill},
-    [TG_OP_DROPOUT] = {"dropout", TG_OPF_INPLACE, g_dropout},
+    [TG_OP_MASKED_FILL] = {"masked_fill", TG_OPF_INPLACE | TG_OPF_TILE, g_masked_fill},
+    [TG_OP_DROPOUT] = {"dropout", TG_OPF_INPLACE | TG_OPF_TILE, g_dropout},
     [TG_OP_EMBEDDING] = {"embedding", 0, g_embedding},
     [TG_OP_EMBEDDING_BACK] = {"embedding_back", TG_OPF_BACKWARD_ONLY, NULL}, /* srcs ids, dy */
     [TG_OP_CROSS_ENTROPY] = {"cross_entropy", 0, g_cross_entropy},

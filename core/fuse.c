@@ -1,0 +1,162 @@
+/* The planner's elementwise fusion: chains of TG_OPF_TILE ops (bias + activation + dropout,
+ * dropout + residual add, scale + mask, dropout + activation backward, ...) run as one node.
+ *
+ * A chain is a sequence of nodes m1 -> m2 -> ... -> mk where each member reads the one before
+ * it and has its shape. The backend runs the tail mk's kernel, which computes every member
+ * tile by tile (a few KiB that stay in L1) and writes to memory only what is read outside the
+ * chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at all), so bias + GELU +
+ * dropout reads its input once and writes once instead of three reads and three writes.
+ *
+ * The chain runs at the tail's position, so the members are moved next to it in the
+ * execution order. That is only legal when nothing between a member and the tail reads the
+ * member: every reader outside the chain (views included) must come after the tail. A member
+ * may not read another member through a view (a view may reorder elements, and the tile of a
+ * later element is not computed yet). The liveness pass then counts every member's reads at
+ * the tail's position (core/plan.c), since the tail's kernel does them. Each element is
+ * computed by the same tile function as the unfused op, so results are bit-identical. */
+#include <stdlib.h>
+
+#include "core/tg-impl.h"
+
+enum { MAX_CHAIN = TG_CHAIN_MAX };
+
+static bool chainable(const tg_tensor *t) {
+    return t->op != TG_OP_NONE && (tg__op_flags(t->op) & TG_OPF_TILE) && !t->base &&
+           t->dtype == TG_DTYPE_F32 && !(t->flags & (TG_TF_PARAM | TG_TF_INPUT | TG_TF_ACCUM | TG_TF_SINK));
+}
+
+static bool same_shape(const tg_tensor *a, const tg_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static int chain_len(const tg_tensor *t) {
+    int k = 1;
+    for (const tg_tensor *m = t->chain_prev; m; m = m->chain_prev) k++;
+    return k;
+}
+
+static bool in_chain(const tg_tensor *tail, const tg_tensor *x) {
+    for (const tg_tensor *m = tail; m; m = m->chain_prev)
+        if (m == x) return true;
+    return false;
+}
+
+/* Readers of each storage root by position (CSR: rpos[rstart[id] .. rstart[id + 1])): a node
+ * reading root r directly or through a view, or a view of r (t->base). */
+typedef struct {
+    int64_t *rstart, *rpos;
+    tg_tensor **rnode;
+} readers_t;
+
+static bool readers_build(tg_graph *g, readers_t *r) {
+    int64_t n = g->n, ne = g->nexec, total = 0;
+    r->rstart = calloc((size_t)n + 1, sizeof *r->rstart);
+    if (!r->rstart) return false;
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k]) r->rstart[tg__tensor_root(t->src[k])->id + 1]++, total++;
+        if (t->base) r->rstart[t->base->id + 1]++, total++;
+    }
+    for (int64_t i = 0; i < n; i++) r->rstart[i + 1] += r->rstart[i];
+    r->rpos = malloc((size_t)(total ? total : 1) * sizeof *r->rpos);
+    r->rnode = malloc((size_t)(total ? total : 1) * sizeof *r->rnode);
+    int64_t *fill = malloc((size_t)(n ? n : 1) * sizeof *fill);
+    if (!r->rpos || !r->rnode || !fill) {
+        free(fill);
+        return false;
+    }
+    for (int64_t i = 0; i < n; i++) fill[i] = r->rstart[i];
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k]) {
+                int64_t at = fill[tg__tensor_root(t->src[k])->id]++;
+                r->rpos[at] = p;
+                r->rnode[at] = t;
+            }
+        if (t->base) {
+            int64_t at = fill[t->base->id]++;
+            r->rpos[at] = p;
+            r->rnode[at] = t;
+        }
+    }
+    free(fill);
+    return true;
+}
+
+/* May node b (at position pb) become the tail of the chain ending at a? Every member's readers
+ * outside the chain must come after pb, and b may not read a member through a view. */
+static bool may_extend(const readers_t *r, tg_tensor *a, tg_tensor *b, int64_t pb) {
+    if (chain_len(a) >= MAX_CHAIN) return false;
+    for (int k = 0; k < b->nsrc; k++)
+        if (b->src[k] && b->src[k]->base && in_chain(a, b->src[k]->base)) return false;
+    for (const tg_tensor *m = a; m; m = m->chain_prev)
+        for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++)
+            if (r->rnode[i] != b && !in_chain(a, r->rnode[i]) && r->rpos[i] <= pb) return false;
+    return true;
+}
+
+/* A member needs a buffer when it is kept or something outside its chain reads it. */
+static bool read_outside(const readers_t *r, const tg_tensor *tail, const tg_tensor *m) {
+    if (m->flags & TG_TF_KEEP) return true;
+    for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++)
+        if (!in_chain(tail, r->rnode[i])) return true; /* views are never members */
+    return false;
+}
+
+tg_status tg__plan_fuse_chains(tg_graph *g) {
+    int64_t ne = g->nexec;
+    readers_t r = {0};
+    int64_t *order = malloc((size_t)(ne ? ne : 1) * sizeof *order);
+    if (!order || !readers_build(g, &r)) {
+        free(order);
+        free(r.rstart);
+        free(r.rpos);
+        free(r.rnode);
+        return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory for fusion");
+    }
+    /* chains, greedily in execution order: b joins the chain of the first input that allows */
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *b = g->nodes[g->order[p]];
+        if (!chainable(b)) continue;
+        for (int k = 0; k < b->nsrc; k++) {
+            tg_tensor *a = b->src[k];
+            if (!a || !chainable(a) || (a->flags & TG_TF_CHAINED) || !same_shape(a, b) ||
+                !may_extend(&r, a, b, p))
+                continue;
+            b->chain_prev = a;
+            a->flags |= TG_TF_CHAINED;
+            break;
+        }
+    }
+    /* members without outside readers need no buffer; members move next to their tail */
+    int64_t n = 0;
+    for (int64_t p = 0; p < ne; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        if (t->flags & TG_TF_CHAINED) continue;
+        if (t->chain_prev) {
+            tg_tensor *m[MAX_CHAIN];
+            int k = 0;
+            for (tg_tensor *x = t->chain_prev; x; x = x->chain_prev) m[k++] = x;
+            while (k > 0) {
+                tg_tensor *x = m[--k];
+                if (!read_outside(&r, t, x)) x->flags |= TG_TF_TRANSIENT;
+                order[n++] = x->id;
+            }
+        }
+        order[n++] = g->order[p];
+    }
+    for (int64_t p = 0; p < ne; p++) {
+        g->order[p] = order[p];
+        g->nodes[order[p]]->pos = p;
+    }
+    free(order);
+    free(r.rstart);
+    free(r.rpos);
+    free(r.rnode);
+    return TG_OK;
+}

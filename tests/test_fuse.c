@@ -1,0 +1,348 @@
+/* The planner's elementwise fusion (core/fuse.c) on the CPU backend:
+ *  - the chains of a Transformer's FFN and residual (bias + GELU + dropout, dropout +
+ *    residual add) and of masked attention scores (scale + masks), forward and backward, form
+ *    as intended (which nodes are members, which need no buffer), and fused runs give the
+ *    same bits as unfused ones (planner off) for outputs and every gradient, on 1 and 2 threads;
+ *  - a member read by a node before the chain's tail is not fused (it would be read before it
+ *    is computed); a kept member keeps its buffer and its value;
+ *  - chains stop at TG_CHAIN_MAX members and long ones still compute the right values;
+ *  - dropout over tiles that start anywhere (thread shares, tile ends, inside a chain) keeps
+ *    exactly the elements the Philox reference keeps. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tg-impl.h"
+#include "tg/rng.h"
+#include "tg_check.h"
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        tg_status st_ = (call);                                                                    \
+        ck_assert_msg(st_ == TG_OK, "%s failed: %s", #call, tg_error_message());                   \
+    } while (0)
+
+static float val(int64_t i, int salt) {
+    return (float)(((i * 37 + salt * 11) % 101) - 50) / 40.0f;
+}
+
+static tg_tensor *input(tg_graph *g, int ndim, const int64_t *shape, int salt, bool grad) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *x = malloc((size_t)n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int64_t i = 0; i < n; i++) x[i] = val(i, salt);
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, ndim, shape, x);
+    free(x);
+    return grad ? tg_requires_grad(t) : t;
+}
+
+static float *read_all(const tg_tensor *t) {
+    int64_t n = tg_tensor_numel(t);
+    float *v = malloc((size_t)n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    CK(tg_tensor_read(t, v, (size_t)n * sizeof *v));
+    return v;
+}
+
+static void assert_same_bits(const tg_tensor *a, const tg_tensor *b, const char *what) {
+    int64_t n = tg_tensor_numel(a);
+    ck_assert_int_eq(n, tg_tensor_numel(b));
+    float *x = read_all(a), *y = read_all(b);
+    ck_assert_msg(memcmp(x, y, (size_t)n * sizeof *x) == 0, "%s: fused and unfused runs differ", what);
+    free(x);
+    free(y);
+}
+
+static bool chained(const tg_tensor *t) { return (t->flags & TG_TF_CHAINED) != 0; }
+static bool transient(const tg_tensor *t) { return (t->flags & TG_TF_TRANSIENT) != 0; }
+
+/* The one node of graph g with op `op` whose source k is `src` (NULL: none). */
+static tg_tensor *reader(tg_graph *g, tg_op op, const tg_tensor *src, int k) {
+    for (int64_t i = 0; i < g->n; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (t->op == op && t->nsrc > k && t->src[k] == src) return t;
+    }
+    return NULL;
+}
+
+/* ---- an FFN block with a residual: r = x + dropout(gelu(x W1 + b1) W2), loss = sum(r r) ---- */
+
+enum { R = 320, D = 64, F = 128 }; /* R x F = 40,960 elements: shared by two threads */
+
+typedef struct {
+    tg_graph *g;
+    tg_tensor *x, *w1, *b1, *w2, *h, *a, *d, *dr, *r, *loss;
+} ffn_t;
+
+static ffn_t ffn(bool planner) {
+    ffn_t f;
+    f.g = tg_graph_new();
+    tg_graph_set_planner(f.g, planner);
+    tg_graph_set_seed(f.g, 42);
+    int64_t sx[2] = {R, D}, sw1[2] = {D, F}, sb1[1] = {F}, sw2[2] = {F, D};
+    f.x = input(f.g, 2, sx, 1, true);
+    f.w1 = input(f.g, 2, sw1, 2, true);
+    f.b1 = input(f.g, 1, sb1, 3, true);
+    f.w2 = input(f.g, 2, sw2, 4, true);
+    f.h = tg_add(tg_scale(tg_matmul(f.x, f.w1, false, false), 0.125f), f.b1);
+    f.a = tg_gelu(f.h);
+    f.d = tg_dropout(f.a, 0.1f);
+    f.dr = tg_dropout(tg_matmul(f.d, f.w2, false, false), 0.1f);
+    f.r = tg_keep(tg_add(f.x, f.dr));
+    f.loss = tg_keep(tg_sum_all(tg_mul(f.r, f.r)));
+    CK(tg_backward(f.g, f.loss));
+    return f;
+}
+
+START_TEST(test_ffn_chains) {
+    for (int threads = 1; threads <= 2; threads++) {
+        tg_backend *b;
+        CK(tg_backend_cpu_new(threads, &b));
+        ffn_t on = ffn(true), off = ffn(false);
+        CK(tg_graph_run(on.g, b));
+        CK(tg_graph_run(off.g, b));
+        /* forward: scale -> add(bias) -> gelu -> dropout; add(bias) keeps its buffer (gelu_back
+         * reads it), scale and gelu need none */
+        tg_tensor *sc = on.h->src[0];
+        ck_assert(sc->op == TG_OP_SCALE && chained(sc) && transient(sc));
+        ck_assert(on.h->chain_prev == sc && chained(on.h) && !transient(on.h));
+        ck_assert(on.a->chain_prev == on.h && chained(on.a) && transient(on.a));
+        ck_assert(on.d->chain_prev == on.a && !chained(on.d) && on.d->block >= 0);
+        ck_assert(on.a->data == NULL && on.h->data != NULL);
+        /* dropout -> residual add; the product r r is part of that chain too (r is kept) */
+        ck_assert(on.r->chain_prev == on.dr && chained(on.dr) && transient(on.dr));
+        tg_tensor *sq = reader(on.g, TG_OP_MUL, on.r, 0);
+        ck_assert(sq && sq->chain_prev == on.r && chained(on.r) && !transient(on.r));
+        /* backward: the gradient through dropout feeds gelu_back in one chain */
+        tg_tensor *gb = reader(on.g, TG_OP_GELU_BACK, on.h, 0);
+        ck_assert_ptr_nonnull(gb);
+        ck_assert(gb->chain_prev == gb->src[1] && gb->src[1]->op == TG_OP_DROPOUT);
+        ck_assert(transient(gb->src[1]));
+        /* unfused: nothing chained */
+        ck_assert(!chained(off.a) && off.d->chain_prev == NULL);
+        assert_same_bits(on.r, off.r, "r");
+        assert_same_bits(on.loss, off.loss, "loss");
+        const char *names[4] = {"dx", "dW1", "db1", "dW2"};
+        tg_tensor *ins_on[4] = {on.x, on.w1, on.b1, on.w2}, *ins_off[4] = {off.x, off.w1, off.b1, off.w2};
+        for (int i = 0; i < 4; i++)
+            assert_same_bits(tg_grad(on.g, ins_on[i]), tg_grad(off.g, ins_off[i]), names[i]);
+        tg_graph_free(on.g);
+        tg_graph_free(off.g);
+        tg_backend_free(b);
+    }
+}
+END_TEST
+
+/* ---- masked attention scores: softmax(masked_fill(masked_fill(scale(s), pad), causal)) ---- */
+
+enum { B = 4, H = 4, T = 40 };
+
+static tg_tensor *scores(tg_graph *g, tg_tensor **s_out, tg_tensor **m_out) {
+    int64_t ss[4] = {B, H, T, T}, sp[4] = {B, 1, 1, T};
+    tg_tensor *s = input(g, 4, ss, 5, true);
+    int32_t pad[B * T];
+    for (int i = 0; i < B * T; i++) pad[i] = (i % T) >= T - 3 * (i / T); /* row b: 3b padded keys */
+    tg_tensor *pm = tg_input(g, TG_DTYPE_I32, 4, sp, pad);
+    tg_tensor *l = tg_masked_fill(tg_scale(s, 0.25f), pm, -INFINITY);
+    tg_tensor *m = tg_masked_fill(l, tg_causal_mask(g, T, T), -INFINITY);
+    *s_out = s;
+    *m_out = m;
+    return tg_keep(tg_softmax(m));
+}
+
+START_TEST(test_attention_chain) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_tensor *p[2], *s[2], *m[2];
+    tg_graph *g[2];
+    for (int k = 0; k < 2; k++) {
+        g[k] = tg_graph_new();
+        tg_graph_set_planner(g[k], k == 0);
+        p[k] = scores(g[k], &s[k], &m[k]);
+        tg_tensor *w = input(g[k], 4, (int64_t[]){B, H, T, T}, 6, false);
+        CK(tg_backward(g[k], tg_sum_all(tg_mul(p[k], w))));
+        CK(tg_graph_run(g[k], b));
+    }
+    tg_tensor *l = m[0]->src[0], *sc = l->src[0];
+    ck_assert(sc->op == TG_OP_SCALE && transient(sc) && l->chain_prev == sc && transient(l));
+    ck_assert(m[0]->chain_prev == l && !chained(m[0]));
+    assert_same_bits(p[0], p[1], "probabilities");
+    assert_same_bits(tg_grad(g[0], s[0]), tg_grad(g[1], s[1]), "dscores");
+    /* a row's masked entries get probability 0 */
+    float *pv = read_all(p[0]);
+    ck_assert_float_eq(pv[(int64_t)((3 * H + 1) * T + (T - 1)) * T + (T - 2)], 0.0f); /* padded */
+    ck_assert_float_eq(pv[5 * T + 6], 0.0f);                                          /* causal */
+    ck_assert(pv[5 * T + 5] > 0.0f);
+    free(pv);
+    for (int k = 0; k < 2; k++) tg_graph_free(g[k]);
+    tg_backend_free(b);
+}
+END_TEST
+
+/* ---- the rules ---- */
+
+enum { NX = 24000 };
+
+/* e = exp(x) is summed (a reader before b) and then b = e + sum: e cannot wait for b's
+ * kernel, so b may not take e into its chain. */
+START_TEST(test_reader_before_tail) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_graph *g = tg_graph_new();
+    int64_t sh[2] = {NX / 100, 100};
+    tg_tensor *x = input(g, 2, sh, 7, false);
+    tg_tensor *e = tg_exp(tg_scale(x, 0.5f));
+    tg_tensor *sum = tg_sum(e, 1, true);
+    tg_tensor *y = tg_keep(tg_add(e, sum));
+    CK(tg_graph_run(g, b));
+    ck_assert(y->chain_prev == NULL && !chained(e) && e->chain_prev == e->src[0]);
+    float *yv = read_all(y);
+    for (int64_t r = 0; r < NX / 100; r++) {
+        double s = 0;
+        for (int j = 0; j < 100; j++) s += exp(0.5 * val(r * 100 + j, 7));
+        for (int j = 0; j < 100; j++)
+            tg_assert_close(yv[r * 100 + j], (float)(exp(0.5 * val(r * 100 + j, 7)) + s), 1e-5, 1e-4);
+    }
+    free(yv);
+    tg_graph_free(g);
+    tg_backend_free(b);
+}
+END_TEST
+
+START_TEST(test_kept_member) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_graph *g = tg_graph_new();
+    int64_t sh[1] = {NX};
+    tg_tensor *x = input(g, 1, sh, 8, false);
+    tg_tensor *t = tg_keep(tg_tanh(x));
+    tg_tensor *y = tg_keep(tg_affine(t, 3.0f, 1.0f));
+    CK(tg_graph_run(g, b));
+    ck_assert(y->chain_prev == t && chained(t) && !transient(t));
+    float *tv = read_all(t), *yv = read_all(y);
+    for (int64_t i = 0; i < NX; i++) {
+        tg_assert_close(tv[i], tanhf(val(i, 8)), 1e-6, 2e-7);
+        ck_assert_float_eq(yv[i], tv[i] * 3.0f + 1.0f);
+    }
+    free(tv);
+    free(yv);
+    tg_graph_free(g);
+    tg_backend_free(b);
+}
+END_TEST
+
+/* tests/test_planner.c's in-place chain, fused: x, scale, exp (kept), scale, then 6 times
+ * affine + tanh. Chains of 8 and 7; only the kept exp and the two tails need buffers (the
+ * second tail in place of the first); the total still counts a buffer per node. */
+START_TEST(test_fused_peak) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_graph *g = tg_graph_new();
+    int64_t sh[1] = {NX};
+    tg_tensor *x = input(g, 1, sh, 11, false);
+    tg_tensor *mid = tg_keep(tg_exp(tg_scale(x, 0.5f)));
+    tg_tensor *t = tg_scale(mid, 2.0f);
+    for (int k = 0; k < 6; k++) t = tg_tanh(tg_affine(t, 0.9f, 0.1f));
+    tg_tensor *out = tg_keep(t);
+    CK(tg_graph_run(g, b));
+    size_t sz = (NX * sizeof(float) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN;
+    ck_assert_uint_eq(tg_graph_total_bytes(g), 16 * sz);
+    ck_assert_uint_eq(tg_graph_peak_bytes(g), 3 * sz); /* x (an input is never overwritten), mid, tail */
+    tg_tensor *head = out;
+    while (head->chain_prev) head = head->chain_prev;
+    ck_assert(chained(mid) && !transient(mid) && out->block == head->src[0]->block);
+    float *mv = read_all(mid), *ov = read_all(out);
+    for (int64_t i = 0; i < NX; i++) {
+        float m = expf(val(i, 11) * 0.5f), v = m * 2.0f;
+        tg_assert_close(mv[i], m, 1e-7, 1e-6);
+        for (int k = 0; k < 6; k++) v = tanhf(v * 0.9f + 0.1f);
+        tg_assert_close(ov[i], v, 1e-6, 1e-5);
+    }
+    free(mv);
+    free(ov);
+    tg_graph_free(g);
+    tg_backend_free(b);
+}
+END_TEST
+
+/* 19 elementwise ops in a row: chains of TG_CHAIN_MAX, values as on the host */
+START_TEST(test_long_chain) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_graph *g = tg_graph_new();
+    int64_t sh[1] = {NX};
+    tg_tensor *x = input(g, 1, sh, 9, false), *y = x;
+    for (int i = 0; i < 19; i++) y = i % 2 ? tg_affine(y, 0.5f, 0.25f) : tg_relu(y);
+    tg_keep(y);
+    CK(tg_graph_run(g, b));
+    int longest = 0, cur = 0; /* members per chain, walking back from the last op */
+    for (tg_tensor *m = y; m != x; m = m->src[0]) {
+        cur++;
+        if (!m->chain_prev) {
+            longest = cur > longest ? cur : longest;
+            cur = 0;
+        }
+    }
+    ck_assert_int_eq(longest, TG_CHAIN_MAX);
+    float *yv = read_all(y);
+    for (int64_t i = 0; i < NX; i++) {
+        float v = val(i, 9);
+        for (int k = 0; k < 19; k++) v = k % 2 ? v * 0.5f + 0.25f : (v > 0.0f ? v : 0.0f);
+        ck_assert_float_eq(yv[i], v);
+    }
+    free(yv);
+    tg_graph_free(g);
+    tg_backend_free(b);
+}
+END_TEST
+
+/* Dropout of n elements (odd sizes; the second thread's share starts off any block boundary)
+ * against the Philox reference: element e kept iff unit(word e%4 of group e/4) >= p. */
+START_TEST(test_dropout_tiles) {
+    const int64_t sizes[] = {37, 1000, 40001, 65557};
+    for (int threads = 1; threads <= 2; threads++) {
+        tg_backend *b;
+        CK(tg_backend_cpu_new(threads, &b));
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            int64_t n = sizes[si];
+            tg_graph *g = tg_graph_new();
+            tg_graph_set_seed(g, 0x123456789abcULL);
+            tg_tensor *x = input(g, 1, &n, 10, false);
+            tg_tensor *dr = tg_dropout(tg_add_scalar(x, 100.0f), 0.3f); /* inside a chain */
+            tg_tensor *y = tg_keep(tg_affine(dr, 2.0f, 0.5f));
+            CK(tg_graph_run(g, b));
+            ck_assert(dr->op == TG_OP_DROPOUT && chained(dr) && y->chain_prev == dr);
+            uint32_t key[2] = {dr->p.dropout.seed_lo, dr->p.dropout.seed_hi};
+            float *yv = read_all(y);
+            for (int64_t e = 0; e < n; e++) {
+                uint32_t ctr[4] = {(uint32_t)(e / 4), 0, dr->p.dropout.stream, 0}, w[4];
+                tg_philox4x32(ctr, key, w);
+                bool keep = tg_u32_to_unit(w[e % 4]) >= 0.3f;
+                float kept = keep ? (val(e, 10) + 100.0f) * (1.0f / (1.0f - 0.3f)) : 0.0f;
+                float ref = kept * 2.0f + 0.5f;
+                ck_assert_msg(yv[e] == ref, "n %lld element %lld: %g, reference %g", (long long)n,
+                              (long long)e, yv[e], ref);
+            }
+            free(yv);
+            tg_graph_free(g);
+        }
+        tg_backend_free(b);
+    }
+}
+END_TEST
+
+Suite *tg_test_suite(void) {
+    Suite *s = suite_create("fuse");
+    TCase *tc = tcase_create("chains");
+    tcase_add_test(tc, test_ffn_chains);
+    tcase_add_test(tc, test_attention_chain);
+    tcase_add_test(tc, test_reader_before_tail);
+    tcase_add_test(tc, test_kept_member);
+    tcase_add_test(tc, test_fused_peak);
+    tcase_add_test(tc, test_long_chain);
+    tcase_add_test(tc, test_dropout_tiles);
+    suite_add_tcase(s, tc);
+    return s;
+}
