@@ -1,6 +1,6 @@
 /* bench_ops: tgraph's ops, run through graphs, against the machine's raw ceilings.
  *
- *   bench_ops [--threads 2] [--quick] [--only 1|2|3|4]    (sections below)
+ *   bench_ops [--threads 2] [--quick] [--only 1|2|3|4|5]    (sections below)
  *
  * 1. matmul (tg_matmul in a graph, run again and again) against ONE cblas_sgemm call on the
  *    same shapes with OpenBLAS on the same number of threads; target >= 0.9x.
@@ -15,6 +15,8 @@
  *    input still holds its value) is re-run through the backend's run_node.
  * 4. building + planning one Transformer encoder layer's training graph (forward, loss,
  *    backward; g2p-small shapes) as a % of running it; target < 2 %.
+ * 5. fused elementwise chains (core/fuse.c): the same graph with fusion on and off
+ *    (tg_graph_set_fusion), alternately, and the fused one's bytes against the triad.
  *
  * Timing: each contender runs in blocks (OpenBLAS's thread count set for the block, one
  * warm-up call, then samples of enough calls to last >= 2 ms); blocks of the two contenders
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/ops/ops-impl.h"
 #include "core/tg-impl.h"
 
 static int NT = 2;      /* threads for everyone */
@@ -592,6 +595,88 @@ static void section_memory(void) {
     bench_backward("dropout (back)  g2p [1280,1024]", M_DROPOUT, TG_OP_DROPOUT, 2, ff_g, 2);
 }
 
+/* ---- 5. fused chains ---- */
+
+typedef enum { C_FFN, C_RESIDUAL, C_MASKS, C_FFN_BACK } chain_kind;
+
+/* The chains a Transformer's training graph forms, on x (and the store's y, bias, h):
+ * FFN: h = x + bias (kept: GELU's gradient reads it), y = dropout(gelu(h)); residual:
+ * y = x + dropout(y'); masks: y = masked_fill(masked_fill(x / 8, pad), causal); FFN backward:
+ * dx = gelu_back(h, dropout(dy)). */
+static tg_tensor *build_chain(tg_graph *g, tg_store *st, chain_kind k, int64_t B, int64_t n) {
+    tg_tensor *x = tg_param(g, st, "x");
+    switch (k) {
+    case C_FFN:
+        return tg_dropout(tg_gelu(tg_keep(tg_add(x, tg_param(g, st, "bias")))), 0.1f);
+    case C_RESIDUAL:
+        return tg_add(x, tg_dropout(tg_param(g, st, "y"), 0.1f));
+    case C_MASKS: {
+        int32_t *pad = calloc((size_t)(B * n), sizeof *pad);
+        for (int64_t i = 0; i < B * n; i++) pad[i] = i % n >= n - i / n % 4;
+        tg_tensor *pm = tg_input(g, TG_DTYPE_I32, 4, (int64_t[]){B, 1, 1, n}, pad);
+        free(pad);
+        tg_tensor *l = tg_masked_fill(tg_scale(x, 0.125f), pm, -INFINITY);
+        return tg_masked_fill(l, tg_causal_mask(g, n, n), -INFINITY);
+    }
+    case C_FFN_BACK:
+        return tg__op_unary(TG_OP_GELU_BACK, tg_param(g, st, "h"), tg_dropout(x, 0.1f));
+    }
+    return NULL;
+}
+
+/* `fused_streams`: tensors of x's size the fused chain reads or writes (the unfused graph moves
+ * more: every intermediate is written and read back). */
+static void bench_chain(const char *name, chain_kind k, int ndim, const int64_t *shape, int fused_streams) {
+    tg_store *st;
+    CK(tg_store_new(BK, &st));
+    add_param(st, "x", ndim, shape, 10);
+    add_param(st, "y", ndim, shape, 11);
+    add_param(st, "h", ndim, shape, 12);
+    add_param(st, "bias", 1, shape + ndim - 1, 13);
+    tg_graph *g[2];
+    graph_ctx gc[2];
+    for (int f = 0; f < 2; f++) {
+        g[f] = tg_graph_new();
+        tg_graph_set_grad_enabled(g[f], false);
+        tg_graph_set_fusion(g[f], f == 0);
+        tg_keep(build_chain(g[f], st, k, shape[0], shape[ndim - 1]));
+        gc[f].g = g[f];
+    }
+    double bytes = (double)fused_streams * 4.0 * (double)tg__tensor_numel(ndim, shape);
+    triad_ctx tc;
+    tc.n = (int64_t)(bytes / 12.0);
+    tc.a = randbuf(tc.n, 7);
+    tc.b = randbuf(tc.n, 8);
+    tc.c = randbuf(tc.n, 9);
+    contender cs[3] = {{run_graph, &gc[0], 1, 0}, {run_graph, &gc[1], 1, 0}, {run_triad, &tc, 1, 0}};
+    double t[3], tb[3];
+    time_all(cs, 3, t, tb);
+    double gfu = bytes / t[0] * 1e-9, gtr = 12.0 * (double)tc.n / t[2] * 1e-9;
+    printf("  %-36s fused %7.1f us  unfused %7.1f us  fused %6.1f GB/s  triad %6.1f GB/s\n", name,
+           1e6 * t[0], 1e6 * t[1], gfu, gtr);
+    verdict("fused / unfused time", t[0] / t[1], tb[0] / tb[1], 1.0, false);
+    verdict("fused / triad bandwidth", gfu / gtr, (bytes / tb[0]) / (12.0 * (double)tc.n / tb[2]), 0.5, true);
+    for (int f = 0; f < 2; f++) tg_graph_free(g[f]);
+    tg_store_free(st);
+    free(tc.a);
+    free(tc.b);
+    free(tc.c);
+}
+
+static void section_chains(void) {
+    printf("\n5. fused elementwise chains vs the same graph unfused, and vs triad (%d threads)\n", NT);
+    const int64_t ff_g[2] = {1280, 1024}, ff_n[2] = {1024, 2048}, act_g[2] = {1280, 256};
+    const int64_t act_n[2] = {1024, 512}, att_n[4] = {32, 8, 32, 32}, att_g[4] = {128, 4, 10, 10};
+    bench_chain("bias+gelu+dropout  g2p [1280,1024]", C_FFN, 2, ff_g, 3);
+    bench_chain("bias+gelu+dropout  nmt [1024,2048]", C_FFN, 2, ff_n, 3);
+    bench_chain("dropout+residual   g2p [1280,256]", C_RESIDUAL, 2, act_g, 3);
+    bench_chain("dropout+residual   nmt [1024,512]", C_RESIDUAL, 2, act_n, 3);
+    bench_chain("scale+pad+causal   g2p [128,4,10,10]", C_MASKS, 4, att_g, 2);
+    bench_chain("scale+pad+causal   nmt [32,8,32,32]", C_MASKS, 4, att_n, 2);
+    bench_chain("dropout+gelu_back  g2p [1280,1024]", C_FFN_BACK, 2, ff_g, 3);
+    bench_chain("dropout+gelu_back  nmt [1024,2048]", C_FFN_BACK, 2, ff_n, 3);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -601,7 +686,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             ONLY = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_ops [--threads N] [--quick] [--only 1|2|3|4]\n");
+            fprintf(stderr, "usage: bench_ops [--threads N] [--quick] [--only 1|2|3|4|5]\n");
             return 2;
         }
     }
@@ -616,6 +701,7 @@ int main(int argc, char **argv) {
                "10)\n");
         bench_build_plan();
     }
+    if (!ONLY || ONLY == 5) section_chains();
     printf("\n%d of %d comparisons meet their target\n", npass, npass + nfail);
     tg_backend_free(BK);
     return 0;

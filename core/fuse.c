@@ -2,7 +2,8 @@
  * dropout + residual add, scale + mask, dropout + activation backward, ...) run as one node.
  *
  * A chain is a sequence of nodes m1 -> m2 -> ... -> mk where each member reads the one before
- * it and has its shape. The backend runs the tail mk's kernel, which computes every member
+ * it and has its shape; the tail may also be a softmax (or its backward) over rows that fit in
+ * a tile, so scale + masks + softmax is one pass. The backend runs the tail mk's kernel, which computes every member
  * tile by tile (a few KiB that stay in L1) and writes to memory only what is read outside the
  * chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at all), so bias + GELU +
  * dropout reads its input once and writes once instead of three reads and three writes.
@@ -23,6 +24,15 @@ enum { MAX_CHAIN = TG_CHAIN_MAX };
 static bool chainable(const tg_tensor *t) {
     return t->op != TG_OP_NONE && (tg__op_flags(t->op) & TG_OPF_TILE) && !t->base &&
            t->dtype == TG_DTYPE_F32 && !(t->flags & (TG_TF_PARAM | TG_TF_INPUT | TG_TF_ACCUM | TG_TF_SINK));
+}
+
+/* A row op that may end a chain: its rows fit in a tile (the backend computes the members over
+ * whole rows, then the row op on them). */
+static bool row_tail(const tg_tensor *t) {
+    if (t->op != TG_OP_SOFTMAX && t->op != TG_OP_LOG_SOFTMAX && t->op != TG_OP_SOFTMAX_BACK) return false;
+    int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1;
+    return !t->base && t->dtype == TG_DTYPE_F32 && d >= 1 && d <= TG_CHAIN_TILE &&
+           !(t->flags & (TG_TF_ACCUM | TG_TF_SINK));
 }
 
 static bool same_shape(const tg_tensor *a, const tg_tensor *b) {
@@ -122,7 +132,7 @@ tg_status tg__plan_fuse_chains(tg_graph *g) {
     /* chains, greedily in execution order: b joins the chain of the first input that allows */
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *b = g->nodes[g->order[p]];
-        if (!chainable(b)) continue;
+        if (!chainable(b) && !row_tail(b)) continue;
         for (int k = 0; k < b->nsrc; k++) {
             tg_tensor *a = b->src[k];
             if (!a || !chainable(a) || (a->flags & TG_TF_CHAINED) || !same_shape(a, b) ||

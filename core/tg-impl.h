@@ -207,6 +207,10 @@ void tg__grad_accum(tg_tensor *src, tg_tensor *contrib);
  * chain_prev, flags their members and moves them next to their tails. At most TG_CHAIN_MAX
  * members per chain (a backend's chain kernel may keep a tile of each). */
 #define TG_CHAIN_MAX 8
+/* Elements per tile of a backend's chain kernel (4 KiB: a chain's tiles stay in L1; a multiple
+ * of the 32 elements of the CPU's AVX2 dropout block). A row op (softmax) may end a chain when
+ * its rows fit in a tile. */
+#define TG_CHAIN_TILE 1024
 tg_status tg__plan_fuse_chains(tg_graph *g);
 
 /* backend memory accounting helpers (core/backend.c) */

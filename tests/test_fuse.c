@@ -1,6 +1,7 @@
 /* The planner's elementwise fusion (core/fuse.c) on the CPU backend:
  *  - the chains of a Transformer's FFN and residual (bias + GELU + dropout, dropout +
- *    residual add) and of masked attention scores (scale + masks), forward and backward, form
+ *    residual add) and of masked attention (scale + masks + softmax; dropout + softmax's
+ *    backward), forward and backward, form
  *    as intended (which nodes are members, which need no buffer), and fused runs give the
  *    same bits as unfused ones (planner off) for outputs and every gradient, on 1 and 2 threads;
  *  - a member read by a node before the chain's tail is not fused (it would be read before it
@@ -135,15 +136,15 @@ START_TEST(test_ffn_chains) {
 }
 END_TEST
 
-/* ---- masked attention scores: softmax(masked_fill(masked_fill(scale(s), pad), causal)) ---- */
+/* ---- masked attention: softmax(masked_fill(masked_fill(scale(s), pad), causal)) ---- */
 
-enum { B = 4, H = 4, T = 40 };
+enum { B = 4, H = 4 };
 
-static tg_tensor *scores(tg_graph *g, tg_tensor **s_out, tg_tensor **m_out) {
+static tg_tensor *scores(tg_graph *g, int64_t T, tg_tensor **s_out, tg_tensor **m_out) {
     int64_t ss[4] = {B, H, T, T}, sp[4] = {B, 1, 1, T};
     tg_tensor *s = input(g, 4, ss, 5, true);
-    int32_t pad[B * T];
-    for (int i = 0; i < B * T; i++) pad[i] = (i % T) >= T - 3 * (i / T); /* row b: 3b padded keys */
+    int32_t pad[B * 64];
+    for (int64_t i = 0; i < B * T; i++) pad[i] = (i % T) >= T - 3 * (i / T); /* row b: 3b padded keys */
     tg_tensor *pm = tg_input(g, TG_DTYPE_I32, 4, sp, pad);
     tg_tensor *l = tg_masked_fill(tg_scale(s, 0.25f), pm, -INFINITY);
     tg_tensor *m = tg_masked_fill(l, tg_causal_mask(g, T, T), -INFINITY);
@@ -152,31 +153,65 @@ static tg_tensor *scores(tg_graph *g, tg_tensor **s_out, tg_tensor **m_out) {
     return tg_keep(tg_softmax(m));
 }
 
+/* Rows of 12 (the backward's eight-rows-at-a-time path) and 40; the loss weights the
+ * probabilities by w, then by dropout, so the backward's softmax_back ends a chain too. */
 START_TEST(test_attention_chain) {
     tg_backend *b;
     CK(tg_backend_cpu_new(2, &b));
-    tg_tensor *p[2], *s[2], *m[2];
-    tg_graph *g[2];
-    for (int k = 0; k < 2; k++) {
-        g[k] = tg_graph_new();
-        tg_graph_set_planner(g[k], k == 0);
-        p[k] = scores(g[k], &s[k], &m[k]);
-        tg_tensor *w = input(g[k], 4, (int64_t[]){B, H, T, T}, 6, false);
-        CK(tg_backward(g[k], tg_sum_all(tg_mul(p[k], w))));
-        CK(tg_graph_run(g[k], b));
+    const int64_t lens[2] = {12, 40};
+    for (int li = 0; li < 2; li++) {
+        int64_t T = lens[li];
+        tg_tensor *p[2], *s[2], *m[2];
+        tg_graph *g[2];
+        for (int k = 0; k < 2; k++) {
+            g[k] = tg_graph_new();
+            tg_graph_set_planner(g[k], k == 0);
+            p[k] = scores(g[k], T, &s[k], &m[k]);
+            tg_tensor *w = input(g[k], 4, (int64_t[]){B, H, T, T}, 6, false);
+            CK(tg_backward(g[k], tg_sum_all(tg_mul(tg_dropout(p[k], 0.2f), w))));
+            CK(tg_graph_run(g[k], b));
+        }
+        /* scale -> pad mask -> causal mask -> softmax: one node, no buffer but the output's */
+        tg_tensor *l = m[0]->src[0], *sc = l->src[0];
+        ck_assert(sc->op == TG_OP_SCALE && transient(sc) && l->chain_prev == sc && transient(l));
+        ck_assert(m[0]->chain_prev == l && transient(m[0]) && p[0]->chain_prev == m[0]);
+        tg_tensor *sb = reader(g[0], TG_OP_SOFTMAX_BACK, p[0], 0);
+        ck_assert(sb && sb->chain_prev == sb->src[1] && transient(sb->src[1]));
+        assert_same_bits(p[0], p[1], "probabilities");
+        assert_same_bits(tg_grad(g[0], s[0]), tg_grad(g[1], s[1]), "dscores");
+        /* a row's masked entries get probability 0 */
+        float *pv = read_all(p[0]);
+        ck_assert_float_eq(pv[((3 * H + 1) * T + (T - 1)) * T + (T - 2)], 0.0f); /* padded */
+        ck_assert_float_eq(pv[5 * T + 6], 0.0f);                                /* causal */
+        ck_assert(pv[5 * T + 5] > 0.0f);
+        free(pv);
+        for (int k = 0; k < 2; k++) tg_graph_free(g[k]);
     }
-    tg_tensor *l = m[0]->src[0], *sc = l->src[0];
-    ck_assert(sc->op == TG_OP_SCALE && transient(sc) && l->chain_prev == sc && transient(l));
-    ck_assert(m[0]->chain_prev == l && !chained(m[0]));
-    assert_same_bits(p[0], p[1], "probabilities");
-    assert_same_bits(tg_grad(g[0], s[0]), tg_grad(g[1], s[1]), "dscores");
-    /* a row's masked entries get probability 0 */
-    float *pv = read_all(p[0]);
-    ck_assert_float_eq(pv[(int64_t)((3 * H + 1) * T + (T - 1)) * T + (T - 2)], 0.0f); /* padded */
-    ck_assert_float_eq(pv[5 * T + 6], 0.0f);                                          /* causal */
-    ck_assert(pv[5 * T + 5] > 0.0f);
-    free(pv);
-    for (int k = 0; k < 2; k++) tg_graph_free(g[k]);
+    tg_backend_free(b);
+}
+END_TEST
+
+/* A softmax whose rows do not fit in a tile is not fused (log-softmax over a vocabulary). */
+START_TEST(test_long_rows_not_fused) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_graph *g = tg_graph_new();
+    int64_t sh[2] = {8, TG_CHAIN_TILE + 1};
+    tg_tensor *x = input(g, 2, sh, 12, false);
+    tg_tensor *sc = tg_scale(x, 0.5f);
+    tg_tensor *y = tg_keep(tg_log_softmax(sc));
+    CK(tg_graph_run(g, b));
+    ck_assert(y->chain_prev == NULL && !chained(sc) && sc->block >= 0);
+    float *yv = read_all(y);
+    for (int r = 0; r < 8; r++) {
+        double mx = -1e30, s = 0;
+        for (int64_t j = 0; j < sh[1]; j++) mx = fmax(mx, 0.5 * val(r * sh[1] + j, 12));
+        for (int64_t j = 0; j < sh[1]; j++) s += exp(0.5 * val(r * sh[1] + j, 12) - mx);
+        for (int64_t j = 0; j < sh[1]; j += 97)
+            tg_assert_close(yv[r * sh[1] + j], (float)(0.5 * val(r * sh[1] + j, 12) - mx - log(s)), 1e-5, 1e-5);
+    }
+    free(yv);
+    tg_graph_free(g);
     tg_backend_free(b);
 }
 END_TEST
@@ -338,6 +373,7 @@ Suite *tg_test_suite(void) {
     TCase *tc = tcase_create("chains");
     tcase_add_test(tc, test_ffn_chains);
     tcase_add_test(tc, test_attention_chain);
+    tcase_add_test(tc, test_long_rows_not_fused);
     tcase_add_test(tc, test_reader_before_tail);
     tcase_add_test(tc, test_kept_member);
     tcase_add_test(tc, test_fused_peak);

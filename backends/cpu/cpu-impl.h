@@ -34,6 +34,25 @@ extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
 extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
 extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mix_t */
 
+/* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
+ * the chain that ends at a node, head first (the node last), the tiles of the members without
+ * a buffer, operands gathered for broadcasting, and each member's values over the tile. */
+typedef struct {
+    tg_tensor *m[TG_CHAIN_MAX];
+    int k;
+    _Alignas(32) float tmp[TG_CHAIN_MAX][TG_CHAIN_TILE];
+    _Alignas(32) float gathered[2][TG_CHAIN_TILE];
+    const float *val[TG_CHAIN_MAX];
+} tg_chain_tiles;
+/* m[0..k) = the chain ending at t, head first; returns k (1: t alone). */
+int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m);
+/* Computes members c->m[0..c->k) over their elements [e0, e0 + len) (len <= TG_CHAIN_TILE);
+ * c->val[j] then points at member j's values there. */
+tg_status tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len);
+/* Input s of node x over [e0, e0 + len): a member's values (after tg__cpu_chain_run) or the
+ * operand's memory, gathered when it broadcasts. */
+const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0, int64_t len);
+
 /* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
  * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces
  * down the rest of the expression and, once the loop is if-converted, evaluates that constant

@@ -1,7 +1,7 @@
 /* CPU kernels of the elementwise ops. Every op flagged TG_OPF_TILE is one tile function here:
  * its maths over a run of elements [e0, e0 + n), operands given as contiguous arrays (a
  * broadcast operand gathered first). One kernel runs them all: it cuts the member's share of
- * the output into tiles of TILE elements and, for a fused chain (core/fuse.c), runs every
+ * the output into tiles of TG_CHAIN_TILE elements and, for a fused chain (core/fuse.c), runs every
  * member's tile function on the tile before moving on, so intermediates stay in L1 and a
  * member nothing else reads never reaches memory. An unfused op is a chain of one. Each
  * element goes through the same tile function either way: fusion does not change results. */
@@ -19,9 +19,6 @@
 #define TG_DROPOUT_AVX2 0
 #endif
 
-/* Elements per tile: 4 KiB, so a chain's tiles and gathered operands stay in L1. A multiple of
- * the 32 elements (8 Philox groups) of the AVX2 dropout block. */
-enum { TILE = 1024 };
 
 /* Offset in x of the first element of output row r (rows = all dims but the last). */
 static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const int64_t *st) {
@@ -231,9 +228,7 @@ static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, 
     return buf;
 }
 
-/* Member p's share of node t and of the chain t ends (t->chain_prev, ...), tile by tile. */
-static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
-    tg_tensor *m[TG_CHAIN_MAX];
+int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m) {
     int k = 0;
     for (tg_tensor *x = t; x && k < TG_CHAIN_MAX; x = x->chain_prev) m[k++] = x;
     for (int i = 0; i < k / 2; i++) { /* head first */
@@ -241,29 +236,39 @@ static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
         m[i] = m[k - 1 - i];
         m[k - 1 - i] = x;
     }
-    for (int j = 0; j < k; j++)
-        if (!tiles[m[j]->op] || m[j]->nsrc > 2)
-            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function", tg_op_name(m[j]->op));
-    _Alignas(32) float tmp[TG_CHAIN_MAX][TILE]; /* members without a buffer of their own */
-    _Alignas(32) float gathered[2][TILE];
-    const float *val[TG_CHAIN_MAX];
+    return k;
+}
+
+const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0, int64_t len) {
+    const tg_tensor *src = x->src[s];
+    for (int i = c->k - 1; i >= 0; i--)
+        if (c->m[i] == src) return c->val[i];
+    return src ? operand(src, x, e0, len, c->gathered[s]) : NULL;
+}
+
+tg_status tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len) {
+    for (int j = 0; j < c->k; j++) {
+        const tg_tensor *x = c->m[j];
+        if (!tiles[x->op] || x->nsrc > 2)
+            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function", tg_op_name(x->op));
+        const float *a = x->nsrc > 0 ? tg__cpu_chain_input(c, x, 0, e0, len) : NULL;
+        const float *b = x->nsrc > 1 ? tg__cpu_chain_input(c, x, 1, e0, len) : NULL;
+        float *o = (x->flags & TG_TF_TRANSIENT) ? c->tmp[j] : F32(x) + e0;
+        tiles[x->op](x, a, b, o, e0, len);
+        c->val[j] = o;
+    }
+    return TG_OK;
+}
+
+/* Member p's share of node t and of the chain t ends (t->chain_prev, ...), tile by tile. */
+static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
+    tg_chain_tiles c;
+    c.k = tg__cpu_chain_members(t, c.m);
     int64_t n = tg_tensor_numel(t), lo, hi;
     tg_cpu_share(p, n, n > TG_PAR_MIN, &lo, &hi);
-    for (int64_t e0 = lo; e0 < hi; e0 += TILE) {
-        int64_t len = hi - e0 < TILE ? hi - e0 : TILE;
-        for (int j = 0; j < k; j++) {
-            const tg_tensor *x = m[j];
-            const float *in[2] = {NULL, NULL};
-            for (int s = 0; s < x->nsrc; s++) {
-                const tg_tensor *src = x->src[s];
-                int i = j - 1;
-                while (i >= 0 && m[i] != src) i--;
-                in[s] = i >= 0 ? val[i] : src ? operand(src, x, e0, len, gathered[s]) : NULL;
-            }
-            float *o = (x->flags & TG_TF_TRANSIENT) ? tmp[j] : F32(x) + e0;
-            tiles[x->op](x, in[0], in[1], o, e0, len);
-            val[j] = o;
-        }
+    for (int64_t e0 = lo; e0 < hi; e0 += TG_CHAIN_TILE) {
+        tg_status st = tg__cpu_chain_run(&c, e0, hi - e0 < TG_CHAIN_TILE ? hi - e0 : TG_CHAIN_TILE);
+        if (st) return st;
     }
     return TG_OK;
 }

@@ -36,9 +36,32 @@ static int64_t row_count(const tg_tensor *t, int64_t *d) {
     return *d ? tg_tensor_numel(t) / *d : 0;
 }
 
+/* A softmax or softmax_back that ends a fused chain (core/fuse.c; rows of d <= TG_CHAIN_TILE):
+ * this member's rows in blocks of a tile, the chain's members computed over each block first,
+ * then the row kernel on their values (a row's result does not depend on the block it is in). */
+static tg_status chain_rows(tg_cpu_par *p, tg_tensor *t, int64_t rows, int64_t d) {
+    tg_chain_tiles c;
+    c.k = tg__cpu_chain_members(t, c.m) - 1; /* the members before t */
+    int64_t lo, hi, per = TG_CHAIN_TILE / d;
+    tg_cpu_share(p, rows, rows * d > TG_PAR_MIN, &lo, &hi);
+    for (int64_t r0 = lo; r0 < hi; r0 += per) {
+        int64_t nr = hi - r0 < per ? hi - r0 : per, e0 = r0 * d;
+        tg_status st = tg__cpu_chain_run(&c, e0, nr * d);
+        if (st) return st;
+        const float *x = tg__cpu_chain_input(&c, t, 0, e0, nr * d);
+        float *o = F32(t) + e0;
+        if (t->op == TG_OP_SOFTMAX_BACK)
+            tg_cpu_vsoftmax_back_rows(x, tg__cpu_chain_input(&c, t, 1, e0, nr * d), o, nr, d);
+        else
+            tg_cpu_vsoftmax_rows(x, o, nr, d, t->op == TG_OP_LOG_SOFTMAX);
+    }
+    return TG_OK;
+}
+
 /* softmax and log_softmax */
 static tg_status softmax(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t), d, rows = row_count(t, &d);
+    if (t->chain_prev) return chain_rows(p, t, rows, d);
     const float *x = t->src[0]->data;
     float *o = t->data;
     int64_t lo, hi; /* vmath.c: rows of 8–32 (attention) in AVX2 vectors */
@@ -54,6 +77,7 @@ static tg_status softmax_back(tg_cpu_par *p, tg_tensor *t) {
     const float *y = t->src[0]->data, *dy = t->src[1]->data;
     float *o = t->data;
     bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
+    if (t->chain_prev && !lg) return chain_rows(p, t, rows, d);
     if (!lg) { /* vmath.c: short rows (attention) eight at a time in AVX2 vectors */
         int64_t lo, hi;
         tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);

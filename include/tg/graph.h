@@ -54,8 +54,9 @@ void tg_graph_set_grad_hook(tg_graph *g, tg_grad_hook fn, void *ctx);
 void tg_graph_set_planner(tg_graph *g, bool enabled);
 /* Elementwise fusion on (default) or off. With the planner on, a backend that can (the CPU)
  * runs chains of elementwise ops (bias + activation + dropout, dropout + residual add, scale +
- * mask, and their gradients) as one pass over tiles that stay in cache; an intermediate that
- * nothing else reads gets no buffer. Results are bit-identical either way (docs/design.md). */
+ * masks + softmax, and their gradients) as one pass over tiles that stay in cache; an
+ * intermediate that nothing else reads gets no buffer. Results are bit-identical either way
+ * (docs/design.md). */
 void tg_graph_set_fusion(tg_graph *g, bool enabled);
 
 /* Leaves. Input data is copied at the call (the caller keeps ownership of `data`). */
