@@ -2,7 +2,8 @@
  * Transformer on random token batches, the same shapes as benchmarks/peer/train_step.py
  * (every source and target exactly --src-len / --tgt-len positions, </s> included).
  * Prints one JSON object: ms_per_step (median of --steps timed steps after --warmup-steps),
- * tokens_per_s (target tokens per second at the median), peak_rss_mib, workspace bytes.
+ * tokens_per_s (target tokens per second at the median), peak_rss_mib, workspace bytes,
+ * gflop_per_step (the matrix products' 2 M N K) and gflops at the median.
  * --fusion ab alternates steps with elementwise fusion on and off (tg_graph_set_fusion) and
  * adds both medians and workspaces, and their ratio, measured side by side in one run. */
 #include <stdio.h>
@@ -11,8 +12,24 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "core/backend-helpers.h"
+#include "core/tg-impl.h"
 #include "tg/model.h"
 #include "tg/tg.h"
+
+/* Floating-point operations of the graph's matrix products (2 M N K each, batches counted):
+ * the work a step must do, whatever the rest costs, for GFLOP/s against the FMA peak. */
+static double matmul_flops(const tg_graph *g) {
+    double f = 0;
+    for (int64_t i = 0; i < g->n; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_MATMUL || !(t->flags & TG_TF_NEEDED)) continue;
+        tg_mm_plan p;
+        tg__geom_mm_plan(t, &p);
+        f += 2.0 * (double)tg_tensor_numel(t) * (double)p.K;
+    }
+    return f;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -100,6 +117,7 @@ int main(int argc, char **argv) {
     double *ms = malloc(sizeof *ms * (size_t)steps), *ms_off = malloc(sizeof *ms_off * (size_t)steps);
     long n_on = 0, n_off = 0;
     size_t ws = 0, ws_off = 0;
+    double flops = 0;
     for (long step = 0; step < warm + steps; step++) {
         for (long i = 0; i < B; i++) {
             for (long k = 0; k < S - 1; k++) src[i * S + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.src_vocab - 4);
@@ -123,6 +141,7 @@ int main(int argc, char **argv) {
         CHECK(tg_optim_step(o, lr));
         CHECK(tg_store_zero_grad(tg_model_store(m)));
         *(fused ? &ws : &ws_off) = tg_graph_peak_bytes(g);
+        flops = matmul_flops(g);
         tg_graph_free(g);
         if (step >= warm) {
             if (fused) ms[n_on++] = 1e3 * (now() - t0);
@@ -144,10 +163,11 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
            "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": %lld, "
-           "\"threads\": %ld, \"fusion\": \"%s\"",
+           "\"threads\": %ld, \"fusion\": \"%s\", \"gflop_per_step\": %.3f, \"gflops\": %.1f",
            tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
            (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,
-           (long long)tg_store_total_numel(tg_model_store(m)), threads, fusion);
+           (long long)tg_store_total_numel(tg_model_store(m)), threads, fusion, flops * 1e-9,
+           flops * 1e-9 / (med / 1e3));
     if (ab)
         printf(", \"ms_per_step_unfused\": %.2f, \"workspace_mib_unfused\": %.1f, "
                "\"fused_over_unfused\": %.3f, \"steps_each\": %ld",
