@@ -10,8 +10,8 @@
  * 3. memory-bound ops in GB/s (bytes each op must read and write once) against a triad loop
  *    a[i] = b[i] + s·c[i] (OpenMP, same threads) over the same number of bytes; target >= 0.5x.
  *    Forward ops run as whole graphs (parameter in, kept result out); softmax also as its
- *    kernel alone (the graph run's fixed cost dominates its small g2p shape). Backward ops are timed
- *    as their kernel alone: the back node of a forward+backward graph (planner off, so every
+ *    kernel alone (the graph run's fixed cost dominates its small g2p shape). Backward ops are
+ * timed as their kernel alone: the back node of a forward+backward graph (planner off, so every
  *    input still holds its value) is re-run through the backend's run_node.
  * 4. building + planning one Transformer encoder layer's training graph (forward, loss,
  *    backward; g2p-small shapes) as a % of running it; target < 2 %.
@@ -612,7 +612,8 @@ static tg_tensor *build_chain(tg_graph *g, tg_store *st, chain_kind k, int64_t B
         return tg_add(x, tg_dropout(tg_param(g, st, "y"), 0.1f));
     case C_MASKS: {
         int32_t *pad = calloc((size_t)(B * n), sizeof *pad);
-        for (int64_t i = 0; i < B * n; i++) pad[i] = i % n >= n - i / n % 4;
+        for (int64_t i = 0; i < B * n; i++)
+            pad[i] = i % n >= n - i / n % 4;
         tg_tensor *pm = tg_input(g, TG_DTYPE_I32, 4, (int64_t[]){B, 1, 1, n}, pad);
         free(pad);
         tg_tensor *l = tg_masked_fill(tg_scale(x, 0.125f), pm, -INFINITY);
@@ -626,7 +627,8 @@ static tg_tensor *build_chain(tg_graph *g, tg_store *st, chain_kind k, int64_t B
 
 /* `fused_streams`: tensors of x's size the fused chain reads or writes (the unfused graph moves
  * more: every intermediate is written and read back). */
-static void bench_chain(const char *name, chain_kind k, int ndim, const int64_t *shape, int fused_streams) {
+static void bench_chain(const char *name, chain_kind k, int ndim, const int64_t *shape,
+                        int fused_streams) {
     tg_store *st;
     CK(tg_store_new(BK, &st));
     add_param(st, "x", ndim, shape, 10);
@@ -648,15 +650,18 @@ static void bench_chain(const char *name, chain_kind k, int ndim, const int64_t 
     tc.a = randbuf(tc.n, 7);
     tc.b = randbuf(tc.n, 8);
     tc.c = randbuf(tc.n, 9);
-    contender cs[3] = {{run_graph, &gc[0], 1, 0}, {run_graph, &gc[1], 1, 0}, {run_triad, &tc, 1, 0}};
+    contender cs[3] = {
+        {run_graph, &gc[0], 1, 0}, {run_graph, &gc[1], 1, 0}, {run_triad, &tc, 1, 0}};
     double t[3], tb[3];
     time_all(cs, 3, t, tb);
     double gfu = bytes / t[0] * 1e-9, gtr = 12.0 * (double)tc.n / t[2] * 1e-9;
     printf("  %-36s fused %7.1f us  unfused %7.1f us  fused %6.1f GB/s  triad %6.1f GB/s\n", name,
            1e6 * t[0], 1e6 * t[1], gfu, gtr);
     verdict("fused / unfused time", t[0] / t[1], tb[0] / tb[1], 1.0, false);
-    verdict("fused / triad bandwidth", gfu / gtr, (bytes / tb[0]) / (12.0 * (double)tc.n / tb[2]), 0.5, true);
-    for (int f = 0; f < 2; f++) tg_graph_free(g[f]);
+    verdict("fused / triad bandwidth", gfu / gtr, (bytes / tb[0]) / (12.0 * (double)tc.n / tb[2]),
+            0.5, true);
+    for (int f = 0; f < 2; f++)
+        tg_graph_free(g[f]);
     tg_store_free(st);
     free(tc.a);
     free(tc.b);
@@ -664,7 +669,8 @@ static void bench_chain(const char *name, chain_kind k, int ndim, const int64_t 
 }
 
 static void section_chains(void) {
-    printf("\n5. fused elementwise chains vs the same graph unfused, and vs triad (%d threads)\n", NT);
+    printf("\n5. fused elementwise chains vs the same graph unfused, and vs triad (%d threads)\n",
+           NT);
     const int64_t ff_g[2] = {1280, 1024}, ff_n[2] = {1024, 2048}, act_g[2] = {1280, 256};
     const int64_t act_n[2] = {1024, 512}, att_n[4] = {32, 8, 32, 32}, att_g[4] = {128, 4, 10, 10};
     bench_chain("bias+gelu+dropout  g2p [1280,1024]", C_FFN, 2, ff_g, 3);

@@ -114,7 +114,8 @@ int main(int argc, char **argv) {
     }
     if (ab && steps < 2) steps = 2;
     /* ms[0..]: fused steps (all steps unless ab), ms_off: unfused steps */
-    double *ms = malloc(sizeof *ms * (size_t)steps), *ms_off = malloc(sizeof *ms_off * (size_t)steps);
+    double *ms = malloc(sizeof *ms * (size_t)steps),
+           *ms_off = malloc(sizeof *ms_off * (size_t)steps);
     long n_on = 0, n_off = 0;
     size_t ws = 0, ws_off = 0;
     double flops = 0;
@@ -144,8 +145,10 @@ int main(int argc, char **argv) {
         flops = matmul_flops(g);
         tg_graph_free(g);
         if (step >= warm) {
-            if (fused) ms[n_on++] = 1e3 * (now() - t0);
-            else ms_off[n_off++] = 1e3 * (now() - t0);
+            if (fused)
+                ms[n_on++] = 1e3 * (now() - t0);
+            else
+                ms_off[n_off++] = 1e3 * (now() - t0);
         }
         tg_batch_free(&b);
     }
@@ -162,7 +165,8 @@ int main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
-           "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": %lld, "
+           "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": "
+           "%lld, "
            "\"threads\": %ld, \"fusion\": \"%s\", \"gflop_per_step\": %.3f, \"gflops\": %.1f",
            tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
            (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,

@@ -3,10 +3,11 @@
  *
  * A chain is a sequence of nodes m1 -> m2 -> ... -> mk where each member reads the one before
  * it and has its shape; the tail may also be a softmax (or its backward) over rows that fit in
- * a tile, so scale + masks + softmax is one pass. The backend runs the tail mk's kernel, which computes every member
- * tile by tile (a few KiB that stay in L1) and writes to memory only what is read outside the
- * chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at all), so bias + GELU +
- * dropout reads its input once and writes once instead of three reads and three writes.
+ * a tile, so scale + masks + softmax is one pass. The backend runs the tail mk's kernel, which
+ * computes every member tile by tile (a few KiB that stay in L1) and writes to memory only what is
+ * read outside the chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at all), so
+ * bias + GELU + dropout reads its input once and writes once instead of three reads and three
+ * writes.
  *
  * The chain runs at the tail's position, so the members are moved next to it in the
  * execution order. That is only legal when nothing between a member and the tail reads the
@@ -23,13 +24,15 @@ enum { MAX_CHAIN = TG_CHAIN_MAX };
 
 static bool chainable(const tg_tensor *t) {
     return t->op != TG_OP_NONE && (tg__op_flags(t->op) & TG_OPF_TILE) && !t->base &&
-           t->dtype == TG_DTYPE_F32 && !(t->flags & (TG_TF_PARAM | TG_TF_INPUT | TG_TF_ACCUM | TG_TF_SINK));
+           t->dtype == TG_DTYPE_F32 &&
+           !(t->flags & (TG_TF_PARAM | TG_TF_INPUT | TG_TF_ACCUM | TG_TF_SINK));
 }
 
 /* A row op that may end a chain: its rows fit in a tile (the backend computes the members over
  * whole rows, then the row op on them). */
 static bool row_tail(const tg_tensor *t) {
-    if (t->op != TG_OP_SOFTMAX && t->op != TG_OP_LOG_SOFTMAX && t->op != TG_OP_SOFTMAX_BACK) return false;
+    if (t->op != TG_OP_SOFTMAX && t->op != TG_OP_LOG_SOFTMAX && t->op != TG_OP_SOFTMAX_BACK)
+        return false;
     int64_t d = t->ndim ? t->shape[t->ndim - 1] : 1;
     return !t->base && t->dtype == TG_DTYPE_F32 && d >= 1 && d <= TG_CHAIN_TILE &&
            !(t->flags & (TG_TF_ACCUM | TG_TF_SINK));
@@ -44,7 +47,8 @@ static bool same_shape(const tg_tensor *a, const tg_tensor *b) {
 
 static int chain_len(const tg_tensor *t) {
     int k = 1;
-    for (const tg_tensor *m = t->chain_prev; m; m = m->chain_prev) k++;
+    for (const tg_tensor *m = t->chain_prev; m; m = m->chain_prev)
+        k++;
     return k;
 }
 
@@ -71,7 +75,8 @@ static bool readers_build(tg_graph *g, readers_t *r) {
             if (t->src[k]) r->rstart[tg__tensor_root(t->src[k])->id + 1]++, total++;
         if (t->base) r->rstart[t->base->id + 1]++, total++;
     }
-    for (int64_t i = 0; i < n; i++) r->rstart[i + 1] += r->rstart[i];
+    for (int64_t i = 0; i < n; i++)
+        r->rstart[i + 1] += r->rstart[i];
     r->rpos = malloc((size_t)(total ? total : 1) * sizeof *r->rpos);
     r->rnode = malloc((size_t)(total ? total : 1) * sizeof *r->rnode);
     int64_t *fill = malloc((size_t)(n ? n : 1) * sizeof *fill);
@@ -79,7 +84,8 @@ static bool readers_build(tg_graph *g, readers_t *r) {
         free(fill);
         return false;
     }
-    for (int64_t i = 0; i < n; i++) fill[i] = r->rstart[i];
+    for (int64_t i = 0; i < n; i++)
+        fill[i] = r->rstart[i];
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         for (int k = 0; k < t->nsrc; k++)
@@ -151,7 +157,8 @@ tg_status tg__plan_fuse_chains(tg_graph *g) {
         if (t->chain_prev) {
             tg_tensor *m[MAX_CHAIN];
             int k = 0;
-            for (tg_tensor *x = t->chain_prev; x; x = x->chain_prev) m[k++] = x;
+            for (tg_tensor *x = t->chain_prev; x; x = x->chain_prev)
+                m[k++] = x;
             while (k > 0) {
                 tg_tensor *x = m[--k];
                 if (!read_outside(&r, t, x)) x->flags |= TG_TF_TRANSIENT;

@@ -129,20 +129,21 @@ static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const in
     if (!(tg__op_flags(t->op) & TG_OPF_INPLACE)) return -1;
     for (const tg_tensor *r = t; r; r = r->chain_prev) {
         for (int i = 0; i < r->nsrc; i++) {
-        const tg_tensor *s = r->src[i];
-        if (!s || is_member(t, s) || s->base || !is_storage(s) || (s->flags & (TG_TF_KEEP | TG_TF_INPUT)) ||
-            s->op == TG_OP_NONE || s->block < 0 || s->dtype != t->dtype ||
-            tg_tensor_numel(s) != tg_tensor_numel(t) || last[s->id] != t->pos ||
-            blocks[s->block].last != t->pos)
-            continue;
-        /* no other input may read the same buffer through a different view (nor may another
-         * member of t's fused chain: their reads happen in t's kernel, tile by tile) */
-        bool shared = false;
-        for (const tg_tensor *m = t; m; m = m->chain_prev)
-            for (int j = 0; j < m->nsrc; j++)
-                if (m->src[j] && m->src[j] != s && tg__tensor_root(m->src[j])->block == s->block)
-                    shared = true;
-        if (!shared) return s->block;
+            const tg_tensor *s = r->src[i];
+            if (!s || is_member(t, s) || s->base || !is_storage(s) ||
+                (s->flags & (TG_TF_KEEP | TG_TF_INPUT)) || s->op == TG_OP_NONE || s->block < 0 ||
+                s->dtype != t->dtype || tg_tensor_numel(s) != tg_tensor_numel(t) ||
+                last[s->id] != t->pos || blocks[s->block].last != t->pos)
+                continue;
+            /* no other input may read the same buffer through a different view (nor may another
+             * member of t's fused chain: their reads happen in t's kernel, tile by tile) */
+            bool shared = false;
+            for (const tg_tensor *m = t; m; m = m->chain_prev)
+                for (int j = 0; j < m->nsrc; j++)
+                    if (m->src[j] && m->src[j] != s &&
+                        tg__tensor_root(m->src[j])->block == s->block)
+                        shared = true;
+            if (!shared) return s->block;
         }
     }
     return -1;
@@ -153,7 +154,8 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     int64_t n = g->n;
     for (int64_t i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        t->flags &= ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED | TG_TF_CHAINED | TG_TF_TRANSIENT);
+        t->flags &=
+            ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED | TG_TF_CHAINED | TG_TF_TRANSIENT);
         t->chain_prev = NULL;
         if (t->op != TG_OP_GRAD_ACC && !(t->flags & TG_TF_PARAM)) t->store = NULL;
         t->pos = -1;

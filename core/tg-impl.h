@@ -16,16 +16,16 @@
 
 /* tensor flags */
 enum {
-    TG_TF_INPUT = 1u << 0,    /* leaf with host data copied in at run time */
-    TG_TF_PARAM = 1u << 1,    /* leaf bound to a store parameter */
-    TG_TF_KEEP = 1u << 2,     /* value survives the run */
-    TG_TF_REQ_GRAD = 1u << 3, /* depends on something that requires a gradient */
-    TG_TF_SINK = 1u << 4,     /* side effect: always executed */
-    TG_TF_NEEDED = 1u << 5,   /* planner: reached from a root */
+    TG_TF_INPUT = 1u << 0,     /* leaf with host data copied in at run time */
+    TG_TF_PARAM = 1u << 1,     /* leaf bound to a store parameter */
+    TG_TF_KEEP = 1u << 2,      /* value survives the run */
+    TG_TF_REQ_GRAD = 1u << 3,  /* depends on something that requires a gradient */
+    TG_TF_SINK = 1u << 4,      /* side effect: always executed */
+    TG_TF_NEEDED = 1u << 5,    /* planner: reached from a root */
     TG_TF_WANT_GRAD = 1u << 6, /* input whose gradient the user asked for */
-    TG_TF_ACCUM = 1u << 7,     /* planner: writes by adding into a store gradient (fused grad_acc) */
-    TG_TF_FUSED = 1u << 8,     /* planner: a grad_acc whose work its input does (skipped) */
-    TG_TF_CHAINED = 1u << 9,   /* planner: inside a fused elementwise chain, run by its tail */
+    TG_TF_ACCUM = 1u << 7,   /* planner: writes by adding into a store gradient (fused grad_acc) */
+    TG_TF_FUSED = 1u << 8,   /* planner: a grad_acc whose work its input does (skipped) */
+    TG_TF_CHAINED = 1u << 9, /* planner: inside a fused elementwise chain, run by its tail */
     TG_TF_TRANSIENT = 1u << 10 /* planner: a chained node nothing else reads: no buffer */
 };
 
@@ -192,7 +192,13 @@ static inline size_t tg__tensor_nbytes(const tg_tensor *t) {
 /* TG_OPF_TILE: elementwise, output element e is a function of element e of each full-size
  * input and of the broadcast inputs at e's coordinates, so a chain of such ops can run tile
  * by tile in one pass (core/fuse.c). */
-enum { TG_OPF_INPLACE = 1, TG_OPF_VIEW = 2, TG_OPF_BACKWARD_ONLY = 4, TG_OPF_NO_GRAD = 8, TG_OPF_TILE = 16 };
+enum {
+    TG_OPF_INPLACE = 1,
+    TG_OPF_VIEW = 2,
+    TG_OPF_BACKWARD_ONLY = 4,
+    TG_OPF_NO_GRAD = 8,
+    TG_OPF_TILE = 16
+};
 unsigned tg__op_flags(tg_op op);
 /* An op's gradient rule: adds the gradients of node's inputs given dy, that of its output (NULL
  * for backward-only ops and ops with no gradient). */

@@ -30,10 +30,12 @@ static float val(int64_t i, int salt) {
 
 static tg_tensor *input(tg_graph *g, int ndim, const int64_t *shape, int salt, bool grad) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
     float *x = malloc((size_t)n * sizeof *x);
     ck_assert_ptr_nonnull(x);
-    for (int64_t i = 0; i < n; i++) x[i] = val(i, salt);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = val(i, salt);
     tg_tensor *t = tg_input(g, TG_DTYPE_F32, ndim, shape, x);
     free(x);
     return grad ? tg_requires_grad(t) : t;
@@ -51,13 +53,18 @@ static void assert_same_bits(const tg_tensor *a, const tg_tensor *b, const char 
     int64_t n = tg_tensor_numel(a);
     ck_assert_int_eq(n, tg_tensor_numel(b));
     float *x = read_all(a), *y = read_all(b);
-    ck_assert_msg(memcmp(x, y, (size_t)n * sizeof *x) == 0, "%s: fused and unfused runs differ", what);
+    ck_assert_msg(memcmp(x, y, (size_t)n * sizeof *x) == 0, "%s: fused and unfused runs differ",
+                  what);
     free(x);
     free(y);
 }
 
-static bool chained(const tg_tensor *t) { return (t->flags & TG_TF_CHAINED) != 0; }
-static bool transient(const tg_tensor *t) { return (t->flags & TG_TF_TRANSIENT) != 0; }
+static bool chained(const tg_tensor *t) {
+    return (t->flags & TG_TF_CHAINED) != 0;
+}
+static bool transient(const tg_tensor *t) {
+    return (t->flags & TG_TF_TRANSIENT) != 0;
+}
 
 /* The one node of graph g with op `op` whose source k is `src` (NULL: none). */
 static tg_tensor *reader(tg_graph *g, tg_op op, const tg_tensor *src, int k) {
@@ -126,7 +133,8 @@ START_TEST(test_ffn_chains) {
         assert_same_bits(on.r, off.r, "r");
         assert_same_bits(on.loss, off.loss, "loss");
         const char *names[4] = {"dx", "dW1", "db1", "dW2"};
-        tg_tensor *ins_on[4] = {on.x, on.w1, on.b1, on.w2}, *ins_off[4] = {off.x, off.w1, off.b1, off.w2};
+        tg_tensor *ins_on[4] = {on.x, on.w1, on.b1, on.w2},
+                  *ins_off[4] = {off.x, off.w1, off.b1, off.w2};
         for (int i = 0; i < 4; i++)
             assert_same_bits(tg_grad(on.g, ins_on[i]), tg_grad(off.g, ins_off[i]), names[i]);
         tg_graph_free(on.g);
@@ -144,7 +152,8 @@ static tg_tensor *scores(tg_graph *g, int64_t T, tg_tensor **s_out, tg_tensor **
     int64_t ss[4] = {B, H, T, T}, sp[4] = {B, 1, 1, T};
     tg_tensor *s = input(g, 4, ss, 5, true);
     int32_t pad[B * 64];
-    for (int64_t i = 0; i < B * T; i++) pad[i] = (i % T) >= T - 3 * (i / T); /* row b: 3b padded keys */
+    for (int64_t i = 0; i < B * T; i++)
+        pad[i] = (i % T) >= T - 3 * (i / T); /* row b: 3b padded keys */
     tg_tensor *pm = tg_input(g, TG_DTYPE_I32, 4, sp, pad);
     tg_tensor *l = tg_masked_fill(tg_scale(s, 0.25f), pm, -INFINITY);
     tg_tensor *m = tg_masked_fill(l, tg_causal_mask(g, T, T), -INFINITY);
@@ -182,10 +191,11 @@ START_TEST(test_attention_chain) {
         /* a row's masked entries get probability 0 */
         float *pv = read_all(p[0]);
         ck_assert_float_eq(pv[((3 * H + 1) * T + (T - 1)) * T + (T - 2)], 0.0f); /* padded */
-        ck_assert_float_eq(pv[5 * T + 6], 0.0f);                                /* causal */
+        ck_assert_float_eq(pv[5 * T + 6], 0.0f);                                 /* causal */
         ck_assert(pv[5 * T + 5] > 0.0f);
         free(pv);
-        for (int k = 0; k < 2; k++) tg_graph_free(g[k]);
+        for (int k = 0; k < 2; k++)
+            tg_graph_free(g[k]);
     }
     tg_backend_free(b);
 }
@@ -205,10 +215,13 @@ START_TEST(test_long_rows_not_fused) {
     float *yv = read_all(y);
     for (int r = 0; r < 8; r++) {
         double mx = -1e30, s = 0;
-        for (int64_t j = 0; j < sh[1]; j++) mx = fmax(mx, 0.5 * val(r * sh[1] + j, 12));
-        for (int64_t j = 0; j < sh[1]; j++) s += exp(0.5 * val(r * sh[1] + j, 12) - mx);
+        for (int64_t j = 0; j < sh[1]; j++)
+            mx = fmax(mx, 0.5 * val(r * sh[1] + j, 12));
+        for (int64_t j = 0; j < sh[1]; j++)
+            s += exp(0.5 * val(r * sh[1] + j, 12) - mx);
         for (int64_t j = 0; j < sh[1]; j += 97)
-            tg_assert_close(yv[r * sh[1] + j], (float)(0.5 * val(r * sh[1] + j, 12) - mx - log(s)), 1e-5, 1e-5);
+            tg_assert_close(yv[r * sh[1] + j], (float)(0.5 * val(r * sh[1] + j, 12) - mx - log(s)),
+                            1e-5, 1e-5);
     }
     free(yv);
     tg_graph_free(g);
@@ -236,9 +249,11 @@ START_TEST(test_reader_before_tail) {
     float *yv = read_all(y);
     for (int64_t r = 0; r < NX / 100; r++) {
         double s = 0;
-        for (int j = 0; j < 100; j++) s += exp(0.5 * val(r * 100 + j, 7));
         for (int j = 0; j < 100; j++)
-            tg_assert_close(yv[r * 100 + j], (float)(exp(0.5 * val(r * 100 + j, 7)) + s), 1e-5, 1e-4);
+            s += exp(0.5 * val(r * 100 + j, 7));
+        for (int j = 0; j < 100; j++)
+            tg_assert_close(yv[r * 100 + j], (float)(exp(0.5 * val(r * 100 + j, 7)) + s), 1e-5,
+                            1e-4);
     }
     free(yv);
     tg_graph_free(g);
@@ -279,20 +294,24 @@ START_TEST(test_fused_peak) {
     tg_tensor *x = input(g, 1, sh, 11, false);
     tg_tensor *mid = tg_keep(tg_exp(tg_scale(x, 0.5f)));
     tg_tensor *t = tg_scale(mid, 2.0f);
-    for (int k = 0; k < 6; k++) t = tg_tanh(tg_affine(t, 0.9f, 0.1f));
+    for (int k = 0; k < 6; k++)
+        t = tg_tanh(tg_affine(t, 0.9f, 0.1f));
     tg_tensor *out = tg_keep(t);
     CK(tg_graph_run(g, b));
     size_t sz = (NX * sizeof(float) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN;
     ck_assert_uint_eq(tg_graph_total_bytes(g), 16 * sz);
-    ck_assert_uint_eq(tg_graph_peak_bytes(g), 3 * sz); /* x (an input is never overwritten), mid, tail */
+    ck_assert_uint_eq(tg_graph_peak_bytes(g),
+                      3 * sz); /* x (an input is never overwritten), mid, tail */
     tg_tensor *head = out;
-    while (head->chain_prev) head = head->chain_prev;
+    while (head->chain_prev)
+        head = head->chain_prev;
     ck_assert(chained(mid) && !transient(mid) && out->block == head->src[0]->block);
     float *mv = read_all(mid), *ov = read_all(out);
     for (int64_t i = 0; i < NX; i++) {
         float m = expf(val(i, 11) * 0.5f), v = m * 2.0f;
         tg_assert_close(mv[i], m, 1e-7, 1e-6);
-        for (int k = 0; k < 6; k++) v = tanhf(v * 0.9f + 0.1f);
+        for (int k = 0; k < 6; k++)
+            v = tanhf(v * 0.9f + 0.1f);
         tg_assert_close(ov[i], v, 1e-6, 1e-5);
     }
     free(mv);
@@ -309,7 +328,8 @@ START_TEST(test_long_chain) {
     tg_graph *g = tg_graph_new();
     int64_t sh[1] = {NX};
     tg_tensor *x = input(g, 1, sh, 9, false), *y = x;
-    for (int i = 0; i < 19; i++) y = i % 2 ? tg_affine(y, 0.5f, 0.25f) : tg_relu(y);
+    for (int i = 0; i < 19; i++)
+        y = i % 2 ? tg_affine(y, 0.5f, 0.25f) : tg_relu(y);
     tg_keep(y);
     CK(tg_graph_run(g, b));
     int longest = 0, cur = 0; /* members per chain, walking back from the last op */
@@ -324,7 +344,8 @@ START_TEST(test_long_chain) {
     float *yv = read_all(y);
     for (int64_t i = 0; i < NX; i++) {
         float v = val(i, 9);
-        for (int k = 0; k < 19; k++) v = k % 2 ? v * 0.5f + 0.25f : (v > 0.0f ? v : 0.0f);
+        for (int k = 0; k < 19; k++)
+            v = k % 2 ? v * 0.5f + 0.25f : (v > 0.0f ? v : 0.0f);
         ck_assert_float_eq(yv[i], v);
     }
     free(yv);

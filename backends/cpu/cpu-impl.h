@@ -51,7 +51,8 @@ int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m);
 tg_status tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len);
 /* Input s of node x over [e0, e0 + len): a member's values (after tg__cpu_chain_run) or the
  * operand's memory, gathered when it broadcasts. */
-const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0, int64_t len);
+const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0,
+                                 int64_t len);
 
 /* min(max(x, lo), hi) by bit masks; NaN passes through. Written without a float select on
  * purpose: GCC turns `x = x < lo ? lo : x` into a branch, threads the constant it produces

@@ -19,7 +19,6 @@
 #define TG_DROPOUT_AVX2 0
 #endif
 
-
 /* Offset in x of the first element of output row r (rows = all dims but the last). */
 static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const int64_t *st) {
     int64_t off = 0;
@@ -30,33 +29,32 @@ static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const 
     return off;
 }
 
-
 /* ---- tile functions: o[i] = f(a[i], b[i]) for element e0 + i, i < n ---- */
 
 typedef void (*tile_fn)(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0,
                         int64_t n);
 
-#define TILE_FN(name, BODY)                                                                    \
-    static void name(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0, \
-                     int64_t n) {                                                              \
-        (void)t, (void)a, (void)b, (void)e0;                                                   \
-        BODY;                                                                                  \
+#define TILE_FN(name, BODY)                                                                        \
+    static void name(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0,     \
+                     int64_t n) {                                                                  \
+        (void)t, (void)a, (void)b, (void)e0;                                                       \
+        BODY;                                                                                      \
     }
 /* x = a[i] (and y = b[i]) */
-#define EACH1(EXPR)                                                                            \
-    for (int64_t i = 0; i < n; i++) {                                                          \
-        float x = a[i];                                                                        \
-        o[i] = (EXPR);                                                                         \
+#define EACH1(EXPR)                                                                                \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+        float x = a[i];                                                                            \
+        o[i] = (EXPR);                                                                             \
     }
-#define EACH2(EXPR)                                                                            \
-    for (int64_t i = 0; i < n; i++) {                                                          \
-        float x = a[i], y = b[i];                                                              \
-        o[i] = (EXPR);                                                                         \
+#define EACH2(EXPR)                                                                                \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+        float x = a[i], y = b[i];                                                                  \
+        o[i] = (EXPR);                                                                             \
     }
 
 TILE_FN(add_tile, EACH2(x + y))
 TILE_FN(sub_tile, EACH2(x - y))
-TILE_FN(mul_tile, EACH2(x * y))
+TILE_FN(mul_tile, EACH2((x * y)))
 TILE_FN(div_tile, EACH2(x / y))
 TILE_FN(scale_tile, float s = t->p.scale.mul; float c = t->p.scale.add; EACH1(x * s + c))
 TILE_FN(exp_tile, tg_cpu_vexp(a, o, n))
@@ -72,8 +70,8 @@ TILE_FN(gelu_back_tile, tg_cpu_vgelu_back(a, b, o, n))
 /* SiLU (the maths: core/ops/elementwise.c): plain loops that the compiler vectorises, the exp
  * being the branch-free tg_fast_expf (clamped, so 1 + exp(-x) stays finite) */
 TILE_FN(silu_tile, EACH1(x / (1.0f + tg_fast_expf(-x))))
-TILE_FN(silu_back_tile, EACH2(y * (1.0f / (1.0f + tg_fast_expf(-x))) *
-                             (1.0f + x * (1.0f - 1.0f / (1.0f + tg_fast_expf(-x))))))
+TILE_FN(silu_back_tile, EACH2(y *(1.0f / (1.0f + tg_fast_expf(-x))) *
+                              (1.0f + x * (1.0f - 1.0f / (1.0f + tg_fast_expf(-x))))))
 /* b: the mask, gathered as 1.0 / 0.0 (an i32 mask converted) */
 TILE_FN(masked_fill_tile, float v = t->p.masked_fill.value; EACH2(y != 0.0f ? v : x))
 
@@ -204,7 +202,8 @@ static const tile_fn tiles[TG_OP_COUNT] = {
 /* Operand s of node t over t's elements [e0, e0 + n): a pointer into s when s has t's size
  * (f32), else its values gathered into buf through broadcast strides, a run per output row
  * (an i32 mask as 1.0 / 0.0). */
-static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, int64_t n, float *buf) {
+static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, int64_t n,
+                            float *buf) {
     if (s->dtype == TG_DTYPE_F32 && tg_tensor_numel(s) == tg_tensor_numel(t)) return F32(s) + e0;
     int64_t st[TG_MAX_DIMS];
     tg__geom_bcast_strides(s, t, st);
@@ -216,12 +215,14 @@ static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, 
         float *dst = buf + k;
         if (s->dtype == TG_DTYPE_I32) {
             const int32_t *src = I32(s) + off;
-            for (int64_t j = 0; j < len; j++) dst[j] = src[j * is] != 0 ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < len; j++)
+                dst[j] = src[j * is] != 0 ? 1.0f : 0.0f;
         } else if (is == 1) {
             memcpy(dst, F32(s) + off, (size_t)len * sizeof *dst);
         } else {
             const float *src = F32(s) + off;
-            for (int64_t j = 0; j < len; j++) dst[j] = src[j * is];
+            for (int64_t j = 0; j < len; j++)
+                dst[j] = src[j * is];
         }
         k += len;
     }
@@ -230,7 +231,8 @@ static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, 
 
 int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m) {
     int k = 0;
-    for (tg_tensor *x = t; x && k < TG_CHAIN_MAX; x = x->chain_prev) m[k++] = x;
+    for (tg_tensor *x = t; x && k < TG_CHAIN_MAX; x = x->chain_prev)
+        m[k++] = x;
     for (int i = 0; i < k / 2; i++) { /* head first */
         tg_tensor *x = m[i];
         m[i] = m[k - 1 - i];
@@ -239,7 +241,8 @@ int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m) {
     return k;
 }
 
-const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0, int64_t len) {
+const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0,
+                                 int64_t len) {
     const tg_tensor *src = x->src[s];
     for (int i = c->k - 1; i >= 0; i--)
         if (c->m[i] == src) return c->val[i];
@@ -250,7 +253,8 @@ tg_status tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len) {
     for (int j = 0; j < c->k; j++) {
         const tg_tensor *x = c->m[j];
         if (!tiles[x->op] || x->nsrc > 2)
-            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function", tg_op_name(x->op));
+            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function",
+                                tg_op_name(x->op));
         const float *a = x->nsrc > 0 ? tg__cpu_chain_input(c, x, 0, e0, len) : NULL;
         const float *b = x->nsrc > 1 ? tg__cpu_chain_input(c, x, 1, e0, len) : NULL;
         float *o = (x->flags & TG_TF_TRANSIENT) ? c->tmp[j] : F32(x) + e0;

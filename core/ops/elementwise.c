@@ -176,6 +176,7 @@ TG__OP_FAMILY(elementwise) = {
     [TG_OP_RELU_BACK] = {"relu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY, NULL},
     [TG_OP_GELU_BACK] = {"gelu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY, NULL},
     [TG_OP_SILU] = {"silu", TG_OPF_INPLACE | TG_OPF_TILE, g_silu},
-    [TG_OP_SILU_BACK] = {"silu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY, NULL}, /* srcs x, dy */
+    [TG_OP_SILU_BACK] = {"silu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY,
+                         NULL}, /* srcs x, dy */
 };
 TG__OP_FAMILY_CHECK(elementwise);
