@@ -82,16 +82,17 @@ void tg__exec_release_workspace(tg_graph *g) {
     g->ws_backend = NULL;
 }
 
+/* Storage owners first, then views (fusion may have moved a view's base after it in the
+ * order); a view of a chain member without a buffer has none either. */
 static tg_status bind_data(tg_graph *g) {
     char *ws = g->ws;
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
+        if (t->base) continue;
         if (t->flags & TG_TF_PARAM) {
             t->data = t->store->p[t->param].data;
         } else if (t->op == TG_OP_GRAD_ACC || (t->flags & TG_TF_ACCUM)) {
             t->data = t->store->p[t->param].grad;
-        } else if (t->base) {
-            t->data = (char *)t->base->data + (size_t)t->offset * tg_dtype_size(t->dtype);
         } else if (t->block >= 0) {
             t->data = ws + g->block_off[t->block];
         } else if (t->flags & TG_TF_TRANSIENT) {
@@ -100,6 +101,12 @@ static tg_status bind_data(tg_graph *g) {
             return tg_error_set(TG_ERR_STATE, "tg_graph_run: tensor %lld (%s) has no storage",
                                 (long long)t->id, tg_op_name(t->op));
         }
+    }
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *t = g->nodes[g->order[p]];
+        if (t->base)
+            t->data = t->base->data ? (char *)t->base->data + (size_t)t->offset * tg_dtype_size(t->dtype)
+                                    : NULL;
     }
     return TG_OK;
 }

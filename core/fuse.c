@@ -2,7 +2,7 @@
  * dropout + residual add, scale + mask, dropout + activation backward, ...) run as one node.
  *
  * A chain is a sequence of nodes m1 -> m2 -> ... -> mk where each member reads the one before
- * it and has its shape; the tail may also be a softmax (or its backward) over rows that fit in
+ * it (directly or through a reshape) and has its number of elements; the tail may also be a softmax (or its backward) over rows that fit in
  * a tile, so scale + masks + softmax is one pass. The backend runs the tail mk's kernel, which
  * computes every member tile by tile (a few KiB that stay in L1) and writes to memory only what is
  * read outside the chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at all), so
@@ -11,9 +11,10 @@
  *
  * The chain runs at the tail's position, so the members are moved next to it in the
  * execution order. That is only legal when nothing between a member and the tail reads the
- * member: every reader outside the chain (views included) must come after the tail. A member
- * may not read another member through a view (a view may reorder elements, and the tile of a
- * later element is not computed yet). The liveness pass then counts every member's reads at
+ * member: every reader outside the chain must come after the tail (a view node does no work;
+ * the nodes reading through it count). A member may read another member through a reshape of
+ * its whole buffer, but not through any other view (one that reorders elements would read
+ * elements whose tile is not computed yet). The liveness pass then counts every member's reads at
  * the tail's position (core/plan.c), since the tail's kernel does them. Each element is
  * computed by the same tile function as the unfused op, so results are bit-identical. */
 #include <stdlib.h>
@@ -38,12 +39,14 @@ static bool row_tail(const tg_tensor *t) {
            !(t->flags & (TG_TF_ACCUM | TG_TF_SINK));
 }
 
-static bool same_shape(const tg_tensor *a, const tg_tensor *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return false;
-    return true;
+/* A view that keeps its base's element order (a reshape of the whole buffer): reading it
+ * element by element is reading the base. A linear layer's output reaches its activation
+ * through one ([B T, d] -> [B, T, d]). */
+static bool plain_view(const tg_tensor *v) {
+    return v->base && v->op == TG_OP_RESHAPE && v->offset == 0 && tg__tensor_is_contiguous(v);
 }
+
+static bool is_view_node(const tg_tensor *t) { return (tg__op_flags(t->op) & TG_OPF_VIEW) != 0; }
 
 static int chain_len(const tg_tensor *t) {
     int k = 1;
@@ -105,22 +108,28 @@ static bool readers_build(tg_graph *g, readers_t *r) {
 }
 
 /* May node b (at position pb) become the tail of the chain ending at a? Every member's readers
- * outside the chain must come after pb, and b may not read a member through a view. */
+ * outside the chain must come after pb (view nodes do no work: their readers count), and b may
+ * read a member only directly or through a plain view. */
 static bool may_extend(const readers_t *r, tg_tensor *a, tg_tensor *b, int64_t pb) {
     if (chain_len(a) >= MAX_CHAIN) return false;
     for (int k = 0; k < b->nsrc; k++)
-        if (b->src[k] && b->src[k]->base && in_chain(a, b->src[k]->base)) return false;
+        if (b->src[k] && b->src[k]->base && in_chain(a, b->src[k]->base) && !plain_view(b->src[k]))
+            return false;
     for (const tg_tensor *m = a; m; m = m->chain_prev)
-        for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++)
-            if (r->rnode[i] != b && !in_chain(a, r->rnode[i]) && r->rpos[i] <= pb) return false;
+        for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++) {
+            const tg_tensor *x = r->rnode[i];
+            if (x != b && !in_chain(a, x) && !is_view_node(x) && r->rpos[i] <= pb) return false;
+        }
     return true;
 }
 
 /* A member needs a buffer when it is kept or something outside its chain reads it. */
 static bool read_outside(const readers_t *r, const tg_tensor *tail, const tg_tensor *m) {
     if (m->flags & TG_TF_KEEP) return true;
-    for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++)
-        if (!in_chain(tail, r->rnode[i])) return true; /* views are never members */
+    for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++) {
+        const tg_tensor *x = r->rnode[i]; /* a view node counts if kept (its readers count anyway) */
+        if (!in_chain(tail, x) && (!is_view_node(x) || (x->flags & TG_TF_KEEP))) return true;
+    }
     return false;
 }
 
@@ -141,8 +150,9 @@ tg_status tg__plan_fuse_chains(tg_graph *g) {
         if (!chainable(b) && !row_tail(b)) continue;
         for (int k = 0; k < b->nsrc; k++) {
             tg_tensor *a = b->src[k];
-            if (!a || !chainable(a) || (a->flags & TG_TF_CHAINED) || !same_shape(a, b) ||
-                !may_extend(&r, a, b, p))
+            if (a && plain_view(a)) a = a->base;
+            if (!a || !chainable(a) || (a->flags & TG_TF_CHAINED) ||
+                tg_tensor_numel(a) != tg_tensor_numel(b) || !may_extend(&r, a, b, p))
                 continue;
             b->chain_prev = a;
             a->flags |= TG_TF_CHAINED;

@@ -66,16 +66,17 @@ static bool transient(const tg_tensor *t) {
     return (t->flags & TG_TF_TRANSIENT) != 0;
 }
 
-/* The one node of graph g with op `op` whose source k is `src` (NULL: none). */
+/* The first node of graph g with op `op` whose source k is `src` or a view of it (NULL: none). */
 static tg_tensor *reader(tg_graph *g, tg_op op, const tg_tensor *src, int k) {
     for (int64_t i = 0; i < g->n; i++) {
         tg_tensor *t = g->nodes[i];
-        if (t->op == op && t->nsrc > k && t->src[k] == src) return t;
+        if (t->op == op && t->nsrc > k && t->src[k] && tg__tensor_root(t->src[k]) == src) return t;
     }
     return NULL;
 }
 
-/* ---- an FFN block with a residual: r = x + dropout(gelu(x W1 + b1) W2), loss = sum(r r) ---- */
+/* ---- an FFN block with a residual: r = x + dropout(gelu(x W1 + b1) W2), loss = sum(r r); the
+ * activation and the residual read through reshapes, as the model's layers do ---- */
 
 enum { R = 320, D = 64, F = 128 }; /* R x F = 40,960 elements: shared by two threads */
 
@@ -95,10 +96,11 @@ static ffn_t ffn(bool planner) {
     f.b1 = input(f.g, 1, sb1, 3, true);
     f.w2 = input(f.g, 2, sw2, 4, true);
     f.h = tg_add(tg_scale(tg_matmul(f.x, f.w1, false, false), 0.125f), f.b1);
-    f.a = tg_gelu(f.h);
+    int64_t s3[3] = {R / 8, 8, F};
+    f.a = tg_gelu(tg_reshape(f.h, 3, s3));
     f.d = tg_dropout(f.a, 0.1f);
     f.dr = tg_dropout(tg_matmul(f.d, f.w2, false, false), 0.1f);
-    f.r = tg_keep(tg_add(f.x, f.dr));
+    f.r = tg_keep(tg_add(f.x, tg_reshape(f.dr, 2, sx)));
     f.loss = tg_keep(tg_sum_all(tg_mul(f.r, f.r)));
     CK(tg_backward(f.g, f.loss));
     return f;
