@@ -104,9 +104,9 @@ static tg_status bind_data(tg_graph *g) {
     }
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
-        if (t->base)
-            t->data = t->base->data ? (char *)t->base->data + (size_t)t->offset * tg_dtype_size(t->dtype)
-                                    : NULL;
+        if (!t->base) continue;
+        char *base = t->base->data;
+        t->data = base ? base + (size_t)t->offset * tg_dtype_size(t->dtype) : NULL;
     }
     return TG_OK;
 }

@@ -1,22 +1,23 @@
 /* The planner's elementwise fusion: chains of TG_OPF_TILE ops (bias + activation + dropout,
- * dropout + residual add, scale + mask, dropout + activation backward, ...) run as one node.
+ * dropout + residual add, scale + masks + softmax, dropout + activation backward, ...) run as
+ * one node.
  *
  * A chain is a sequence of nodes m1 -> m2 -> ... -> mk where each member reads the one before
- * it (directly or through a reshape) and has its number of elements; the tail may also be a softmax (or its backward) over rows that fit in
- * a tile, so scale + masks + softmax is one pass. The backend runs the tail mk's kernel, which
- * computes every member tile by tile (a few KiB that stay in L1) and writes to memory only what is
- * read outside the chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at all), so
- * bias + GELU + dropout reads its input once and writes once instead of three reads and three
- * writes.
+ * it (directly or through a reshape) and has its number of elements; the tail may also be a
+ * softmax (or its backward) over rows that fit in a tile. The backend runs the tail's kernel,
+ * which computes every member tile by tile (a few KiB that stay in L1) and writes to memory only
+ * what is read outside the chain: a member nothing else reads is TG_TF_TRANSIENT (no buffer at
+ * all), so bias + GELU + dropout reads its input once and writes once instead of three reads
+ * and three writes.
  *
- * The chain runs at the tail's position, so the members are moved next to it in the
- * execution order. That is only legal when nothing between a member and the tail reads the
- * member: every reader outside the chain must come after the tail (a view node does no work;
- * the nodes reading through it count). A member may read another member through a reshape of
- * its whole buffer, but not through any other view (one that reorders elements would read
- * elements whose tile is not computed yet). The liveness pass then counts every member's reads at
- * the tail's position (core/plan.c), since the tail's kernel does them. Each element is
- * computed by the same tile function as the unfused op, so results are bit-identical. */
+ * The chain runs at the tail's position, so the members are moved next to it in the execution
+ * order. That is only legal when nothing between a member and the tail reads the member: every
+ * reader outside the chain must come after the tail (a view node does no work; the nodes
+ * reading through it count). A member may read another member through a reshape of its whole
+ * buffer, but not through any other view (one that reorders elements would read elements whose
+ * tile is not computed yet). The liveness pass then counts every member's reads at the tail's
+ * position (core/plan.c), since the tail's kernel does them. Each element is computed by the
+ * same tile function as the unfused op, so results are bit-identical. */
 #include <stdlib.h>
 
 #include "core/tg-impl.h"
@@ -127,7 +128,8 @@ static bool may_extend(const readers_t *r, tg_tensor *a, tg_tensor *b, int64_t p
 static bool read_outside(const readers_t *r, const tg_tensor *tail, const tg_tensor *m) {
     if (m->flags & TG_TF_KEEP) return true;
     for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++) {
-        const tg_tensor *x = r->rnode[i]; /* a view node counts if kept (its readers count anyway) */
+        /* a view node counts if kept (the nodes reading through it count anyway) */
+        const tg_tensor *x = r->rnode[i];
         if (!in_chain(tail, x) && (!is_view_node(x) || (x->flags & TG_TF_KEEP))) return true;
     }
     return false;

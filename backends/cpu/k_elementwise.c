@@ -244,8 +244,8 @@ int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m) {
 const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0,
                                  int64_t len) {
     const tg_tensor *src = x->src[s];
-    const tg_tensor *root = src && src->base ? src->base : src; /* members are read directly or
-                                                                  * through a reshape (core/fuse.c) */
+    /* members are read directly or through a reshape (core/fuse.c) */
+    const tg_tensor *root = src && src->base ? src->base : src;
     for (int i = c->k - 1; i >= 0; i--)
         if (c->m[i] == root) return c->val[i];
     return src ? operand(src, x, e0, len, c->gathered[s]) : NULL;
