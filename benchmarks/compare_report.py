@@ -222,9 +222,14 @@ def write_plots(results, out):
             script += ["set arrow 1 from %d, graph 0 to %d, graph 1 nohead dt 2 lw 2 lc 'gray'"
                        % (hm, hm),
                        "set label 1 'h_max = %d' at %d, graph 0.04 offset 0.5,0" % (hm, hm)]
+        # more than three metrics: two rows of panels; 30 % headroom above the highest error
+        # bar so that the key (top right) covers no point
+        rows = 2 if len(metrics) > 3 else 1
         script += ["set output 'quality_vs_heads.png'", "set yrange [0:*]",
-                   "set multiplot layout 1,%d title '%s: test quality against heads'"
-                   % (len(metrics), results["task"]["name"])]
+                   "set offsets 0, 0, graph 0.3, 0", "set key top right opaque box",
+                   "set terminal %s noenhanced" % term.replace("1200,540", "1200,%d" % (420 * rows)),
+                   "set multiplot layout %d,%d title '%s: test quality against heads'"
+                   % (rows, (len(metrics) + rows - 1) // rows, results["task"]["name"])]
         for i, k in enumerate(metrics):
             col = 2 + 2 * i
             script += ["set ylabel '%s'" % QUALITY_NAMES[k],
@@ -233,7 +238,7 @@ def write_plots(results, out):
         script += ["unset multiplot"]
         files.append("quality_vs_heads.png")
         c = 2 + 2 * len(metrics)
-        script += ["set output 'cost_vs_heads.png'",
+        script += ["set terminal %s noenhanced" % term, "set output 'cost_vs_heads.png'",
                    "set multiplot layout 1,2 title 'training cost against heads'",
                    "set ylabel 'ms per training step'",
                    "plot for [i=0:%d] 'by_heads.dat' index i using 1:%d with linespoints lw 2 "
@@ -241,7 +246,8 @@ def write_plots(results, out):
                    "set ylabel 'peak memory (MiB, RSS)'",
                    "plot for [i=0:%d] 'by_heads.dat' index i using 1:%d with linespoints lw 2 "
                    "title word(titles, i+1)" % (n - 1, c + 1),
-                   "unset multiplot", "set yrange [*:*]", "unset arrow 1", "unset label 1"]
+                   "unset multiplot", "set yrange [*:*]", "unset arrow 1", "unset label 1",
+                   "set offsets 0, 0, 0, 0"]
         files.append("cost_vs_heads.png")
     # loss curves: every run of the first seed, train NLL against steps; dev loss as points
     curves = [r for r in results["runs"] if r.get("curve") and r["seed"] == 1
