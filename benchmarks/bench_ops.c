@@ -332,6 +332,23 @@ static void run_triad(void *p) {
         a[i] = b[i] + s * c[i];
 }
 
+/* A triad over `bytes` (3 arrays of 4-byte floats, 12 bytes per element), and its GB/s at
+ * `sec` seconds per call. */
+static triad_ctx triad_new(double bytes) {
+    triad_ctx tc;
+    tc.n = (int64_t)(bytes / 12.0);
+    tc.a = randbuf(tc.n, 7);
+    tc.b = randbuf(tc.n, 8);
+    tc.c = randbuf(tc.n, 9);
+    return tc;
+}
+static double triad_gbs(const triad_ctx *tc, double sec) { return 12.0 * (double)tc->n / sec * 1e-9; }
+static void triad_free(triad_ctx *tc) {
+    free(tc->a);
+    free(tc->b);
+    free(tc->c);
+}
+
 typedef struct {
     tg_tensor *node;
 } node_ctx;
@@ -366,22 +383,15 @@ static tg_tensor *build_op(tg_graph *g, tg_store *st, mop op) {
 
 /* Compare the op (bytes moved per call) against a triad over the same bytes. */
 static void versus_triad(const char *name, contender *op, double bytes) {
-    triad_ctx tc;
-    tc.n = (int64_t)(bytes / 12.0);
-    tc.a = randbuf(tc.n, 7);
-    tc.b = randbuf(tc.n, 8);
-    tc.c = randbuf(tc.n, 9);
+    triad_ctx tc = triad_new(bytes);
     contender cs[2] = {*op, {run_triad, &tc, 1, 0}};
     double t[2], tbest[2];
     time_all(cs, 2, t, tbest);
-    double gop = bytes / t[0] * 1e-9, gtr = 12.0 * (double)tc.n / t[1] * 1e-9;
+    double gop = bytes / t[0] * 1e-9, gtr = triad_gbs(&tc, t[1]);
     printf("  %-36s tgraph %6.1f GB/s       triad %6.1f GB/s  (%.2f MB)\n", name, gop, gtr,
            bytes * 1e-6);
-    verdict("op / triad", gop / gtr, (bytes / tbest[0]) / (12.0 * (double)tc.n / tbest[1]), 0.5,
-            true);
-    free(tc.a);
-    free(tc.b);
-    free(tc.c);
+    verdict("op / triad", gop / gtr, (bytes / tbest[0] * 1e-9) / triad_gbs(&tc, tbest[1]), 0.5, true);
+    triad_free(&tc);
 }
 
 /* Forward: a graph x -> op -> kept y, run whole. `streams`: tensors of x's size read or
@@ -645,27 +655,21 @@ static void bench_chain(const char *name, chain_kind k, int ndim, const int64_t 
         gc[f].g = g[f];
     }
     double bytes = (double)fused_streams * 4.0 * (double)tg__tensor_numel(ndim, shape);
-    triad_ctx tc;
-    tc.n = (int64_t)(bytes / 12.0);
-    tc.a = randbuf(tc.n, 7);
-    tc.b = randbuf(tc.n, 8);
-    tc.c = randbuf(tc.n, 9);
+    triad_ctx tc = triad_new(bytes);
     contender cs[3] = {
         {run_graph, &gc[0], 1, 0}, {run_graph, &gc[1], 1, 0}, {run_triad, &tc, 1, 0}};
     double t[3], tb[3];
     time_all(cs, 3, t, tb);
-    double gfu = bytes / t[0] * 1e-9, gtr = 12.0 * (double)tc.n / t[2] * 1e-9;
+    double gfu = bytes / t[0] * 1e-9, gtr = triad_gbs(&tc, t[2]);
     printf("  %-36s fused %7.1f us  unfused %7.1f us  fused %6.1f GB/s  triad %6.1f GB/s\n", name,
            1e6 * t[0], 1e6 * t[1], gfu, gtr);
     verdict("fused / unfused time", t[0] / t[1], tb[0] / tb[1], 1.0, false);
-    verdict("fused / triad bandwidth", gfu / gtr, (bytes / tb[0]) / (12.0 * (double)tc.n / tb[2]),
+    verdict("fused / triad bandwidth", gfu / gtr, (bytes / tb[0] * 1e-9) / triad_gbs(&tc, tb[2]),
             0.5, true);
     for (int f = 0; f < 2; f++)
         tg_graph_free(g[f]);
     tg_store_free(st);
-    free(tc.a);
-    free(tc.b);
-    free(tc.c);
+    triad_free(&tc);
 }
 
 static void section_chains(void) {

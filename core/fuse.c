@@ -56,12 +56,6 @@ static int chain_len(const tg_tensor *t) {
     return k;
 }
 
-static bool in_chain(const tg_tensor *tail, const tg_tensor *x) {
-    for (const tg_tensor *m = tail; m; m = m->chain_prev)
-        if (m == x) return true;
-    return false;
-}
-
 /* Readers of each storage root by position (CSR: rpos[rstart[id] .. rstart[id + 1])): a node
  * reading root r directly or through a view, or a view of r (t->base). */
 typedef struct {
@@ -114,12 +108,12 @@ static bool readers_build(tg_graph *g, readers_t *r) {
 static bool may_extend(const readers_t *r, tg_tensor *a, tg_tensor *b, int64_t pb) {
     if (chain_len(a) >= MAX_CHAIN) return false;
     for (int k = 0; k < b->nsrc; k++)
-        if (b->src[k] && b->src[k]->base && in_chain(a, b->src[k]->base) && !plain_view(b->src[k]))
+        if (b->src[k] && b->src[k]->base && tg__chain_has(a, b->src[k]->base) && !plain_view(b->src[k]))
             return false;
     for (const tg_tensor *m = a; m; m = m->chain_prev)
         for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++) {
             const tg_tensor *x = r->rnode[i];
-            if (x != b && !in_chain(a, x) && !is_view_node(x) && r->rpos[i] <= pb) return false;
+            if (x != b && !tg__chain_has(a, x) && !is_view_node(x) && r->rpos[i] <= pb) return false;
         }
     return true;
 }
@@ -130,7 +124,7 @@ static bool read_outside(const readers_t *r, const tg_tensor *tail, const tg_ten
     for (int64_t i = r->rstart[m->id]; i < r->rstart[m->id + 1]; i++) {
         /* a view node counts if kept (the nodes reading through it count anyway) */
         const tg_tensor *x = r->rnode[i];
-        if (!in_chain(tail, x) && (!is_view_node(x) || (x->flags & TG_TF_KEEP))) return true;
+        if (!tg__chain_has(tail, x) && (!is_view_node(x) || (x->flags & TG_TF_KEEP))) return true;
     }
     return false;
 }

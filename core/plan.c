@@ -117,12 +117,6 @@ static void fuse_grad_acc(tg_graph *g, const int64_t *readers) {
     }
 }
 
-static bool is_member(const tg_tensor *tail, const tg_tensor *x) {
-    for (const tg_tensor *m = tail; m; m = m->chain_prev)
-        if (m == x) return true;
-    return false;
-}
-
 /* In-place candidate: an input of t (or of a member of the fused chain t ends, whose reads
  * happen in t's kernel, element by element before t writes) whose buffer t may overwrite. */
 static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const int64_t *last) {
@@ -130,7 +124,7 @@ static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const in
     for (const tg_tensor *r = t; r; r = r->chain_prev) {
         for (int i = 0; i < r->nsrc; i++) {
             const tg_tensor *s = r->src[i];
-            if (!s || is_member(t, s) || s->base || !is_storage(s) ||
+            if (!s || tg__chain_has(t, s) || s->base || !is_storage(s) ||
                 (s->flags & (TG_TF_KEEP | TG_TF_INPUT)) || s->op == TG_OP_NONE || s->block < 0 ||
                 s->dtype != t->dtype || tg_tensor_numel(s) != tg_tensor_numel(t) ||
                 last[s->id] != t->pos || blocks[s->block].last != t->pos)

@@ -218,6 +218,12 @@ void tg__grad_accum(tg_tensor *src, tg_tensor *contrib);
  * its rows fit in a tile. */
 #define TG_CHAIN_TILE 1024
 tg_status tg__plan_fuse_chains(tg_graph *g);
+/* True when x is a member of the chain that ends at tail (tail itself included). */
+static inline bool tg__chain_has(const tg_tensor *tail, const tg_tensor *x) {
+    for (const tg_tensor *m = tail; m; m = m->chain_prev)
+        if (m == x) return true;
+    return false;
+}
 
 /* backend memory accounting helpers (core/backend.c) */
 void tg__backend_account(tg_backend *b, ptrdiff_t delta);

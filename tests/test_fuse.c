@@ -41,18 +41,10 @@ static tg_tensor *input(tg_graph *g, int ndim, const int64_t *shape, int salt, b
     return grad ? tg_requires_grad(t) : t;
 }
 
-static float *read_all(const tg_tensor *t) {
-    int64_t n = tg_tensor_numel(t);
-    float *v = malloc((size_t)n * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    CK(tg_tensor_read(t, v, (size_t)n * sizeof *v));
-    return v;
-}
-
 static void assert_same_bits(const tg_tensor *a, const tg_tensor *b, const char *what) {
     int64_t n = tg_tensor_numel(a);
     ck_assert_int_eq(n, tg_tensor_numel(b));
-    float *x = read_all(a), *y = read_all(b);
+    float *x = tg_test_read_all(a), *y = tg_test_read_all(b);
     ck_assert_msg(memcmp(x, y, (size_t)n * sizeof *x) == 0, "%s: fused and unfused runs differ",
                   what);
     free(x);
@@ -191,7 +183,7 @@ START_TEST(test_attention_chain) {
         assert_same_bits(p[0], p[1], "probabilities");
         assert_same_bits(tg_grad(g[0], s[0]), tg_grad(g[1], s[1]), "dscores");
         /* a row's masked entries get probability 0 */
-        float *pv = read_all(p[0]);
+        float *pv = tg_test_read_all(p[0]);
         ck_assert_float_eq(pv[((3 * H + 1) * T + (T - 1)) * T + (T - 2)], 0.0f); /* padded */
         ck_assert_float_eq(pv[5 * T + 6], 0.0f);                                 /* causal */
         ck_assert(pv[5 * T + 5] > 0.0f);
@@ -214,7 +206,7 @@ START_TEST(test_long_rows_not_fused) {
     tg_tensor *y = tg_keep(tg_log_softmax(sc));
     CK(tg_graph_run(g, b));
     ck_assert(y->chain_prev == NULL && !chained(sc) && sc->block >= 0);
-    float *yv = read_all(y);
+    float *yv = tg_test_read_all(y);
     for (int r = 0; r < 8; r++) {
         double mx = -1e30, s = 0;
         for (int64_t j = 0; j < sh[1]; j++)
@@ -248,7 +240,7 @@ START_TEST(test_reader_before_tail) {
     tg_tensor *y = tg_keep(tg_add(e, sum));
     CK(tg_graph_run(g, b));
     ck_assert(y->chain_prev == NULL && !chained(e) && e->chain_prev == e->src[0]);
-    float *yv = read_all(y);
+    float *yv = tg_test_read_all(y);
     for (int64_t r = 0; r < NX / 100; r++) {
         double s = 0;
         for (int j = 0; j < 100; j++)
@@ -273,7 +265,7 @@ START_TEST(test_kept_member) {
     tg_tensor *y = tg_keep(tg_affine(t, 3.0f, 1.0f));
     CK(tg_graph_run(g, b));
     ck_assert(y->chain_prev == t && chained(t) && !transient(t));
-    float *tv = read_all(t), *yv = read_all(y);
+    float *tv = tg_test_read_all(t), *yv = tg_test_read_all(y);
     for (int64_t i = 0; i < NX; i++) {
         tg_assert_close(tv[i], tanhf(val(i, 8)), 1e-6, 2e-7);
         ck_assert_float_eq(yv[i], tv[i] * 3.0f + 1.0f);
@@ -308,7 +300,7 @@ START_TEST(test_fused_peak) {
     while (head->chain_prev)
         head = head->chain_prev;
     ck_assert(chained(mid) && !transient(mid) && out->block == head->src[0]->block);
-    float *mv = read_all(mid), *ov = read_all(out);
+    float *mv = tg_test_read_all(mid), *ov = tg_test_read_all(out);
     for (int64_t i = 0; i < NX; i++) {
         float m = expf(val(i, 11) * 0.5f), v = m * 2.0f;
         tg_assert_close(mv[i], m, 1e-7, 1e-6);
@@ -343,7 +335,7 @@ START_TEST(test_long_chain) {
         }
     }
     ck_assert_int_eq(longest, TG_CHAIN_MAX);
-    float *yv = read_all(y);
+    float *yv = tg_test_read_all(y);
     for (int64_t i = 0; i < NX; i++) {
         float v = val(i, 9);
         for (int k = 0; k < 19; k++)
@@ -373,7 +365,7 @@ START_TEST(test_dropout_tiles) {
             CK(tg_graph_run(g, b));
             ck_assert(dr->op == TG_OP_DROPOUT && chained(dr) && y->chain_prev == dr);
             uint32_t key[2] = {dr->p.dropout.seed_lo, dr->p.dropout.seed_hi};
-            float *yv = read_all(y);
+            float *yv = tg_test_read_all(y);
             for (int64_t e = 0; e < n; e++) {
                 uint32_t ctr[4] = {(uint32_t)(e / 4), 0, dr->p.dropout.stream, 0}, w[4];
                 tg_philox4x32(ctr, key, w);

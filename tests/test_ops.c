@@ -51,17 +51,6 @@ static void expect_shape(const tg_tensor *t, int ndim, const int64_t *shape) {
                       (long long)shape[i]);
 }
 
-/* Read a kept f32 tensor into a malloc'ed array (caller frees). */
-static float *read_all(const tg_tensor *t) {
-    ck_assert_ptr_nonnull(t);
-    int64_t n = tg_tensor_numel(t);
-    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    tg_status st = tg_tensor_read(t, v, (size_t)n * sizeof *v);
-    ck_assert_msg(st == TG_OK, "tg_tensor_read: %s", tg_error_message());
-    return v;
-}
-
 /* Element e of t must be within atol + rtol*|want| of want[e]; infinities must match exactly
  * and no element may be NaN. */
 static void expect_vals(const tg_tensor *t, const double *want, int64_t n, double atol, double rtol,
@@ -69,7 +58,7 @@ static void expect_vals(const tg_tensor *t, const double *want, int64_t n, doubl
     ck_assert_ptr_nonnull(t);
     ck_assert_msg(tg_tensor_numel(t) == n, "%s has %lld elements, expected %lld", what,
                   (long long)tg_tensor_numel(t), (long long)n);
-    float *v = read_all(t);
+    float *v = tg_test_read_all(t);
     for (int64_t e = 0; e < n; e++) {
         ck_assert_msg(!isnan(v[e]), "%s[%lld] is NaN (expected %.9g)", what, (long long)e, want[e]);
         if (isinf(want[e]))
@@ -199,7 +188,7 @@ START_TEST(test_binary_broadcast_patterns) {
         ck_assert_int_eq(tg_tensor_ndim(y), bcast_cases[c].no);
         for (int i = 0; i < bcast_cases[c].no; i++)
             ck_assert_int_eq(tg_tensor_dim(y, i), bcast_cases[c].so[i]);
-        float *v = read_all(y);
+        float *v = tg_test_read_all(y);
         for (int64_t e = 0; e < no; e++) {
             double x = a[bcast_index(e, bcast_cases[c].no, bcast_cases[c].so, bcast_cases[c].na,
                                      bcast_cases[c].sa)];
@@ -409,7 +398,7 @@ static void dropout_mask(uint64_t seed, float p, int threads, unsigned char *kee
     int64_t n = DN;
     tg_tensor *y = tg_keep(tg_dropout(tg_full(g, 1.0f, 1, &n), p));
     ck_assert_int_eq(tg_graph_run(g, B), TG_OK);
-    float *v = read_all(y);
+    float *v = tg_test_read_all(y);
     float s = 1.0f / (1.0f - p);
     for (int64_t i = 0; i < n; i++) {
         ck_assert_msg(v[i] == 0.0f || v[i] == s, "element %lld = %.9g, neither 0 nor %.9g", (long long)i,
@@ -494,7 +483,7 @@ START_TEST(test_dropout_two_ops_get_different_streams) {
     tg_tensor *y1 = tg_keep(tg_dropout(ones, 0.5f));
     tg_tensor *y2 = tg_keep(tg_dropout(ones, 0.5f));
     run_ok();
-    float *a = read_all(y1), *b = read_all(y2);
+    float *a = tg_test_read_all(y1), *b = tg_test_read_all(y2);
     int diff = 0;
     for (int64_t i = 0; i < n; i++) diff += (a[i] == 0) != (b[i] == 0);
     ck_assert_msg(diff > n / 4, "two dropout ops share a mask (%d differences)", diff);
@@ -669,7 +658,7 @@ START_TEST(test_softmax_rows_3d) {
     double want[30];
     softmax_ref(x, 6, 5, false, want);
     expect_vals(y, want, 30, 1e-7, 1e-5, "softmax");
-    float *v = read_all(y);
+    float *v = tg_test_read_all(y);
     for (int r = 0; r < 6; r++) {
         double s = 0;
         for (int j = 0; j < 5; j++) s += v[r * 5 + j];
@@ -1302,7 +1291,7 @@ START_TEST(test_planner_off_bit_identical) {
         ck_assert_int_eq(tg_graph_run(g, B), TG_OK);
         if (planner) ck_assert(tg_graph_peak_bytes(g) < tg_graph_total_bytes(g));
         else ck_assert(tg_graph_peak_bytes(g) == tg_graph_total_bytes(g));
-        out[planner] = read_all(y);
+        out[planner] = tg_test_read_all(y);
         tg_graph_free(g);
     }
     ck_assert(memcmp(out[0], out[1], 17 * sizeof(float)) == 0);
@@ -1366,7 +1355,7 @@ START_TEST(test_band_ops_match_dense) {
     run_ok();
     EXPECT_SHAPE(s, nb, n, w);
     EXPECT_SHAPE(o, nb, n, d);
-    float *sv = read_all(s), *ov = read_all(o), *dv = read_all(dense);
+    float *sv = tg_test_read_all(s), *ov = tg_test_read_all(o), *dv = tg_test_read_all(dense);
     for (int64_t b = 0; b < nb; b++)
         for (int64_t i = 0; i < n; i++) {
             for (int64_t j = 0; j < w; j++) {
@@ -1402,7 +1391,7 @@ START_TEST(test_band_ops_threaded) {
     tg_tensor *s = tg_keep(tg_band_scores(Q, K, r, 0.0f));
     tg_tensor *o = tg_keep(tg_band_mix(tg_softmax(s), K, r));
     run_ok();
-    float *s2 = read_all(s), *o2 = read_all(o);
+    float *s2 = tg_test_read_all(s), *o2 = tg_test_read_all(o);
     tg_backend *one;
     ck_assert_int_eq(tg_backend_cpu_new(1, &one), TG_OK);
     tg_graph *g1 = tg_graph_new();
@@ -1410,7 +1399,7 @@ START_TEST(test_band_ops_threaded) {
     tg_tensor *s1 = tg_keep(tg_band_scores(Q1, K1, r, 0.0f));
     tg_tensor *o1 = tg_keep(tg_band_mix(tg_softmax(s1), K1, r));
     ck_assert_int_eq(tg_graph_run(g1, one), TG_OK);
-    float *a = read_all(s1), *b = read_all(o1);
+    float *a = tg_test_read_all(s1), *b = tg_test_read_all(o1);
     ck_assert(memcmp(a, s2, sizeof(float) * (size_t)(2 * n * w)) == 0);
     ck_assert(memcmp(b, o2, sizeof(float) * (size_t)(2 * n * d)) == 0);
     free(a);

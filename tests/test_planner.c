@@ -290,14 +290,6 @@ static float *all_grads(tg_store *s, int64_t *n_out) {
     return g;
 }
 
-static float *read_all(const tg_tensor *t) {
-    int64_t n = tg_tensor_numel(t);
-    float *v = malloc((size_t)n * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    CK(tg_tensor_read(t, v, (size_t)n * sizeof *v));
-    return v;
-}
-
 typedef struct {
     float loss;
     float *grads, *enc, *probs;
@@ -327,9 +319,9 @@ static result_t run_model(const cfg_t *c, bool planner, int threads) {
     result_t r = {0};
     r.loss = tg_tensor_item(m.loss);
     r.grads = all_grads(s, &r.ngrad);
-    r.enc = read_all(m.enc_out);
+    r.enc = tg_test_read_all(m.enc_out);
     r.nenc = tg_tensor_numel(m.enc_out);
-    r.probs = read_all(m.probs0);
+    r.probs = tg_test_read_all(m.probs0);
     r.nprobs = tg_tensor_numel(m.probs0);
     r.peak = tg_graph_peak_bytes(g);
     r.total = tg_graph_total_bytes(g);
@@ -589,7 +581,7 @@ START_TEST(test_inplace_two_consumers) {
         tg_tensor *out = tg_keep(tg_add(tg_add(c1, c2), c3));
         tg_tensor *twice = tg_keep(tg_add(c3, c3)); /* both inputs the same tensor */
         run_both(g, b);
-        float *o = read_all(out), *tw = read_all(twice);
+        float *o = tg_test_read_all(out), *tw = tg_test_read_all(twice);
         for (int64_t i = 0; i < NX; i++) {
             float ev = expf(xval(i) * 0.5f);
             float ref = (ev * 2.0f + tanhf(ev)) + ev;
@@ -618,7 +610,7 @@ START_TEST(test_inplace_reader_through_view) {
     tg_tensor *w = tg_keep(tg_mul(tg_reshape(n1, 3, sh), v));
     tg_tensor *sl = tg_keep(tg_scale(tg_slice(v, 1, 1, 2), 10.0f)); /* strided view of e */
     run_both(g, b);
-    float *rv = read_all(r), *wv = read_all(w), *sv = read_all(sl);
+    float *rv = tg_test_read_all(r), *wv = tg_test_read_all(w), *sv = tg_test_read_all(sl);
     for (int64_t i = 0; i < NX; i++) {
         float ev = expf(xval(i) * 0.25f);
         tg_assert_close(rv[i], ev * 3.0f + 1.0f, 1e-6, 1e-6);
@@ -647,7 +639,7 @@ START_TEST(test_inplace_input_and_view_of_it) {
     tg_tensor *row0 = tg_slice(e, 0, 0, 1); /* [1, 100], a contiguous view of e */
     tg_tensor *d = tg_keep(tg_sub(e, row0));
     run_both(g, b);
-    float *dv = read_all(d);
+    float *dv = tg_test_read_all(d);
     for (int64_t i = 0; i < NX; i++) {
         float ref = expf(xval(i) * 0.5f) - expf(xval(i % 100) * 0.5f);
         tg_assert_close(dv[i], ref, 1e-6, 1e-6);
@@ -674,7 +666,7 @@ START_TEST(test_inplace_backward_reads_forward) {
     tg_tensor *gx = tg_grad(g, x);
     ck_assert_ptr_nonnull(gx);
     run_both(g, b);
-    float *gv = read_all(gx);
+    float *gv = tg_test_read_all(gx);
     double lref = 0.0;
     for (int64_t i = 0; i < NX; i++) {
         double xv = xval(i), yv = tanh(1.5 * xv), zv = 3.0 * yv - 0.5, rv = zv > 0 ? zv : 0.0;
@@ -714,7 +706,7 @@ START_TEST(test_inplace_chain_peak) {
     /* mid (kept, written in place of the first scale) and the chain's buffer, which reuses
      * x's once the first scale has read it */
     ck_assert_uint_eq(tg_graph_peak_bytes(g), 2 * sz);
-    float *mv = read_all(mid), *ov = read_all(out);
+    float *mv = tg_test_read_all(mid), *ov = tg_test_read_all(out);
     for (int64_t i = 0; i < NX; i++) {
         float m = expf(xval(i) * 0.5f), v = m * 2.0f;
         tg_assert_close(mv[i], m, 1e-7, 1e-6);

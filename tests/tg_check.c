@@ -5,6 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+float *tg_test_read_all(const tg_tensor *t) {
+    ck_assert_ptr_nonnull(t);
+    int64_t n = tg_tensor_numel(t);
+    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    tg_status st = tg_tensor_read(t, v, (size_t)n * sizeof *v);
+    ck_assert_msg(st == TG_OK, "tg_tensor_read: %s", tg_error_message());
+    return v;
+}
+
 int tg_test_read_lines(const char *path, char **out, int max) {
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", path);

@@ -37,6 +37,9 @@ void tg_expect_build_error(const tg_graph *g, const tg_tensor *t, tg_status st, 
                       "%s = %.9g, expected %s = %.9g", #a, a_, #b, b_);                    \
     } while (0)
 
+/* A kept f32 tensor read into a malloc'ed array (caller frees); fails the test on error. */
+float *tg_test_read_all(const tg_tensor *t);
+
 /* Up to max lines of a text file (without '\n', strdup'ed: free each) into out; returns the
  * count. Fails the test when the file cannot be opened. */
 int tg_test_read_lines(const char *path, char **out, int max);

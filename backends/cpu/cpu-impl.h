@@ -44,11 +44,13 @@ typedef struct {
     _Alignas(32) float gathered[2][TG_CHAIN_TILE];
     const float *val[TG_CHAIN_MAX];
 } tg_chain_tiles;
-/* m[0..k) = the chain ending at t, head first; returns k (1: t alone). */
-int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m);
+/* c->m[0..c->k) = the chain ending at t, head first, t last when with_t (a row op ending a
+ * chain runs its own kernel on the members' values); fails if a member has no tile function
+ * (checked here once, not per tile). */
+tg_status tg__cpu_chain_start(tg_chain_tiles *c, tg_tensor *t, bool with_t);
 /* Computes members c->m[0..c->k) over their elements [e0, e0 + len) (len <= TG_CHAIN_TILE);
  * c->val[j] then points at member j's values there. */
-tg_status tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len);
+void tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len);
 /* Input s of node x over [e0, e0 + len): a member's values (after tg__cpu_chain_run) or the
  * operand's memory, gathered when it broadcasts. */
 const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0,

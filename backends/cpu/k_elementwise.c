@@ -229,16 +229,19 @@ static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, 
     return buf;
 }
 
-int tg__cpu_chain_members(tg_tensor *t, tg_tensor **m) {
+tg_status tg__cpu_chain_start(tg_chain_tiles *c, tg_tensor *t, bool with_t) {
+    if (!with_t) t = t->chain_prev;
     int k = 0;
     for (tg_tensor *x = t; x && k < TG_CHAIN_MAX; x = x->chain_prev)
-        m[k++] = x;
-    for (int i = 0; i < k / 2; i++) { /* head first */
-        tg_tensor *x = m[i];
-        m[i] = m[k - 1 - i];
-        m[k - 1 - i] = x;
+        k++;
+    c->k = k;
+    for (tg_tensor *x = t; x && k > 0; x = x->chain_prev) { /* head first */
+        if (!tiles[x->op] || x->nsrc > 2)
+            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function",
+                                tg_op_name(x->op));
+        c->m[--k] = x;
     }
-    return k;
+    return TG_OK;
 }
 
 const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, int64_t e0,
@@ -251,31 +254,26 @@ const float *tg__cpu_chain_input(tg_chain_tiles *c, const tg_tensor *x, int s, i
     return src ? operand(src, x, e0, len, c->gathered[s]) : NULL;
 }
 
-tg_status tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len) {
+void tg__cpu_chain_run(tg_chain_tiles *c, int64_t e0, int64_t len) {
     for (int j = 0; j < c->k; j++) {
         const tg_tensor *x = c->m[j];
-        if (!tiles[x->op] || x->nsrc > 2)
-            return tg_error_set(TG_ERR_UNSUPPORTED, "cpu: op %s has no tile function",
-                                tg_op_name(x->op));
         const float *a = x->nsrc > 0 ? tg__cpu_chain_input(c, x, 0, e0, len) : NULL;
         const float *b = x->nsrc > 1 ? tg__cpu_chain_input(c, x, 1, e0, len) : NULL;
         float *o = (x->flags & TG_TF_TRANSIENT) ? c->tmp[j] : F32(x) + e0;
         tiles[x->op](x, a, b, o, e0, len);
         c->val[j] = o;
     }
-    return TG_OK;
 }
 
 /* Member p's share of node t and of the chain t ends (t->chain_prev, ...), tile by tile. */
 static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
     tg_chain_tiles c;
-    c.k = tg__cpu_chain_members(t, c.m);
+    tg_status st = tg__cpu_chain_start(&c, t, true);
+    if (st) return st;
     int64_t n = tg_tensor_numel(t), lo, hi;
     tg_cpu_share(p, n, n > TG_PAR_MIN, &lo, &hi);
-    for (int64_t e0 = lo; e0 < hi; e0 += TG_CHAIN_TILE) {
-        tg_status st = tg__cpu_chain_run(&c, e0, hi - e0 < TG_CHAIN_TILE ? hi - e0 : TG_CHAIN_TILE);
-        if (st) return st;
-    }
+    for (int64_t e0 = lo; e0 < hi; e0 += TG_CHAIN_TILE)
+        tg__cpu_chain_run(&c, e0, hi - e0 < TG_CHAIN_TILE ? hi - e0 : TG_CHAIN_TILE);
     return TG_OK;
 }
 

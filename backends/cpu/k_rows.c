@@ -41,13 +41,13 @@ static int64_t row_count(const tg_tensor *t, int64_t *d) {
  * then the row kernel on their values (a row's result does not depend on the block it is in). */
 static tg_status chain_rows(tg_cpu_par *p, tg_tensor *t, int64_t rows, int64_t d) {
     tg_chain_tiles c;
-    c.k = tg__cpu_chain_members(t, c.m) - 1; /* the members before t */
+    tg_status st = tg__cpu_chain_start(&c, t, false); /* the members before t */
+    if (st) return st;
     int64_t lo, hi, per = TG_CHAIN_TILE / d;
     tg_cpu_share(p, rows, rows * d > TG_PAR_MIN, &lo, &hi);
     for (int64_t r0 = lo; r0 < hi; r0 += per) {
         int64_t nr = hi - r0 < per ? hi - r0 : per, e0 = r0 * d;
-        tg_status st = tg__cpu_chain_run(&c, e0, nr * d);
-        if (st) return st;
+        tg__cpu_chain_run(&c, e0, nr * d);
         const float *x = tg__cpu_chain_input(&c, t, 0, e0, nr * d);
         float *o = F32(t) + e0;
         if (t->op == TG_OP_SOFTMAX_BACK)
