@@ -3,9 +3,13 @@
  * (every source and target exactly --src-len / --tgt-len positions, </s> included).
  * Prints one JSON object: ms_per_step (median of --steps timed steps after --warmup-steps),
  * tokens_per_s (target tokens per second at the median), peak_rss_mib, workspace bytes,
- * gflop_per_step (the matrix products' 2 M N K) and gflops at the median.
+ * gflop_per_step (the matrix products' 2 M N K) and gflops at the median, and the machine's
+ * FMA peak measured in the same run (fma_peak_gflops: after every timed step, --threads
+ * threads each run 12 independent chains of 8-wide FMAs for ~20 ms; the median) with
+ * gflops_of_peak = gflops ÷ that peak: a shared or throttled host's clock moves both.
  * --fusion ab alternates steps with elementwise fusion on and off (tg_graph_set_fusion) and
  * adds both medians and workspaces, and their ratio, measured side by side in one run. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,51 @@ static double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* ---- the FMA peak, measured: 12 chains × 8 floats × 2 flops per iteration ---- */
+enum { FMA_ITERS = 10000000 }; /* 1.92 Gflop per thread: ~20 ms at a Zen 3 core's ~96 GFLOP/s */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FMA_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+__attribute__((target("avx2,fma"))) static void *fma_burst(void *out) {
+    const __m256 b = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+#define DECL(i) __m256 a##i = _mm256_set1_ps(1.0f + (float)(i));
+#define STEP(i) a##i = _mm256_fmadd_ps(a##i, b, c);
+#define SUM(i) s = _mm256_add_ps(s, a##i);
+    FMA_CHAINS(DECL)
+    for (long k = 0; k < FMA_ITERS; k++) {
+        FMA_CHAINS(STEP)
+    }
+    __m256 s = _mm256_setzero_ps();
+    FMA_CHAINS(SUM)
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    *(float *)out = v[0]; /* keeps the chains alive */
+    return NULL;
+}
+
+/* GFLOP/s of `threads` threads running fma_burst at once; 0 without AVX2 + FMA. */
+static double fma_peak(long threads) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
+    pthread_t th[64];
+    float sink[64];
+    if (threads > 64) threads = 64;
+    double t0 = now();
+    long started = 0;
+    for (; started < threads; started++)
+        if (pthread_create(&th[started], NULL, fma_burst, &sink[started])) break;
+    for (long i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    double sec = now() - t0;
+    return (double)started * FMA_ITERS * 12 * 8 * 2 / sec * 1e-9;
+}
+#else
+static double fma_peak(long threads) {
+    (void)threads;
+    return 0.0;
+}
+#endif
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -115,7 +164,9 @@ int main(int argc, char **argv) {
     if (ab && steps < 2) steps = 2;
     /* ms[0..]: fused steps (all steps unless ab), ms_off: unfused steps */
     double *ms = malloc(sizeof *ms * (size_t)steps),
-           *ms_off = malloc(sizeof *ms_off * (size_t)steps);
+           *ms_off = malloc(sizeof *ms_off * (size_t)steps),
+           *peaks = malloc(sizeof *peaks * (size_t)steps);
+    long n_peak = 0;
     long n_on = 0, n_off = 0;
     size_t ws = 0, ws_off = 0;
     double flops = 0;
@@ -151,6 +202,7 @@ int main(int argc, char **argv) {
                 ms_off[n_off++] = 1e3 * (now() - t0);
         }
         tg_batch_free(&b);
+        if (step >= warm) peaks[n_peak++] = fma_peak(be->nthreads);
     }
     if (getenv("TG_PROFILE")) tg_profile_report(stderr);
     if (!ab && n_off) { /* --fusion off: report the unfused steps as the steps */
@@ -162,6 +214,8 @@ int main(int argc, char **argv) {
     qsort(ms, (size_t)n_on, sizeof *ms, cmp);
     qsort(ms_off, (size_t)n_off, sizeof *ms_off, cmp);
     double med = ms[n_on / 2];
+    qsort(peaks, (size_t)n_peak, sizeof *peaks, cmp);
+    double peak = n_peak ? peaks[n_peak / 2] : 0.0, gflops = flops * 1e-9 / (med / 1e3);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
@@ -171,7 +225,9 @@ int main(int argc, char **argv) {
            tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
            (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,
            (long long)tg_store_total_numel(tg_model_store(m)), threads, fusion, flops * 1e-9,
-           flops * 1e-9 / (med / 1e3));
+           gflops);
+    if (peak > 0)
+        printf(", \"fma_peak_gflops\": %.1f, \"gflops_of_peak\": %.3f", peak, gflops / peak);
     if (ab)
         printf(", \"ms_per_step_unfused\": %.2f, \"workspace_mib_unfused\": %.1f, "
                "\"fused_over_unfused\": %.3f, \"steps_each\": %ld",
@@ -188,5 +244,6 @@ int main(int argc, char **argv) {
     free(tn);
     free(ms);
     free(ms_off);
+    free(peaks);
     return 0;
 }

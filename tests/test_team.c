@@ -1,10 +1,13 @@
 /* The CPU backend's thread team (backends/cpu/team.c): work sharing covers every index once,
  * barriers order the members, the dynamic counter hands out every task once per loop, nested
- * runs fall back to the caller, the thread count comes from the argument or the environment,
- * and a graph run on a team of 3 propagates a kernel's error and calls the gradient hook in
- * order (the executor's side: core/exec.c). Timing is never asserted. */
+ * runs fall back to the caller, an offered job is done whole by whichever members join it
+ * (and a job for everyone after offered ones still gets every member), the thread count
+ * comes from the argument or the environment, and a graph run on a team of 3 propagates a
+ * kernel's error and calls the gradient hook in order (the executor's side: core/exec.c).
+ * Timing is never asserted. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backends/cpu/team.h"
 #include "core/tg-impl.h"
@@ -116,6 +119,55 @@ START_TEST(test_nested_run) {
 }
 END_TEST
 
+/* ---- offered jobs (tg_cpu_team_offer): members that join in time help, the rest are not
+ * waited for, and a job for everyone after them still gets every member ---- */
+
+enum { OFFER_TASKS = 257 };
+
+typedef struct {
+    atomic_int next;
+    atomic_int hits[OFFER_TASKS];
+    atomic_int members; /* members that ran fn (0 is always one) */
+    atomic_int bad;
+    int late_us; /* members other than 0 start this late (held off their core) */
+} offer_work;
+
+static void offer_member(void *ctx, tg_cpu_par *p) {
+    offer_work *w = ctx;
+    atomic_fetch_add(&w->members, 1);
+    if (!tg_cpu_member_joined(p, p->ith) || !tg_cpu_member_joined(p, 0))
+        atomic_fetch_add(&w->bad, 1);
+    if (p->ith != 0 && w->late_us) usleep((useconds_t)w->late_us);
+    for (int t; (t = atomic_fetch_add(&w->next, 1)) < OFFER_TASKS;)
+        atomic_fetch_add(&w->hits[t], 1);
+}
+
+START_TEST(test_offer) {
+    tg_cpu_team *team = tg_cpu_team_new(N_MEMBERS);
+    ck_assert_ptr_nonnull(team);
+    for (int run = 0; run < 600; run++) {
+        offer_work *w = calloc(1, sizeof *w);
+        w->late_us = run % 3 == 0 ? 200 : 0;
+        tg_cpu_team_offer(team, offer_member, w);
+        /* every task once, by member 0 alone or with whoever joined */
+        for (int k = 0; k < OFFER_TASKS; k++)
+            ck_assert_int_eq(atomic_load(&w->hits[k]), 1);
+        ck_assert_int_ge(atomic_load(&w->members), 1);
+        ck_assert_int_le(atomic_load(&w->members), N_MEMBERS);
+        ck_assert_int_eq(atomic_load(&w->bad), 0);
+        free(w);
+        if (run % 50 == 49) { /* a job for everyone after offered ones: all members come */
+            work *e = calloc(1, sizeof *e);
+            tg_cpu_team_run(team, member, e);
+            ck_assert_int_eq(atomic_load(&e->entered), N_MEMBERS);
+            ck_assert_int_eq(atomic_load(&e->bad), 0);
+            free(e);
+        }
+    }
+    tg_cpu_team_free(team);
+}
+END_TEST
+
 START_TEST(test_thread_count) {
     const char *bad = NULL;
     unsetenv("TG_NUM_THREADS");
@@ -219,6 +271,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_share);
     tcase_add_test(tc, test_barrier_and_dynamic);
     tcase_add_test(tc, test_nested_run);
+    tcase_add_test(tc, test_offer);
     tcase_add_test(tc, test_thread_count);
     tcase_add_test(tc, test_graph_on_team);
     suite_add_tcase(s, tc);

@@ -152,8 +152,11 @@ static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
  * still waking up) and the waiting member takes it. So on an idle machine each member does its
  * own share, as a fixed split would, while a member that the machine preempts holds up only a
  * share it has started: the others take the rest, and it catches up through nodes already
- * done. The first failing node is recorded with its error message (each thread's message is
- * its own); once that node is done every member sees it and stops. */
+ * done. The run is offered to the team (team.h: tg_cpu_team_offer): a member that has not
+ * joined it yet (asleep, or held off its core) owns no share — its shares are taken at once,
+ * without the grace — and is not waited for at the end. The first failing node is recorded
+ * with its error message (each thread's message is its own); once that node is done every
+ * member sees it and stops. */
 enum { STEAL_NS = 100 * 1000 };
 
 typedef struct {
@@ -232,6 +235,10 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
             const int k = shares_of(j, t);
             for (int c = p->ith; c < k; c += p->nth)
                 if (take(j, i, c)) run_share(j, i, c, k);
+            /* shares of members that have not joined the run (asleep, or held off their core
+             * by another process): nobody else would take them before the grace time */
+            for (int c = 0; c < k; c++)
+                if (!tg_cpu_member_joined(p, c % p->nth) && take(j, i, c)) run_share(j, i, c, k);
             node_wait w = {.j = j, .i = i, .k = k, .steal_at = tg_cpu_now_ns() + STEAL_NS};
             while (!node_done(&w)) {
                 tg_cpu_event_wait(&j->progress, done_or_late, &w);
@@ -256,7 +263,7 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->done = j->claimed + j->n;
     atomic_init(&j->fail_at, j->n);
     pthread_mutex_init(&j->mu, NULL);
-    tg_cpu_team_run(team_of(b), graph_member, j);
+    tg_cpu_team_offer(team_of(b), graph_member, j);
     pthread_mutex_destroy(&j->mu);
     free((void *)j->claimed);
     free((void *)j->taken);
@@ -327,6 +334,46 @@ static void optim_member(void *ctx, tg_cpu_par *p) {
     }
 }
 
+/* Store maths over a buffer of n floats: fn's loop cut into static shares (fn called with
+ * (share, shares), no team), taken in order by whichever members are free
+ * (tg_cpu_team_offer), so a member held off its core delays only a share it has started.
+ * Buffers below TG_PAR_MIN (biases, norms) are done by the caller alone. The results do not
+ * depend on the cut (element-wise updates, or fixed chunks: sumsq). */
+enum { VEC_SHARES_PER_THREAD = 4 };
+
+typedef struct {
+    void (*fn)(void *ctx, tg_cpu_par *p);
+    void *ctx;
+    int shares;
+    _Atomic int next, done;
+    tg_cpu_event finished;
+} store_shares;
+
+static bool vec_all_done(void *ctx) {
+    store_shares *v = ctx;
+    return atomic_load(&v->done) == v->shares;
+}
+
+static void vec_member(void *ctx, tg_cpu_par *p) {
+    store_shares *v = ctx;
+    for (int c; (c = atomic_fetch_add(&v->next, 1)) < v->shares;) {
+        tg_cpu_par share = {.team = NULL, .ith = c, .nth = v->shares};
+        v->fn(v->ctx, &share);
+        if (atomic_fetch_add(&v->done, 1) + 1 == v->shares) tg_cpu_event_signal(&v->finished);
+    }
+    if (p->ith == 0) tg_cpu_event_wait(&v->finished, vec_all_done, v);
+}
+
+static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    if (n <= TG_PAR_MIN || b->nthreads <= 1) {
+        tg_cpu_par one = {.team = NULL, .ith = 0, .nth = 1};
+        fn(ctx, &one);
+        return;
+    }
+    store_shares v = {.fn = fn, .ctx = ctx, .shares = b->nthreads * VEC_SHARES_PER_THREAD};
+    tg_cpu_team_offer(team_of(b), vec_member, &v);
+}
+
 static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
                                   float *w, const float *g, float *m, float *v, int64_t n) {
     optim_job o = {.cfg = cfg, .lr = lr, .w = w, .m = m, .v = v, .g = g, .n = n};
@@ -336,7 +383,7 @@ static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, flo
         o.alpha = (float)(lr / c1);
         o.rc2 = (float)(1.0 / sqrt(c2));
     }
-    tg_cpu_team_run(team_of(b), optim_member, &o);
+    run_vec(b, n, optim_member, &o);
     return TG_OK;
 }
 
@@ -366,7 +413,7 @@ static tg_status cpu_sumsq(tg_backend *b, const float *x, int64_t n, double *out
     double *part = malloc((size_t)(nch ? nch : 1) * sizeof *part);
     if (!part) return tg_error_set(TG_ERR_NOMEM, "cpu sumsq: out of memory");
     vec_job j = {.x = x, .n = n, .nch = nch, .part = part};
-    tg_cpu_team_run(team_of(b), sumsq_member, &j);
+    run_vec(b, n, sumsq_member, &j);
     double t = 0.0;
     for (int64_t k = 0; k < nch; k++) t += part[k];
     free(part);
@@ -381,7 +428,7 @@ static void scale_member(void *ctx, tg_cpu_par *p) {
 
 static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
     vec_job j = {.x_rw = x, .n = n, .s = s};
-    tg_cpu_team_run(team_of(b), scale_member, &j);
+    run_vec(b, n, scale_member, &j);
     return TG_OK;
 }
 

@@ -57,20 +57,30 @@ enum {
     MAX_THREADS = 4096,
 };
 
+/* A job's state word: its number (bits 32..63), CLOSED (no member may join any more) and the
+ * number of members inside it besides member 0 (the low bits). */
+#define JOB_CLOSED (UINT64_C(1) << 31)
+#define JOB_INSIDE (JOB_CLOSED - 1)
+
 /* Counters on their own cache lines: members write `arrived` while others poll `gen`. */
 struct tg_cpu_team {
     _Alignas(64) atomic_int arrived;
     _Alignas(64) atomic_uint gen;
     tg_cpu_event ev; /* signalled when gen moves */
-    _Alignas(64) atomic_llong next; /* the dynamic counter (tg_cpu_next) */
+    _Alignas(64) _Atomic uint64_t job; /* the posted job's state word */
+    tg_cpu_event posted;               /* signalled when a job is posted */
+    tg_cpu_event left;                 /* signalled when the last member leaves a closed job */
+    _Alignas(64) atomic_llong next;    /* the dynamic counter (tg_cpu_next) */
     _Alignas(64) void (*fn)(void *ctx, tg_cpu_par *p);
     void *slot;
     void *ctx;
     bool quit;
-    atomic_bool running; /* member 0 is inside tg_cpu_team_run */
+    bool everyone;       /* the posted job needs every member (tg_cpu_team_run) */
+    atomic_bool running; /* member 0 is inside tg_cpu_team_run or tg_cpu_team_offer */
     int n;
     pthread_t *threads;
     tg_cpu_par *pars;
+    _Atomic unsigned *joined; /* per member: the number of the last job it joined */
 };
 
 int64_t tg_cpu_now_ns(void) {
@@ -169,16 +179,55 @@ void **tg_cpu_slot(tg_cpu_par *p) {
     return p->team && p->nth > 1 ? &p->team->slot : &p->solo_slot;
 }
 
-/* A member other than 0: wait for work (a barrier), do it, meet the others (a barrier). */
+typedef struct {
+    tg_cpu_team *t;
+    unsigned seen;
+} job_wait;
+
+static bool job_posted(void *ctx) {
+    const job_wait *w = ctx;
+    return (unsigned)(atomic_load_explicit(&w->t->job, memory_order_acquire) >> 32) != w->seen;
+}
+
+static bool nobody_inside(void *ctx) {
+    return (atomic_load(&((tg_cpu_team *)ctx)->job) & JOB_INSIDE) == 0;
+}
+
+/* Enter job `num` unless it is closed or already replaced by a newer one. */
+static bool join(tg_cpu_team *t, unsigned num) {
+    uint64_t s = atomic_load(&t->job);
+    do {
+        if ((unsigned)(s >> 32) != num || (s & JOB_CLOSED)) return false;
+    } while (!atomic_compare_exchange_weak(&t->job, &s, s + 1));
+    return true;
+}
+
+static void leave(tg_cpu_team *t) {
+    uint64_t s = atomic_fetch_sub(&t->job, 1) - 1;
+    if ((s & JOB_CLOSED) && (s & JOB_INSIDE) == 0) tg_cpu_event_signal(&t->left);
+}
+
+/* A member other than 0: wait for a job to be posted, join it, do it, leave. A member that wakes
+ * late finds an offered job (tg_cpu_team_offer) closed, done without it, and waits for the
+ * next; a job for everyone (tg_cpu_team_run) is never closed before every member has joined
+ * it, since member 0 waits at its closing barrier. */
 static void *member_main(void *arg) {
     tg_cpu_par *p = arg;
     tg_cpu_team *t = p->team;
+    job_wait w = {t, 0};
     for (;;) {
-        barrier(t);
-        if (t->quit) return NULL;
-        p->solo_next = 0;
-        t->fn(t->ctx, p);
-        barrier(t);
+        tg_cpu_event_wait(&t->posted, job_posted, &w);
+        w.seen = (unsigned)(atomic_load_explicit(&t->job, memory_order_acquire) >> 32);
+        if (!join(t, w.seen)) continue;
+        atomic_store_explicit(&t->joined[p->ith], w.seen, memory_order_release);
+        bool quit = t->quit, everyone = t->everyone;
+        if (!quit) {
+            p->solo_next = 0;
+            t->fn(t->ctx, p);
+        }
+        leave(t); /* before the barrier: once member 0 passes it, nobody is inside */
+        if (everyone) barrier(t);
+        if (quit) return NULL;
     }
 }
 
@@ -193,9 +242,11 @@ tg_cpu_team *tg_cpu_team_new(int n) {
     t->n = n;
     t->threads = calloc((size_t)n, sizeof *t->threads);
     t->pars = calloc((size_t)n, sizeof *t->pars);
-    if (!t->threads || !t->pars) {
+    t->joined = calloc((size_t)n, sizeof *t->joined);
+    if (!t->threads || !t->pars || !t->joined) {
         free(t->threads);
         free(t->pars);
+        free((void *)t->joined);
         free(t);
         return NULL;
     }
@@ -213,34 +264,69 @@ tg_cpu_team *tg_cpu_team_new(int n) {
     return t;
 }
 
+/* Member 0: publish fn and ctx as job number num (the release store of the state word) and
+ * wake the sleeping members. */
+static void post(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx, bool everyone) {
+    unsigned num = (unsigned)(atomic_load(&t->job) >> 32) + 1;
+    t->fn = fn;
+    t->ctx = ctx;
+    t->everyone = everyone;
+    atomic_store_explicit(&t->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->joined[0], num, memory_order_relaxed);
+    atomic_store_explicit(&t->job, (uint64_t)num << 32, memory_order_release);
+    tg_cpu_event_signal(&t->posted);
+}
+
 void tg_cpu_team_free(tg_cpu_team *t) {
     if (!t) return;
     if (t->n > 1) {
         t->quit = true;
-        barrier(t); /* the members see quit and return */
+        post(t, NULL, NULL, true);
+        barrier(t); /* every member has seen quit */
         for (int i = 1; i < t->n; i++) pthread_join(t->threads[i], NULL);
     }
     free(t->threads);
     free(t->pars);
+    free((void *)t->joined);
     free(t);
 }
 
 int tg_cpu_team_size(const tg_cpu_team *t) { return t ? t->n : 1; }
 
+static bool solo(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    if (t && t->n > 1 && !atomic_exchange(&t->running, true)) return false;
+    tg_cpu_par one = {.team = NULL, .ith = 0, .nth = 1};
+    fn(ctx, &one);
+    return true;
+}
+
 void tg_cpu_team_run(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
-    if (!t || t->n <= 1 || atomic_exchange(&t->running, true)) {
-        tg_cpu_par solo = {.team = NULL, .ith = 0, .nth = 1};
-        fn(ctx, &solo);
-        return;
-    }
-    t->fn = fn;
-    t->ctx = ctx;
+    if (solo(t, fn, ctx)) return;
     tg_cpu_par *p = &t->pars[0];
     p->solo_next = 0;
-    barrier(t); /* start: publishes fn and ctx (release by the generation bump) */
+    post(t, fn, ctx, true);
     fn(ctx, p);
-    barrier(t); /* end: every member is done */
+    barrier(t); /* end: every member has joined, done its part and left */
     atomic_store(&t->running, false);
+}
+
+void tg_cpu_team_offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    if (solo(t, fn, ctx)) return;
+    tg_cpu_par *p = &t->pars[0];
+    p->solo_next = 0;
+    post(t, fn, ctx, false);
+    fn(ctx, p);
+    /* the work is done; wait only for members still inside (they may read ctx) */
+    atomic_fetch_or(&t->job, JOB_CLOSED);
+    tg_cpu_event_wait(&t->left, nobody_inside, t);
+    atomic_store(&t->running, false);
+}
+
+bool tg_cpu_member_joined(const tg_cpu_par *p, int m) {
+    if (!p->team) return m == p->ith;
+    const tg_cpu_team *t = p->team;
+    unsigned num = (unsigned)(atomic_load_explicit(&t->job, memory_order_relaxed) >> 32);
+    return atomic_load_explicit(&t->joined[m], memory_order_acquire) == num;
 }
 
 /* A positive count in 1..MAX_THREADS at the start of s (OMP_NUM_THREADS may be a list "4,2"). */

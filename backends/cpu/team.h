@@ -3,10 +3,12 @@
  *
  * A team of n threads is created once with the backend: the thread that calls
  * tg_cpu_team_run() is member 0, n - 1 pthreads are the others. tg_cpu_team_run(fn) runs fn
- * on every member at once and returns when all have finished; the CPU backend runs a whole
- * graph that way (cpu.c: every member walks the node list and does its shares of each node,
- * waiting until the node is done before the next), so a training step opens one parallel
- * region, not one per op.
+ * on every member at once and returns when all have finished. tg_cpu_team_offer(fn) runs it on
+ * member 0 and whichever members join in time, and does not wait for the others: the CPU
+ * backend runs a whole graph that way (cpu.c: every member walks the node list and takes shares
+ * of each node, waiting until the node is done before the next), so a training step opens one
+ * parallel region, not one per op, and a member that another process holds off its core
+ * delays neither the start nor the end of a run.
  *
  * A kernel gets a tg_cpu_par: its share index ith and the share count nth. It splits its loop
  * with TG_CPU_FOR (contiguous static blocks, as OpenMP's schedule(static)). Called by every
@@ -41,6 +43,17 @@ int tg_cpu_team_size(const tg_cpu_team *team);
 /* fn(ctx, par) on every member at once; returns when all have returned. A call made while the
  * team is already running (from inside fn, on member 0) runs fn on the caller alone. */
 void tg_cpu_team_run(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
+
+/* fn(ctx, par) on member 0 and on every other member that is free to join while member 0 is
+ * inside fn; returns when member 0's fn has returned and every member that joined has left. A
+ * member asleep, or preempted by another process, when the job is posted may find it already
+ * done and is not waited for, so fn must get all the work done by whichever members run it
+ * (take work items atomically, as the graph runner's shares in cpu.c), and must not use
+ * tg_cpu_barrier or a static split of the team. tg_cpu_member_joined(p, m): whether member m
+ * has joined the current job (so far; a member may join later). Same nesting rule as
+ * tg_cpu_team_run. */
+void tg_cpu_team_offer(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
+bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
 
 /* Wait until every member has arrived. Also resets the dynamic counter (tg_cpu_next): a
  * dynamically scheduled loop must be separated from the next one by a barrier. */
