@@ -1,6 +1,7 @@
 /* Backends as a module: the registry (tg_backend_new by name) and the kernel geometry that
  * every backend shares (core/backend-helpers.h): broadcast strides, the GEMM plan of a batched
  * matmul, and sum_to's reduced dims, checked on shapes whose answers are worked out by hand. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/backend-helpers.h"
@@ -84,6 +85,33 @@ START_TEST(test_registry_errors) {
 }
 END_TEST
 
+/* cuBLAS is opened by the first CUDA backend, never at program start (backends/cuda/
+ * blas_load.c: linking it costs every process ~150 MiB and ~0.8 s). So a process that only
+ * makes CPU backends, or asks for a CUDA backend on a machine without a GPU, never maps it; one
+ * that made a CUDA backend has. Registered only in a build with CUDA. */
+static bool mapped(const char *lib) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, lib) != NULL;
+    fclose(f);
+    return found;
+}
+
+START_TEST(test_cublas_opened_lazily) {
+    tg_backend *b;
+    ck_assert_int_eq(tg_backend_new("cpu", NULL, &b), TG_OK);
+    tg_backend_free(b);
+    ck_assert_msg(!mapped("libcublas"), "cuBLAS mapped in a CPU-only process");
+    tg_status st = tg_backend_cuda_new(0, &b);
+    ck_assert_msg(st == TG_OK || st == TG_ERR_BACKEND, "%s", tg_error_message());
+    ck_assert(mapped("libcublas") == (st == TG_OK));
+    if (st == TG_OK) tg_backend_free(b);
+}
+END_TEST
+
 /* ---- geometry ---- */
 
 static tg_graph *G;
@@ -149,6 +177,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tr, test_registry_errors);
     tcase_add_test(tr, test_cpu_supports_op_truthfully);
     tcase_add_test(tr, test_op_table_has_one_row_per_op);
+    if (tg_have_cuda()) tcase_add_test(tr, test_cublas_opened_lazily);
     suite_add_tcase(s, tr);
     TCase *tg = tcase_create("geometry");
     tcase_add_checked_fixture(tg, setup, teardown);

@@ -40,6 +40,20 @@ typedef struct tgcu_impl {
 /* tgcu_status (a tg status for a CUDA error): backends/cuda/cuda-access.h */
 tg_status tgcu_blas_status(cublasStatus_t s, const char *what);
 
+/* The cuBLAS functions the backend calls, loaded at run time (blas_load.c says why):
+ * tgcu_blas_load() before the first use (tg_backend_cuda_new); TG_ERR_BACKEND naming the
+ * library when it cannot be loaded. */
+typedef struct {
+    __typeof__(cublasGetStatusString) *status_string;
+    __typeof__(cublasCreate) *create;
+    __typeof__(cublasDestroy) *destroy;
+    __typeof__(cublasSetStream) *set_stream;
+    __typeof__(cublasSetMathMode) *set_math_mode;
+    __typeof__(cublasSgemmStridedBatched) *sgemm_strided_batched;
+} tgcu_blas_api;
+extern tgcu_blas_api tgcu_blas;
+tg_status tgcu_blas_load(void);
+
 /* Device memory from the backend's caching allocator (NULL + error set on failure); free
  * with the same byte count. Blocks are reused in stream order, so a block freed right after
  * enqueueing the kernel that uses it is safe. */

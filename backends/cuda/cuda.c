@@ -29,7 +29,7 @@ tg_status tgcu_blas_status(cublasStatus_t s, const char *what) {
     if (s == CUBLAS_STATUS_SUCCESS) return TG_OK;
     (void)cudaGetLastError();
     return tg_error_set(s == CUBLAS_STATUS_ALLOC_FAILED ? TG_ERR_NOMEM : TG_ERR_BACKEND,
-                        "cuda backend: %s: cuBLAS: %s", what, cublasGetStatusString(s));
+                        "cuda backend: %s: cuBLAS: %s", what, tgcu_blas.status_string(s));
 }
 
 /* Make the backend's device current on the calling thread (cheap; needed when a program
@@ -267,7 +267,7 @@ static void destroy_impl(tg_backend *b) {
     if (c->dev_check) (void)cudaFree(c->dev_check);
     if (c->host_pinned) (void)cudaFreeHost(c->host_pinned);
     if (c->staging) (void)cudaFreeHost(c->staging);
-    if (c->blas) (void)cublasDestroy(c->blas);
+    if (c->blas) (void)tgcu_blas.destroy(c->blas);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();
     free(c);
@@ -342,15 +342,16 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out) {
     b->impl = c;
     c->device = device;
     c->tf32 = tf32;
-    tg_status st = tgcu_status(cudaSetDevice(device), "cudaSetDevice");
+    tg_status st = tgcu_blas_load();
+    if (!st) st = tgcu_status(cudaSetDevice(device), "cudaSetDevice");
     if (!st) st = tgcu_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    if (!st) st = tgcu_blas_status(cublasCreate(&c->blas), "cublasCreate");
-    if (!st) st = tgcu_blas_status(cublasSetStream(c->blas, c->stream), "cublasSetStream");
+    if (!st) st = tgcu_blas_status(tgcu_blas.create(&c->blas), "cublasCreate");
+    if (!st) st = tgcu_blas_status(tgcu_blas.set_stream(c->blas, c->stream), "cublasSetStream");
     /* TF32 off by default: products keep full float32 precision, as on the CPU */
     if (!st)
-        st = tgcu_blas_status(
-            cublasSetMathMode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-            "cublasSetMathMode");
+        st = tgcu_blas_status(tgcu_blas.set_math_mode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                    : CUBLAS_DEFAULT_MATH),
+                              "cublasSetMathMode");
     if (!st) st = tgcu_status(cudaMalloc((void **)&c->dev_check, 2 * sizeof(int64_t)), "cudaMalloc");
     if (!st) st = tgcu_status(cudaMallocHost((void **)&c->host_pinned, 4 * sizeof(int64_t)), "cudaMallocHost");
     if (!st) st = tgcu_status(cudaMallocHost((void **)&c->staging, STAGING_BYTES), "cudaMallocHost");

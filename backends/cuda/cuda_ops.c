@@ -300,10 +300,10 @@ static tg_status matmul(tg_backend *bk, tg_tensor *t) {
     for (int64_t o = 0; o < p.outer; o++) {
         int64_t offa, offb, offc;
         tg__geom_mm_offsets(&p, t, o, &offa, &offb, &offc);
-        cublasStatus_t s = cublasSgemmStridedBatched(
-            c->blas, opb, opa, (int)N, (int)M, (int)K, &one, B + offb, (int)p.b.ld,
-            (long long)p.sb, A + offa, (int)p.a.ld, (long long)p.sa, &zero, C + offc, (int)N,
-            (long long)p.sc, (int)p.inner);
+        cublasStatus_t s = tgcu_blas.sgemm_strided_batched(
+            c->blas, opb, opa, (int)N, (int)M, (int)K, &one, B + offb, (int)p.b.ld, (long long)p.sb,
+            A + offa, (int)p.a.ld, (long long)p.sa, &zero, C + offc, (int)N, (long long)p.sc,
+            (int)p.inner);
         if (s != CUBLAS_STATUS_SUCCESS) return tgcu_blas_status(s, "matmul");
     }
     return tgcu_status(cudaGetLastError(), "matmul");

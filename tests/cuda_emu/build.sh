@@ -34,9 +34,12 @@ for f in "$M"/backends/cuda/*.cu; do
     g++ -std=c++17 -O1 -g -ffp-contract=off $SAN -Wall -I"$E/inc" -I"$M/backends/cuda" -I"$M/include" \
         -I"$M" -c "$O/gen/$b.cpp" -o "$O/obj/$b.o"
 done
-for f in cuda cuda_ops; do
-    gcc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Werror -D_GNU_SOURCE -DTG_HAVE_CUDA=1 -I"$E/inc" \
-        -I"$M/include" -I"$M" -c "$M/backends/cuda/$f.c" -o "$O/obj/$f.o"
+# TGCU_BLAS_LINKED: blas_load.c takes the emulator's cuBLAS functions instead of opening the
+# library
+for f in cuda cuda_ops blas_load; do
+    gcc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Werror -D_GNU_SOURCE -DTG_HAVE_CUDA=1 \
+        -DTGCU_BLAS_LINKED -I"$E/inc" -I"$M/include" -I"$M" -c "$M/backends/cuda/$f.c" \
+        -o "$O/obj/$f.o"
 done
 # no MPI or NCCL under the emulator: the stubs of a build without them
 gcc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Werror -D_GNU_SOURCE -I"$M/include" -I"$M" \
