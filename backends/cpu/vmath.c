@@ -571,10 +571,10 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
     }
 }
 
+/* Not cached in a static: the threads of a team ask at once (a data race under ThreadSanitizer),
+ * and __builtin_cpu_supports only reads what libgcc filled in at start-up. */
 static bool have_avx2_fma(void) {
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return have;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
 static bool have_avx2_fma(void) { return false; }
