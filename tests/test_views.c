@@ -425,6 +425,70 @@ START_TEST(test_matmul_reads_views_without_copy) {
 }
 END_TEST
 
+/* Attention's products on head views of [B, n, h, d] tensors with B > 1: the B·h products
+ * are one call of two batch levels (backends/cpu/k_matmul.c), and a view whose outer batch
+ * dims do not merge (the two leading dims swapped) still loops over them. Exact on small
+ * integers against plain loops. */
+static float head_elem(const float *x, int64_t n, int64_t h, int64_t d, int64_t b, int64_t hi,
+                       int64_t i, int64_t k) {
+    return x[((b * n + i) * h + hi) * d + k];
+}
+
+START_TEST(test_matmul_head_views_many_sequences) {
+    enum { NB = 3, N = 4, H = 2, D = 3 };
+    float *x = malloc(NB * N * H * D * sizeof *x), *pm = malloc(NB * H * N * N * sizeof *pm);
+    for (int i = 0; i < NB * N * H * D; i++)
+        x[i] = (float)(i % 7 - 3);
+    for (int i = 0; i < NB * H * N * N; i++)
+        pm[i] = (float)(i % 5 - 2);
+    const int perm[4] = {0, 2, 1, 3};
+    tg_tensor *q = tg_permute(IN(x, NB, N, H, D), perm);
+    tg_tensor *s = tg_keep(tg_matmul(q, q, false, true)); /* Q·Kᵀ [B, h, n, n] */
+    tg_tensor *o = tg_keep(tg_matmul(IN(pm, NB, H, N, N), q, false, false)); /* P·V */
+    /* [2, 3, n, h, d] seen as [3, 2, h, n, d]: the leading dims' strides do not merge */
+    tg_tensor *q5 = tg_permute(IN(x, 2, 3, 2, H, D), (const int[]){1, 0, 3, 2, 4});
+    tg_tensor *s5 = tg_keep(tg_matmul(q5, q5, false, true));
+    ck_assert_int_eq(count_op(G, TG_OP_CONT), 0);
+    run_ok();
+    float ws[NB * H * N * N], wo[NB * H * N * D], w5[3 * 2 * H * 2 * 2];
+    for (int b = 0; b < NB; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < N; i++) {
+                for (int j = 0; j < N; j++) {
+                    float acc = 0;
+                    for (int k = 0; k < D; k++)
+                        acc +=
+                            head_elem(x, N, H, D, b, h, i, k) * head_elem(x, N, H, D, b, h, j, k);
+                    ws[((b * H + h) * N + i) * N + j] = acc;
+                }
+                for (int k = 0; k < D; k++) {
+                    float acc = 0;
+                    for (int j = 0; j < N; j++)
+                        acc +=
+                            pm[((b * H + h) * N + i) * N + j] * head_elem(x, N, H, D, b, h, j, k);
+                    wo[((b * H + h) * N + i) * D + k] = acc;
+                }
+            }
+    /* s5[c, a, h, i, j] = sum_k x[a, c, i, h, k] x[a, c, j, h, k], x as [2, 3, 2, H, D] */
+    for (int c = 0; c < 3; c++)
+        for (int a = 0; a < 2; a++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < 2; i++)
+                    for (int j = 0; j < 2; j++) {
+                        float acc = 0;
+                        for (int k = 0; k < D; k++)
+                            acc += x[(((a * 3 + c) * 2 + i) * H + h) * D + k] *
+                                   x[(((a * 3 + c) * 2 + j) * H + h) * D + k];
+                        w5[(((c * 2 + a) * H + h) * 2 + i) * 2 + j] = acc;
+                    }
+    expect_exact(s, ws, NB * H * N * N);
+    expect_exact(o, wo, NB * H * N * D);
+    expect_exact(s5, w5, 3 * 2 * H * 2 * 2);
+    free(x);
+    free(pm);
+}
+END_TEST
+
 START_TEST(test_matmul_fully_strided_view_copies) {
     /* last two dims of a [2,3,4] permuted by (2,0,1) -> [4,2,3] have strides (12, 4): neither
      * rows nor columns are contiguous, so matmul copies that operand first */
@@ -625,6 +689,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_contiguous_of_6d_strided);
     tcase_add_test(tc, test_binary_op_on_views);
     tcase_add_test(tc, test_matmul_reads_views_without_copy);
+    tcase_add_test(tc, test_matmul_head_views_many_sequences);
     tcase_add_test(tc, test_matmul_fully_strided_view_copies);
     tcase_add_test(tc, test_reduction_of_view);
     tcase_add_test(tc, test_kept_view_of_intermediate);

@@ -162,7 +162,7 @@ enum { STEAL_NS = 100 * 1000 };
 typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
-    int shares;
+    int nthreads, shares; /* team size; most shares of one node (shares_of) */
     void (*after)(void *ctx, int64_t i);
     void *ctx;
     _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
@@ -185,9 +185,21 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
 }
 
 /* Shares of a node: the team size, except for kernels that share buffers between their
- * members through barriers (the cross-entropy total: one share). */
+ * members through barriers (the cross-entropy total: one share), and FINE_SHARES per member
+ * for the big nodes that are not products (elementwise, rows, layout: more than FINE_MIN
+ * output values, so a share keeps thousands). A member that joins the run late — woken
+ * ~50-100 µs after member 0 posted it, or held off its core by another process — then still
+ * finds shares of the node left to take instead of member 0 having taken the whole absent
+ * share at once (a one-node run of a 1 ms GELU ran on member 0 alone). The products keep one
+ * share per member: each extra block of a BLAS product re-packs the shared operand (gemm.c).
+ * Every kernel's share computes its own outputs whole, so the results do not depend on the
+ * cut. */
+enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
+
 static int shares_of(const graph_job *j, const tg_tensor *t) {
     if (t->op == TG_OP_CROSS_ENTROPY && t->p.cross_entropy.reduction != TG_REDUCE_NONE) return 1;
+    if (t->op == TG_OP_MATMUL || j->shares == 1 || tg_tensor_numel(t) <= FINE_MIN)
+        return j->nthreads;
     return j->shares;
 }
 
@@ -252,7 +264,8 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 }
 
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
-    j->shares = b->nthreads;
+    j->nthreads = b->nthreads;
+    j->shares = b->nthreads > 1 ? b->nthreads * FINE_SHARES : 1;
     j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
     j->taken = calloc((size_t)(j->n * j->shares + 1), 1);
     if (!j->claimed || !j->taken) {
