@@ -503,31 +503,40 @@ AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
     return j + 8 <= d ? v : _mm256_and_ps(v, _mm256_castsi256_ps(lanes(d - j)));
 }
 
-/* Two accumulators (vectors 2i and 2i + 1) so that the adds of a long row are two
- * independent chains (one chain is bound by the add latency, ~half of memory speed). */
+/* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
+ * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and
+ * with two a [1280, 256] layer norm measured 1.3x slower (docs/results.md §4). */
 AVX2 static void row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t j = 0;
-    for (; j + 16 <= d; j += 16) {
+    for (; j + 32 <= d; j += 32) {
         a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
         a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + j + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + j + 24));
     }
     for (; j < d; j += 8) a0 = _mm256_add_ps(a0, load0(x, j, d));
-    float mu = hsum8(_mm256_add_ps(a0, a1)) / (float)d;
+    float mu = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) / (float)d;
     const __m256 mv = _mm256_set1_ps(mu);
-    a0 = a1 = _mm256_setzero_ps();
-    for (j = 0; j + 16 <= d; j += 16) {
+    a0 = a1 = a2 = a3 = _mm256_setzero_ps();
+    for (j = 0; j + 32 <= d; j += 32) {
         __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), mv);
         __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mv);
+        __m256 c2 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 16), mv);
+        __m256 c3 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 24), mv);
         a0 = _mm256_fmadd_ps(c0, c0, a0);
         a1 = _mm256_fmadd_ps(c1, c1, a1);
+        a2 = _mm256_fmadd_ps(c2, c2, a2);
+        a3 = _mm256_fmadd_ps(c3, c3, a3);
     }
     for (; j < d; j += 8) {
         __m256 c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
         a0 = _mm256_fmadd_ps(c, c, a0);
     }
     *mean = mu;
-    *rstd = 1.0f / sqrtf(hsum8(_mm256_add_ps(a0, a1)) / (float)d + eps);
+    *rstd =
+        1.0f /
+        sqrtf(hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) / (float)d + eps);
 }
 
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
@@ -536,10 +545,21 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
         float mu, rs;
         row_stats_avx2(x, d, eps, &mu, &rs);
         const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
-        for (int64_t j = 0; j < d; j += 8) {
+        int64_t j = 0;
+        if (gm && bt) /* the usual case: whole vectors without the tail's tests, one FMA */
+            for (; j + 8 <= d; j += 8) {
+                __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv), rv);
+                _mm256_storeu_ps(
+                    y + j, _mm256_fmadd_ps(v, _mm256_loadu_ps(gm + j), _mm256_loadu_ps(bt + j)));
+            }
+        for (; j < d; j += 8) {
             __m256 v = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
-            if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
-            if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
+            if (gm && bt) {
+                v = _mm256_fmadd_ps(v, load0(gm, j, d), load0(bt, j, d));
+            } else {
+                if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
+                if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
+            }
             store_row(y, j, d, v);
         }
     }
