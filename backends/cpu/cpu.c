@@ -239,22 +239,31 @@ static bool done_or_late(void *ctx) {
                             tg_cpu_now_ns() >= w->steal_at);
 }
 
+/* The member that owns share c of k: contiguous runs of shares per member, so that with 4
+ * shares per member a member's shares of an elementwise node cover the rows its share of the
+ * preceding product wrote (one block per member), still in its own core's cache. */
+static int owner(int c, int k, int nth) {
+    return (int)((int64_t)c * nth / k);
+}
+
 static void graph_member(void *ctx, tg_cpu_par *p) {
     graph_job *j = ctx;
     for (int64_t i = 0; i < j->n; i++) {
         tg_tensor *t = j->nodes[i];
         if (!(t->flags & TG_TF_FUSED)) {
             const int k = shares_of(j, t);
-            for (int c = p->ith; c < k; c += p->nth)
-                if (take(j, i, c)) run_share(j, i, c, k);
+            for (int c = 0; c < k; c++)
+                if (owner(c, k, p->nth) == p->ith && take(j, i, c)) run_share(j, i, c, k);
             /* shares of members that have not joined the run (asleep, or held off their core
              * by another process): nobody else would take them before the grace time */
-            for (int c = 0; c < k; c++)
-                if (!tg_cpu_member_joined(p, c % p->nth) && take(j, i, c)) run_share(j, i, c, k);
+            for (int c = k - 1; c >= 0; c--)
+                if (!tg_cpu_member_joined(p, owner(c, k, p->nth)) && take(j, i, c))
+                    run_share(j, i, c, k);
             node_wait w = {.j = j, .i = i, .k = k, .steal_at = tg_cpu_now_ns() + STEAL_NS};
             while (!node_done(&w)) {
                 tg_cpu_event_wait(&j->progress, done_or_late, &w);
-                for (int c = 0; c < k && atomic_load(&j->claimed[i]) < k; c++)
+                /* from the end: a late owner works through its shares from the start */
+                for (int c = k - 1; c >= 0 && atomic_load(&j->claimed[i]) < k; c--)
                     if (take(j, i, c)) run_share(j, i, c, k);
             }
             if (atomic_load(&j->fail_at) <= i) return;
