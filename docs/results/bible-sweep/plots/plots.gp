@@ -5,35 +5,40 @@ set logscale x 2
 set xrange [1.25:25.6]
 set xlabel 'heads'
 set xtics ('2' 2, '4' 4, '16' 16)
-titles = 'mha interacting'
+titles = 'mha fixed_head talking_heads interacting interacting_noproj interacting_pairwise'
 set arrow 1 from 4, graph 0 to 4, graph 1 nohead dt 2 lw 2 lc 'gray'
 set label 1 'h_max = 4' at 4, graph 0.04 offset 0.5,0
 set output 'quality_vs_heads.png'
 set yrange [0:*]
-set multiplot layout 1,6 title 'bible: test quality against heads'
+set offsets 0, 0, graph 0.3, 0
+set key top right opaque box
+set terminal pngcairo size 1200,840 font ',10' noenhanced
+set multiplot layout 2,3 title 'bible: test quality against heads'
 set ylabel 'BLEU'
-plot for [i=0:1] 'by_heads.dat' index i using 1:2:3 with yerrorlines lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:2:3 with yerrorlines lw 2 title word(titles, i+1)
 set ylabel 'chrF'
-plot for [i=0:1] 'by_heads.dat' index i using 1:4:5 with yerrorlines lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:4:5 with yerrorlines lw 2 title word(titles, i+1)
 set ylabel 'WER %'
-plot for [i=0:1] 'by_heads.dat' index i using 1:6:7 with yerrorlines lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:6:7 with yerrorlines lw 2 title word(titles, i+1)
 set ylabel 'METEOR'
-plot for [i=0:1] 'by_heads.dat' index i using 1:8:9 with yerrorlines lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:8:9 with yerrorlines lw 2 title word(titles, i+1)
 set ylabel 'ROUGE-L'
-plot for [i=0:1] 'by_heads.dat' index i using 1:10:11 with yerrorlines lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:10:11 with yerrorlines lw 2 title word(titles, i+1)
 set ylabel 'CIDEr-D'
-plot for [i=0:1] 'by_heads.dat' index i using 1:12:13 with yerrorlines lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:12:13 with yerrorlines lw 2 title word(titles, i+1)
 unset multiplot
+set terminal pngcairo size 1200,540 font ',10' noenhanced
 set output 'cost_vs_heads.png'
 set multiplot layout 1,2 title 'training cost against heads'
 set ylabel 'ms per training step'
-plot for [i=0:1] 'by_heads.dat' index i using 1:14 with linespoints lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:14 with linespoints lw 2 title word(titles, i+1)
 set ylabel 'peak memory (MiB, RSS)'
-plot for [i=0:1] 'by_heads.dat' index i using 1:15 with linespoints lw 2 title word(titles, i+1)
+plot for [i=0:5] 'by_heads.dat' index i using 1:15 with linespoints lw 2 title word(titles, i+1)
 unset multiplot
 set yrange [*:*]
 unset arrow 1
 unset label 1
+set offsets 0, 0, 0, 0
 unset logscale x
 set xrange [*:*]
 set xtics autofreq
@@ -54,6 +59,28 @@ plot '../curves/mha-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 1 title 'mha h
      '../curves/mha-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 5 title 'mha h16', \
      '../curves/mha-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 5 notitle, \
      '../curves/interacting-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 6 title 'interacting h16', \
-     '../curves/interacting-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 6 notitle
+     '../curves/interacting-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 6 notitle, \
+     '../curves/fixed_head-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 7 title 'fixed_head h2', \
+     '../curves/fixed_head-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 7 notitle, \
+     '../curves/talking_heads-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 8 title 'talking_heads h2', \
+     '../curves/talking_heads-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 8 notitle, \
+     '../curves/interacting_pairwise-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 9 title 'interacting_pairwise h2', \
+     '../curves/interacting_pairwise-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 9 notitle, \
+     '../curves/interacting_noproj-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 10 title 'interacting_noproj h2', \
+     '../curves/interacting_noproj-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 10 notitle, \
+     '../curves/talking_heads-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 11 title 'talking_heads h4', \
+     '../curves/talking_heads-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 11 notitle, \
+     '../curves/interacting_pairwise-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 12 title 'interacting_pairwise h4', \
+     '../curves/interacting_pairwise-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 12 notitle, \
+     '../curves/interacting_noproj-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 13 title 'interacting_noproj h4', \
+     '../curves/interacting_noproj-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 13 notitle, \
+     '../curves/fixed_head-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 14 title 'fixed_head h16', \
+     '../curves/fixed_head-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 14 notitle, \
+     '../curves/talking_heads-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 15 title 'talking_heads h16', \
+     '../curves/talking_heads-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 15 notitle, \
+     '../curves/interacting_noproj-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 16 title 'interacting_noproj h16', \
+     '../curves/interacting_noproj-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 16 notitle, \
+     '../curves/interacting_pairwise-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 17 title 'interacting_pairwise h16', \
+     '../curves/interacting_pairwise-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 17 notitle
 unset logscale y
 unset title
