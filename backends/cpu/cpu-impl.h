@@ -34,6 +34,10 @@ extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
 extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
 extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mix_t */
 
+/* Whether matmul node t's products take the small-product path (k_matmul.c; gemm.c's rule):
+ * its tasks pack their own operands, so the graph runner may cut it into more shares. */
+bool tg__cpu_matmul_is_small(const tg_tensor *t);
+
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without
  * a buffer, operands gathered for broadcasting, and each member's values over the tile. */

@@ -190,17 +190,18 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
  * output values, so a share keeps thousands). A member that joins the run late — woken
  * ~50-100 µs after member 0 posted it, or held off its core by another process — then still
  * finds shares of the node left to take instead of member 0 having taken the whole absent
- * share at once (a one-node run of a 1 ms GELU ran on member 0 alone). The products keep one
- * share per member: each extra block of a BLAS product re-packs the shared operand (gemm.c).
+ * share at once (a one-node run of a 1 ms GELU ran on member 0 alone). So are the products on
+ * the small-product path (attention: each task packs its own operand); the BLAS products keep
+ * one share per member: each extra block re-packs the shared operand (gemm.c).
  * Every kernel's share computes its own outputs whole, so the results do not depend on the
  * cut. */
 enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
 
 static int shares_of(const graph_job *j, const tg_tensor *t) {
     if (t->op == TG_OP_CROSS_ENTROPY && t->p.cross_entropy.reduction != TG_REDUCE_NONE) return 1;
-    if (t->op == TG_OP_MATMUL || j->shares == 1 || tg_tensor_numel(t) <= FINE_MIN)
-        return j->nthreads;
-    return j->shares;
+    if (j->shares == 1) return 1;
+    if (t->op == TG_OP_MATMUL) return tg__cpu_matmul_is_small(t) ? j->shares : j->nthreads;
+    return tg_tensor_numel(t) <= FINE_MIN ? j->nthreads : j->shares;
 }
 
 static bool take(graph_job *j, int64_t i, int c) {

@@ -77,6 +77,13 @@ static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
+bool tg__cpu_matmul_is_small(const tg_tensor *t) {
+    tg_mm_plan mp;
+    tg__geom_mm_plan(t, &mp);
+    const tg_cpu_gemm_args g = {.batch = mp.inner, .M = mp.M, .N = mp.N, .K = mp.K};
+    return tg_cpu_gemm_choose(&g, 1) == TG_CPU_GEMM_SMALL;
+}
+
 /* The family's kernel, registered by op. */
 TG__CPU_KERNELS(matmul) = {
     [TG_OP_MATMUL] = matmul,
