@@ -25,14 +25,19 @@ typedef struct tg_mm_operand {
 
 /* Batch dims [first, nb) collapse into one strided batch of `inner` products (strides sa, sb,
  * sc between them) while every operand's strides stay uniform; dims [0, first) are an outer
- * loop of `outer` such batches (tg__geom_mm_offsets gives each one's offsets). */
+ * loop of `outer` such batches (tg__geom_mm_offsets gives each one's offsets). Of those, dims
+ * [first2, first) collapse the same way into a second level of `mid` batches (strides osa,
+ * osb, osc), for an engine that takes two batch levels in one call: the heads of a
+ * [B, n, h, dk] tensor viewed as [B, h, n, dk] are dk apart (inner) and the sequences n·h·dk
+ * (mid), so all B·h products can be one call. outer is a multiple of mid. */
 typedef struct tg_mm_plan {
     int64_t M, N, K;
     tg_mm_operand a, b;
     int nb;                       /* batch dims of C */
     int64_t cstride[TG_MAX_DIMS]; /* C's contiguous strides */
-    int first;
+    int first, first2;
     int64_t inner, sa, sb, sc, outer;
+    int64_t mid, osa, osb, osc;
 } tg_mm_plan;
 
 /* The plan of matmul node t (srcs A, B; p.matmul the transpose flags). */

@@ -35,6 +35,27 @@ static void describe(const tg_tensor *x, bool trans, int nb, tg_mm_operand *op) 
     }
 }
 
+/* One level of batch: dim `from` and the dims above it while every operand's stride stays
+ * uniform (each dim's stride = the next one's times its count). Sets the level's product count
+ * and strides; returns its first dim. */
+static int collapse(const tg_mm_plan *p, const tg_tensor *t, int from, int64_t *count, int64_t *sa,
+                    int64_t *sb, int64_t *sc) {
+    *count = t->shape[from];
+    *sa = p->a.bstride[from];
+    *sb = p->b.bstride[from];
+    *sc = p->cstride[from];
+    int first = from;
+    while (first > 0) {
+        int d = first - 1;
+        if (p->a.bstride[d] != *sa * *count || p->b.bstride[d] != *sb * *count ||
+            p->cstride[d] != *sc * *count)
+            break;
+        *count *= t->shape[d];
+        first = d;
+    }
+    return first;
+}
+
 void tg__geom_mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     const tg_tensor *a = t->src[0], *b = t->src[1];
     int nb = t->ndim - 2;
@@ -55,22 +76,14 @@ void tg__geom_mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     p->sa = 0;
     p->sb = 0;
     p->sc = p->M * p->N;
-    p->first = nb;
-    if (nb > 0) {
-        p->first = nb - 1;
-        p->inner = t->shape[nb - 1];
-        p->sa = p->a.bstride[nb - 1];
-        p->sb = p->b.bstride[nb - 1];
-        p->sc = p->cstride[nb - 1];
-        while (p->first > 0) {
-            int d = p->first - 1;
-            if (p->a.bstride[d] != p->sa * p->inner || p->b.bstride[d] != p->sb * p->inner ||
-                p->cstride[d] != p->sc * p->inner)
-                break;
-            p->inner *= t->shape[d];
-            p->first = d;
-        }
-    }
+    p->first = nb > 0 ? collapse(p, t, nb - 1, &p->inner, &p->sa, &p->sb, &p->sc) : nb;
+    /* then the dims left above them, as a second level */
+    p->mid = 1;
+    p->osa = 0;
+    p->osb = 0;
+    p->osc = 0;
+    p->first2 =
+        p->first > 0 ? collapse(p, t, p->first - 1, &p->mid, &p->osa, &p->osb, &p->osc) : p->first;
     p->outer = 1;
     for (int i = 0; i < p->first; i++) p->outer *= t->shape[i];
 }
