@@ -147,6 +147,10 @@ tg_tensor *tg__graph_view(tg_tensor *x, tg_op op, int ndim, const int64_t *shape
 tg_tensor *tg__graph_fail(tg_graph *g, tg_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 bool tg__tensor_is_contiguous(const tg_tensor *t);
+/* May node m run while node q runs (both bound to their memory: after the planner and
+ * binding): m writes nothing q reads or writes, and reads nothing q writes — by the bytes
+ * their elements occupy (core/hazard.c). Symmetric in what it forbids. */
+bool tg__nodes_independent(const tg_tensor *m, const tg_tensor *q);
 void tg__tensor_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 int64_t tg__tensor_numel(int ndim, const int64_t *shape);
 /* Normalise a possibly negative axis; -1 if out of range. */

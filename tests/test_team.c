@@ -4,11 +4,17 @@
  * (and a job for everyone after offered ones still gets every member), the thread count
  * comes from the argument or the environment, and a graph run on a team of 3 propagates a
  * kernel's error and calls the gradient hook in order (the executor's side: core/exec.c).
- * Timing is never asserted. */
+ * The graph runner's look-ahead: the rule for which nodes may run together (core/hazard.c)
+ * case by case, and a graph of independent branches whose runs on a team give the same bits
+ * every time while shares did run ahead. Timing is never asserted. */
+#include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/team.h"
 #include "core/tg-impl.h"
 #include "tg_check.h"
@@ -265,6 +271,135 @@ START_TEST(test_graph_on_team) {
 }
 END_TEST
 
+/* a 1-D or 2-D float tensor over buf at element off (stride {s0, 1}); no data when off < 0 */
+static tg_tensor at(float *buf, int64_t off, int64_t n0, int64_t n1, int64_t s0) {
+    tg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = TG_DTYPE_F32;
+    t.ndim = n1 ? 2 : 1;
+    t.shape[0] = n0;
+    t.shape[1] = n1;
+    t.stride[0] = n1 ? s0 : 1;
+    t.stride[1] = 1;
+    t.data = off < 0 ? NULL : buf + off;
+    return t;
+}
+
+static void reads(tg_tensor *t, tg_tensor *src) {
+    t->src[t->nsrc++] = src;
+}
+
+START_TEST(test_hazard_rule) {
+    float buf[200];
+    /* q reads X = [0, 10), writes Q = [10, 20) */
+    tg_tensor X = at(buf, 0, 10, 0, 0), Q = at(buf, 10, 10, 0, 0);
+    reads(&Q, &X);
+    /* disjoint: reads [30, 40), writes [40, 50) */
+    tg_tensor Y = at(buf, 30, 10, 0, 0), M = at(buf, 40, 10, 0, 0);
+    reads(&M, &Y);
+    ck_assert(tg__nodes_independent(&M, &Q) && tg__nodes_independent(&Q, &M));
+    /* read after write: reads a view inside Q */
+    tg_tensor QV = at(buf, 15, 2, 0, 0), R = at(buf, 50, 2, 0, 0);
+    reads(&R, &QV);
+    ck_assert(!tg__nodes_independent(&R, &Q) && !tg__nodes_independent(&Q, &R));
+    /* write after read: overwrites part of X (a reused block) */
+    tg_tensor W = at(buf, 5, 2, 0, 0);
+    reads(&W, &Y);
+    ck_assert(!tg__nodes_independent(&W, &Q) && !tg__nodes_independent(&Q, &W));
+    /* write after write: [18, 22) meets Q's last two elements; [20, 22) does not */
+    tg_tensor W2 = at(buf, 18, 4, 0, 0), W3 = at(buf, 20, 2, 0, 0);
+    ck_assert(!tg__nodes_independent(&W2, &Q));
+    ck_assert(tg__nodes_independent(&W3, &Q));
+    /* strided: rows at 60 and 100 of a [2, 3] view with row stride 40 reach Q2 = [100, 110) */
+    tg_tensor Q2 = at(buf, 100, 10, 0, 0), S = at(buf, 60, 2, 3, 40), S1 = at(buf, 60, 1, 3, 40);
+    ck_assert(!tg__nodes_independent(&S, &Q2));
+    ck_assert(tg__nodes_independent(&S1, &Q2));
+    /* a fused chain's tail reads what its members read: member C (no data) reads Q */
+    tg_tensor C = at(buf, -1, 10, 0, 0), T = at(buf, 120, 10, 0, 0);
+    reads(&C, &Q);
+    reads(&T, &C);
+    T.chain_prev = &C;
+    ck_assert(!tg__nodes_independent(&T, &Q) && !tg__nodes_independent(&Q, &T));
+    tg_tensor C2 = at(buf, -1, 10, 0, 0), T2 = at(buf, 140, 10, 0, 0);
+    reads(&C2, &Y);
+    reads(&T2, &C2);
+    T2.chain_prev = &C2;
+    ck_assert(tg__nodes_independent(&T2, &Q));
+    ck_assert(tg__nodes_independent(&T2, &M));  /* both read Y: reads do not conflict */
+    ck_assert(!tg__nodes_independent(&T2, &Y)); /* the chain reads what node Y writes */
+    /* an empty tensor occupies nothing */
+    tg_tensor E = at(buf, 10, 0, 0, 0);
+    ck_assert(tg__nodes_independent(&E, &Q));
+}
+END_TEST
+
+/* loss = sum(sum_b gelu(x W_b) * r) over BR independent branches, forward and backward: on a
+ * team, the runner may run a branch's product while another branch's is unfinished. */
+enum { BR = 6, TOK = 192, WID = 96 };
+
+static void branches_grads(tg_backend *b, const float *vals, float *grads) {
+    tg_store *s;
+    CK(tg_store_new(b, &s));
+    int64_t xs[2] = {TOK, WID}, ws[2] = {WID, WID};
+    CK(tg_store_add(s, "x", 2, xs, vals, true));
+    CK(tg_store_add(s, "r", 2, xs, vals + 7, false));
+    for (int k = 0; k < BR; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", k);
+        CK(tg_store_add(s, name, 2, ws, vals + 100 * (k + 1), true));
+    }
+    tg_graph *g = tg_graph_new();
+    tg_tensor *x = tg_param(g, s, "x"), *sum = NULL;
+    for (int k = 0; k < BR; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", k);
+        tg_tensor *h = tg_gelu(tg_matmul(x, tg_param(g, s, name), false, false));
+        sum = sum ? tg_add(sum, h) : h;
+    }
+    tg_tensor *loss = tg_sum_all(tg_mul(sum, tg_param(g, s, "r")));
+    CK(tg_backward(g, loss));
+    CK(tg_graph_run(g, b));
+    for (int k = 0, off = 0; k <= BR; k++) { /* x, then w0 .. w{BR-1}: ids 0, 2 .. BR + 1 */
+        int64_t id = k == 0 ? 0 : k + 1, n = k == 0 ? TOK * WID : WID * WID;
+        CK(tg_store_read_grad(s, id, grads + off, n));
+        off += (int)n;
+    }
+    tg_graph_free(g);
+    tg_store_free(s);
+}
+
+START_TEST(test_lookahead_same_bits) {
+    enum { NV = TOK * WID + 100 * (BR + 1) + WID * WID, NG = TOK * WID + BR * WID * WID };
+    float *vals = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++)
+        vals[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *ref = malloc(sizeof(float) * NG), *one = malloc(sizeof(float) * NG),
+          *got = malloc(sizeof(float) * NG);
+    tg_backend *b1, *b3;
+    CK(tg_backend_cpu_new(1, &b1));
+    CK(tg_backend_cpu_new(3, &b3));
+    branches_grads(b1, vals, one);
+    branches_grads(b3, vals, ref);
+    for (int i = 0; i < NG; i++) /* a team's cut differs in the last bits at most */
+        ck_assert_msg(fabsf(ref[i] - one[i]) <= 1e-4f * (1.0f + fabsf(one[i])), "grad %d: %g vs %g",
+                      i, ref[i], one[i]);
+    for (int rep = 0; rep < 20; rep++) {
+        branches_grads(b3, vals, got);
+        ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "run %d differs from the first",
+                      rep);
+    }
+    /* the look-ahead did run shares early (members finish their shares at different times) */
+    ck_assert_int_gt(tg__cpu_shares_run_ahead(b3), 0);
+    ck_assert_int_eq(tg__cpu_shares_run_ahead(b1), 0);
+    tg_backend_free(b1);
+    tg_backend_free(b3);
+    free(vals);
+    free(ref);
+    free(one);
+    free(got);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("team");
     TCase *tc = tcase_create("team");
@@ -274,6 +409,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_offer);
     tcase_add_test(tc, test_thread_count);
     tcase_add_test(tc, test_graph_on_team);
+    tcase_add_test(tc, test_hazard_rule);
+    tcase_add_test(tc, test_lookahead_same_bits);
     suite_add_tcase(s, tc);
     return s;
 }

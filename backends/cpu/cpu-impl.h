@@ -38,6 +38,10 @@ extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mi
  * its tasks pack their own operands, so the graph runner may cut it into more shares. */
 bool tg__cpu_matmul_is_small(const tg_tensor *t);
 
+/* How many node shares the graph runner of CPU backend b has run ahead of their node's turn
+ * (cpu.c: look_ahead), since b was made: for tests. */
+int64_t tg__cpu_shares_run_ahead(tg_backend *b);
+
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without
  * a buffer, operands gathered for broadcasting, and each member's values over the tile. */

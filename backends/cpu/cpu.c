@@ -24,6 +24,7 @@ typedef struct {
     int n;
     size_t bytes;
     tg_cpu_team *team; /* NULL for one thread */
+    atomic_llong ahead; /* shares the graph runner ran ahead of their node's turn */
 } cpu_impl;
 
 static size_t rounded(size_t bytes) { return ((bytes ? bytes : 1) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN; }
@@ -152,22 +153,27 @@ static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
  * still waking up) and the waiting member takes it. So on an idle machine each member does its
  * own share, as a fixed split would, while a member that the machine preempts holds up only a
  * share it has started: the others take the rest, and it catches up through nodes already
- * done. The run is offered to the team (team.h: tg_cpu_team_offer): a member that has not
- * joined it yet (asleep, or held off its core) owns no share — its shares are taken at once,
- * without the grace — and is not waited for at the end. The first failing node is recorded
- * with its error message (each thread's message is its own); once that node is done every
- * member sees it and stops. */
+ * done. A member done with its own shares of node i that would wait first looks ahead: up to
+ * LOOKAHEAD later nodes whose memory does not meet that of any node before them still
+ * running (look_ahead) get their own shares run at once, so that the members' time at the end
+ * of uneven shares (the two halves of a product finishing a few hundred µs apart; dX and dW of
+ * a backward, Q, K and V, the bias gradients: independent) is spent on the next nodes. The run is
+ * offered to the team (team.h: tg_cpu_team_offer): a member that has not joined it yet (asleep, or
+ * held off its core) owns no share — its shares are taken at once, without the grace — and is not
+ * waited for at the end. The first failing node is recorded with its error message (each thread's
+ * message is its own); once that node is done every member sees it and stops. */
 enum { STEAL_NS = 100 * 1000 };
 
 typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
     int nthreads, shares; /* team size; most shares of one node (shares_of) */
-    void (*after)(void *ctx, int64_t i);
+    void (*after)(void *ctx, int64_t i); /* with it, no look-ahead: it runs node by node */
     void *ctx;
     _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
     _Atomic unsigned char *taken; /* per node and share */
     tg_cpu_event progress;        /* signalled when a node's last share is done */
+    atomic_llong *ahead;          /* the backend's count of shares run ahead (tests) */
     atomic_llong fail_at;
     tg_status st;
     char msg[1024];
@@ -247,6 +253,33 @@ static int owner(int c, int k, int nth) {
     return (int)((int64_t)c * nth / k);
 }
 
+/* ---- look-ahead: later nodes that may run beside the ones still running ---- */
+
+enum { LOOKAHEAD = 4 };
+
+static bool node_finished(graph_job *j, int64_t q) {
+    return atomic_load_explicit(&j->done[q], memory_order_acquire) >= shares_of(j, j->nodes[q]);
+}
+
+/* Member p, done with its shares of node i, runs its own shares of the next nodes m while each
+ * is independent of every node in [i, m) not finished yet. Nodes before i are finished (the
+ * member waited for each). A node run early is found taken when the members reach it. */
+static void look_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
+    for (int64_t m = i + 1; m < j->n && m <= i + LOOKAHEAD; m++) {
+        tg_tensor *t = j->nodes[m];
+        if (t->flags & TG_TF_FUSED) return;
+        for (int64_t q = i; q < m; q++)
+            if (!node_finished(j, q) && !tg__nodes_independent(t, j->nodes[q])) return;
+        const int k = shares_of(j, t);
+        for (int c = 0; c < k; c++)
+            if (owner(c, k, p->nth) == p->ith && take(j, m, c)) {
+                run_share(j, m, c, k);
+                atomic_fetch_add_explicit(j->ahead, 1, memory_order_relaxed);
+            }
+        if (atomic_load(&j->fail_at) <= m) return;
+    }
+}
+
 static void graph_member(void *ctx, tg_cpu_par *p) {
     graph_job *j = ctx;
     for (int64_t i = 0; i < j->n; i++) {
@@ -260,6 +293,7 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
             for (int c = k - 1; c >= 0; c--)
                 if (!tg_cpu_member_joined(p, owner(c, k, p->nth)) && take(j, i, c))
                     run_share(j, i, c, k);
+            if (!j->after && p->nth > 1 && !node_finished(j, i)) look_ahead(j, p, i);
             node_wait w = {.j = j, .i = i, .k = k, .steal_at = tg_cpu_now_ns() + STEAL_NS};
             while (!node_done(&w)) {
                 tg_cpu_event_wait(&j->progress, done_or_late, &w);
@@ -275,6 +309,7 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->nthreads = b->nthreads;
+    j->ahead = &((cpu_impl *)b->impl)->ahead;
     j->shares = b->nthreads > 1 ? b->nthreads * FINE_SHARES : 1;
     j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
     j->taken = calloc((size_t)(j->n * j->shares + 1), 1);
@@ -482,6 +517,10 @@ static const tg_backend_vtable cpu_vtable = {
     .chains = true,
 };
 
+int64_t tg__cpu_shares_run_ahead(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->ahead);
+}
+
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     if (!out) return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: out is NULL");
     pthread_once(&kernels_once, assemble_kernels); /* run_kernel reads the table unchecked */
@@ -504,6 +543,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     }
     openblas_set_num_threads(1);
     c->team = team;
+    atomic_init(&c->ahead, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;
