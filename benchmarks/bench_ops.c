@@ -6,7 +6,7 @@
  *    same shapes with OpenBLAS on the same number of threads; target >= 0.9x.
  * 2. batched attention-shaped products (B·h small products, heads split by a permuted view,
  *    as a model builds them) against a loop of cblas_sgemm calls over the batch with OpenBLAS
- *    on the same threads; target >= 2x.
+ *    on the same threads; target >= 1.5x (the speed issue's table, docs/results.md §4).
  * 3. memory-bound ops in GB/s (bytes each op must read and write once) against a triad loop
  *    a[i] = b[i] + s·c[i] (OpenMP, same threads) over the same number of bytes; target >= 0.5x.
  *    Forward ops run as whole graphs (parameter in, kept result out); softmax also as its
@@ -267,7 +267,7 @@ static void bench_scores(const char *name, int B, int h, int n, int dk) {
     time_all(cs, 2, t, tbest);
     double fl = 2.0 * B * h * n * n * dk * 1e-9;
     printf("  %-36s tgraph %6.1f GFLOP/s   loop  %6.1f GFLOP/s\n", name, fl / t[0], fl / t[1]);
-    verdict("batched matmul / loop of sgemm", t[1] / t[0], tbest[1] / tbest[0], 2.0, true);
+    verdict("batched matmul / loop of sgemm", t[1] / t[0], tbest[1] / tbest[0], 1.5, true);
     free((void *)lc.a);
     free((void *)lc.b);
     free(lc.c);
@@ -307,7 +307,7 @@ static void bench_context(const char *name, int B, int h, int n, int dk) {
     time_all(cs, 2, t, tbest);
     double fl = 2.0 * B * h * n * n * dk * 1e-9;
     printf("  %-36s tgraph %6.1f GFLOP/s   loop  %6.1f GFLOP/s\n", name, fl / t[0], fl / t[1]);
-    verdict("batched matmul / loop of sgemm", t[1] / t[0], tbest[1] / tbest[0], 2.0, true);
+    verdict("batched matmul / loop of sgemm", t[1] / t[0], tbest[1] / tbest[0], 1.5, true);
     free((void *)lc.a);
     free((void *)lc.b);
     free(lc.c);
