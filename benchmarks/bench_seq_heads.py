@@ -297,7 +297,7 @@ def plot(rows, path):
     blocks, plots = [], []
     for i, h in enumerate(hs):
         cmds = []
-        for impl, kind in series:
+        for lt, (impl, kind) in enumerate(series, 1):  # one line type per program in every panel
             pts = sorted((k[0], v[0]) for k, v in med.items()
                          if k[1] == h and k[2] == kind and k[3] == impl)
             if not pts:
@@ -305,7 +305,7 @@ def plot(rows, path):
             name = f"$d{i}_{impl}_{kind}"
             blocks.append(f"{name} << EOD\n" + "\n".join(f"{n} {ms}" for n, ms in pts) + "\nEOD")
             label = "PyTorch nn.Transformer" if impl == "pytorch" else f"tgraph {kind}"
-            cmds.append(f"{name} using 1:2 with linespoints title '{label}'")
+            cmds.append(f"{name} using 1:2 with linespoints lt {lt} title '{label}' noenhanced")
         plots.append(f"set title 'h = {h}'\nplot " + ", \\\n  ".join(cmds))
     ratio = []
     for h in sorted({k[1] for k in med}):
