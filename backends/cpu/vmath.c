@@ -625,18 +625,12 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
     }
 }
 
-/* g = dy gamma and c = x - mu of the vector at j (lanes past d: 0) */
+/* g = dy gamma and c = x - mu of the vector at j (lanes past d: 0, as load0 and vmask give) */
 AVX2 static inline void lnb_load(const float *x, const float *gm, const float *dy, int64_t j,
                                  int64_t d, __m256 mv, __m256 *g, __m256 *c) {
-    if (j + 8 <= d) {
-        *g = _mm256_loadu_ps(dy + j);
-        if (gm) *g = _mm256_mul_ps(*g, _mm256_loadu_ps(gm + j));
-        *c = _mm256_sub_ps(_mm256_loadu_ps(x + j), mv);
-    } else {
-        *g = load0(dy, j, d);
-        if (gm) *g = _mm256_mul_ps(*g, load0(gm, j, d));
-        *c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
-    }
+    *g = load0(dy, j, d);
+    if (gm) *g = _mm256_mul_ps(*g, load0(gm, j, d));
+    *c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
 }
 
 /* Three passes over a row instead of four: the mean, then (x - mu)^2, g and g (x - mu) summed
