@@ -171,6 +171,7 @@ typedef struct {
     void (*after)(void *ctx, int64_t i); /* with it, no look-ahead: it runs node by node */
     void *ctx;
     _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
+    _Atomic int *nshares;        /* per node: shares_of, once known (0: not yet) */
     _Atomic unsigned char *taken; /* per node and share */
     tg_cpu_event progress;        /* signalled when a node's last share is done */
     atomic_llong *ahead;          /* the backend's count of shares run ahead (tests) */
@@ -208,6 +209,17 @@ static int shares_of(const graph_job *j, const tg_tensor *t) {
     if (j->shares == 1) return 1;
     if (t->op == TG_OP_MATMUL) return tg__cpu_matmul_is_small(t) ? j->shares : j->nthreads;
     return tg_tensor_numel(t) <= FINE_MIN ? j->nthreads : j->shares;
+}
+
+/* shares_of node i, computed once per run (a matmul's builds its plan; the look-ahead asks
+ * for the same nodes again and again). Members may both compute it: the value is the same. */
+static int node_shares(graph_job *j, int64_t i) {
+    int k = atomic_load_explicit(&j->nshares[i], memory_order_relaxed);
+    if (!k) {
+        k = shares_of(j, j->nodes[i]);
+        atomic_store_explicit(&j->nshares[i], k, memory_order_relaxed);
+    }
+    return k;
 }
 
 static bool take(graph_job *j, int64_t i, int c) {
@@ -258,7 +270,7 @@ static int owner(int c, int k, int nth) {
 enum { LOOKAHEAD = 4 };
 
 static bool node_finished(graph_job *j, int64_t q) {
-    return atomic_load_explicit(&j->done[q], memory_order_acquire) >= shares_of(j, j->nodes[q]);
+    return atomic_load_explicit(&j->done[q], memory_order_acquire) >= node_shares(j, q);
 }
 
 /* Member p, done with its shares of node i, runs its own shares of the next nodes m while each
@@ -270,7 +282,7 @@ static void look_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
         if (t->flags & TG_TF_FUSED) return;
         for (int64_t q = i; q < m; q++)
             if (!node_finished(j, q) && !tg__nodes_independent(t, j->nodes[q])) return;
-        const int k = shares_of(j, t);
+        const int k = node_shares(j, m);
         for (int c = 0; c < k; c++)
             if (owner(c, k, p->nth) == p->ith && take(j, m, c)) {
                 run_share(j, m, c, k);
@@ -285,7 +297,7 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
     for (int64_t i = 0; i < j->n; i++) {
         tg_tensor *t = j->nodes[i];
         if (!(t->flags & TG_TF_FUSED)) {
-            const int k = shares_of(j, t);
+            const int k = node_shares(j, i);
             for (int c = 0; c < k; c++)
                 if (owner(c, k, p->nth) == p->ith && take(j, i, c)) run_share(j, i, c, k);
             /* shares of members that have not joined the run (asleep, or held off their core
@@ -311,7 +323,7 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->nthreads = b->nthreads;
     j->ahead = &((cpu_impl *)b->impl)->ahead;
     j->shares = b->nthreads > 1 ? b->nthreads * FINE_SHARES : 1;
-    j->claimed = calloc((size_t)(2 * j->n + 1), sizeof *j->claimed);
+    j->claimed = calloc((size_t)(3 * j->n + 1), sizeof *j->claimed);
     j->taken = calloc((size_t)(j->n * j->shares + 1), 1);
     if (!j->claimed || !j->taken) {
         free((void *)j->claimed);
@@ -319,6 +331,7 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
         return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
     }
     j->done = j->claimed + j->n;
+    j->nshares = j->done + j->n;
     atomic_init(&j->fail_at, j->n);
     pthread_mutex_init(&j->mu, NULL);
     tg_cpu_team_offer(team_of(b), graph_member, j);
