@@ -1,4 +1,4 @@
-/* Tests of the CPU GEMM engine (backends/cpu/gemm.c, gemm_small.c) against a naive
+/* Tests of the CPU GEMM engine (backends/cpu/gemm.c, gemm_small.c, gemm_packed.c) against a naive
  * double-precision reference.
  *
  * Tolerance (relative, float32): for every element
@@ -9,8 +9,9 @@
  * gives errors of order 1 of that scale.
  *
  * Every shape is run on each engine: the small path with the AVX2 kernel ("small"), the small
- * path forced onto the portable kernel ("portable"), the BLAS path ("blas") and the automatic
- * choice ("auto"). */
+ * path forced onto the portable kernel ("portable"), the BLAS path ("blas"), the packed path
+ * ("packed": our packed GEMM per block; OpenBLAS where the CPU lacks AVX2+FMA) and the
+ * automatic choice ("auto"). */
 #include "backends/cpu/gemm.h"
 #include "tg_check.h"
 
@@ -19,8 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { ENG_SMALL, ENG_PORTABLE, ENG_BLAS, ENG_AUTO, ENG_COUNT };
-static const char *eng_name[ENG_COUNT] = {"small", "portable", "blas", "auto"};
+enum { ENG_SMALL, ENG_PORTABLE, ENG_BLAS, ENG_PACKED, ENG_AUTO, ENG_COUNT };
+static const char *eng_name[ENG_COUNT] = {"small", "portable", "blas", "packed", "auto"};
+
+/* The path of the big products the packed path does not leave to OpenBLAS. */
+static tg_cpu_gemm_path packed_or_blas(void) {
+    return tg_cpu_gemm_packed_available() ? TG_CPU_GEMM_PACKED : TG_CPU_GEMM_BLAS;
+}
 
 static void run_engine(int eng, const tg_cpu_gemm_args *g, int nthreads) {
     switch (eng) {
@@ -32,6 +38,9 @@ static void run_engine(int eng, const tg_cpu_gemm_args *g, int nthreads) {
         break;
     case ENG_BLAS:
         tg_cpu_gemm_blas(g, nthreads);
+        break;
+    case ENG_PACKED:
+        tg_cpu_gemm_packed(g, nthreads);
         break;
     default:
         tg_cpu_gemm_batched(g->batch, g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->a,
@@ -267,9 +276,10 @@ START_TEST(test_padding) {
 }
 END_TEST
 
-/* Large shapes take the BLAS path: a Transformer projection and its two backward products,
- * and a batch that is split inside each product (3 products on 2 threads) or shared out; a
- * tall, narrow product (3000×40, K 200) takes the small path whatever its size. */
+/* Large shapes take the packed path (the BLAS path for the weight gradient Xᵀ·dY): a
+ * Transformer projection and its two backward products, and a batch that is split inside each
+ * product (3 products on 2 threads) or shared out; a tall, narrow product (3000×40, K 200)
+ * takes the small path whatever its size. */
 START_TEST(test_large_blas) {
     /* Forward Y = X·W (1280×256 · 256×1024), dX = dY·Wᵀ, dW = Xᵀ·dY. */
     problem fw = make(1, false, false, 1280, 1024, 256, 1.0f, 0.0f, 0, 1, 1, false);
@@ -277,7 +287,8 @@ START_TEST(test_large_blas) {
     problem dw = make(1, true, false, 256, 1024, 1280, 1.0f, 1.0f, 0, 1, 1, false);
     problem *ps[3] = {&fw, &dx, &dw};
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(tg_cpu_gemm_choose(&ps[i]->g, 2), TG_CPU_GEMM_BLAS);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&ps[i]->g, 2),
+                         i < 2 ? packed_or_blas() : TG_CPU_GEMM_BLAS);
         check(ps[i], ENG_AUTO, 2);
         release(ps[i]);
     }
@@ -286,8 +297,9 @@ START_TEST(test_large_blas) {
         problem p4 = make(4, t & 1, t & 2, 150, 170, 190, 1.0f, 0.0f, 0, 1, 1, false);
         problem pc = make(1, t & 1, t & 2, 40, 300, 200, 1.0f, 0.0f, 0, 1, 1, false);
         problem tall = make(1, t & 1, t & 2, 3000, 40, 200, 1.0f, 1.0f, 0, 1, 1, false);
-        ck_assert_int_eq(tg_cpu_gemm_choose(&p3.g, 2), TG_CPU_GEMM_BLAS);
-        ck_assert_int_eq(tg_cpu_gemm_choose(&pc.g, 2), TG_CPU_GEMM_BLAS);
+        const tg_cpu_gemm_path big = t & 1 ? TG_CPU_GEMM_BLAS : packed_or_blas();
+        ck_assert_int_eq(tg_cpu_gemm_choose(&p3.g, 2), big);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&pc.g, 2), big);
         check(&p3, ENG_AUTO, 2);
         check(&p4, ENG_AUTO, 2);
         check(&pc, ENG_AUTO, 2); /* N > M: split by columns */
@@ -313,20 +325,27 @@ START_TEST(test_long_k) {
 }
 END_TEST
 
-/* Attention shapes take the small path; projection shapes the BLAS path. */
+/* Attention shapes take the small path; projection shapes and dX = dY·Wᵀ the packed path;
+ * weight gradients Xᵀ·dY and products over a vocabulary (N or K > 1024) the BLAS path. */
 START_TEST(test_path_rule) {
     tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
     g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 64, .K = 10};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 256, .K = 256};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 1024, .trans_b = true};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280, .trans_a = true};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280};
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 8000, .K = 512, .trans_b = true};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 512, .K = 8000};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 4096, .N = 64, .K = 64}; /* tall and narrow */
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 65, .K = 256};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
     ck_assert(strcmp(tg_cpu_gemm_small_isa(), "avx2+fma") == 0 ||
               strcmp(tg_cpu_gemm_small_isa(), "portable") == 0);
 }
@@ -384,6 +403,73 @@ START_TEST(test_deterministic) {
     ck_assert_msg(memcmp(qref, q.c, qbytes) == 0, "BLAS path differs between two runs");
     free(ref), free(qref);
     release(&p), release(&q);
+}
+END_TEST
+
+/* The packed path's blocking: more rows than one block of A (120), more k than one block
+ * (256: later blocks add to C), more columns than one block of B (4096), edge tiles in every
+ * direction, every transpose combination, beta 0 over NaN, 1 and 0.5, alpha 1 and -0.5; and
+ * bit-identical results on 1, 2 and 3 threads (each element's k sum is done in one order
+ * whatever block of C a thread gets). */
+START_TEST(test_packed_blocks) {
+    static const int64_t shapes[][3] = {{250, 37, 600}, {13, 4200, 20}, {127, 130, 257}};
+    static const float betas[] = {0.0f, 1.0f, 0.5f};
+    for (int si = 0; si < 3; si++)
+        for (int t = 0; t < 4; t++) {
+            const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+            const float beta = betas[(si + t) % 3], alpha = t == 3 ? -0.5f : 1.0f;
+            problem p = make(2, t & 1, t & 2, M, N, K, alpha, beta, 3, 1, t != 2, beta == 0.0f);
+            check(&p, ENG_PACKED, 1);
+            float *ref = malloc(p.nc * sizeof(float));
+            ck_assert(ref);
+            memcpy(ref, p.c, p.nc * sizeof(float));
+            for (int nt = 2; nt <= 3; nt++) {
+                check(&p, ENG_PACKED, nt);
+                for (size_t i = 0; i < p.nc; i++)
+                    if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
+                        ck_abort_msg("packed %lldx%lldx%lld differs at %d threads (C[%zu])",
+                                     (long long)M, (long long)N, (long long)K, nt, i);
+            }
+            free(ref);
+            release(&p);
+        }
+}
+END_TEST
+
+/* The packed path's micro-kernel on packed panels: every k remainder (kc = 0..9, and 256),
+ * storing or adding to C, against a double reference; columns of C past the tile untouched. */
+START_TEST(test_packed_kernel) {
+    if (!tg_cpu_gemm_packed_available()) return; /* the path then runs OpenBLAS: tested above */
+    enum { LDC = 20 };
+    float *a = aligned_alloc(32, 6 * 256 * sizeof(float)),
+          *b = aligned_alloc(32, 16 * 256 * sizeof(float));
+    ck_assert(a && b);
+    static const int64_t kcs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 256};
+    for (int ki = 0; ki < 11; ki++)
+        for (int add = 0; add < 2; add++) {
+            const int64_t kc = kcs[ki];
+            float c[6 * LDC], c0[6 * LDC];
+            for (int64_t x = 0; x < 6 * kc; x++)
+                a[x] = frand();
+            for (int64_t x = 0; x < 16 * kc; x++)
+                b[x] = frand();
+            for (int x = 0; x < 6 * LDC; x++)
+                c[x] = c0[x] = frand();
+            tg_cpu_gemm_packed_kernel(kc, a, b, c, LDC, add);
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < LDC; j++) {
+                    double s = add && j < 16 ? c0[i * LDC + j] : 0.0, mag = fabs(s);
+                    for (int64_t p = 0; p < kc && j < 16; p++) {
+                        s += (double)a[p * 6 + i] * b[p * 16 + j];
+                        mag += fabs((double)a[p * 6 + i] * b[p * 16 + j]);
+                    }
+                    const double want = j < 16 ? s : c0[i * LDC + j];
+                    if (!(fabs(c[i * LDC + j] - want) <= 1e-5 * sqrt((double)kc + 1) * mag + 1e-30))
+                        ck_abort_msg("kernel kc %lld add %d: C[%d][%d] = %.9g, want %.9g",
+                                     (long long)kc, add, i, j, c[i * LDC + j], want);
+                }
+        }
+    free(a), free(b);
 }
 END_TEST
 
@@ -459,6 +545,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_degenerate);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_two_level_batch);
+    tcase_add_test(tc, test_packed_blocks);
+    tcase_add_test(tc, test_packed_kernel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,10 +32,19 @@
  * vocabulary, 4096×64×64): op(B) is at most 64 KiB, our kernel streams op(A) in place at most
  * 4 times, while OpenBLAS packs all of op(A) for a handful of columns; measured 1.1–1.5× faster
  * than the split BLAS path there. nthreads does not enter: the crossing is per core and both
- * paths use every thread. */
+ * paths use every thread.
+ *
+ * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes the products
+ * of the Transformers' projections and feed-forward layers and the gradients dX = dY·Wᵀ —
+ * op(A) not transposed, N and K at most 1024 — where it ran 1.03–1.22× OpenBLAS's rate on
+ * one core (benchmarks/bench_gemm_packed.c, g2p-small and nmt-small shapes). OpenBLAS keeps
+ * the weight gradients Xᵀ·dY (op(A) transposed: 0.93–0.98×), the products over a vocabulary
+ * (N or K = 8000: 0.87–0.90×) and wider layers (N = 2048: 0.91×), and every CPU without
+ * AVX2+FMA. */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
 #define TG_GEMM_SMALL_MAX_N 64
 #define TG_GEMM_SMALL_MAX_K 256
+#define TG_GEMM_PACKED_MAX_NK 1024
 
 /* Below this many flops in the whole call the BLAS path runs on member 0 alone. */
 #define TG_GEMM_BLAS_SERIAL_FLOPS (1 << 18)
@@ -73,6 +82,9 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads) {
     const double mnk = (double)g->M * (double)g->N * (double)g->K;
     if (mnk <= TG_GEMM_SMALL_MNK) return TG_CPU_GEMM_SMALL;
     if (g->N <= TG_GEMM_SMALL_MAX_N && g->K <= TG_GEMM_SMALL_MAX_K) return TG_CPU_GEMM_SMALL;
+    if (!g->trans_a && g->N <= TG_GEMM_PACKED_MAX_NK && g->K <= TG_GEMM_PACKED_MAX_NK &&
+        tg_cpu_gemm_packed_available())
+        return TG_CPU_GEMM_PACKED;
     return TG_CPU_GEMM_BLAS;
 }
 
@@ -89,13 +101,27 @@ static void blas_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                 c, (blasint)ldc);
 }
 
+/* The packed path's block: our packed GEMM, or cblas_sgemm where it declines (no AVX2+FMA, no
+ * memory for the pack buffers). */
+static void packed_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                        float *c, int64_t ldc) {
+    if (!tg_cpu_gemm_packed_block(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        blas_call(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* How one block of one product is computed: blas_call or packed_call. */
+typedef void (*block_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                         float *c, int64_t ldc);
+
 /* Product t cut into at most nthreads blocks of rows of C (columns when N > M: each member
  * then re-reads all of op(A) rather than all of op(B), the smaller of the two), one per member.
  * The cut depends only on the shape and nthreads, so results are reproducible for a thread
  * count. (Cutting into 4 blocks per thread handed out dynamically, for balance on a shared
  * machine, measured no better: each extra block re-packs the shared operand.) Member ith
  * computes block ith; nthreads 1 is member 0 alone. */
-static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads, int ith) {
+static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads, int ith, block_fn call) {
     const float *A, *B;
     float *C;
     tg_cpu_gemm_product(g, t, &A, &B, &C);
@@ -109,16 +135,17 @@ static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads, int i
     for (int64_t part = ith; part < parts; part += nthreads) {
         const int64_t lo = part * chunk, len = imin(chunk, dim - lo);
         if (by_rows)
-            blas_call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha,
-                      g->trans_a ? A + lo : A + lo * g->lda, g->lda, B, g->ldb, g->beta,
-                      C + lo * g->ldc, g->ldc);
+            call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha,
+                 g->trans_a ? A + lo : A + lo * g->lda, g->lda, B, g->ldb, g->beta, C + lo * g->ldc,
+                 g->ldc);
         else
-            blas_call(g->trans_a, g->trans_b, g->M, len, g->K, g->alpha, A, g->lda,
-                      g->trans_b ? B + lo * g->ldb : B + lo, g->ldb, g->beta, C + lo, g->ldc);
+            call(g->trans_a, g->trans_b, g->M, len, g->K, g->alpha, A, g->lda,
+                 g->trans_b ? B + lo * g->ldb : B + lo, g->ldb, g->beta, C + lo, g->ldc);
     }
 }
 
-void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+/* The BLAS and packed paths: whole products or blocks of them per member, each by `call`. */
+static void blocks_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, block_fn call) {
     if (tg_cpu_gemm_trivial(g, p)) return;
     int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g);
@@ -134,19 +161,29 @@ void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
             const float *A, *B;
             float *C;
             tg_cpu_gemm_product(g, t, &A, &B, &C);
-            blas_call(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, A, g->lda, B, g->ldb,
-                      g->beta, C, g->ldc);
+            call(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, A, g->lda, B, g->ldb, g->beta,
+                 C, g->ldc);
         }
         return;
     }
     for (int64_t t = 0; t < batch; t++)
-        blas_split(g, t, nthreads, nthreads == 1 ? 0 : p->ith);
+        blas_split(g, t, nthreads, nthreads == 1 ? 0 : p->ith, call);
+}
+
+void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    blocks_par(g, p, blas_call);
+}
+
+void tg_cpu_gemm_packed_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    blocks_par(g, p, packed_call);
 }
 
 void tg_cpu_gemm_run_par(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, tg_cpu_par *p) {
     if (path == TG_CPU_GEMM_AUTO) path = tg_cpu_gemm_choose(g, p->nth);
     if (path == TG_CPU_GEMM_SMALL)
         tg_cpu_gemm_small_par(g, p, false);
+    else if (path == TG_CPU_GEMM_PACKED)
+        tg_cpu_gemm_packed_par(g, p);
     else
         tg_cpu_gemm_blas_par(g, p);
 }
@@ -191,6 +228,10 @@ void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthre
 
 void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads) {
     standalone(g, TG_CPU_GEMM_BLAS, false, nthreads);
+}
+
+void tg_cpu_gemm_packed(const tg_cpu_gemm_args *g, int nthreads) {
+    standalone(g, TG_CPU_GEMM_PACKED, false, nthreads);
 }
 
 void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable) {

@@ -2,18 +2,22 @@
  *
  * Every matmul of tgraph on the CPU — forward and backward, the batched attention products
  * and the big projections — goes through tg_cpu_gemm_batched() (or tg_cpu_gemm_batched2(),
- * its two-level-batch form for strided head views). It has two engines:
+ * its two-level-batch form for strided head views). It has three paths:
  *
  *  - the BLAS path (gemm.c): OpenBLAS cblas_sgemm, always on ONE OpenBLAS thread (the library
  *    calls openblas_set_num_threads(1) at start-up), with the parallelism ours: the members of
  *    the backend's thread team (team.h) each call cblas_sgemm on their own block of C (rows, or
  *    columns when M is the smaller side), or on their own products of the batch. OpenBLAS's
  *    pthread pool and our team therefore never fight over the cores.
+ *  - the packed path (gemm_packed.c): the BLAS path's cut into blocks, each block computed by
+ *    our own packed GEMM — both operands packed into contiguous panels (per-thread buffers),
+ *    a 6×16 micro-kernel in inline assembly — where it beats OpenBLAS: the projections and
+ *    feed-forward products of these models and their dX = dY·Wᵀ (x86-64 with AVX2+FMA).
  *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
  *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over
- *    (product, block of rows or columns) tasks handed out dynamically. It is for the many small products of
- *    attention, where OpenBLAS's per-call overhead dominates and it does not split the work
- *    across threads, and for tall, narrow products.
+ *    (product, block of rows or columns) tasks handed out dynamically. It is for the many small
+ * products of attention, where OpenBLAS's per-call overhead dominates and it does not split the
+ * work across threads, and for tall, narrow products.
  *
  * The rule that picks the path is in tg_cpu_gemm_choose() (gemm.c).
  *
@@ -23,9 +27,9 @@
  * threads kept for the purpose.
  *
  * Determinism: for a given thread count every element of C is computed by one thread in a
- * fixed order; there are no atomics and no cross-thread reductions. The small path is even
- * independent of the thread count (each element's sum runs over k in the same order whatever
- * the partition).
+ * fixed order; there are no atomics and no cross-thread reductions. The small and packed
+ * paths are even independent of the thread count (each element's sum runs over k in the same
+ * order whatever the partition).
  */
 #ifndef TG_CPU_GEMM_H
 #define TG_CPU_GEMM_H
@@ -81,7 +85,8 @@ typedef struct tg_cpu_gemm_args {
 typedef enum tg_cpu_gemm_path {
     TG_CPU_GEMM_AUTO = 0, /* let tg_cpu_gemm_choose() decide */
     TG_CPU_GEMM_SMALL,    /* our micro-kernel, parallel over (product, row block) */
-    TG_CPU_GEMM_BLAS      /* cblas_sgemm per product or per block of one product */
+    TG_CPU_GEMM_BLAS,     /* cblas_sgemm per product or per block of one product */
+    TG_CPU_GEMM_PACKED    /* as BLAS, each block by our packed GEMM (gemm_packed.c) */
 } tg_cpu_gemm_path;
 
 /* Number of products: max(outer, 1) * batch. */
@@ -108,6 +113,37 @@ void tg_cpu_gemm_run_par(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, tg_cp
 /* The BLAS path alone (gemm.c). */
 void tg_cpu_gemm_blas(const tg_cpu_gemm_args *g, int nthreads);
 void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p);
+
+/* The packed path alone: the BLAS path's cut of the products into blocks, each block computed
+ * by tg_cpu_gemm_packed_block() (by cblas_sgemm where that declines). */
+void tg_cpu_gemm_packed(const tg_cpu_gemm_args *g, int nthreads);
+void tg_cpu_gemm_packed_par(const tg_cpu_gemm_args *g, tg_cpu_par *p);
+
+/* Whether this CPU runs the packed path's kernel (x86-64 with AVX2 and FMA). */
+bool tg_cpu_gemm_packed_available(void);
+
+/* C = alpha·op(A)·op(B) + beta·C for one m×n block on the calling thread, by packing and the
+ * 6×16 micro-kernel (gemm_packed.c). Same argument meanings as one product of
+ * tg_cpu_gemm_args. Returns false, having done nothing, where it cannot run: k <= 0, no
+ * AVX2+FMA, or no memory for this thread's pack buffers. */
+bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                              float *c, int64_t ldc);
+
+/* The packed path's micro-kernel: C[i][j] (row stride ldc) = (add ? C[i][j] : 0) +
+ * sum_p a[p*6 + i] · b[p*16 + j] for i < 6, j < 16, p < kc: a is a packed 6-row panel, b a
+ * packed 16-column panel, 32-byte aligned. Only where tg_cpu_gemm_packed_available(). */
+void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                               bool add);
+
+/* kc×nc of a matrix into a zero-padded panel w floats wide: buf[p*w + j] = src[p*ld + j]
+ * (trans false) or src[j*ld + p] (trans true), p < kc, j < nc <= w; zero for nc <= j < w.
+ * The small path's packers (AVX2 where available). With w not a multiple of 8 (the packed
+ * path's 6-row panels of A) the AVX2 packers store whole vectors: up to 2 floats past each
+ * row of the panel, which the next row overwrites, and past the panel's end (the buffer
+ * needs that slack; panels packed in order overwrite each other's). */
+void tg__cpu_gemm_pack_panel(bool trans, const float *src, int64_t ld, int64_t kc, int nc, int w,
+                             float *buf);
 
 /* The small path alone (gemm_small.c). portable: use the scalar kernel even where AVX2+FMA
  * is available (to test the fallback). */

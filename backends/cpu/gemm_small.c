@@ -315,6 +315,15 @@ const char *tg_cpu_gemm_small_isa(void) {
     return have_avx2_fma() ? "avx2+fma" : "portable";
 }
 
+void tg__cpu_gemm_pack_panel(bool trans, const float *src, int64_t ld, int64_t kc, int nc, int w,
+                             float *buf) {
+    const small_isa *isa = &isa_portable;
+#if TG_GEMM_X86
+    if (have_avx2_fma()) isa = &isa_avx2;
+#endif
+    (trans ? isa->pack_bt : isa->pack_b)(src, ld, kc, nc, w, buf);
+}
+
 /* ------------------------------------------------------------------------ driver ---- */
 
 static int64_t imin(int64_t x, int64_t y) {

@@ -1,0 +1,238 @@
+/* The packed path of the CPU GEMM (gemm.h): the big products — projections, feed-forward
+ * layers, their gradients — on one thread's block of C, faster than OpenBLAS's sgemm at these
+ * models' shapes on Zen-class AVX2 (benchmarks/bench_gemm_packed.c; docs/results.md §4).
+ *
+ * The GotoBLAS/BLIS loop nest:
+ *
+ *   for each block of NC columns of C
+ *     for each block of KC values of k: pack op(B)[KC × NC] into 16-column panels (512 KiB)
+ *       for each block of MC rows:     pack op(A)[MC × KC] into 6-row panels    (120 KiB, L2)
+ *         for each 16-column panel of B (16 KiB: stays in L1 while it meets ...)
+ *           for each 6-row panel of A: the 6×16 micro-kernel over KC values of k
+ *
+ * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
+ * their layout or transposition (the small path's panel packers, gemm_small.c; 8×8 AVX
+ * transposes where an operand is stored the other way), so the kernel never meets a stride,
+ * a page boundary mid-panel or an edge: partial panels are zero-padded and their tiles go
+ * through a local 6×16 tile.
+ *
+ * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
+ * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two
+ * FMA pipes, within its load ports. From the same intrinsics GCC folded the B loads into the
+ * FMAs as memory operands (18 loads per step, over the load ports' rate) and the kernel ran at
+ * ~70 % of the FMA peak instead of ~93 %.
+ *
+ * Each element of C is summed over k in the same order (k blocks in turn, FMA by FMA within a
+ * block) whatever the block of C a thread is given: results do not depend on the thread count.
+ * The pack buffers are per thread (allocated on first use, freed when the thread exits).
+ */
+#include "backends/cpu/gemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TG_PACKED_X86 1
+#else
+#define TG_PACKED_X86 0
+#endif
+
+enum {
+    MR = 6,   /* rows of a register tile */
+    NR = 16,  /* columns of a register tile */
+    KC = 256, /* k per block: a B panel is KC × 16 floats = 16 KiB, half of L1d */
+    MC = 120, /* rows per A block: 120 × 256 floats = 120 KiB of Zen 3's 512 KiB L2 */
+    NC = 512, /* columns per B block: 512 KiB packed, in L2/L3 */
+    /* The A buffer has slack past its end: the packers store 8 floats for each 6-float group */
+    A_FLOATS = MC * KC + 16,
+    B_FLOATS = KC * NC,
+};
+
+/* ------------------------------------------------------------ per-thread buffers ---- */
+
+typedef struct pack_bufs {
+    float *a, *b;
+} pack_bufs;
+
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+static bool bufs_key_ok;
+
+static void bufs_free(void *p) {
+    pack_bufs *b = p;
+    free(b->a);
+    free(b->b);
+    free(b);
+}
+
+static void bufs_key_make(void) {
+    bufs_key_ok = pthread_key_create(&bufs_key, bufs_free) == 0;
+}
+
+/* This thread's buffers, NULL when they cannot be had (the caller then uses OpenBLAS). Pages
+ * of the 512 KiB B buffer that the products never pack into are never touched, so not
+ * resident; NC = 512 rather than BLIS's ~4000 keeps them small at no measured cost (op(A) is
+ * packed once per 512 columns: 1024-column products ran at the same rate with NC 4096). */
+static pack_bufs *bufs_get(void) {
+    pthread_once(&bufs_once, bufs_key_make);
+    if (!bufs_key_ok) return NULL;
+    pack_bufs *b = pthread_getspecific(bufs_key);
+    if (b) return b;
+    b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->a = aligned_alloc(64, A_FLOATS * sizeof(float));
+    b->b = aligned_alloc(64, B_FLOATS * sizeof(float));
+    if (!b->a || !b->b || pthread_setspecific(bufs_key, b) != 0) {
+        bufs_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* ------------------------------------------------------------------ micro-kernel ---- */
+
+#if TG_PACKED_X86
+void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                               bool add) {
+    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add;
+#define ZERO(r) "vxorps %%ymm" #r ",%%ymm" #r ",%%ymm" #r "\n"
+/* one value of k: B row u (2 vectors) times the 6 values of A's column u */
+#define STEP(u)                                                                                    \
+    "vmovaps " #u "*64(%[b]),%%ymm12\n vmovaps " #u "*64+32(%[b]),%%ymm13\n"                       \
+    "vbroadcastss " #u "*24+0(%[a]),%%ymm14\n vfmadd231ps %%ymm12,%%ymm14,%%ymm0\n"                \
+    "vfmadd231ps %%ymm13,%%ymm14,%%ymm1\n"                                                         \
+    "vbroadcastss " #u "*24+4(%[a]),%%ymm15\n vfmadd231ps %%ymm12,%%ymm15,%%ymm2\n"                \
+    "vfmadd231ps %%ymm13,%%ymm15,%%ymm3\n"                                                         \
+    "vbroadcastss " #u "*24+8(%[a]),%%ymm14\n vfmadd231ps %%ymm12,%%ymm14,%%ymm4\n"                \
+    "vfmadd231ps %%ymm13,%%ymm14,%%ymm5\n"                                                         \
+    "vbroadcastss " #u "*24+12(%[a]),%%ymm15\n vfmadd231ps %%ymm12,%%ymm15,%%ymm6\n"               \
+    "vfmadd231ps %%ymm13,%%ymm15,%%ymm7\n"                                                         \
+    "vbroadcastss " #u "*24+16(%[a]),%%ymm14\n vfmadd231ps %%ymm12,%%ymm14,%%ymm8\n"               \
+    "vfmadd231ps %%ymm13,%%ymm14,%%ymm9\n"                                                         \
+    "vbroadcastss " #u "*24+20(%[a]),%%ymm15\n vfmadd231ps %%ymm12,%%ymm15,%%ymm10\n"              \
+    "vfmadd231ps %%ymm13,%%ymm15,%%ymm11\n"
+#define ADDROW(x, y)                                                                               \
+    "vaddps (%[c]),%%ymm" #x ",%%ymm" #x "\n vaddps 32(%[c]),%%ymm" #y ",%%ymm" #y "\n"            \
+    "vmovups %%ymm" #x ",(%[c])\n vmovups %%ymm" #y ",32(%[c])\n add %[ldc],%[c]\n"
+#define STROW(x, y) "vmovups %%ymm" #x ",(%[c])\n vmovups %%ymm" #y ",32(%[c])\n add %[ldc],%[c]\n"
+    /* clang-format off */
+    __asm__ volatile(
+        ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5)
+        ZERO(6) ZERO(7) ZERO(8) ZERO(9) ZERO(10) ZERO(11)
+        "test %[k4],%[k4]\n jz 2f\n"
+        /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */
+        "1:\n prefetcht0 384(%[a])\n"
+        STEP(0) STEP(1) STEP(2) STEP(3)
+        "add $96,%[a]\n add $256,%[b]\n dec %[k4]\n jnz 1b\n"
+        "2:\n test %[k1],%[k1]\n jz 4f\n"
+        "3:\n" STEP(0)
+        "add $24,%[a]\n add $64,%[b]\n dec %[k1]\n jnz 3b\n"
+        "4:\n test %[acc],%[acc]\n jz 6f\n"
+        ADDROW(0, 1) ADDROW(2, 3) ADDROW(4, 5) ADDROW(6, 7) ADDROW(8, 9) ADDROW(10, 11)
+        "jmp 7f\n"
+        "6:\n"
+        STROW(0, 1) STROW(2, 3) STROW(4, 5) STROW(6, 7) STROW(8, 9) STROW(10, 11)
+        "7:\n"
+        : [a] "+r"(a), [b] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c)
+        : [ldc] "r"(ldcb), [acc] "r"(acc)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+    /* clang-format on */
+#undef ZERO
+#undef STEP
+#undef ADDROW
+#undef STROW
+}
+
+bool tg_cpu_gemm_packed_available(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                               bool add) {
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) {
+            float s = 0.0f;
+            for (int64_t p = 0; p < kc; p++)
+                s += a[p * MR + i] * b[p * NR + j];
+            c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
+        }
+}
+
+bool tg_cpu_gemm_packed_available(void) {
+    return false;
+}
+#endif
+
+/* --------------------------------------------------------------------- the block ---- */
+
+static int64_t imin(int64_t x, int64_t y) {
+    return x < y ? x : y;
+}
+
+/* A tile of C that is not a whole 6×16 one (the last rows or columns of a block): the kernel
+ * on a local tile holding what is there, and the part that exists copied back. */
+static void edge_tile(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                      int64_t mr, int64_t nr, bool add) {
+    float t[MR * NR];
+    for (int64_t i = 0; i < MR; i++)
+        for (int64_t j = 0; j < NR; j++)
+            t[i * NR + j] = add && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
+    tg_cpu_gemm_packed_kernel(kc, ap, bp, t, NR, add);
+    for (int64_t i = 0; i < mr; i++)
+        memcpy(c + i * ldc, t + i * NR, (size_t)nr * sizeof *t);
+}
+
+bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                              float *c, int64_t ldc) {
+    if (m <= 0 || n <= 0) return true;
+    if (k <= 0 || !tg_cpu_gemm_packed_available()) return false;
+    pack_bufs *buf = bufs_get();
+    if (!buf) return false;
+    /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
+     * nor 1 (the first block of k adds) */
+    if (beta != 0.0f && beta != 1.0f)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                c[i * ldc + j] *= beta;
+
+    for (int64_t jc = 0; jc < n; jc += NC) {
+        const int64_t nc = imin(NC, n - jc);
+        for (int64_t pc = 0; pc < k; pc += KC) {
+            const int64_t kc = imin(KC, k - pc);
+            const bool add = pc > 0 || beta != 0.0f;
+            /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded), one after another */
+            for (int64_t jr = 0; jr < nc; jr += NR) {
+                const int64_t j = jc + jr;
+                tg__cpu_gemm_pack_panel(tb, tb ? b + j * ldb + pc : b + pc * ldb + j, ldb, kc,
+                                        (int)imin(NR, nc - jr), NR, buf->b + jr * kc);
+            }
+            for (int64_t ic = 0; ic < m; ic += MC) {
+                const int64_t mc = imin(MC, m - ic);
+                /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel
+                 * (the same packers with a width of 6; see tg__cpu_gemm_pack_panel) */
+                for (int64_t ir = 0; ir < mc; ir += MR) {
+                    const int64_t i = ic + ir;
+                    tg__cpu_gemm_pack_panel(!ta, ta ? a + pc * lda + i : a + i * lda + pc, lda, kc,
+                                            (int)imin(MR, mc - ir), MR, buf->a + ir * kc);
+                }
+                if (alpha != 1.0f)
+                    for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
+                        buf->a[q] *= alpha;
+                for (int64_t jr = 0; jr < nc; jr += NR)
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        const float *ap = buf->a + ir * kc, *bp = buf->b + jr * kc;
+                        float *ct = c + (ic + ir) * ldc + jc + jr;
+                        const int64_t mr = imin(MR, mc - ir), nr = imin(NR, nc - jr);
+                        if (mr == MR && nr == NR)
+                            tg_cpu_gemm_packed_kernel(kc, ap, bp, ct, ldc, add);
+                        else
+                            edge_tile(kc, ap, bp, ct, ldc, mr, nr, add);
+                    }
+            }
+        }
+    }
+    return true;
+}
