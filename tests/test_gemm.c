@@ -276,10 +276,9 @@ START_TEST(test_padding) {
 }
 END_TEST
 
-/* Large shapes take the packed path (the BLAS path for the weight gradient Xᵀ·dY): a
- * Transformer projection and its two backward products, and a batch that is split inside each
- * product (3 products on 2 threads) or shared out; a tall, narrow product (3000×40, K 200)
- * takes the small path whatever its size. */
+/* Large shapes take the packed path: a Transformer projection and its two backward products,
+ * and a batch that is split inside each product (3 products on 2 threads) or shared out; a
+ * tall, narrow product (3000×40, K 200) takes the small path whatever its size. */
 START_TEST(test_large_blas) {
     /* Forward Y = X·W (1280×256 · 256×1024), dX = dY·Wᵀ, dW = Xᵀ·dY. */
     problem fw = make(1, false, false, 1280, 1024, 256, 1.0f, 0.0f, 0, 1, 1, false);
@@ -287,8 +286,7 @@ START_TEST(test_large_blas) {
     problem dw = make(1, true, false, 256, 1024, 1280, 1.0f, 1.0f, 0, 1, 1, false);
     problem *ps[3] = {&fw, &dx, &dw};
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(tg_cpu_gemm_choose(&ps[i]->g, 2),
-                         i < 2 ? packed_or_blas() : TG_CPU_GEMM_BLAS);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&ps[i]->g, 2), packed_or_blas());
         check(ps[i], ENG_AUTO, 2);
         release(ps[i]);
     }
@@ -297,9 +295,8 @@ START_TEST(test_large_blas) {
         problem p4 = make(4, t & 1, t & 2, 150, 170, 190, 1.0f, 0.0f, 0, 1, 1, false);
         problem pc = make(1, t & 1, t & 2, 40, 300, 200, 1.0f, 0.0f, 0, 1, 1, false);
         problem tall = make(1, t & 1, t & 2, 3000, 40, 200, 1.0f, 1.0f, 0, 1, 1, false);
-        const tg_cpu_gemm_path big = t & 1 ? TG_CPU_GEMM_BLAS : packed_or_blas();
-        ck_assert_int_eq(tg_cpu_gemm_choose(&p3.g, 2), big);
-        ck_assert_int_eq(tg_cpu_gemm_choose(&pc.g, 2), big);
+        ck_assert_int_eq(tg_cpu_gemm_choose(&p3.g, 2), packed_or_blas());
+        ck_assert_int_eq(tg_cpu_gemm_choose(&pc.g, 2), packed_or_blas());
         check(&p3, ENG_AUTO, 2);
         check(&p4, ENG_AUTO, 2);
         check(&pc, ENG_AUTO, 2); /* N > M: split by columns */
@@ -325,8 +322,9 @@ START_TEST(test_long_k) {
 }
 END_TEST
 
-/* Attention shapes take the small path; projection shapes and dX = dY·Wᵀ the packed path;
- * weight gradients Xᵀ·dY and products over a vocabulary (N or K > 1024) the BLAS path. */
+/* Attention shapes take the small path; projections and their gradients the packed path;
+ * products over a vocabulary or wider layers (N or K > 1024, but any K for a weight gradient
+ * Xᵀ·dY) the BLAS path. */
 START_TEST(test_path_rule) {
     tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
@@ -336,8 +334,12 @@ START_TEST(test_path_rule) {
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 1024, .trans_b = true};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 256, .K = 1024, .trans_a = true};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
     g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280, .trans_a = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 8000, .N = 512, .K = 1280, .trans_a = true};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS); /* an embedding's gradient */
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 8000, .K = 512, .trans_b = true};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 512, .K = 8000};

@@ -34,13 +34,13 @@
  * than the split BLAS path there. nthreads does not enter: the crossing is per core and both
  * paths use every thread.
  *
- * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes the products
- * of the Transformers' projections and feed-forward layers and the gradients dX = dY·Wᵀ —
- * op(A) not transposed, N and K at most 1024 — where it ran 1.03–1.22× OpenBLAS's rate on
- * one core (benchmarks/bench_gemm_packed.c, g2p-small and nmt-small shapes). OpenBLAS keeps
- * the weight gradients Xᵀ·dY (op(A) transposed: 0.93–0.98×), the products over a vocabulary
- * (N or K = 8000: 0.87–0.90×) and wider layers (N = 2048: 0.91×), and every CPU without
- * AVX2+FMA. */
+ * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes those with N
+ * and K at most 1024 — the Transformers' projections and feed-forward products and dX = dY·Wᵀ,
+ * M being the tokens, any number — and the weight gradients dW = Xᵀ·dY (op(A) transposed, M
+ * and N at most 1024, K the tokens), where it ran 0.97–1.26× OpenBLAS's rate on one core,
+ * ~1.07× over those products of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c).
+ * OpenBLAS keeps the products over a vocabulary (N or K = 8000: 0.91–1.13×, mostly below 1)
+ * and wider layers (N or K = 2048: 0.86–0.98×), and every CPU without AVX2+FMA. */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
 #define TG_GEMM_SMALL_MAX_N 64
 #define TG_GEMM_SMALL_MAX_K 256
@@ -82,7 +82,8 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads) {
     const double mnk = (double)g->M * (double)g->N * (double)g->K;
     if (mnk <= TG_GEMM_SMALL_MNK) return TG_CPU_GEMM_SMALL;
     if (g->N <= TG_GEMM_SMALL_MAX_N && g->K <= TG_GEMM_SMALL_MAX_K) return TG_CPU_GEMM_SMALL;
-    if (!g->trans_a && g->N <= TG_GEMM_PACKED_MAX_NK && g->K <= TG_GEMM_PACKED_MAX_NK &&
+    const bool weight_grad = g->trans_a && g->M <= TG_GEMM_PACKED_MAX_NK; /* Xᵀ·dY, K tokens */
+    if (g->N <= TG_GEMM_PACKED_MAX_NK && (g->K <= TG_GEMM_PACKED_MAX_NK || weight_grad) &&
         tg_cpu_gemm_packed_available())
         return TG_CPU_GEMM_PACKED;
     return TG_CPU_GEMM_BLAS;

@@ -11,10 +11,10 @@
  *           for each 6-row panel of A: the 6×16 micro-kernel over KC values of k
  *
  * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
- * their layout or transposition (the small path's panel packers, gemm_small.c; 8×8 AVX
- * transposes where an operand is stored the other way), so the kernel never meets a stride,
- * a page boundary mid-panel or an edge: partial panels are zero-padded and their tiles go
- * through a local 6×16 tile.
+ * their layout or transposition — row by row where a panel's values lie along the stored rows
+ * (pack_rows), else with 8×8 AVX transposes (the small path's panel packer, gemm_small.c) —
+ * so the kernel never meets a stride, a page boundary mid-panel or an edge: partial panels are
+ * zero-padded and their tiles go through a local 6×16 tile.
  *
  * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
  * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two
@@ -44,7 +44,8 @@ enum {
     KC = 256, /* k per block: a B panel is KC × 16 floats = 16 KiB, half of L1d */
     MC = 120, /* rows per A block: 120 × 256 floats = 120 KiB of Zen 3's 512 KiB L2 */
     NC = 512, /* columns per B block: 512 KiB packed, in L2/L3 */
-    /* The A buffer has slack past its end: the packers store 8 floats for each 6-float group */
+    /* The A buffer has slack past its end: the transposing packer stores 8 floats for each
+     * 6-float group (tg__cpu_gemm_pack_panel) */
     A_FLOATS = MC * KC + 16,
     B_FLOATS = KC * NC,
 };
@@ -184,6 +185,25 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, float *c, in
         memcpy(c + i * ldc, t + i * NR, (size_t)nr * sizeof *t);
 }
 
+/* kc rows of a row-major matrix (row p at src + p·ld), columns [0, n), into panels w wide
+ * (6 or 16), the last one zero-padded: buf[q·w·kc + p·w + j] = src[p·ld + q·w + j]. Row by
+ * row, so the source is read in address order whatever ld is: a panel at a time would read a
+ * 24- or 64-byte piece of each of kc rows ld apart, and with ld a multiple of 1024 floats
+ * (4 KiB) those rows share one set of L1 and a few of L2 and evict each other. Inlined with w
+ * constant, so that each copy is a fixed-size move rather than a call of memcpy. */
+static inline __attribute__((always_inline)) void
+pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {
+    const int64_t full = n / w, rem = n % w, panel = w * kc;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = src + p * ld;
+        float *d = buf + p * w;
+        for (int64_t q = 0; q < full; q++)
+            memcpy(d + q * panel, s + q * w, (size_t)w * sizeof *s);
+        for (int j = 0; rem && j < w; j++)
+            d[full * panel + j] = j < rem ? s[full * w + j] : 0.0f;
+    }
+}
+
 bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                               const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                               float *c, int64_t ldc) {
@@ -204,20 +224,26 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
             const int64_t kc = imin(KC, k - pc);
             const bool add = pc > 0 || beta != 0.0f;
             /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded), one after another */
-            for (int64_t jr = 0; jr < nc; jr += NR) {
-                const int64_t j = jc + jr;
-                tg__cpu_gemm_pack_panel(tb, tb ? b + j * ldb + pc : b + pc * ldb + j, ldb, kc,
-                                        (int)imin(NR, nc - jr), NR, buf->b + jr * kc);
-            }
+            if (!tb)
+                pack_rows(b + pc * ldb + jc, ldb, kc, nc, NR, buf->b);
+            else
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    const int64_t j = jc + jr;
+                    tg__cpu_gemm_pack_panel(true, b + j * ldb + pc, ldb, kc, (int)imin(NR, nc - jr),
+                                            NR, buf->b + jr * kc);
+                }
             for (int64_t ic = 0; ic < m; ic += MC) {
                 const int64_t mc = imin(MC, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel
                  * (the same packers with a width of 6; see tg__cpu_gemm_pack_panel) */
-                for (int64_t ir = 0; ir < mc; ir += MR) {
-                    const int64_t i = ic + ir;
-                    tg__cpu_gemm_pack_panel(!ta, ta ? a + pc * lda + i : a + i * lda + pc, lda, kc,
-                                            (int)imin(MR, mc - ir), MR, buf->a + ir * kc);
-                }
+                if (ta)
+                    pack_rows(a + pc * lda + ic, lda, kc, mc, MR, buf->a);
+                else
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        const int64_t i = ic + ir;
+                        tg__cpu_gemm_pack_panel(true, a + i * lda + pc, lda, kc,
+                                                (int)imin(MR, mc - ir), MR, buf->a + ir * kc);
+                    }
                 if (alpha != 1.0f)
                     for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
                         buf->a[q] *= alpha;
