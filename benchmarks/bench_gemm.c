@@ -155,8 +155,12 @@ static void run(shape s, bool batched, double budget) {
         med[w] = flops / t[w][ROUNDS / 2] * 1e-9;
         best[w] = flops / t[w][0] * 1e-9;
     }
-    tg_cpu_gemm_args ga = {.batch = batch, .M = s.M, .N = s.N, .K = s.K};
-    const char *path = tg_cpu_gemm_choose(&ga, NTHREADS) == TG_CPU_GEMM_SMALL ? "small" : "blas";
+    tg_cpu_gemm_args ga = {
+        .batch = batch, .M = s.M, .N = s.N, .K = s.K, .trans_a = s.ta, .trans_b = s.tb};
+    static const char *const path_names[] = {[TG_CPU_GEMM_SMALL] = "small",
+                                             [TG_CPU_GEMM_BLAS] = "blas",
+                                             [TG_CPU_GEMM_PACKED] = "packed"};
+    const char *path = path_names[tg_cpu_gemm_choose(&ga, NTHREADS)];
     printf("%-12s %5lld %5lld %5lld %5lld  %c%c  %-5s %7.1f %7.1f", s.kind, (long long)batch,
            (long long)s.M, (long long)s.N, (long long)s.K, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', path,
            med[C_OURS], med[C_PEER]);

@@ -96,14 +96,15 @@ int main(int argc, char **argv) {
     void *blis = dlopen("libblis.so.4", RTLD_NOW | RTLD_LOCAL);
     if (blis) blis_sgemm = (sgemm_fn)dlsym(blis, "cblas_sgemm");
     const shape shapes[] = {
-        {"g2p fwd  XW", 640, 256, 256, 0, 0},   {"g2p ffn1 XW", 640, 1024, 256, 0, 0},
-        {"g2p ffn2 XW", 640, 256, 1024, 0, 0},  {"g2p dX  dYWt", 640, 256, 1024, 0, 1},
-        {"g2p dX  dYWt", 640, 1024, 256, 0, 1}, {"g2p dW  XtdY", 128, 256, 1280, 1, 0},
-        {"g2p dW  XtdY", 256, 512, 1280, 1, 0}, {"g2p dW  XtdY", 512, 256, 1280, 1, 0},
-        {"nmt fwd  XW", 512, 512, 512, 0, 0},   {"nmt ffn1 XW", 512, 2048, 512, 0, 0},
-        {"nmt dX  dYWt", 512, 512, 2048, 0, 1}, {"nmt dW  XtdY", 256, 512, 1024, 1, 0},
-        {"nmt logits", 512, 8000, 512, 0, 1},   {"nmt dX logits", 512, 512, 8000, 0, 0},
-        {"nmt dEmb", 8000, 512, 512, 1, 0},
+        {"g2p fwd  XW", 640, 256, 256, 0, 0},    {"g2p ffn1 XW", 640, 1024, 256, 0, 0},
+        {"g2p ffn2 XW", 640, 256, 1024, 0, 0},   {"g2p dX  dYWt", 640, 256, 1024, 0, 1},
+        {"g2p dX  dYWt", 640, 1024, 256, 0, 1},  {"g2p dW  XtdY", 128, 256, 1280, 1, 0},
+        {"g2p dW  XtdY", 256, 512, 1280, 1, 0},  {"g2p dW  XtdY", 512, 256, 1280, 1, 0},
+        {"nmt fwd  XW", 512, 512, 512, 0, 0},    {"nmt ffn1 XW", 512, 2048, 512, 0, 0},
+        {"nmt dX  dYWt", 512, 512, 2048, 0, 1},  {"nmt dW  XtdY", 256, 512, 1024, 1, 0},
+        {"nmt logits", 512, 8000, 512, 0, 1},    {"nmt dX logits", 512, 512, 8000, 0, 0},
+        {"nmt dEmb", 8000, 512, 512, 1, 0},      {"1024 fwd XW", 640, 1024, 1024, 0, 0},
+        {"1024 dX dYWt", 640, 1024, 1024, 0, 1}, {"1024 dW XtdY", 512, 1024, 1280, 1, 0},
     };
     const int ns = (int)(sizeof shapes / sizeof *shapes), nc = blis_sgemm ? 3 : 2;
     size_t big = (size_t)1 << 23; /* floats: every operand of every shape fits */

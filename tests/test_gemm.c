@@ -322,9 +322,8 @@ START_TEST(test_long_k) {
 }
 END_TEST
 
-/* Attention shapes take the small path; projections and their gradients the packed path;
- * products over a vocabulary or wider layers (N or K > 1024, but any K for a weight gradient
- * Xᵀ·dY) the BLAS path. */
+/* Attention shapes take the small path; projections and their gradients the packed path
+ * while the weight has at most 2^18 values; bigger weights and vocabularies the BLAS path. */
 START_TEST(test_path_rule) {
     tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
@@ -332,10 +331,14 @@ START_TEST(test_path_rule) {
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 256, .K = 256};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 1024, .trans_b = true};
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 256, .trans_b = true};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 1024, .trans_b = true};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 256, .K = 1024, .trans_a = true};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 1024, .K = 1280, .trans_a = true};
+    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
     g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280, .trans_a = true};
     ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
     g = (tg_cpu_gemm_args){.batch = 1, .M = 8000, .N = 512, .K = 1280, .trans_a = true};

@@ -34,17 +34,18 @@
  * than the split BLAS path there. nthreads does not enter: the crossing is per core and both
  * paths use every thread.
  *
- * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes those with N
- * and K at most 1024 — the Transformers' projections and feed-forward products and dX = dY·Wᵀ,
- * M being the tokens, any number — and the weight gradients dW = Xᵀ·dY (op(A) transposed, M
- * and N at most 1024, K the tokens), where it ran 0.97–1.26× OpenBLAS's rate on one core,
- * ~1.07× over those products of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c).
- * OpenBLAS keeps the products over a vocabulary (N or K = 8000: 0.91–1.13×, mostly below 1)
- * and wider layers (N or K = 2048: 0.86–0.98×), and every CPU without AVX2+FMA. */
+ * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes those whose
+ * weight matrix has at most 2^18 values (1 MiB): op(B), K × N, for X·W and dY·Wᵀ (M, the
+ * tokens, any number), and the result, M × N, for a weight gradient Xᵀ·dY (op(A) transposed,
+ * K the tokens) — the projections and feed-forward layers of models up to d 512 (d 256 with
+ * d_ff 1024), where it ran 1.01–1.22× OpenBLAS's rate on one core, ~1.07× over those products
+ * of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c). OpenBLAS keeps the bigger
+ * weights (1024 × 1024: 0.89–0.99×; nmt's 512 × 2048: 0.86–0.98×; a vocabulary of 8000:
+ * 0.91–1.13×, mostly below 1) and every CPU without AVX2+FMA. */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
 #define TG_GEMM_SMALL_MAX_N 64
 #define TG_GEMM_SMALL_MAX_K 256
-#define TG_GEMM_PACKED_MAX_NK 1024
+#define TG_GEMM_PACKED_MAX_WEIGHT (1 << 18)
 
 /* Below this many flops in the whole call the BLAS path runs on member 0 alone. */
 #define TG_GEMM_BLAS_SERIAL_FLOPS (1 << 18)
@@ -82,9 +83,9 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads) {
     const double mnk = (double)g->M * (double)g->N * (double)g->K;
     if (mnk <= TG_GEMM_SMALL_MNK) return TG_CPU_GEMM_SMALL;
     if (g->N <= TG_GEMM_SMALL_MAX_N && g->K <= TG_GEMM_SMALL_MAX_K) return TG_CPU_GEMM_SMALL;
-    const bool weight_grad = g->trans_a && g->M <= TG_GEMM_PACKED_MAX_NK; /* Xᵀ·dY, K tokens */
-    if (g->N <= TG_GEMM_PACKED_MAX_NK && (g->K <= TG_GEMM_PACKED_MAX_NK || weight_grad) &&
-        tg_cpu_gemm_packed_available())
+    const double weight = g->trans_a ? (double)g->M * (double)g->N  /* Xᵀ·dY: K the tokens */
+                                     : (double)g->K * (double)g->N; /* X·W, dY·Wᵀ */
+    if (weight <= TG_GEMM_PACKED_MAX_WEIGHT && tg_cpu_gemm_packed_available())
         return TG_CPU_GEMM_PACKED;
     return TG_CPU_GEMM_BLAS;
 }

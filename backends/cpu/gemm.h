@@ -12,7 +12,7 @@
  *  - the packed path (gemm_packed.c): the BLAS path's cut into blocks, each block computed by
  *    our own packed GEMM — both operands packed into contiguous panels (per-thread buffers),
  *    a 6×16 micro-kernel in inline assembly — where it beats OpenBLAS: the projections and
- *    feed-forward products of these models and their gradients (x86-64 with AVX2+FMA).
+ *    feed-forward products of models up to d 512 and their gradients (x86-64 with AVX2+FMA).
  *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
  *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over
  *    (product, block of rows or columns) tasks handed out dynamically. It is for the many small
