@@ -38,8 +38,8 @@
  * weight matrix has at most 2^18 values (1 MiB): op(B), K × N, for X·W and dY·Wᵀ (M, the
  * tokens, any number), and the result, M × N, for a weight gradient Xᵀ·dY (op(A) transposed,
  * K the tokens) — the projections and feed-forward layers of models up to d 512 (d 256 with
- * d_ff 1024), where it ran 1.01–1.22× OpenBLAS's rate on one core, ~1.07× over those products
- * of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c). OpenBLAS keeps the bigger
+ * d_ff 1024), where it ran 0.98–1.22× OpenBLAS's rate on one core, 1.04–1.05× over those
+ * products of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c). OpenBLAS keeps the bigger
  * weights (1024 × 1024: 0.89–0.99×; nmt's 512 × 2048: 0.86–0.98×; a vocabulary of 8000:
  * 0.91–1.13×, mostly below 1) and every CPU without AVX2+FMA. */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
