@@ -412,7 +412,7 @@ START_TEST(test_deterministic) {
 END_TEST
 
 /* The packed path's blocking: more rows than one block of A (120), more k than one block
- * (256: later blocks add to C), more columns than one block of B (4096), edge tiles in every
+ * (256: later blocks add to C), more columns than one block of B (512), edge tiles in every
  * direction, every transpose combination, beta 0 over NaN, 1 and 0.5, alpha 1 and -0.5; and
  * bit-identical results on 1, 2 and 3 threads (each element's k sum is done in one order
  * whatever block of C a thread gets). */

@@ -14,10 +14,10 @@
  *    a 6×16 micro-kernel in inline assembly — where it beats OpenBLAS: the projections and
  *    feed-forward products of models up to d 512 and their gradients (x86-64 with AVX2+FMA).
  *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
- *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over
- *    (product, block of rows or columns) tasks handed out dynamically. It is for the many small
- * products of attention, where OpenBLAS's per-call overhead dominates and it does not split the
- * work across threads, and for tall, narrow products.
+ *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over (product, block
+ *    of rows or columns) tasks handed out dynamically. It is for the many small products of
+ *    attention, where OpenBLAS's per-call overhead dominates and it does not split the work
+ *    across threads, and for tall, narrow products.
  *
  * The rule that picks the path is in tg_cpu_gemm_choose() (gemm.c).
  *
@@ -132,7 +132,7 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 
 /* The packed path's micro-kernel: C[i][j] (row stride ldc) = (add ? C[i][j] : 0) +
  * sum_p a[p*6 + i] · b[p*16 + j] for i < 6, j < 16, p < kc: a is a packed 6-row panel, b a
- * packed 16-column panel, 32-byte aligned. Only where tg_cpu_gemm_packed_available(). */
+ * packed 16-column panel (32-byte aligned). Only where tg_cpu_gemm_packed_available(). */
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                bool add);
 
