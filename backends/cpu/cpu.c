@@ -376,7 +376,7 @@ typedef struct {
     int64_t n;
 } optim_job;
 
-static void optim_member(void *ctx, tg_cpu_par *p) {
+TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
     const optim_job *o = ctx;
     const tg_optim_config *cfg = o->cfg;
     float *w = o->w, *m = o->m, *v = o->v, lr = o->lr, wd = cfg->weight_decay;
@@ -492,7 +492,7 @@ static tg_status cpu_sumsq(tg_backend *b, const float *x, int64_t n, double *out
     return TG_OK;
 }
 
-static void scale_member(void *ctx, tg_cpu_par *p) {
+TG_CPU_CLONES static void scale_member(void *ctx, tg_cpu_par *p) {
     const vec_job *j = ctx;
     TG_CPU_FOR(p, i, j->n, j->n > TG_PAR_MIN) j->x_rw[i] *= j->s;
 }

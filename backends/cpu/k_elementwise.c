@@ -35,8 +35,8 @@ typedef void (*tile_fn)(const tg_tensor *t, const float *a, const float *b, floa
                         int64_t n);
 
 #define TILE_FN(name, BODY)                                                                        \
-    static void name(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0,     \
-                     int64_t n) {                                                                  \
+    TG_CPU_CLONES static void name(const tg_tensor *t, const float *a, const float *b, float *o,   \
+                                   int64_t e0, int64_t n) {                                        \
         (void)t, (void)a, (void)b, (void)e0;                                                       \
         BODY;                                                                                      \
     }
@@ -277,7 +277,7 @@ static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
-static tg_status fill(tg_cpu_par *p, tg_tensor *t) {
+TG_CPU_CLONES static tg_status fill(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     float *o = F32(t), v = t->p.fill.value;
     TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;

@@ -16,7 +16,8 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 }
 
 /* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
-static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer, int64_t n, int64_t inner, bool acc) {
+TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer,
+                                   int64_t n, int64_t inner, bool acc) {
     if (inner == 1) {
         TG_CPU_FOR(p, r, outer, outer * n > TG_PAR_MIN) {
             const float *xr = x + r * n;
