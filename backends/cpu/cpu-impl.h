@@ -22,8 +22,18 @@
  * multi-versioning through glibc's ifunc). AVX2 without FMA: no multiply-add is contracted and
  * no reduction is reordered, so both versions give the same bits; with 128-bit SSE the
  * elementwise kernels streamed at ~half the rate of 256-bit AVX (relu of [1280, 1024] on one
- * core: ~21 against ~40 GB/s). */
-#if defined(__x86_64__) && defined(__gnu_linux__)
+ * core: ~21 against ~40 GB/s). Not in builds that instrument every function (ThreadSanitizer,
+ * libFuzzer's coverage: meson.build defines TG_NO_CPU_CLONES for the fuzz build): the version
+ * is picked by a resolver that runs while the program is being relocated, before their
+ * runtimes can take calls, and an instrumented resolver crashed at start-up. */
+#if defined(__SANITIZE_THREAD__)
+#define TG_NO_CPU_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TG_NO_CPU_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__gnu_linux__) && !defined(TG_NO_CPU_CLONES)
 #define TG_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TG_CPU_CLONES
