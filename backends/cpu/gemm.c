@@ -54,9 +54,6 @@
  * on OpenBLAS's register-tile boundaries (16 for its Haswell/Zen sgemm kernel). */
 #define TG_GEMM_BLAS_ALIGN 16
 
-static int64_t imin(int64_t x, int64_t y) {
-    return x < y ? x : y;
-}
 static int64_t imax(int64_t x, int64_t y) {
     return x > y ? x : y;
 }
@@ -123,19 +120,20 @@ typedef void (*block_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, floa
  * count. (Cutting into 4 blocks per thread handed out dynamically, for balance on a shared
  * machine, measured no better: each extra block re-packs the shared operand.) Member ith
  * computes block ith; nthreads 1 is member 0 alone. */
-static void blas_split(const tg_cpu_gemm_args *g, int64_t t, int nthreads, int ith, block_fn call) {
+static void split_product(const tg_cpu_gemm_args *g, int64_t t, int nthreads, int ith,
+                          block_fn call) {
     const float *A, *B;
     float *C;
     tg_cpu_gemm_product(g, t, &A, &B, &C);
     const bool by_rows = g->M >= g->N;
     const int64_t dim = by_rows ? g->M : g->N;
     const int64_t units = (dim + TG_GEMM_BLAS_ALIGN - 1) / TG_GEMM_BLAS_ALIGN;
-    int64_t parts = imin(nthreads, units);
+    int64_t parts = tg_cpu_gemm_imin(nthreads, units);
     const int64_t chunk = (units + parts - 1) / parts * TG_GEMM_BLAS_ALIGN;
     parts = (dim + chunk - 1) / chunk;
 
     for (int64_t part = ith; part < parts; part += nthreads) {
-        const int64_t lo = part * chunk, len = imin(chunk, dim - lo);
+        const int64_t lo = part * chunk, len = tg_cpu_gemm_imin(chunk, dim - lo);
         if (by_rows)
             call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha,
                  g->trans_a ? A + lo : A + lo * g->lda, g->lda, B, g->ldb, g->beta, C + lo * g->ldc,
@@ -169,7 +167,7 @@ static void blocks_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, block_fn call) 
         return;
     }
     for (int64_t t = 0; t < batch; t++)
-        blas_split(g, t, nthreads, nthreads == 1 ? 0 : p->ith, call);
+        split_product(g, t, nthreads, nthreads == 1 ? 0 : p->ith, call);
 }
 
 void tg_cpu_gemm_blas_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {

@@ -89,6 +89,11 @@ typedef enum tg_cpu_gemm_path {
     TG_CPU_GEMM_PACKED    /* as BLAS, each block by our packed GEMM (gemm_packed.c) */
 } tg_cpu_gemm_path;
 
+/* The smaller of two sizes (the three GEMM paths' blocking). */
+static inline int64_t tg_cpu_gemm_imin(int64_t x, int64_t y) {
+    return x < y ? x : y;
+}
+
 /* Number of products: max(outer, 1) * batch. */
 static inline int64_t tg_cpu_gemm_count(const tg_cpu_gemm_args *g) {
     return (g->outer > 1 ? g->outer : 1) * g->batch;
@@ -136,14 +141,14 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                bool add);
 
-/* kc×nc of a matrix into a zero-padded panel w floats wide: buf[p*w + j] = src[p*ld + j]
- * (trans false) or src[j*ld + p] (trans true), p < kc, j < nc <= w; zero for nc <= j < w.
- * The small path's packers (AVX2 where available). With w not a multiple of 8 (the packed
- * path's 6-row panels of A) the AVX2 packers store whole vectors: up to 2 floats past each
+/* nc rows of a matrix, kc values each, transposed into a zero-padded panel w floats wide:
+ * buf[p*w + j] = src[j*ld + p] for p < kc, j < nc <= w; zero for nc <= j < w. The small
+ * path's transposing packer (AVX2 where available). With w not a multiple of 8 (the packed
+ * path's 6-row panels of A) the AVX2 packer stores whole vectors: up to 2 floats past each
  * row of the panel, which the next row overwrites, and past the panel's end (the buffer
  * needs that slack; panels packed in order overwrite each other's). */
-void tg__cpu_gemm_pack_panel(bool trans, const float *src, int64_t ld, int64_t kc, int nc, int w,
-                             float *buf);
+void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int nc, int w,
+                                  float *buf);
 
 /* The small path alone (gemm_small.c). portable: use the scalar kernel even where AVX2+FMA
  * is available (to test the fallback). */

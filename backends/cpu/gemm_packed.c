@@ -12,7 +12,7 @@
  *
  * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
  * their layout or transposition — row by row where a panel's values lie along the stored rows
- * (pack_rows), else with 8×8 AVX transposes (the small path's panel packer, gemm_small.c) —
+ * (pack_rows), else with 8×8 AVX transposes (the small path's packer, gemm_small.c) —
  * so the kernel never meets a stride, a page boundary mid-panel or an edge: partial panels are
  * zero-padded and their tiles go through a local 6×16 tile.
  *
@@ -46,7 +46,7 @@ enum {
     MC = 120, /* rows per A block: 120 × 256 floats = 120 KiB of Zen 3's 512 KiB L2 */
     NC = 512, /* columns per B block: 512 KiB packed, in L2/L3 */
     /* The A buffer has slack past its end: the transposing packer stores 8 floats for each
-     * 6-float group (tg__cpu_gemm_pack_panel) */
+     * 6-float group (tg__cpu_gemm_pack_transposed) */
     A_FLOATS = MC * KC + 16,
     B_FLOATS = KC * NC,
 };
@@ -169,10 +169,6 @@ bool tg_cpu_gemm_packed_available(void) {
 
 /* --------------------------------------------------------------------- the block ---- */
 
-static int64_t imin(int64_t x, int64_t y) {
-    return x < y ? x : y;
-}
-
 /* A tile of C that is not a whole 6×16 one (the last rows or columns of a block): the kernel
  * on a local tile holding what is there, and the part that exists copied back. */
 static void edge_tile(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
@@ -205,6 +201,21 @@ pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, floa
     }
 }
 
+/* n columns of an operand block, kc values of k each, into panels w wide (16 for op(B), 6 for
+ * op(A)) at buf, one after another: row by row (pack_rows) when a panel's values lie along the
+ * stored rows (`along`: x's row p holds value p of every column), else panel by panel through
+ * the transposing packer (x's row q holds column q's kc values). */
+static inline __attribute__((always_inline)) void
+pack_block(const float *x, int64_t ld, bool along, int64_t kc, int64_t n, const int w, float *buf) {
+    if (along) {
+        pack_rows(x, ld, kc, n, w, buf);
+        return;
+    }
+    for (int64_t q = 0; q < n; q += w)
+        tg__cpu_gemm_pack_transposed(x + q * ld, ld, kc, (int)tg_cpu_gemm_imin(w, n - q), w,
+                                     buf + q * kc);
+}
+
 bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                               const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                               float *c, int64_t ldc) {
@@ -220,31 +231,16 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                 c[i * ldc + j] *= beta;
 
     for (int64_t jc = 0; jc < n; jc += NC) {
-        const int64_t nc = imin(NC, n - jc);
+        const int64_t nc = tg_cpu_gemm_imin(NC, n - jc);
         for (int64_t pc = 0; pc < k; pc += KC) {
-            const int64_t kc = imin(KC, k - pc);
+            const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
             const bool add = pc > 0 || beta != 0.0f;
-            /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded), one after another */
-            if (!tb)
-                pack_rows(b + pc * ldb + jc, ldb, kc, nc, NR, buf->b);
-            else
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    const int64_t j = jc + jr;
-                    tg__cpu_gemm_pack_panel(true, b + j * ldb + pc, ldb, kc, (int)imin(NR, nc - jr),
-                                            NR, buf->b + jr * kc);
-                }
+            /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded) */
+            pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR, buf->b);
             for (int64_t ic = 0; ic < m; ic += MC) {
-                const int64_t mc = imin(MC, m - ic);
-                /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel
-                 * (the same packers with a width of 6; see tg__cpu_gemm_pack_panel) */
-                if (ta)
-                    pack_rows(a + pc * lda + ic, lda, kc, mc, MR, buf->a);
-                else
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        const int64_t i = ic + ir;
-                        tg__cpu_gemm_pack_panel(true, a + i * lda + pc, lda, kc,
-                                                (int)imin(MR, mc - ir), MR, buf->a + ir * kc);
-                    }
+                const int64_t mc = tg_cpu_gemm_imin(MC, m - ic);
+                /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
+                pack_block(ta ? a + pc * lda + ic : a + ic * lda + pc, lda, ta, kc, mc, MR, buf->a);
                 if (alpha != 1.0f)
                     for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
                         buf->a[q] *= alpha;
@@ -252,7 +248,8 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const float *ap = buf->a + ir * kc, *bp = buf->b + jr * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
-                        const int64_t mr = imin(MR, mc - ir), nr = imin(NR, nc - jr);
+                        const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir),
+                                      nr = tg_cpu_gemm_imin(NR, nc - jr);
                         if (mr == MR && nr == NR)
                             tg_cpu_gemm_packed_kernel(kc, ap, bp, ct, ldc, add);
                         else

@@ -315,20 +315,16 @@ const char *tg_cpu_gemm_small_isa(void) {
     return have_avx2_fma() ? "avx2+fma" : "portable";
 }
 
-void tg__cpu_gemm_pack_panel(bool trans, const float *src, int64_t ld, int64_t kc, int nc, int w,
-                             float *buf) {
+void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int nc, int w,
+                                  float *buf) {
     const small_isa *isa = &isa_portable;
 #if TG_GEMM_X86
     if (have_avx2_fma()) isa = &isa_avx2;
 #endif
-    (trans ? isa->pack_bt : isa->pack_b)(src, ld, kc, nc, w, buf);
+    isa->pack_bt(src, ld, kc, nc, w, buf);
 }
 
 /* ------------------------------------------------------------------------ driver ---- */
-
-static int64_t imin(int64_t x, int64_t y) {
-    return x < y ? x : y;
-}
 
 /* Whether `rows` rows of a matrix with leading dimension ld, one or two cache lines of each,
  * stay in half of Zen 3's L1d (32 KiB, 8 ways × 64 sets of 64-byte lines; set = address bits
@@ -357,14 +353,14 @@ static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t
     const bool b_fits = fits_l1(ldb, K);
 
     for (int64_t j = j0; j < j1; j += NR) {
-        const int nc = (int)imin(NR, j1 - j);
+        const int nc = (int)tg_cpu_gemm_imin(NR, j1 - j);
         const int w = nc > 8 ? 16 : 8;
         /* A full-width panel of a non-transposed B is read in place, all of K at once, when
          * its K rows stay in L1 across the row tiles. */
         const bool direct = !g->trans_b && nc == w && b_fits;
         const int64_t kstep = direct ? K : KC;
         for (int64_t p0 = 0; p0 < K; p0 += kstep) {
-            const int64_t kc = imin(kstep, K - p0);
+            const int64_t kc = tg_cpu_gemm_imin(kstep, K - p0);
             const float *bp = buf;
             int64_t ldbp = w;
             if (direct) {
@@ -393,9 +389,9 @@ typedef struct split {
 static void run_task(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t) {
     const int64_t bi = t / sp.blocks, lo = (t % sp.blocks) * sp.size;
     if (sp.by_cols)
-        small_block(g, isa, bi, 0, g->M, lo, imin(lo + sp.size, g->N));
+        small_block(g, isa, bi, 0, g->M, lo, tg_cpu_gemm_imin(lo + sp.size, g->N));
     else
-        small_block(g, isa, bi, lo, imin(lo + sp.size, g->M), 0, g->N);
+        small_block(g, isa, bi, lo, tg_cpu_gemm_imin(lo + sp.size, g->M), 0, g->N);
 }
 
 void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portable) {
@@ -419,12 +415,12 @@ void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portab
     split sp = {ntiles > mtiles, 1, ntiles > mtiles ? N : M};
     if (nthreads > 1 && batch < 4 * (int64_t)nthreads) {
         const int64_t tiles = sp.by_cols ? ntiles : mtiles, unit = sp.by_cols ? NR : MR;
-        const int64_t want = imin(tiles, (4 * (int64_t)nthreads + batch - 1) / batch);
+        const int64_t want = tg_cpu_gemm_imin(tiles, (4 * (int64_t)nthreads + batch - 1) / batch);
         sp.size = (tiles + want - 1) / want * unit;
         sp.blocks = ((sp.by_cols ? N : M) + sp.size - 1) / sp.size;
     }
     const int64_t ntasks = batch * sp.blocks;
-    const int nt = (int)imin(nthreads, ntasks);
+    const int nt = (int)tg_cpu_gemm_imin(nthreads, ntasks);
     if (nt <= 1) {
         if (p->ith == 0)
             for (int64_t t = 0; t < ntasks; t++)
@@ -441,6 +437,6 @@ void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portab
      * and it keeps both cores busy when the other processes of a shared machine take one. */
     const int64_t chunk = ntasks / (8 * (int64_t)nt) > 0 ? ntasks / (8 * (int64_t)nt) : 1;
     for (int64_t t0 = tg_cpu_next(p, chunk); t0 < ntasks; t0 = tg_cpu_next(p, chunk))
-        for (int64_t t = t0; t < imin(t0 + chunk, ntasks); t++)
+        for (int64_t t = t0; t < tg_cpu_gemm_imin(t0 + chunk, ntasks); t++)
             run_task(g, isa, sp, t);
 }
