@@ -6,12 +6,14 @@
  * kernel's error and calls the gradient hook in order (the executor's side: core/exec.c).
  * The graph runner's look-ahead: the rule for which nodes may run together (core/hazard.c)
  * case by case, and a graph of independent branches whose runs on a team give the same bits
- * every time while shares did run ahead. Timing is never asserted. */
+ * every time while shares did run ahead. An idle team sleeps: its members use no CPU once the
+ * yield phase of their wait is over. Speed is never asserted. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/cpu/cpu-impl.h"
@@ -171,6 +173,40 @@ START_TEST(test_offer) {
         }
     }
     tg_cpu_team_free(team);
+}
+END_TEST
+
+static double cpu_seconds(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nothing(void *ctx, tg_cpu_par *p) {
+    (void)ctx, (void)p;
+}
+
+/* After a job, the members spin and yield for TG_CPU_YIELD_NS, then sleep: over the 300 ms
+ * after that the process (2 waiting members, the main thread asleep) uses no CPU — members
+ * that kept spinning or yielding would use ~600 ms. 30 ms allows for wake-ups of the clock and
+ * a slow machine's noise, not for a member that never sleeps. */
+START_TEST(test_idle_team_sleeps) {
+    tg_cpu_team *t = tg_cpu_team_new(N_MEMBERS);
+    ck_assert_ptr_nonnull(t);
+    tg_cpu_team_run(t, nothing, NULL);
+    usleep((useconds_t)(TG_CPU_YIELD_NS / 1000 + 100 * 1000));
+    double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), w0 = cpu_seconds(CLOCK_MONOTONIC);
+    usleep(300 * 1000);
+    double used = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0,
+           wall = cpu_seconds(CLOCK_MONOTONIC) - w0;
+    ck_assert_msg(used < 0.03, "an idle team used %.0f ms of CPU in %.0f ms", used * 1e3,
+                  wall * 1e3);
+    /* the sleepers wake for the next job for everyone */
+    work *e = calloc(1, sizeof *e);
+    tg_cpu_team_run(t, member, e);
+    ck_assert_int_eq(atomic_load(&e->entered), N_MEMBERS);
+    free(e);
+    tg_cpu_team_free(t);
 }
 END_TEST
 
@@ -407,6 +443,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_barrier_and_dynamic);
     tcase_add_test(tc, test_nested_run);
     tcase_add_test(tc, test_offer);
+    tcase_add_test(tc, test_idle_team_sleeps);
     tcase_add_test(tc, test_thread_count);
     tcase_add_test(tc, test_graph_on_team);
     tcase_add_test(tc, test_hazard_rule);

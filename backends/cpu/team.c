@@ -3,17 +3,21 @@
  * Barrier: a count of arrivals and a generation number. The last member to arrive resets the
  * count (and the dynamic counter), then bumps the generation; the others wait for the
  * generation to change in three phases:
- *   1. spin (with the CPU's pause hint) for about SPIN_NS: the common case in a graph run,
- *      where the members finish a node within microseconds of each other;
- *   2. sched_yield() for about YIELD_NS: a member that waits while a partner thread was
- *      preempted (another process on the core) hands its core over rather than burning it;
+ *   1. spin (with the CPU's pause hint) for about TG_CPU_SPIN_NS: the common case in a graph
+ *      run, where the members finish a node within microseconds of each other;
+ *   2. sched_yield() until TG_CPU_YIELD_NS (20 ms) from the start of the wait: a member
+ *      whose partner was preempted hands its core to whatever else is runnable on it (the
+ *      partner, when both share a core) without giving up its place;
  *   3. sleep on a futex (Linux; elsewhere it keeps yielding) until the last member wakes the
- *      sleepers: an idle team, or a team beside busy processes, costs no CPU.
+ *      sleepers: an idle team costs no CPU 20 ms after its last job.
  * Spinning long is what made OpenMP's default (and OpenBLAS's pool) lose 3.5× beside one busy
- * process on two cores; never spinning costs a wake-up (~5–50 µs) per node. A few tens of
- * microseconds of spinning covers the gap between members on an idle machine and is short
- * against a scheduler time slice (~3 ms), so a preempted partner costs little.
- *
+ * process on two cores: a spinning member holds a core its preempted partner needs. Sleeping
+ * soon (the yield phase used to end at 200 µs) costs more than a wake-up beside a process of
+ * lower priority: the waits inside a step and between a step's graph runs are often longer
+ * than 200 µs, a sleeping member's core goes to the other process, and the woken member gets
+ * it back only when the scheduler lets that process's slice end. Beside a nice-19 busy loop
+ * the g2p-small step took 1.16–1.52× its idle time with the 200 µs phase and 1.10× with 20 ms;
+ * beside a nice-0 loop the two are the same within the noise (docs/results.md §4).
  * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
  * moved", the graph runner's (cpu.c) "every share of this node is done". The sleep/wake race:
  * a waiter reads the event's sequence number, announces itself (sleepers++) and re-checks the
@@ -51,11 +55,7 @@
 #define cpu_relax() ((void)0)
 #endif
 
-enum {
-    SPIN_NS = 50 * 1000,   /* phase 1 */
-    YIELD_NS = 200 * 1000, /* phase 2 (from the start of the wait) */
-    MAX_THREADS = 4096,
-};
+enum { MAX_THREADS = 4096 };
 
 /* A job's state word: its number (bits 32..63), CLOSED (no member may join any more) and the
  * number of members inside it besides member 0 (the low bits). */
@@ -117,10 +117,11 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
         if ((i & 63) == 0) {
             int64_t now = tg_cpu_now_ns();
             if (!start) start = now;
-            else if (now - start > SPIN_NS) break;
+            else if (now - start > TG_CPU_SPIN_NS)
+                break;
         }
     }
-    while (tg_cpu_now_ns() - start < YIELD_NS) {
+    while (tg_cpu_now_ns() - start < TG_CPU_YIELD_NS) {
         if (cond(ctx)) return;
         sched_yield();
     }

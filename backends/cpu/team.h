@@ -59,6 +59,11 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
  * dynamically scheduled loop must be separated from the next one by a barrier. */
 void tg_cpu_barrier(tg_cpu_par *p);
 
+/* The phases of every wait, from its start (team.c says why): spin until TG_CPU_SPIN_NS, yield
+ * the core until TG_CPU_YIELD_NS, then sleep until woken. */
+#define TG_CPU_SPIN_NS (50 * 1000)
+#define TG_CPU_YIELD_NS (20 * 1000 * 1000)
+
 /* A condition other threads wait for, with the barrier's spin, yield and sleep phases: a
  * waiter calls tg_cpu_event_wait(e, cond, ctx), which returns once cond(ctx) is true; whoever
  * makes the condition true calls tg_cpu_event_signal(e) afterwards. Zero-initialised. */
