@@ -79,8 +79,8 @@ TILE_FN(masked_fill_tile, float v = t->p.masked_fill.value; EACH2(y != 0.0f ? v 
  * (e/4 low, e/4 high, stream, 0) with key = the graph seed: the same numbers as tg_philox4x32
  * (core/rng.c) on every backend. Element e is kept when tg_u32_to_unit(word) >= p.
  * Philox costs ~5 ns per element as scalar code (7 with a call per group), so x86 CPUs with
- * AVX2 run 8 counters side by side in the lanes of AVX registers (~1.4 ns per element); both
- * paths do the same integer and float operations, so their results are identical. */
+ * AVX2 run 16 counters at once in the lanes of AVX registers (dropout_avx2); both paths do
+ * the same integer and float operations, so their results are identical. */
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
 #define PHILOX_W0 0x9E3779B9u
@@ -101,60 +101,92 @@ static void dropout_scalar(const float *a, float *o, int64_t e0, int64_t e, int6
 }
 
 #if TG_DROPOUT_AVX2
-/* Whole groups [g0, g1), g1 - g0 a multiple of 8, a[0] and o[0] at element 4 g0. Lane l of
- * c0..c3 holds the counter of group gi + l; a round's 32x32 -> 64-bit products come from
- * _mm256_mul_epu32 on the even lanes and on the odd lanes shifted down, their halves blended
- * back in place. The four words of the 8 groups are then transposed into element order
- * (4 x 8 -> 8 x 4). */
+#define AVX2_FN __attribute__((target("avx2"))) static inline
+
+/* The Philox counters of 8 groups, lane l holding group g + l's words c[0..3]. */
+AVX2_FN void philox8_start(__m256i c[4], int64_t g, uint32_t stream) {
+    uint32_t hi[8]; /* high words of the counters: equal unless g crosses 2^32 */
+    for (int l = 0; l < 8; l++)
+        hi[l] = (uint32_t)((uint64_t)(g + l) >> 32);
+    c[0] = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)g),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    c[1] = _mm256_loadu_si256((const __m256i *)hi);
+    c[2] = _mm256_set1_epi32((int)stream);
+    c[3] = _mm256_setzero_si256();
+}
+
+/* One Philox round on 8 counters: the 32x32 -> 64-bit products come from _mm256_mul_epu32 on
+ * the even lanes and on the odd lanes shifted down, their halves blended back in place. */
+AVX2_FN void philox8_round(__m256i c[4], uint32_t k0, uint32_t k1) {
+    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    __m256i pe0 = _mm256_mul_epu32(c[0], m0);
+    __m256i po0 = _mm256_mul_epu32(_mm256_srli_epi64(c[0], 32), m0);
+    __m256i pe1 = _mm256_mul_epu32(c[2], m1);
+    __m256i po1 = _mm256_mul_epu32(_mm256_srli_epi64(c[2], 32), m1);
+    __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
+    __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
+    __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
+    __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
+    c[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[1]), _mm256_set1_epi32((int)k0));
+    c[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[3]), _mm256_set1_epi32((int)k1));
+    c[1] = lo1;
+    c[3] = lo0;
+}
+
+/* The 32 elements of 8 groups from their Philox words: the four words transposed into element
+ * order (4 x 8 -> 8 x 4; t: pairs of words, u0..u3: groups (0,4), (1,5), (2,6), (3,7)), then
+ * kept (scaled) or zeroed. */
+AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float p, float ks) {
+    __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]), t1 = _mm256_unpackhi_epi32(c[0], c[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]), t3 = _mm256_unpackhi_epi32(c[2], c[3]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i w[4] = {
+        _mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
+    for (int j = 0; j < 4; j++) {
+        /* tg_u32_to_unit: (float)(r >> 8) / 2^24, exact */
+        __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[j], 8)),
+                                 _mm256_set1_ps(1.0f / 16777216.0f));
+        __m256 keep = _mm256_cmp_ps(u, _mm256_set1_ps(p), _CMP_GE_OQ);
+        __m256 x = _mm256_loadu_ps(a + 8 * j);
+        _mm256_storeu_ps(o + 8 * j, _mm256_and_ps(_mm256_mul_ps(x, _mm256_set1_ps(ks)), keep));
+    }
+}
+
+/* Whole groups [g0, g1), g1 - g0 a multiple of 8, a[0] and o[0] at element 4 g0: 8 counters
+ * side by side in the lanes of AVX registers, and two such blocks of 8 groups at once — the
+ * ten rounds of one block are a chain of dependent operations (~65 cycles) that the CPU
+ * cannot overlap with the next block's by itself, so two independent chains interleaved
+ * nearly halve the time per element. */
 __attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *o, int64_t g0,
                                                          int64_t g1, uint32_t stream,
                                                          const uint32_t key[2], float p, float ks) {
-    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 vp = _mm256_set1_ps(p), vks = _mm256_set1_ps(ks);
-    const __m256 unit = _mm256_set1_ps(1.0f / 16777216.0f);
-    for (int64_t gi = g0; gi < g1; gi += 8) {
-        __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)gi), lane);
-        uint32_t hi[8]; /* high words of the counters: equal unless gi crosses 2^32 */
-        for (int l = 0; l < 8; l++) hi[l] = (uint32_t)((uint64_t)(gi + l) >> 32);
-        __m256i c1 = _mm256_loadu_si256((const __m256i *)hi);
-        __m256i c2 = _mm256_set1_epi32((int)stream), c3 = _mm256_setzero_si256();
+    int64_t gi = g0;
+    for (; gi + 16 <= g1; gi += 16) {
+        __m256i c[2][4];
+        philox8_start(c[0], gi, stream);
+        philox8_start(c[1], gi + 8, stream);
         uint32_t k0 = key[0], k1 = key[1];
-        for (int r = 0; r < 10; r++) {
-            __m256i pe0 = _mm256_mul_epu32(c0, m0);
-            __m256i po0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
-            __m256i pe1 = _mm256_mul_epu32(c2, m1);
-            __m256i po1 = _mm256_mul_epu32(_mm256_srli_epi64(c2, 32), m1);
-            __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
-            __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
-            __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
-            __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
-            c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
-            c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
-            c1 = lo1;
-            c3 = lo0;
-            k0 += PHILOX_W0;
-            k1 += PHILOX_W1;
+        for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1) {
+            philox8_round(c[0], k0, k1);
+            philox8_round(c[1], k0, k1);
         }
-        /* t: pairs of words; u0..u3: groups (0,4), (1,5), (2,6), (3,7); w: elements in order */
-        __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
-        __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
-        __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-        __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-        __m256i w[4] = {_mm256_permute2x128_si256(u0, u1, 0x20),
-                        _mm256_permute2x128_si256(u2, u3, 0x20),
-                        _mm256_permute2x128_si256(u0, u1, 0x31),
-                        _mm256_permute2x128_si256(u2, u3, 0x31)};
-        int64_t e0 = (gi - g0) * 4;
-        for (int j = 0; j < 4; j++) {
-            /* tg_u32_to_unit: (float)(r >> 8) / 2^24, exact */
-            __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[j], 8)), unit);
-            __m256 keep = _mm256_cmp_ps(u, vp, _CMP_GE_OQ);
-            __m256 x = _mm256_loadu_ps(a + e0 + 8 * j);
-            _mm256_storeu_ps(o + e0 + 8 * j, _mm256_and_ps(_mm256_mul_ps(x, vks), keep));
-        }
+        const int64_t e = (gi - g0) * 4;
+        dropout8_apply(c[0], a + e, o + e, p, ks);
+        dropout8_apply(c[1], a + e + 32, o + e + 32, p, ks);
+    }
+    if (gi < g1) { /* a last block of 8 groups alone */
+        __m256i c[4];
+        philox8_start(c, gi, stream);
+        uint32_t k0 = key[0], k1 = key[1];
+        for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1)
+            philox8_round(c, k0, k1);
+        const int64_t e = (gi - g0) * 4;
+        dropout8_apply(c, a + e, o + e, p, ks);
     }
 }
+#undef AVX2_FN
 #endif
 
 /* Dropout over elements [e0, e0 + n): whole blocks of 8 groups on AVX2, the ends scalar. */
