@@ -15,9 +15,11 @@
  * soon (the yield phase used to end at 200 µs) costs more than a wake-up beside a process of
  * lower priority: the waits inside a step and between a step's graph runs are often longer
  * than 200 µs, a sleeping member's core goes to the other process, and the woken member gets
- * it back only when the scheduler lets that process's slice end. Beside a nice-19 busy loop
- * the g2p-small step took 1.16–1.52× its idle time with the 200 µs phase and 1.10× with 20 ms;
- * beside a nice-0 loop the two are the same within the noise (docs/results.md §4).
+ * it back only when the scheduler lets that process's slice end; and in a VM a sleeping
+ * member wakes ~50–100 µs late. With 20 ms instead of 200 µs, one process of two threads
+ * trained the small G2P model as fast as two MPI ranks (110–122 against 130–195 ms per step),
+ * and beside a nice-19 loop the g2p-small step was as fast or faster in 5 of 6 rounds; alone
+ * and beside a nice-0 loop the same within the noise (docs/results.md §4).
  * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
  * moved", the graph runner's (cpu.c) "every share of this node is done". The sleep/wake race:
  * a waiter reads the event's sequence number, announces itself (sleepers++) and re-checks the
