@@ -21,7 +21,9 @@
  * FMA pipes, within its load ports; alone it runs at 85–93 GFLOP/s, ~90 % of a core's peak.
  * From the same intrinsics GCC folded the B loads into the FMAs as memory operands (18 loads
  * per step, over the load ports' rate), and a prototype GEMM around that kernel ran ~10 %
- * slower than around this one.
+ * slower than around this one. The kernel fetches its C tile's six rows (ldc apart) before
+ * the k loop: over the products the rule gives this path, 1.04–1.07× OpenBLAS without the
+ * prefetch and 1.06–1.11× with it (bench_gemm_packed, alternately; docs/results.md §4).
  *
  * Each element of C is summed over k in the same order (k blocks in turn, FMA by FMA within a
  * block) whatever the block of C a thread is given: results do not depend on the thread count.
@@ -97,7 +99,7 @@ static pack_bufs *bufs_get(void) {
 #if TG_PACKED_X86
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add;
+    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
 #define ZERO(r) "vxorps %%ymm" #r ",%%ymm" #r ",%%ymm" #r "\n"
 /* one value of k: B row u (2 vectors) times the 6 values of A's column u */
 #define STEP(u)                                                                                    \
@@ -118,10 +120,13 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
     "vaddps (%[c]),%%ymm" #x ",%%ymm" #x "\n vaddps 32(%[c]),%%ymm" #y ",%%ymm" #y "\n"            \
     "vmovups %%ymm" #x ",(%[c])\n vmovups %%ymm" #y ",32(%[c])\n add %[ldc],%[c]\n"
 #define STROW(x, y) "vmovups %%ymm" #x ",(%[c])\n vmovups %%ymm" #y ",32(%[c])\n add %[ldc],%[c]\n"
+/* the C tile's rows fetched while the k loop runs (each 64 bytes, maybe over two lines) */
+#define PFROW "prefetcht0 (%[t])\n prefetcht0 63(%[t])\n add %[ldc],%[t]\n"
     /* clang-format off */
     __asm__ volatile(
         ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5)
         ZERO(6) ZERO(7) ZERO(8) ZERO(9) ZERO(10) ZERO(11)
+        "mov %[c],%[t]\n" PFROW PFROW PFROW PFROW PFROW PFROW
         "test %[k4],%[k4]\n jz 2f\n"
         /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */
         "1:\n prefetcht0 384(%[a])\n"
@@ -136,7 +141,7 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
         "6:\n"
         STROW(0, 1) STROW(2, 3) STROW(4, 5) STROW(6, 7) STROW(8, 9) STROW(10, 11)
         "7:\n"
-        : [a] "+r"(a), [b] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c)
+        : [a] "+r"(a), [b] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
         : [ldc] "r"(ldcb), [acc] "r"(acc)
         : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
@@ -145,6 +150,7 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
 #undef STEP
 #undef ADDROW
 #undef STROW
+#undef PFROW
 }
 
 bool tg_cpu_gemm_packed_available(void) {
