@@ -2,8 +2,9 @@
  * GELU and its derivative on both paths (scalar, and AVX2+FMA where the CPU has it) over dense
  * sweeps, with the error bounds stated in vmath.h; the row softmax for row lengths 1..40 on both
  * paths with masked (-inf) entries, all-masked rows, in place, and bit for bit whether a row
- * is taken alone or in a block of 8 short rows; its backward likewise; tails of every length agree with whole
- * vectors. Prints the largest errors seen. */
+ * is taken alone or in a block of 8 short rows; its backward likewise; the cross-entropy's rows
+ * (max, sums, gradient); tails of every length agree with whole vectors. Prints the largest
+ * errors seen. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,59 @@ START_TEST(test_softmax_rows) {
 }
 END_TEST
 
+/* The cross-entropy's rows (vocabularies): max, sum of exps, plain sum and gradient row on both
+ * paths against double, rows of 1..20, 45, 1000 and 8000 values over [-20, 20] with -inf
+ * entries (probability 0; the plain sum then is -inf); every tail length; the gradient row
+ * leaves the value past its end alone. Bounds: the logsumexp m + log(sum) and the plain sum
+ * within 2e-6 of max(|ref|, 1) (float sums of up to 8000 terms in 8 lanes), the gradient
+ * within 5e-7 absolute (scale 1, base eps/V). */
+START_TEST(test_cross_entropy_rows) {
+    static const int lens[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 20, 45, 1000, 8000};
+    float *x = malloc(sizeof(float) * 8001), *g = malloc(sizeof(float) * 8001);
+    double worst_l = 0, worst_g = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int masked = 0; masked < 2; masked++)
+            for (int path = 0; path < npaths(); path++) {
+                const int n = lens[li];
+                for (int k = 0; k < n; k++)
+                    x[k] = (float)(((k * 7919) % 4001) - 2000) * 0.01f;
+                if (masked && n > 2) x[n / 2] = x[n - 1] = -INFINITY;
+                double m = -INFINITY, se = 0, sx = 0;
+                for (int k = 0; k < n; k++)
+                    m = fmax(m, x[k]);
+                for (int k = 0; k < n; k++)
+                    se += x[k] == -INFINITY ? 0.0 : exp(x[k] - m), sx += x[k];
+                const double lse = m + log(se);
+                float gm, gm2, got_sx = 0.0f,
+                               se_f = tg_cpu_vce_sumexp_path(x, n, &gm, &got_sx, path == 1);
+                ck_assert(gm == (float)m);
+                double got = gm + log(se_f), e = fabs(got - lse) / fmax(fabs(lse), 1.0);
+                worst_l = fmax(worst_l, e);
+                ck_assert_msg(e <= 2e-6, "n %d masked %d path %d: lse %.9g vs %.9g", n, masked,
+                              path, got, lse);
+                ck_assert_msg(isinf(sx) ? got_sx == sx
+                                        : fabs(got_sx - sx) <= 2e-6 * fmax(fabs(sx), 1.0) + 1e-4,
+                              "n %d masked %d path %d: sum %.9g vs %.9g", n, masked, path, got_sx,
+                              sx);
+                ck_assert(tg_cpu_vce_sumexp_path(x, n, &gm2, NULL, path == 1) == se_f && gm2 == gm);
+                const float base = 0.1f / (float)n;
+                g[n] = 7.0f;
+                tg_cpu_vce_grad_path(x, n, gm, 1.0f / se_f, 1.0f, base, g, path == 1);
+                ck_assert(g[n] == 7.0f);
+                for (int k = 0; k < n; k++) {
+                    double ref = (x[k] == -INFINITY ? 0.0 : exp(x[k] - lse)) - base;
+                    worst_g = fmax(worst_g, fabs(g[k] - ref));
+                    ck_assert_msg(fabs(g[k] - ref) <= 5e-7,
+                                  "n %d masked %d path %d: grad[%d] %.9g vs %.9g", n, masked, path,
+                                  k, g[k], ref);
+                }
+            }
+    printf("cross-entropy rows (both paths, %s): lse relative error %.3g, gradient absolute %.3g\n",
+           tg_cpu_vmath_isa(), worst_l, worst_g);
+    free(x), free(g);
+}
+END_TEST
+
 /* softmax's backward, dx = y (dy - sum(dy y)), rows of 1..40 with zero probabilities (masked
  * entries), against double; the scalar and AVX2 paths give the same bits (the AVX2 path takes
  * 8 short rows at a time, the scalar one row by row), rows alone give the same bits as in a
@@ -288,6 +342,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_softmax_rows);
     tcase_add_test(tc, test_softmax_back_rows);
     tcase_add_test(tc, test_layer_norm_rows);
+    tcase_add_test(tc, test_cross_entropy_rows);
     suite_add_tcase(s, tc);
     return s;
 }

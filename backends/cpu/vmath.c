@@ -1,5 +1,6 @@
-/* Vector exp, tanh, GELU and row softmax of the CPU backend: AVX2+FMA polynomials chosen at run
- * time, portable scalar code otherwise (vmath.h states the error bounds).
+/* Vector exp, tanh, GELU, row softmax, layer norm and the cross-entropy's row sums of the CPU
+ * backend: AVX2+FMA polynomials chosen at run time, portable scalar code otherwise (vmath.h
+ * states the error bounds).
  *
  * exp: Cody-Waite. n = round(x / ln 2), r = x - n ln 2 with ln 2 split in two constants so
  * that n·C1 is exact, exp(r) = 1 + r P(r) with P a minimax polynomial of degree 5 on |r| <=
@@ -215,6 +216,32 @@ static void layer_norm_back_scalar(const float *x, const float *gm, const float 
             dr[j] = rs * (gj - sg - (xr[j] - mu) * rs * sgx);
         }
     }
+}
+
+/* Cross-entropy rows (vocabularies: thousands of values). The row's max m, sum of exp(x - m)
+ * (returned) and, with sum_x, plain sum: element k into accumulator k % 8, the 8 combined
+ * pairwise as hsum8 does; entries at -inf add 0. */
+#define HSUM8_ORDER(a)                                                                             \
+    ((((a)[0] + (a)[4]) + ((a)[2] + (a)[6])) + (((a)[1] + (a)[5]) + ((a)[3] + (a)[7])))
+static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_x) {
+    float m = -INFINITY, acc[8] = {0}, accx[8] = {0};
+    for (int64_t k = 0; k < n; k++)
+        m = x[k] > m ? x[k] : m;
+    for (int64_t k = 0; k < n; k++) {
+        acc[k % 8] += tg_zero_if_neg_inf(x[k], tg_fast_expf(x[k] - m));
+        accx[k % 8] += x[k];
+    }
+    if (sum_x) *sum_x = HSUM8_ORDER(accx);
+    *max = m;
+    return HSUM8_ORDER(acc);
+}
+
+/* y[k] = scale (exp(x[k] - m) inv - base): the cross-entropy's gradient row (before the
+ * target's own term), inv = 1 / the sum of exps */
+static void ce_grad_scalar(const float *x, int64_t n, float m, float inv, float scale, float base,
+                           float *y) {
+    for (int64_t k = 0; k < n; k++)
+        y[k] = scale * (tg_zero_if_neg_inf(x[k], tg_fast_expf(x[k] - m)) * inv - base);
 }
 
 /* ---- the AVX2+FMA path ---- */
@@ -679,6 +706,37 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
     }
 }
 
+/* The cross-entropy rows, 8 lanes at a time (ce_lse_scalar's order: lane j sums elements
+ * j, j + 8, ...; hsum8 combines): the masked tail reads -inf for the max and the exps (masked
+ * to 0) and 0 for the plain sum. */
+AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vm = ninf, acc = _mm256_setzero_ps(), accx = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8)
+        vm = _mm256_max_ps(load_row(x, j, n), vm);
+    const __m256 mv = _mm256_set1_ps(hmax8(vm));
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256 v = load_row(x, j, n);
+        acc = _mm256_add_ps(
+            acc, _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ)));
+        accx = _mm256_add_ps(accx, load0(x, j, n));
+    }
+    if (sum_x) *sum_x = hsum8(accx);
+    *max = _mm256_cvtss_f32(mv);
+    return hsum8(acc);
+}
+
+AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, float scale,
+                              float base, float *y) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), mv = _mm256_set1_ps(m), iv = _mm256_set1_ps(inv);
+    const __m256 sc = _mm256_set1_ps(scale), b = _mm256_set1_ps(base);
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256 v = load_row(x, j, n);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+        store_row(y, j, n, _mm256_mul_ps(sc, _mm256_sub_ps(_mm256_mul_ps(e, iv), b)));
+    }
+}
+
 /* Not cached in a static: the threads of a team ask at once (a data race under ThreadSanitizer),
  * and __builtin_cpu_supports only reads what libgcc filled in at start-up. */
 static bool have_avx2_fma(void) {
@@ -752,4 +810,23 @@ void tg_cpu_vlayer_norm_rows(const float *x, const float *gamma, const float *be
 void tg_cpu_vlayer_norm_back_rows(const float *x, const float *gamma, const float *dy, float *dx,
                                   int64_t rows, int64_t d, float eps) {
     tg_cpu_vlayer_norm_back_rows_path(x, gamma, dy, dx, rows, d, eps, true);
+}
+
+float tg_cpu_vce_sumexp_path(const float *x, int64_t n, float *max, float *sum_x, bool avx2) {
+#if TG_VMATH_X86
+    if (avx2 && have_avx2_fma()) return ce_sumexp_avx2(x, n, max, sum_x);
+#endif
+    (void)avx2;
+    return ce_sumexp_scalar(x, n, max, sum_x);
+}
+void tg_cpu_vce_grad_path(const float *x, int64_t n, float max, float inv, float scale, float base,
+                          float *y, bool avx2) {
+    DISPATCH(ce_grad_avx2, ce_grad_scalar, x, n, max, inv, scale, base, y);
+}
+float tg_cpu_vce_sumexp(const float *x, int64_t n, float *max, float *sum_x) {
+    return tg_cpu_vce_sumexp_path(x, n, max, sum_x, true);
+}
+void tg_cpu_vce_grad(const float *x, int64_t n, float max, float inv, float scale, float base,
+                     float *y) {
+    tg_cpu_vce_grad_path(x, n, max, inv, scale, base, y, true);
 }
