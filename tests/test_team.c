@@ -176,7 +176,7 @@ START_TEST(test_offer) {
 }
 END_TEST
 
-static double cpu_seconds(clockid_t clock) {
+static double seconds(clockid_t clock) {
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -195,10 +195,9 @@ START_TEST(test_idle_team_sleeps) {
     ck_assert_ptr_nonnull(t);
     tg_cpu_team_run(t, nothing, NULL);
     usleep((useconds_t)(TG_CPU_YIELD_NS / 1000 + 100 * 1000));
-    double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), w0 = cpu_seconds(CLOCK_MONOTONIC);
+    double c0 = seconds(CLOCK_PROCESS_CPUTIME_ID), w0 = seconds(CLOCK_MONOTONIC);
     usleep(300 * 1000);
-    double used = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0,
-           wall = cpu_seconds(CLOCK_MONOTONIC) - w0;
+    double used = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0, wall = seconds(CLOCK_MONOTONIC) - w0;
     ck_assert_msg(used < 0.03, "an idle team used %.0f ms of CPU in %.0f ms", used * 1e3,
                   wall * 1e3);
     /* the sleepers wake for the next job for everyone */

@@ -91,8 +91,9 @@ TG_CPU_CLONES static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
             rowloss = *slot;
             if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
         }
-        TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN)
-        rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+        TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
+            rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+        }
         if (red != TG_REDUCE_NONE) {
             tg_cpu_barrier(p);
             if (p->ith != 0) return TG_OK;

@@ -706,7 +706,7 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
     }
 }
 
-/* The cross-entropy rows, 8 lanes at a time (ce_lse_scalar's order: lane j sums elements
+/* The cross-entropy rows, 8 lanes at a time (ce_sumexp_scalar's order: lane j sums elements
  * j, j + 8, ...; hsum8 combines): the masked tail reads -inf for the max and the exps (masked
  * to 0) and 0 for the plain sum. */
 AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
