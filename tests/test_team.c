@@ -7,8 +7,10 @@
  * The graph runner's look-ahead: the rule for which nodes may run together (core/hazard.c)
  * case by case, and a graph of independent branches whose runs on a team give the same bits
  * every time while shares did run ahead. An idle team sleeps: its members use no CPU once the
- * yield phase of their wait is over. Speed is never asserted. */
+ * yield phase of their wait is over, which is short in a team with more members than CPUs.
+ * Speed is never asserted. */
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,11 +189,11 @@ static void nothing(void *ctx, tg_cpu_par *p) {
 }
 
 /* After a job, the members spin and yield for TG_CPU_YIELD_NS, then sleep: over the 300 ms
- * after that the process (2 waiting members, the main thread asleep) uses no CPU — members
- * that kept spinning or yielding would use ~600 ms. 30 ms allows for wake-ups of the clock and
+ * after that the process (1 waiting member, the main thread asleep) uses no CPU — a member
+ * that kept spinning or yielding would use ~300 ms. 30 ms allows for wake-ups of the clock and
  * a slow machine's noise, not for a member that never sleeps. */
 START_TEST(test_idle_team_sleeps) {
-    tg_cpu_team *t = tg_cpu_team_new(N_MEMBERS);
+    tg_cpu_team *t = tg_cpu_team_new(2); /* not more members than CPUs: the 20 ms phase */
     ck_assert_ptr_nonnull(t);
     tg_cpu_team_run(t, nothing, NULL);
     usleep((useconds_t)(TG_CPU_YIELD_NS / 1000 + 100 * 1000));
@@ -200,12 +202,25 @@ START_TEST(test_idle_team_sleeps) {
     double used = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0, wall = seconds(CLOCK_MONOTONIC) - w0;
     ck_assert_msg(used < 0.03, "an idle team used %.0f ms of CPU in %.0f ms", used * 1e3,
                   wall * 1e3);
-    /* the sleepers wake for the next job for everyone */
-    work *e = calloc(1, sizeof *e);
-    tg_cpu_team_run(t, member, e);
-    ck_assert_int_eq(atomic_load(&e->entered), N_MEMBERS);
-    free(e);
+    /* the sleepers wake for the next job for everyone (it returns once both have run it) */
+    tg_cpu_team_run(t, nothing, NULL);
     tg_cpu_team_free(t);
+}
+END_TEST
+
+/* A team with more members than the CPUs the process may use ends its yield phase at 200 µs
+ * (its waiting members must hand their cores to the members that have none); others at 20 ms. */
+START_TEST(test_oversubscribed_team_yields_briefly) {
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    const int cpus = CPU_COUNT(&set);
+    tg_cpu_team *fits = tg_cpu_team_new(cpus), *over = tg_cpu_team_new(cpus + 1);
+    ck_assert(fits && over);
+    ck_assert_int_eq(tg_cpu_team_yield_ns(fits), 0);
+    ck_assert_int_eq(tg_cpu_team_yield_ns(over), TG_CPU_YIELD_OVERSUBSCRIBED_NS);
+    ck_assert_int_eq(tg_cpu_team_yield_ns(NULL), 0);
+    tg_cpu_team_free(fits);
+    tg_cpu_team_free(over);
 }
 END_TEST
 
@@ -443,6 +458,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_nested_run);
     tcase_add_test(tc, test_offer);
     tcase_add_test(tc, test_idle_team_sleeps);
+    tcase_add_test(tc, test_oversubscribed_team_yields_briefly);
     tcase_add_test(tc, test_thread_count);
     tcase_add_test(tc, test_graph_on_team);
     tcase_add_test(tc, test_hazard_rule);

@@ -334,7 +334,9 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->nshares = j->done + j->n;
     atomic_init(&j->fail_at, j->n);
     pthread_mutex_init(&j->mu, NULL);
-    tg_cpu_team_offer(team_of(b), graph_member, j);
+    tg_cpu_team *team = team_of(b);
+    j->progress.yield_ns = tg_cpu_team_yield_ns(team);
+    tg_cpu_team_offer(team, graph_member, j);
     pthread_mutex_destroy(&j->mu);
     free((void *)j->claimed);
     free((void *)j->taken);
@@ -442,7 +444,9 @@ static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *
         return;
     }
     store_shares v = {.fn = fn, .ctx = ctx, .shares = b->nthreads * VEC_SHARES_PER_THREAD};
-    tg_cpu_team_offer(team_of(b), vec_member, &v);
+    tg_cpu_team *team = team_of(b);
+    v.finished.yield_ns = tg_cpu_team_yield_ns(team);
+    tg_cpu_team_offer(team, vec_member, &v);
 }
 
 static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,

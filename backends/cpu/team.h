@@ -63,6 +63,9 @@ void tg_cpu_barrier(tg_cpu_par *p);
  * the core until TG_CPU_YIELD_NS, then sleep until woken. */
 #define TG_CPU_SPIN_NS (50 * 1000)
 #define TG_CPU_YIELD_NS (20 * 1000 * 1000)
+/* The yield phase of a team with more members than the CPUs it may run on: some member is
+ * always off a core there, and the waiting members must hand theirs over soon (team.c). */
+#define TG_CPU_YIELD_OVERSUBSCRIBED_NS (200 * 1000)
 
 /* A condition other threads wait for, with the barrier's spin, yield and sleep phases: a
  * waiter calls tg_cpu_event_wait(e, cond, ctx), which returns once cond(ctx) is true; whoever
@@ -70,9 +73,14 @@ void tg_cpu_barrier(tg_cpu_par *p);
 typedef struct tg_cpu_event {
     _Atomic unsigned seq;
     _Atomic int sleepers;
+    int64_t yield_ns; /* end of the yield phase; 0: TG_CPU_YIELD_NS (tg_cpu_team_yield_ns) */
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
+
+/* The yield phase for the events of a job on this team: TG_CPU_YIELD_OVERSUBSCRIBED_NS when the
+ * team has more members than the CPUs the process may run on, else 0 (TG_CPU_YIELD_NS). */
+int64_t tg_cpu_team_yield_ns(const tg_cpu_team *team);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t tg_cpu_now_ns(void);
