@@ -62,7 +62,7 @@ static tg_status embedding_back(tg_cpu_par *p, tg_tensor *t) {
 }
 
 /* cross_entropy and cross_entropy_back (srcs logits, targets, and dy for the backward) */
-TG_CPU_CLONES static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
+static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *lg = t->src[0], *tg = t->src[1];
     int64_t N = lg->shape[0], V = lg->shape[1];
     const float *x = lg->data;

@@ -60,7 +60,8 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
 void tg_cpu_barrier(tg_cpu_par *p);
 
 /* The phases of every wait, from its start (team.c says why): spin until TG_CPU_SPIN_NS, yield
- * the core until TG_CPU_YIELD_NS, then sleep until woken. */
+ * the core until TG_CPU_YIELD_NS (or the event's yield_ns: tg_cpu_team_yield_ns), then sleep
+ * until woken. */
 #define TG_CPU_SPIN_NS (50 * 1000)
 #define TG_CPU_YIELD_NS (20 * 1000 * 1000)
 /* The yield phase of a team with more members than the CPUs it may run on: some member is

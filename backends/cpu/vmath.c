@@ -220,9 +220,7 @@ static void layer_norm_back_scalar(const float *x, const float *gm, const float 
 
 /* Cross-entropy rows (vocabularies: thousands of values). The row's max m, sum of exp(x - m)
  * (returned) and, with sum_x, plain sum: element k into accumulator k % 8, the 8 combined
- * pairwise as hsum8 does; entries at -inf add 0. */
-#define HSUM8_ORDER(a)                                                                             \
-    ((((a)[0] + (a)[4]) + ((a)[2] + (a)[6])) + (((a)[1] + (a)[5]) + ((a)[3] + (a)[7])))
+ * pairwise (ACC8_COMBINE, as the layer norm's sums); entries at -inf add 0. */
 static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_x) {
     float m = -INFINITY, acc[8] = {0}, accx[8] = {0};
     for (int64_t k = 0; k < n; k++)
@@ -231,9 +229,9 @@ static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_
         acc[k % 8] += tg_zero_if_neg_inf(x[k], tg_fast_expf(x[k] - m));
         accx[k % 8] += x[k];
     }
-    if (sum_x) *sum_x = HSUM8_ORDER(accx);
+    if (sum_x) *sum_x = ACC8_COMBINE(accx);
     *max = m;
-    return HSUM8_ORDER(acc);
+    return ACC8_COMBINE(acc);
 }
 
 /* y[k] = scale (exp(x[k] - m) inv - base): the cross-entropy's gradient row (before the
@@ -706,9 +704,9 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
     }
 }
 
-/* The cross-entropy rows, 8 lanes at a time (ce_sumexp_scalar's order: lane j sums elements
- * j, j + 8, ...; hsum8 combines): the masked tail reads -inf for the max and the exps (masked
- * to 0) and 0 for the plain sum. */
+/* The cross-entropy rows, 8 lanes at a time (lane j sums elements j, j + 8, ... as
+ * ce_sumexp_scalar's accumulators; hsum8 combines them): the masked tail reads -inf for the max and
+ * the exps (masked to 0) and 0 for the plain sum. */
 AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 vm = ninf, acc = _mm256_setzero_ps(), accx = _mm256_setzero_ps();
