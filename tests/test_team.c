@@ -450,6 +450,89 @@ START_TEST(test_lookahead_same_bits) {
 }
 END_TEST
 
+/* A member's CPU clock moves while it works and stands still while it sleeps: what tells the
+ * graph runner a partner off its core from one at work. */
+typedef struct {
+    atomic_bool stop;
+    int64_t moved, waited; /* member 1's CPU time and the wall time member 0 watched it for */
+} clock_watch;
+
+static void spin_a_while(void *ctx, tg_cpu_par *p) {
+    clock_watch *cw = ctx;
+    if (p->ith == 1) {
+        while (!atomic_load(&cw->stop)) {
+        }
+        return;
+    }
+    /* member 0 watches member 1's clock until it has moved 10 ms (5 s at most: a loaded
+     * machine gives the spinning member less than its core) */
+    const int64_t c0 = tg_cpu_member_cpu_ns(p, 1), w0 = tg_cpu_now_ns();
+    int64_t c = c0;
+    while (c >= 0 && c - c0 < 10 * 1000 * 1000 && tg_cpu_now_ns() - w0 < 5000LL * 1000 * 1000) {
+        usleep(1000);
+        c = tg_cpu_member_cpu_ns(p, 1);
+    }
+    cw->moved = c0 < 0 || c < 0 ? -1 : c - c0;
+    cw->waited = tg_cpu_now_ns() - w0;
+    atomic_store(&cw->stop, true);
+}
+
+START_TEST(test_member_cpu_clock) {
+    tg_cpu_team *t = tg_cpu_team_new(2);
+    ck_assert_ptr_nonnull(t);
+    clock_watch cw = {.moved = 0};
+    tg_cpu_team_run(t, spin_a_while, &cw);
+    ck_assert_msg(cw.moved >= 10 * 1000 * 1000,
+                  "a spinning member's clock moved %lld ns in %lld ns", (long long)cw.moved,
+                  (long long)cw.waited);
+    usleep(100 * 1000); /* member 1 sleeps once the yield phase (20 ms) is over */
+    tg_cpu_par p = {.team = t, .ith = 0, .nth = 2};
+    const int64_t c0 = tg_cpu_member_cpu_ns(&p, 1);
+    usleep(50 * 1000);
+    const int64_t c1 = tg_cpu_member_cpu_ns(&p, 1);
+    ck_assert_msg(c0 >= 0 && c1 - c0 < 5 * 1000 * 1000, "a sleeping member's clock moved %lld ns",
+                  (long long)(c1 - c0));
+    tg_cpu_par none = {.team = NULL, .ith = 0, .nth = 1};
+    ck_assert_int_eq(tg_cpu_member_cpu_ns(&none, 0), -1);
+    tg_cpu_team_free(t);
+}
+END_TEST
+
+/* Waits on a partner off its core sleep until the node is done (cpu.c: PROBE_NS): with every
+ * partner taken to be off its core, every wait on a started share sleeps, and the run still
+ * ends, with the bits of a plain run (a lost wake-up would hang here). (The plain backend may
+ * sleep too: 3 members on 2 cores are off their cores in turn.) */
+START_TEST(test_offcore_waits_sleep) {
+    enum { NV = TOK * WID + 100 * (BR + 1) + WID * WID, NG = TOK * WID + BR * WID * WID };
+    float *vals = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++)
+        vals[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *ref = malloc(sizeof(float) * NG), *got = malloc(sizeof(float) * NG);
+    for (int threads = 2; threads <= 3; threads++) {
+        tg_backend *plain, *sleepy;
+        CK(tg_backend_cpu_new(threads, &plain));
+        CK(tg_backend_cpu_new(threads, &sleepy));
+        tg__cpu_all_offcore(sleepy, true);
+        branches_grads(plain, vals, ref);
+        /* how many waits there are depends on the members' timing: runs until 10 have slept */
+        int rep = 0;
+        for (; rep < 6 || (rep < 200 && tg__cpu_waits_slept(sleepy) < 10); rep++) {
+            branches_grads(sleepy, vals, got);
+            ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "%d threads, run %d differs",
+                          threads, rep);
+        }
+        printf("%d threads: %lld waits slept in %d runs\n", threads,
+               (long long)tg__cpu_waits_slept(sleepy), rep);
+        ck_assert_int_gt(tg__cpu_waits_slept(sleepy), 0);
+        tg_backend_free(plain);
+        tg_backend_free(sleepy);
+    }
+    free(vals);
+    free(ref);
+    free(got);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("team");
     TCase *tc = tcase_create("team");
@@ -463,6 +546,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_graph_on_team);
     tcase_add_test(tc, test_hazard_rule);
     tcase_add_test(tc, test_lookahead_same_bits);
+    tcase_add_test(tc, test_member_cpu_clock);
+    tcase_add_test(tc, test_offcore_waits_sleep);
     suite_add_tcase(s, tc);
     return s;
 }

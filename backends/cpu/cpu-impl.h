@@ -65,6 +65,12 @@ bool tg__cpu_matmul_is_small(const tg_tensor *t);
  * (cpu.c: look_ahead), since b was made: for tests. */
 int64_t tg__cpu_shares_run_ahead(tg_backend *b);
 
+/* How many waits of b's graph runner on a share held by a member off its core were slept
+ * through (cpu.c: PROBE_NS), since b was made; and, for tests, every holder taken to be off its
+ * core (every such wait sleeps at its first reading). */
+int64_t tg__cpu_waits_slept(tg_backend *b);
+void tg__cpu_all_offcore(tg_backend *b, bool on);
+
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without
  * a buffer, operands gathered for broadcasting, and each member's values over the tile. */

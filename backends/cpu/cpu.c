@@ -25,6 +25,8 @@ typedef struct {
     size_t bytes;
     tg_cpu_team *team; /* NULL for one thread */
     atomic_llong ahead; /* shares the graph runner ran ahead of their node's turn */
+    atomic_llong slept; /* waits on a share whose holder was off its core, slept through */
+    bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
 static size_t rounded(size_t bytes) { return ((bytes ? bytes : 1) + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN; }
@@ -164,6 +166,22 @@ static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
  * message is its own); once that node is done every member sees it and stops. */
 enum { STEAL_NS = 100 * 1000 };
 
+/* A member waiting on a share that another member started reads the holder's CPU clock
+ * (tg_cpu_member_cpu_ns) PROBE_NS / 2 into the wait and every PROBE_NS after: a clock that moved
+ * less than half the wall time since the last reading means the holder is off its core —
+ * preempted by another process, which then has the holder's core — and the waiting member
+ * sleeps until the node is done instead of spinning and yielding on its own core: nothing it
+ * can do there brings the share nearer, and the kernel may give the core to the holder or to
+ * the other process. Beside one busy process a g2p-small step then takes the same time while
+ * tgraph uses 16-19 % less CPU, which the other process gets (docs/results.md §4); a holder at
+ * work (an idle machine, a partner merely late, a nice-19 neighbour) keeps the spin-yield wait.
+ * (Computing such a share again instead, from a private copy of C, was tried: no faster.) */
+enum { PROBE_NS = 200 * 1000 };
+
+/* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
+ * TAKEN (its holder computes it) or DONE. */
+enum { UNTAKEN = 0, TAKEN = 1, DONE = 2 };
+
 typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
@@ -172,7 +190,8 @@ typedef struct {
     void *ctx;
     _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
     _Atomic int *nshares;        /* per node: shares_of, once known (0: not yet) */
-    _Atomic unsigned char *taken; /* per node and share */
+    _Atomic int *taken;          /* per node and share: the state word */
+    cpu_impl *impl;
     tg_cpu_event progress;        /* signalled when a node's last share is done */
     atomic_llong *ahead;          /* the backend's count of shares run ahead (tests) */
     atomic_llong fail_at;
@@ -222,8 +241,13 @@ static int node_shares(graph_job *j, int64_t i) {
     return k;
 }
 
-static bool take(graph_job *j, int64_t i, int c) {
-    if (atomic_exchange_explicit(&j->taken[i * j->shares + c], 1, memory_order_relaxed)) return false;
+/* Member m takes share c of node i. */
+static bool take(graph_job *j, int64_t i, int c, int m) {
+    int untaken = UNTAKEN;
+    if (!atomic_compare_exchange_strong_explicit(&j->taken[i * j->shares + c], &untaken,
+                                                 (m + 1) << 2 | TAKEN, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return false;
     atomic_fetch_add_explicit(&j->claimed[i], 1, memory_order_relaxed);
     return true;
 }
@@ -237,25 +261,65 @@ static void run_share(graph_job *j, int64_t i, int c, int k) {
         tg_status st = run_kernel(&share, t);
         if (st) fail(j, i, st);
     }
+    atomic_fetch_or_explicit(&j->taken[i * j->shares + c], DONE, memory_order_relaxed);
     if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k)
         tg_cpu_event_signal(&j->progress);
 }
 
 typedef struct {
     graph_job *j;
-    int64_t i, steal_at;
+    int64_t i, start, steal_at;
     int k;
+    int64_t probe_at; /* next reading of a holder's clock */
+    int probe_m;      /* the member of the last reading, its time and the clock */
+    int64_t probe_wall, probe_cpu;
 } node_wait;
 
 static bool node_done(const node_wait *w) {
     return atomic_load_explicit(&w->j->done[w->i], memory_order_acquire) >= w->k;
 }
 
-/* stop waiting: the node is done, or a share is untaken past the grace time */
+/* stop waiting: the node is done, a share is untaken past the grace time, or a holder's clock
+ * is due to be read */
 static bool done_or_late(void *ctx) {
     const node_wait *w = ctx;
-    return node_done(w) || (atomic_load_explicit(&w->j->claimed[w->i], memory_order_relaxed) < w->k &&
-                            tg_cpu_now_ns() >= w->steal_at);
+    if (node_done(w)) return true;
+    const bool untaken = atomic_load_explicit(&w->j->claimed[w->i], memory_order_relaxed) < w->k;
+    return tg_cpu_now_ns() >= (untaken ? w->steal_at : w->probe_at);
+}
+
+static bool node_done_ctx(void *ctx) {
+    return node_done(ctx);
+}
+
+/* Member p waits on node w->i, every share taken: it reads the CPU clock of another member
+ * holding a share not done, and sleeps until the node is done when that member was off its core
+ * since the last reading (see PROBE_NS above). The readings cut the wait into calls of
+ * tg_cpu_event_wait, each starting its phases afresh, so the wait's own end of the yield phase
+ * is kept here. */
+static void probe(graph_job *j, const tg_cpu_par *p, node_wait *w) {
+    const int64_t now = tg_cpu_now_ns();
+    if (now < w->probe_at) return;
+    w->probe_at = now + PROBE_NS;
+    if (now - w->start >= (j->progress.yield_ns ? j->progress.yield_ns : TG_CPU_YIELD_NS)) {
+        tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
+        return;
+    }
+    int holder = -1;
+    for (int c = 0; c < w->k && holder < 0; c++) {
+        const int v = atomic_load_explicit(&j->taken[w->i * j->shares + c], memory_order_relaxed);
+        if ((v & 3) == TAKEN && (v >> 2) - 1 != p->ith) holder = (v >> 2) - 1;
+    }
+    if (holder < 0) return;
+    const int64_t cpu = tg_cpu_member_cpu_ns(p, holder);
+    if (cpu < 0) return;
+    if (j->impl->all_offcore ||
+        (holder == w->probe_m && 2 * (cpu - w->probe_cpu) < now - w->probe_wall)) {
+        atomic_fetch_add_explicit(&j->impl->slept, 1, memory_order_relaxed);
+        tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
+        return;
+    }
+    w->probe_m = holder, w->probe_wall = now, w->probe_cpu = cpu;
 }
 
 /* The member that owns share c of k: contiguous runs of shares per member, so that with 4
@@ -284,7 +348,7 @@ static void look_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
             if (!node_finished(j, q) && !tg__nodes_independent(t, j->nodes[q])) return;
         const int k = node_shares(j, m);
         for (int c = 0; c < k; c++)
-            if (owner(c, k, p->nth) == p->ith && take(j, m, c)) {
+            if (owner(c, k, p->nth) == p->ith && take(j, m, c, p->ith)) {
                 run_share(j, m, c, k);
                 atomic_fetch_add_explicit(j->ahead, 1, memory_order_relaxed);
             }
@@ -299,19 +363,27 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
         if (!(t->flags & TG_TF_FUSED)) {
             const int k = node_shares(j, i);
             for (int c = 0; c < k; c++)
-                if (owner(c, k, p->nth) == p->ith && take(j, i, c)) run_share(j, i, c, k);
+                if (owner(c, k, p->nth) == p->ith && take(j, i, c, p->ith)) run_share(j, i, c, k);
             /* shares of members that have not joined the run (asleep, or held off their core
              * by another process): nobody else would take them before the grace time */
             for (int c = k - 1; c >= 0; c--)
-                if (!tg_cpu_member_joined(p, owner(c, k, p->nth)) && take(j, i, c))
+                if (!tg_cpu_member_joined(p, owner(c, k, p->nth)) && take(j, i, c, p->ith))
                     run_share(j, i, c, k);
             if (!j->after && p->nth > 1 && !node_finished(j, i)) look_ahead(j, p, i);
-            node_wait w = {.j = j, .i = i, .k = k, .steal_at = tg_cpu_now_ns() + STEAL_NS};
+            const int64_t start = tg_cpu_now_ns();
+            node_wait w = {.j = j,
+                           .i = i,
+                           .k = k,
+                           .start = start,
+                           .steal_at = start + STEAL_NS,
+                           .probe_at = start + (j->impl->all_offcore ? 0 : PROBE_NS / 2),
+                           .probe_m = -1};
             while (!node_done(&w)) {
                 tg_cpu_event_wait(&j->progress, done_or_late, &w);
                 /* from the end: a late owner works through its shares from the start */
                 for (int c = k - 1; c >= 0 && atomic_load(&j->claimed[i]) < k; c--)
-                    if (take(j, i, c)) run_share(j, i, c, k);
+                    if (take(j, i, c, p->ith)) run_share(j, i, c, k);
+                if (atomic_load(&j->claimed[i]) == k && !node_done(&w)) probe(j, p, &w);
             }
             if (atomic_load(&j->fail_at) <= i) return;
         }
@@ -321,10 +393,11 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->nthreads = b->nthreads;
-    j->ahead = &((cpu_impl *)b->impl)->ahead;
+    j->impl = b->impl;
+    j->ahead = &j->impl->ahead;
     j->shares = b->nthreads > 1 ? b->nthreads * FINE_SHARES : 1;
     j->claimed = calloc((size_t)(3 * j->n + 1), sizeof *j->claimed);
-    j->taken = calloc((size_t)(j->n * j->shares + 1), 1);
+    j->taken = calloc((size_t)(j->n * j->shares + 1), sizeof *j->taken);
     if (!j->claimed || !j->taken) {
         free((void *)j->claimed);
         free((void *)j->taken);
@@ -538,6 +611,14 @@ int64_t tg__cpu_shares_run_ahead(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->ahead);
 }
 
+int64_t tg__cpu_waits_slept(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->slept);
+}
+
+void tg__cpu_all_offcore(tg_backend *b, bool on) {
+    ((cpu_impl *)b->impl)->all_offcore = on;
+}
+
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     if (!out) return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: out is NULL");
     pthread_once(&kernels_once, assemble_kernels); /* run_kernel reads the table unchecked */
@@ -561,6 +642,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     openblas_set_num_threads(1);
     c->team = team;
     atomic_init(&c->ahead, 0);
+    atomic_init(&c->slept, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

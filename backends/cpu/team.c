@@ -26,7 +26,9 @@
  * and beside a nice-19 loop the g2p-small step was as fast or faster in 5 of 6 rounds; alone
  * and beside a nice-0 loop the same within the noise (docs/results.md §4).
  * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
- * moved", the graph runner's (cpu.c) "every share of this node is done". The sleep/wake race:
+ * moved", the graph runner's (cpu.c) "every share of this node is done"; tg_cpu_event_sleep is
+ * the third alone, for the graph runner's member whose partner is off its core (cpu.c: a
+ * member's CPU clock, tg_cpu_member_cpu_ns, tells). The sleep/wake race:
  * a waiter reads the event's sequence number, announces itself (sleepers++) and re-checks the
  * condition before sleeping on the sequence number; the signaller makes the condition true,
  * bumps the sequence number and then reads sleepers. Both are sequentially consistent, so
@@ -134,6 +136,10 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
         if (cond(ctx)) return;
         sched_yield();
     }
+    tg_cpu_event_sleep(e, cond, ctx);
+}
+
+void tg_cpu_event_sleep(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
     for (;;) {
         unsigned seq = atomic_load(&e->seq);
         atomic_fetch_add(&e->sleepers, 1);
@@ -298,6 +304,7 @@ static void post(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx
     t->ctx = ctx;
     t->everyone = everyone;
     atomic_store_explicit(&t->next, 0, memory_order_relaxed);
+    t->threads[0] = pthread_self(); /* member 0 is whoever posts (tg_cpu_member_cpu_ns) */
     atomic_store_explicit(&t->joined[0], num, memory_order_relaxed);
     atomic_store_explicit(&t->job, (uint64_t)num << 32, memory_order_release);
     tg_cpu_event_signal(&t->posted);
@@ -353,6 +360,16 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m) {
     const tg_cpu_team *t = p->team;
     unsigned num = (unsigned)(atomic_load_explicit(&t->job, memory_order_relaxed) >> 32);
     return atomic_load_explicit(&t->joined[m], memory_order_acquire) == num;
+}
+
+int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m) {
+    const tg_cpu_team *t = p->team;
+    clockid_t clock;
+    struct timespec ts;
+    if (!t || m < 0 || m >= t->n || pthread_getcpuclockid(t->threads[m], &clock) ||
+        clock_gettime(clock, &ts))
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* A positive count in 1..MAX_THREADS at the start of s (OMP_NUM_THREADS may be a list "4,2"). */

@@ -55,6 +55,12 @@ void tg_cpu_team_run(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), vo
 void tg_cpu_team_offer(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
 bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
 
+/* The CPU time member m of p's team has had, in ns: its thread's CPU clock, which counts the
+ * current slice while the thread runs on another core, so that a member held off its core by
+ * another process (its clock stands still) is told from one at work (cpu.c). -1 when there is
+ * no team or the clock cannot be read. */
+int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
+
 /* Wait until every member has arrived. Also resets the dynamic counter (tg_cpu_next): a
  * dynamically scheduled loop must be separated from the next one by a barrier. */
 void tg_cpu_barrier(tg_cpu_par *p);
@@ -78,6 +84,9 @@ typedef struct tg_cpu_event {
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
+/* The wait's sleep phase alone: for a waiter that knows spinning or yielding cannot help (the
+ * graph runner's member whose partner is off its core: cpu.c). */
+void tg_cpu_event_sleep(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 
 /* The yield phase for the events of a job on this team: TG_CPU_YIELD_OVERSUBSCRIBED_NS when the
  * team has more members than the CPUs the process may run on, else 0 (TG_CPU_YIELD_NS). */
