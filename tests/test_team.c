@@ -8,7 +8,8 @@
  * case by case, and a graph of independent branches whose runs on a team give the same bits
  * every time while shares did run ahead. An idle team sleeps: its members use no CPU once the
  * yield phase of their wait is over, which is short in a team with more members than CPUs.
- * Speed is never asserted. */
+ * A member's CPU clock tells one at work from one off its core, and the runner's waits on a
+ * holder off its core sleep and still end with the same bits. Speed is never asserted. */
 #include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
