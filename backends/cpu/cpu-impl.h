@@ -65,9 +65,10 @@ bool tg__cpu_matmul_is_small(const tg_tensor *t);
  * (cpu.c: look_ahead), since b was made: for tests. */
 int64_t tg__cpu_shares_run_ahead(tg_backend *b);
 
-/* How many waits of b's graph runner on a share held by a member off its core were slept
- * through (cpu.c: PROBE_NS), since b was made; and, for tests, every holder taken to be off its
- * core (every such wait sleeps at its first reading). */
+/* How many waits of b's graph runner found the member holding a share off its core (cpu.c:
+ * PROBE_NS), and how many of those were slept through (nothing to run ahead), since b was
+ * made; and, for tests, every holder taken to be off its core (at the wait's first reading). */
+int64_t tg__cpu_waits_offcore(tg_backend *b);
 int64_t tg__cpu_waits_slept(tg_backend *b);
 void tg__cpu_all_offcore(tg_backend *b, bool on);
 

@@ -25,7 +25,8 @@ typedef struct {
     size_t bytes;
     tg_cpu_team *team; /* NULL for one thread */
     atomic_llong ahead; /* shares the graph runner ran ahead of their node's turn */
-    atomic_llong slept; /* waits on a share whose holder was off its core, slept through */
+    atomic_llong offcore; /* waits on a share whose holder was off its core */
+    atomic_llong slept;   /* of those, slept through (nothing to run ahead) */
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
@@ -169,14 +170,18 @@ enum { STEAL_NS = 100 * 1000 };
 /* A member waiting on a share that another member started reads the holder's CPU clock
  * (tg_cpu_member_cpu_ns) PROBE_NS / 2 into the wait and every PROBE_NS after: a clock that moved
  * less than half the wall time since the last reading means the holder is off its core —
- * preempted by another process, which then has the holder's core — and the waiting member
- * sleeps until the node is done instead of spinning and yielding on its own core: nothing it
- * can do there brings the share nearer, and the kernel may give the core to the holder or to
- * the other process. Beside one busy process a g2p-small step then takes the same time while
- * tgraph uses 16-19 % less CPU, which the other process gets (docs/results.md §4); a holder at
- * work (an idle machine, a partner merely late, a nice-19 neighbour) keeps the spin-yield wait.
- * (Computing such a share again instead, from a private copy of C, was tried: no faster.) */
-enum { PROBE_NS = 200 * 1000 };
+ * preempted by another process, which then has the holder's core, often for milliseconds. The
+ * waiting member then runs ahead: every untaken share, whoever owns it, of the next
+ * DEEP_AHEAD nodes whose memory meets that of no unfinished node before them (run_ahead; the
+ * look-ahead's rule, but past the nodes it must leave and over shares of both members). When
+ * there is none it sleeps until the node is done instead of spinning and yielding on its own
+ * core: nothing it can do there brings the share nearer, and the kernel may give the core to
+ * the holder or to the other process. Beside one busy process a g2p-small step then takes
+ * ~6 % less time and tgraph 16-19 % less CPU, which the other process gets (docs/results.md
+ * §4); a holder at work (an idle machine, a partner merely late, a nice-19 neighbour) keeps the
+ * spin-yield wait. (Computing such a share again, from a private copy of C, was tried: no
+ * faster.) */
+enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 
 /* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
  * TAKEN (its holder computes it) or DONE. */
@@ -297,7 +302,9 @@ static bool node_done_ctx(void *ctx) {
  * since the last reading (see PROBE_NS above). The readings cut the wait into calls of
  * tg_cpu_event_wait, each starting its phases afresh, so the wait's own end of the yield phase
  * is kept here. */
-static void probe(graph_job *j, const tg_cpu_par *p, node_wait *w) {
+static bool run_ahead(graph_job *j, tg_cpu_par *p, int64_t i);
+
+static void probe(graph_job *j, tg_cpu_par *p, node_wait *w) {
     const int64_t now = tg_cpu_now_ns();
     if (now < w->probe_at) return;
     w->probe_at = now + PROBE_NS;
@@ -315,6 +322,9 @@ static void probe(graph_job *j, const tg_cpu_par *p, node_wait *w) {
     if (cpu < 0) return;
     if (j->impl->all_offcore ||
         (holder == w->probe_m && 2 * (cpu - w->probe_cpu) < now - w->probe_wall)) {
+        atomic_fetch_add_explicit(&j->impl->offcore, 1, memory_order_relaxed);
+        w->probe_m = -1;
+        if (!j->after && run_ahead(j, p, w->i)) return;
         atomic_fetch_add_explicit(&j->impl->slept, 1, memory_order_relaxed);
         tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
         return;
@@ -354,6 +364,39 @@ static void look_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
             }
         if (atomic_load(&j->fail_at) <= m) return;
     }
+}
+
+/* Member p, whose partner holding a share of node i is off its core, runs every untaken share
+ * of the next DEEP_AHEAD nodes that are independent of every unfinished node before them (at
+ * most DEEP_PENDING of those are tracked; a fused chain's members count as unfinished, as its
+ * tail runs them). Returns whether it ran any. */
+static bool run_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
+    int64_t pending[DEEP_PENDING];
+    int np = 0;
+    bool ran = false;
+    pending[np++] = i;
+    for (int64_t m = i + 1; m < j->n && m <= i + DEEP_AHEAD; m++) {
+        tg_tensor *t = j->nodes[m];
+        if (!(t->flags & TG_TF_FUSED) && !node_finished(j, m)) {
+            bool free_to_run = true;
+            for (int q = 0; q < np && free_to_run; q++)
+                free_to_run =
+                    node_finished(j, pending[q]) || tg__nodes_independent(t, j->nodes[pending[q]]);
+            const int k = node_shares(j, m);
+            for (int c = 0; free_to_run && c < k; c++)
+                if (take(j, m, c, p->ith)) {
+                    run_share(j, m, c, k);
+                    atomic_fetch_add_explicit(j->ahead, 1, memory_order_relaxed);
+                    ran = true;
+                }
+            if (atomic_load(&j->fail_at) <= m) break;
+        }
+        if ((t->flags & TG_TF_FUSED) || !node_finished(j, m)) {
+            if (np == DEEP_PENDING) break;
+            pending[np++] = m;
+        }
+    }
+    return ran;
 }
 
 static void graph_member(void *ctx, tg_cpu_par *p) {
@@ -611,6 +654,10 @@ int64_t tg__cpu_shares_run_ahead(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->ahead);
 }
 
+int64_t tg__cpu_waits_offcore(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->offcore);
+}
+
 int64_t tg__cpu_waits_slept(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->slept);
 }
@@ -642,6 +689,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     openblas_set_num_threads(1);
     c->team = team;
     atomic_init(&c->ahead, 0);
+    atomic_init(&c->offcore, 0);
     atomic_init(&c->slept, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
