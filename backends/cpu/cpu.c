@@ -297,41 +297,6 @@ static bool node_done_ctx(void *ctx) {
     return node_done(ctx);
 }
 
-/* Member p waits on node w->i, every share taken: it reads the CPU clock of another member
- * holding a share not done, and sleeps until the node is done when that member was off its core
- * since the last reading (see PROBE_NS above). The readings cut the wait into calls of
- * tg_cpu_event_wait, each starting its phases afresh, so the wait's own end of the yield phase
- * is kept here. */
-static bool run_ahead(graph_job *j, tg_cpu_par *p, int64_t i);
-
-static void probe(graph_job *j, tg_cpu_par *p, node_wait *w) {
-    const int64_t now = tg_cpu_now_ns();
-    if (now < w->probe_at) return;
-    w->probe_at = now + PROBE_NS;
-    if (now - w->start >= (j->progress.yield_ns ? j->progress.yield_ns : TG_CPU_YIELD_NS)) {
-        tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
-        return;
-    }
-    int holder = -1;
-    for (int c = 0; c < w->k && holder < 0; c++) {
-        const int v = atomic_load_explicit(&j->taken[w->i * j->shares + c], memory_order_relaxed);
-        if ((v & 3) == TAKEN && (v >> 2) - 1 != p->ith) holder = (v >> 2) - 1;
-    }
-    if (holder < 0) return;
-    const int64_t cpu = tg_cpu_member_cpu_ns(p, holder);
-    if (cpu < 0) return;
-    if (j->impl->all_offcore ||
-        (holder == w->probe_m && 2 * (cpu - w->probe_cpu) < now - w->probe_wall)) {
-        atomic_fetch_add_explicit(&j->impl->offcore, 1, memory_order_relaxed);
-        w->probe_m = -1;
-        if (!j->after && run_ahead(j, p, w->i)) return;
-        atomic_fetch_add_explicit(&j->impl->slept, 1, memory_order_relaxed);
-        tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
-        return;
-    }
-    w->probe_m = holder, w->probe_wall = now, w->probe_cpu = cpu;
-}
-
 /* The member that owns share c of k: contiguous runs of shares per member, so that with 4
  * shares per member a member's shares of an elementwise node cover the rows its share of the
  * preceding product wrote (one block per member), still in its own core's cache. */
@@ -347,6 +312,11 @@ static bool node_finished(graph_job *j, int64_t q) {
     return atomic_load_explicit(&j->done[q], memory_order_acquire) >= node_shares(j, q);
 }
 
+/* Whether node t may run beside node q: q is finished, or their memory does not meet. */
+static bool clear_of(graph_job *j, const tg_tensor *t, int64_t q) {
+    return node_finished(j, q) || tg__nodes_independent(t, j->nodes[q]);
+}
+
 /* Member p, done with its shares of node i, runs its own shares of the next nodes m while each
  * is independent of every node in [i, m) not finished yet. Nodes before i are finished (the
  * member waited for each). A node run early is found taken when the members reach it. */
@@ -355,7 +325,7 @@ static void look_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
         tg_tensor *t = j->nodes[m];
         if (t->flags & TG_TF_FUSED) return;
         for (int64_t q = i; q < m; q++)
-            if (!node_finished(j, q) && !tg__nodes_independent(t, j->nodes[q])) return;
+            if (!clear_of(j, t, q)) return;
         const int k = node_shares(j, m);
         for (int c = 0; c < k; c++)
             if (owner(c, k, p->nth) == p->ith && take(j, m, c, p->ith)) {
@@ -380,8 +350,7 @@ static bool run_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
         if (!(t->flags & TG_TF_FUSED) && !node_finished(j, m)) {
             bool free_to_run = true;
             for (int q = 0; q < np && free_to_run; q++)
-                free_to_run =
-                    node_finished(j, pending[q]) || tg__nodes_independent(t, j->nodes[pending[q]]);
+                free_to_run = clear_of(j, t, pending[q]);
             const int k = node_shares(j, m);
             for (int c = 0; free_to_run && c < k; c++)
                 if (take(j, m, c, p->ith)) {
@@ -397,6 +366,39 @@ static bool run_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
         }
     }
     return ran;
+}
+
+/* Member p waits on node w->i, every share taken: it reads the CPU clock of another member
+ * holding a share not done, and when that member was off its core since the last reading
+ * runs ahead, or else sleeps until the node is done (see PROBE_NS above). The readings cut the
+ * wait into calls of tg_cpu_event_wait, each starting its phases afresh, so the wait's own end
+ * of the yield phase is kept here. */
+static void probe(graph_job *j, tg_cpu_par *p, node_wait *w) {
+    const int64_t now = tg_cpu_now_ns();
+    if (now < w->probe_at) return;
+    w->probe_at = now + PROBE_NS;
+    if (now - w->start >= tg_cpu_event_yield_ns(&j->progress)) {
+        tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
+        return;
+    }
+    int holder = -1;
+    for (int c = 0; c < w->k && holder < 0; c++) {
+        const int v = atomic_load_explicit(&j->taken[w->i * j->shares + c], memory_order_relaxed);
+        if ((v & 3) == TAKEN && (v >> 2) - 1 != p->ith) holder = (v >> 2) - 1;
+    }
+    if (holder < 0) return;
+    const int64_t cpu = tg_cpu_member_cpu_ns(p, holder);
+    if (cpu < 0) return;
+    if (j->impl->all_offcore ||
+        (holder == w->probe_m && 2 * (cpu - w->probe_cpu) < now - w->probe_wall)) {
+        atomic_fetch_add_explicit(&j->impl->offcore, 1, memory_order_relaxed);
+        w->probe_m = -1;
+        if (!j->after && run_ahead(j, p, w->i)) return;
+        atomic_fetch_add_explicit(&j->impl->slept, 1, memory_order_relaxed);
+        tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
+        return;
+    }
+    w->probe_m = holder, w->probe_wall = now, w->probe_cpu = cpu;
 }
 
 static void graph_member(void *ctx, tg_cpu_par *p) {

@@ -131,7 +131,7 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
                 break;
         }
     }
-    const int64_t yield_ns = e->yield_ns ? e->yield_ns : TG_CPU_YIELD_NS;
+    const int64_t yield_ns = tg_cpu_event_yield_ns(e);
     while (tg_cpu_now_ns() - start < yield_ns) {
         if (cond(ctx)) return;
         sched_yield();

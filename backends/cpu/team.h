@@ -84,6 +84,10 @@ typedef struct tg_cpu_event {
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
+/* Where a wait on e ends its yield phase, from the wait's start. */
+static inline int64_t tg_cpu_event_yield_ns(const tg_cpu_event *e) {
+    return e->yield_ns ? e->yield_ns : TG_CPU_YIELD_NS;
+}
 /* The wait's sleep phase alone: for a waiter that knows spinning or yielding cannot help (the
  * graph runner's member whose partner is off its core: cpu.c). */
 void tg_cpu_event_sleep(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
