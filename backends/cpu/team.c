@@ -24,7 +24,12 @@
  * member wakes ~50–100 µs late. With 20 ms instead of 200 µs, one process of two threads
  * trained the small G2P model as fast as two MPI ranks (110–122 against 130–195 ms per step),
  * and beside a nice-19 loop the g2p-small step was as fast or faster in 5 of 6 rounds; alone
- * and beside a nice-0 loop the same within the noise (docs/results.md §4).
+ * and beside a nice-0 loop the same within the noise (docs/results.md §4). A yield is not
+ * free beside a lowest-priority process either: an EEVDF kernel (Linux 6.6 and later) hands
+ * it the core on a yield (two threads yielding in a loop left a nice-19 loop 95 % of a core on
+ * Linux 6.18), and beside a g2p-small step it got a quarter of one. Spinning through the yield
+ * phase instead kept it off, but made the step no faster there and ~6 % slower beside a nice-0
+ * process; nor did choosing spin or yield per member from its CPU clock or its CPU (§4).
  * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
  * moved", the graph runner's (cpu.c) "every share of this node is done"; tg_cpu_event_sleep is
  * the third alone, for the graph runner's member whose partner is off its core (cpu.c: a
