@@ -180,10 +180,10 @@ enum { STEAL_NS = 100 * 1000 };
  * ~6 % less time and tgraph 16-19 % less CPU, which the other process gets (docs/results.md
  * §4); a holder at work (an idle machine, a partner merely late, a nice-19 neighbour) keeps the
  * spin-yield wait. (Computing such a share again, from a private copy of C, was tried: no
- * faster. Nor was spinning instead of sleeping, though a slept wait has a cost of its own: the
- * kernel wakes the member onto its waker's CPU, and beside a busy process the two members
- * then share one core 72-74 % of the time while the other process has the other:
- * benchmarks/placement.py, docs/results.md §4.) */
+ * faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a cost of
+ * its own: a woken member tends to be placed on its waker's CPU, and beside a busy process the
+ * two members share one core 72-74 % of the time while the other process has the other; 45 %
+ * without these sleeps: benchmarks/placement.py, docs/results.md §4.) */
 enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 
 /* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
