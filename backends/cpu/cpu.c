@@ -199,9 +199,8 @@ typedef struct {
     _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
     _Atomic int *nshares;        /* per node: shares_of, once known (0: not yet) */
     _Atomic int *taken;          /* per node and share: the state word */
-    cpu_impl *impl;
-    tg_cpu_event progress;        /* signalled when a node's last share is done */
-    atomic_llong *ahead;          /* the backend's count of shares run ahead (tests) */
+    cpu_impl *impl;        /* the backend: its counters (ahead, offcore, slept), tests' switch */
+    tg_cpu_event progress; /* signalled when a node's last share is done */
     atomic_llong fail_at;
     tg_status st;
     char msg[1024];
@@ -333,7 +332,7 @@ static void look_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
         for (int c = 0; c < k; c++)
             if (owner(c, k, p->nth) == p->ith && take(j, m, c, p->ith)) {
                 run_share(j, m, c, k);
-                atomic_fetch_add_explicit(j->ahead, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&j->impl->ahead, 1, memory_order_relaxed);
             }
         if (atomic_load(&j->fail_at) <= m) return;
     }
@@ -358,7 +357,7 @@ static bool run_ahead(graph_job *j, tg_cpu_par *p, int64_t i) {
             for (int c = 0; free_to_run && c < k; c++)
                 if (take(j, m, c, p->ith)) {
                     run_share(j, m, c, k);
-                    atomic_fetch_add_explicit(j->ahead, 1, memory_order_relaxed);
+                    atomic_fetch_add_explicit(&j->impl->ahead, 1, memory_order_relaxed);
                     ran = true;
                 }
             if (atomic_load(&j->fail_at) <= m) break;
@@ -442,7 +441,6 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->nthreads = b->nthreads;
     j->impl = b->impl;
-    j->ahead = &j->impl->ahead;
     j->shares = b->nthreads > 1 ? b->nthreads * FINE_SHARES : 1;
     j->claimed = calloc((size_t)(3 * j->n + 1), sizeof *j->claimed);
     j->taken = calloc((size_t)(j->n * j->shares + 1), sizeof *j->taken);

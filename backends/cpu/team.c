@@ -98,10 +98,14 @@ struct tg_cpu_team {
     _Atomic unsigned *joined; /* per member: the number of the last job it joined */
 };
 
+static int64_t ns_of(const struct timespec *ts) {
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
 int64_t tg_cpu_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return ns_of(&ts);
 }
 
 static void futex_wait(_Atomic unsigned *word, unsigned val) {
@@ -374,7 +378,7 @@ int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m) {
     if (!t || m < 0 || m >= t->n || pthread_getcpuclockid(t->threads[m], &clock) ||
         clock_gettime(clock, &ts))
         return -1;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return ns_of(&ts);
 }
 
 /* A positive count in 1..MAX_THREADS at the start of s (OMP_NUM_THREADS may be a list "4,2"). */
