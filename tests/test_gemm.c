@@ -441,6 +441,80 @@ START_TEST(test_packed_blocks) {
 }
 END_TEST
 
+/* One product on the packed path, cut into blocks of rows that share op(B) packed once
+ * (gemm.c, gemm_packed.c): right against the reference and bit-identical to one thread at 2, 3
+ * and 4; blocks run one after another on one op(B) buffer, and with every piece of it claimed
+ * by a block that never packs it (the others then pack it themselves), give the same bits; and
+ * the graph runner's share count for such products. */
+START_TEST(test_packed_shared) {
+    static const int64_t shapes[][3] = {{250, 37, 600}, {13, 4200, 20}, {127, 130, 257}, {300, 530, 300}};
+    for (int si = 0; si < 4; si++)
+        for (int t = 0; t < 4; t++) {
+            const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+            problem p = make(1, t & 1, t & 2, M, N, K, t == 3 ? -0.5f : 1.0f, t == 1 ? 1.0f : 0.0f,
+                             2, 1, 1, t != 1);
+            check(&p, ENG_PACKED, 1);
+            float *ref = malloc(p.nc * sizeof(float));
+            ck_assert(ref);
+            memcpy(ref, p.c, p.nc * sizeof(float));
+            for (int nt = 2; nt <= 4; nt++) {
+                check(&p, ENG_PACKED, nt);
+                for (size_t i = 0; i < p.nc; i++)
+                    if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
+                        ck_abort_msg("shared packed %lldx%lldx%lld differs at %d threads (C[%zu])",
+                                     (long long)M, (long long)N, (long long)K, nt, i);
+            }
+            if (!tg_cpu_gemm_packed_available()) {
+                free(ref);
+                release(&p);
+                continue;
+            }
+            /* the blocks by hand: rows [0, 42) and [42, M), with and without a stalled buffer */
+            const tg_cpu_gemm_args *g = &p.g;
+            for (int stall = 0; stall <= 1; stall++) {
+                tg_cpu_shared *sb = tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, N, K);
+                ck_assert_ptr_nonnull(sb);
+                if (stall) tg__cpu_gemm_shared_b_stall(sb);
+                memcpy(p.c, p.c0, p.nc * sizeof(float));
+                for (int64_t lo = 0; lo < M; lo += 42) {
+                    const int64_t len = M - lo < 42 ? M - lo : 42;
+                    ck_assert(tg_cpu_gemm_packed_block_shared(
+                        g->trans_a, g->trans_b, len, N, K, g->alpha,
+                        g->trans_a ? g->a + lo : g->a + lo * g->lda, g->lda, g->b, g->ldb, g->beta,
+                        g->c + lo * g->ldc, g->ldc, sb));
+                }
+                sb->release(sb);
+                for (size_t i = 0; i < p.nc; i++)
+                    if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
+                        ck_abort_msg("blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%zu])",
+                                     stall ? "stalled" : "shared", (long long)M, (long long)N,
+                                     (long long)K, i);
+            }
+            free(ref);
+            release(&p);
+        }
+    tg_cpu_gemm_shared_b_trim();
+
+    /* shares, 8 at most on 2 threads: one packed product of 1280, 600 or 256 rows, cut fine
+     * (blocks of 64 rows or more) or one share per member; a batch of two; attention products
+     * (the small path: the most) */
+    tg_cpu_gemm_args g = {.batch = 1, .M = 1280, .N = 256, .K = 256};
+    const bool pk = tg_cpu_gemm_packed_available();
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 2);
+    g.M = 600, g.K = 1280, g.trans_a = true;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
+    g.M = 256;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 4 : 2);
+    g.M = 100;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
+    g.M = 1280, g.batch = 2;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
+    g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 10, .K = 64, .trans_b = true};
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 8);
+}
+END_TEST
+
 /* The packed path's micro-kernel on packed panels: every k remainder (kc = 0..9, and 256),
  * storing or adding to C, against a double reference; columns of C past the tile untouched. */
 START_TEST(test_packed_kernel) {
@@ -552,6 +626,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_two_level_batch);
     tcase_add_test(tc, test_packed_blocks);
     tcase_add_test(tc, test_packed_kernel);
+    tcase_add_test(tc, test_packed_shared);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -389,20 +389,22 @@ END_TEST
  * team, the runner may run a branch's product while another branch's is unfinished. */
 enum { BR = 6, TOK = 192, WID = 96 };
 
-static void branches_grads(tg_backend *b, const float *vals, float *grads) {
+/* BR branches gelu(x·w_k) of x [tok, wid] summed, times r, summed; their gradients */
+static void branches_grads_of(tg_backend *b, const float *vals, float *grads, int64_t tok,
+                              int64_t wid, int br) {
     tg_store *s;
     CK(tg_store_new(b, &s));
-    int64_t xs[2] = {TOK, WID}, ws[2] = {WID, WID};
+    int64_t xs[2] = {tok, wid}, ws[2] = {wid, wid};
     CK(tg_store_add(s, "x", 2, xs, vals, true));
     CK(tg_store_add(s, "r", 2, xs, vals + 7, false));
-    for (int k = 0; k < BR; k++) {
+    for (int k = 0; k < br; k++) {
         char name[8];
         snprintf(name, sizeof name, "w%d", k);
         CK(tg_store_add(s, name, 2, ws, vals + 100 * (k + 1), true));
     }
     tg_graph *g = tg_graph_new();
     tg_tensor *x = tg_param(g, s, "x"), *sum = NULL;
-    for (int k = 0; k < BR; k++) {
+    for (int k = 0; k < br; k++) {
         char name[8];
         snprintf(name, sizeof name, "w%d", k);
         tg_tensor *h = tg_gelu(tg_matmul(x, tg_param(g, s, name), false, false));
@@ -411,13 +413,17 @@ static void branches_grads(tg_backend *b, const float *vals, float *grads) {
     tg_tensor *loss = tg_sum_all(tg_mul(sum, tg_param(g, s, "r")));
     CK(tg_backward(g, loss));
     CK(tg_graph_run(g, b));
-    for (int k = 0, off = 0; k <= BR; k++) { /* x, then w0 .. w{BR-1}: ids 0, 2 .. BR + 1 */
-        int64_t id = k == 0 ? 0 : k + 1, n = k == 0 ? TOK * WID : WID * WID;
+    for (int k = 0, off = 0; k <= br; k++) { /* x, then w0 .. w{br-1}: ids 0, 2 .. br + 1 */
+        int64_t id = k == 0 ? 0 : k + 1, n = k == 0 ? tok * wid : wid * wid;
         CK(tg_store_read_grad(s, id, grads + off, n));
         off += (int)n;
     }
     tg_graph_free(g);
     tg_store_free(s);
+}
+
+static void branches_grads(tg_backend *b, const float *vals, float *grads) {
+    branches_grads_of(b, vals, grads, TOK, WID, BR);
 }
 
 START_TEST(test_lookahead_same_bits) {
@@ -539,6 +545,36 @@ START_TEST(test_offcore_waits_sleep) {
 }
 END_TEST
 
+/* After a graph run whose members waited on partners off their cores (here every such wait,
+ * tg__cpu_all_offcore), the next runs cut the products on the packed path into blocks of 64
+ * rows (cpu.c: CONTENDED_OFFCORE), which share their packed op(B): the same bits as a plain
+ * run. */
+START_TEST(test_contended_fine_cut) {
+    enum { T = 640, W = 128, B = 10, NV = T * W + 100 * (B + 1) + W * W, NG = T * W + B * W * W };
+    float *vals = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++)
+        vals[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *ref = malloc(sizeof(float) * NG), *got = malloc(sizeof(float) * NG);
+    tg_backend *plain, *busy;
+    CK(tg_backend_cpu_new(2, &plain));
+    CK(tg_backend_cpu_new(2, &busy));
+    tg__cpu_all_offcore(busy, true);
+    branches_grads_of(plain, vals, ref, T, W, B);
+    int rep = 0;
+    for (; rep < 6 || (rep < 100 && tg__cpu_fine_runs(busy) < 3); rep++) {
+        branches_grads_of(busy, vals, got, T, W, B);
+        ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "run %d (%lld cut fine) differs",
+                      rep, (long long)tg__cpu_fine_runs(busy));
+    }
+    ck_assert_int_ge(tg__cpu_fine_runs(busy), 3);
+    tg_backend_free(plain);
+    tg_backend_free(busy);
+    free(vals);
+    free(ref);
+    free(got);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("team");
     TCase *tc = tcase_create("team");
@@ -554,6 +590,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_lookahead_same_bits);
     tcase_add_test(tc, test_member_cpu_clock);
     tcase_add_test(tc, test_offcore_waits_sleep);
+    tcase_add_test(tc, test_contended_fine_cut);
     suite_add_tcase(s, tc);
     return s;
 }

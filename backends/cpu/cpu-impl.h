@@ -57,9 +57,9 @@ extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
 extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
 extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mix_t */
 
-/* Whether matmul node t's products take the small-product path (k_matmul.c; gemm.c's rule):
- * its tasks pack their own operands, so the graph runner may cut it into more shares. */
-bool tg__cpu_matmul_is_small(const tg_tensor *t);
+/* Into how many shares the graph runner cuts matmul node t on a team of nthreads, at most
+ * `most`, `fine` or not (k_matmul.c; gemm.h: tg_cpu_gemm_shares). */
+int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine);
 
 /* How many node shares the graph runner of CPU backend b has run ahead of their node's turn
  * (cpu.c: look_ahead), since b was made: for tests. */
@@ -71,6 +71,10 @@ int64_t tg__cpu_shares_run_ahead(tg_backend *b);
 int64_t tg__cpu_waits_offcore(tg_backend *b);
 int64_t tg__cpu_waits_slept(tg_backend *b);
 void tg__cpu_all_offcore(tg_backend *b, bool on);
+
+/* How many graph runs of b cut the packed products finer, after a run that found members off
+ * their cores (cpu.c: CONTENDED_OFFCORE), since b was made: for tests. */
+int64_t tg__cpu_fine_runs(tg_backend *b);
 
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu-impl.h"
+#include "backends/cpu/gemm.h"
 
 /* Freed buffers are kept for reuse: a training loop builds a new graph every step, and fresh
  * large allocations would cost page faults on every step. The cache is bounded in count and in
@@ -27,6 +28,8 @@ typedef struct {
     atomic_llong ahead; /* shares the graph runner ran ahead of their node's turn */
     atomic_llong offcore; /* waits on a share whose holder was off its core */
     atomic_llong slept;   /* of those, slept through (nothing to run ahead) */
+    atomic_bool contended; /* the last graph run found members off their cores (run_job) */
+    atomic_llong fine_runs; /* graph runs made with the finer cut that follows */
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
@@ -186,6 +189,17 @@ enum { STEAL_NS = 100 * 1000 };
  * without these sleeps: benchmarks/placement.py, docs/results.md §4.) */
 enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 
+/* A graph run of at least CONTENDED_MIN_NODES nodes in which members waited CONTENDED_OFFCORE
+ * times or more on a holder off its core says another process competes for the cores (a
+ * g2p-small step: 0-1 such waits alone, 0-4 beside a nice-19 loop, 10-14 beside a nice-0 one),
+ * and the next run cuts the packed products into shares of 64 rows (gemm.h:
+ * tg_cpu_gemm_shares) instead of one per member: a member that the other process holds off
+ * its core then holds up a small block, and its partner takes the rest. Such products share
+ * op(B) between their blocks, but each block still streams all of it and meets each B panel
+ * with fewer A panels: on an idle machine the finer cut cost ~1.5 % of the step, beside a
+ * nice-0 loop it saved ~8 % (docs/results.md §4). */
+enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
+
 /* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
  * TAKEN (its holder computes it) or DONE. */
 enum { UNTAKEN = 0, TAKEN = 1, DONE = 2 };
@@ -194,11 +208,13 @@ typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
     int nthreads, shares; /* team size; most shares of one node (shares_of) */
+    bool contended;       /* cut the big products finer (shares_of) */
     void (*after)(void *ctx, int64_t i); /* with it, no look-ahead: it runs node by node */
     void *ctx;
     _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
     _Atomic int *nshares;        /* per node: shares_of, once known (0: not yet) */
     _Atomic int *taken;          /* per node and share: the state word */
+    tg_cpu_shared *_Atomic *shared; /* per node: work its shares do once for all (team.h) */
     cpu_impl *impl;        /* the backend: its counters (ahead, offcore, slept), tests' switch */
     tg_cpu_event progress; /* signalled when a node's last share is done */
     atomic_llong fail_at;
@@ -224,8 +240,9 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
  * ~50-100 µs after member 0 posted it, or held off its core by another process — then still
  * finds shares of the node left to take instead of member 0 having taken the whole absent
  * share at once (a one-node run of a 1 ms GELU ran on member 0 alone). So are the products on
- * the small-product path (attention: each task packs its own operand); the BLAS products keep
- * one share per member: each extra block re-packs the shared operand (gemm.c).
+ * the small-product path (attention: each task packs its own operand), and after a contended
+ * run (CONTENDED_OFFCORE) the single products on the packed path; the other products keep one
+ * share per member (tg_cpu_gemm_shares).
  * Every kernel's share computes its own outputs whole, so the results do not depend on the
  * cut. */
 enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
@@ -233,7 +250,7 @@ enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
 static int shares_of(const graph_job *j, const tg_tensor *t) {
     if (t->op == TG_OP_CROSS_ENTROPY && t->p.cross_entropy.reduction != TG_REDUCE_NONE) return 1;
     if (j->shares == 1) return 1;
-    if (t->op == TG_OP_MATMUL) return tg__cpu_matmul_is_small(t) ? j->shares : j->nthreads;
+    if (t->op == TG_OP_MATMUL) return tg__cpu_matmul_shares(t, j->nthreads, j->shares, j->contended);
     return tg_tensor_numel(t) <= FINE_MIN ? j->nthreads : j->shares;
 }
 
@@ -259,9 +276,16 @@ static bool take(graph_job *j, int64_t i, int c, int m) {
     return true;
 }
 
+/* The work node i's shares did once for all, given back once the last share is done (or the
+ * run ends: a failed run leaves nodes unfinished). */
+static void release_shared(graph_job *j, int64_t i) {
+    tg_cpu_shared *s = atomic_exchange_explicit(&j->shared[i], NULL, memory_order_acq_rel);
+    if (s) s->release(s);
+}
+
 static void run_share(graph_job *j, int64_t i, int c, int k) {
     tg_tensor *t = j->nodes[i];
-    tg_cpu_par share = {.team = NULL, .ith = c, .nth = k};
+    tg_cpu_par share = {.team = NULL, .ith = c, .nth = k, .shared = &j->shared[i]};
     if (t->flags & TG_TF_INPUT) {
         copy_in_share(&share, t);
     } else {
@@ -269,8 +293,10 @@ static void run_share(graph_job *j, int64_t i, int c, int k) {
         if (st) fail(j, i, st);
     }
     atomic_fetch_or_explicit(&j->taken[i * j->shares + c], DONE, memory_order_relaxed);
-    if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k)
+    if (atomic_fetch_add_explicit(&j->done[i], 1, memory_order_acq_rel) + 1 == k) {
+        release_shared(j, i);
         tg_cpu_event_signal(&j->progress);
+    }
 }
 
 typedef struct {
@@ -444,9 +470,11 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->shares = b->nthreads > 1 ? b->nthreads * FINE_SHARES : 1;
     j->claimed = calloc((size_t)(3 * j->n + 1), sizeof *j->claimed);
     j->taken = calloc((size_t)(j->n * j->shares + 1), sizeof *j->taken);
-    if (!j->claimed || !j->taken) {
+    j->shared = calloc((size_t)(j->n + 1), sizeof *j->shared);
+    if (!j->claimed || !j->taken || !j->shared) {
         free((void *)j->claimed);
         free((void *)j->taken);
+        free((void *)j->shared);
         return tg_error_set(TG_ERR_NOMEM, "cpu backend: out of memory");
     }
     j->done = j->claimed + j->n;
@@ -455,10 +483,19 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     pthread_mutex_init(&j->mu, NULL);
     tg_cpu_team *team = team_of(b);
     j->progress.yield_ns = tg_cpu_team_yield_ns(team);
+    const int64_t offcore = atomic_load(&j->impl->offcore);
+    j->contended = atomic_load_explicit(&j->impl->contended, memory_order_relaxed);
+    if (j->contended) atomic_fetch_add_explicit(&j->impl->fine_runs, 1, memory_order_relaxed);
     tg_cpu_team_offer(team, graph_member, j);
+    if (j->n >= CONTENDED_MIN_NODES)
+        atomic_store_explicit(&j->impl->contended,
+                              atomic_load(&j->impl->offcore) - offcore >= CONTENDED_OFFCORE,
+                              memory_order_relaxed);
+    for (int64_t i = 0; i < j->n; i++) release_shared(j, i);
     pthread_mutex_destroy(&j->mu);
     free((void *)j->claimed);
     free((void *)j->taken);
+    free((void *)j->shared);
     int64_t at = atomic_load(&j->fail_at);
     if (at == j->n) return TG_OK;
     if (failed) *failed = at;
@@ -629,6 +666,7 @@ static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
 static void cpu_destroy(tg_backend *b) {
     cpu_impl *c = b->impl;
     tg_cpu_team_free(c->team);
+    tg_cpu_gemm_shared_b_trim(); /* the GEMM's idle op(B) buffers (any backend's: they are idle) */
     for (int i = 0; i < c->n; i++) free((char *)c->ptr[i] - TG_ALIGN);
     free(c);
     free(b);
@@ -652,6 +690,10 @@ static const tg_backend_vtable cpu_vtable = {
     .accumulates = true,
     .chains = true,
 };
+
+int64_t tg__cpu_fine_runs(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->fine_runs);
+}
 
 int64_t tg__cpu_shares_run_ahead(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->ahead);

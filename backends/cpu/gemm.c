@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* The path rule.
  *
@@ -144,12 +145,86 @@ static void split_product(const tg_cpu_gemm_args *g, int64_t t, int nthreads, in
     }
 }
 
+/* The op(B) buffer that p's blocks of one product share: a team's member 0 takes one from the
+ * pool and hands it over through the team's slot (the caller's barriers: every member calls);
+ * a graph node's first share to get here stores one in the node's slot (the graph runner gives
+ * it back when the node is done). NULL: each block packs op(B) for itself. */
+static tg_cpu_shared *shared_b_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    if (p->team) {
+        void **slot = tg_cpu_slot(p);
+        if (p->ith == 0) *slot = tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, g->N, g->K);
+        tg_cpu_barrier(p);
+        return *slot;
+    }
+    if (!p->shared) return NULL;
+    tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
+    if (s) return s;
+    tg_cpu_shared *mine = tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, g->N, g->K);
+    if (!mine) return NULL;
+    if (atomic_compare_exchange_strong_explicit(p->shared, &s, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    mine->release(mine); /* another share stored one first: s */
+    return s;
+}
+
+/* One product on the packed path cut into p->nth blocks of rows of C, whole 6-row panels each
+ * (the last may be short or empty), op(B) packed once for all of them (gemm_packed.c): more
+ * blocks than members then cost no repacking, so the graph runner cuts such a product into
+ * several shares per member (tg_cpu_gemm_shares) and a member that finishes first, or whose
+ * partner another process holds off its core, takes more of them. Block ith: member or share
+ * ith. */
+static void packed_rows_shared(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    tg_cpu_shared *s = shared_b_of(g, p);
+    const int64_t panels = (g->M + TG_CPU_GEMM_PACKED_MR - 1) / TG_CPU_GEMM_PACKED_MR,
+                  rows = (panels + p->nth - 1) / p->nth * TG_CPU_GEMM_PACKED_MR,
+                  lo = p->ith * rows, len = tg_cpu_gemm_imin(rows, g->M - lo);
+    if (len > 0) {
+        const float *A = g->trans_a ? g->a + lo : g->a + lo * g->lda;
+        float *C = g->c + lo * g->ldc;
+        if (!tg_cpu_gemm_packed_block_shared(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha, A,
+                                             g->lda, g->b, g->ldb, g->beta, C, g->ldc, s))
+            blas_call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha, A, g->lda, g->b, g->ldb,
+                      g->beta, C, g->ldc);
+    }
+    if (p->team) {
+        tg_cpu_barrier(p); /* every member is done with s */
+        if (p->ith == 0 && s) s->release(s);
+    }
+}
+
+/* Whether the packed path cuts this call into blocks of rows sharing op(B) (when it runs on
+ * more than one member or share): one product, big enough to share (the BLAS path's serial
+ * threshold). */
+static bool rows_shared(const tg_cpu_gemm_args *g) {
+    const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    return tg_cpu_gemm_count(g) == 1 && flops >= TG_GEMM_BLAS_SERIAL_FLOPS &&
+           tg_cpu_gemm_packed_available();
+}
+
+/* Rows of C per share of a packed product cut finer than one share per member. */
+#define TG_GEMM_FINE_ROWS 64
+
+int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine) {
+    const tg_cpu_gemm_path path = tg_cpu_gemm_choose(g, nthreads);
+    if (path == TG_CPU_GEMM_SMALL) return most;
+    if (fine && path == TG_CPU_GEMM_PACKED && rows_shared(g)) {
+        const int64_t k = tg_cpu_gemm_imin(most, g->M / TG_GEMM_FINE_ROWS);
+        return k > nthreads ? (int)k : nthreads;
+    }
+    return nthreads;
+}
+
 /* The BLAS and packed paths: whole products or blocks of them per member, each by `call`. */
 static void blocks_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, block_fn call) {
     if (tg_cpu_gemm_trivial(g, p)) return;
     int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g);
     const double flops = 2.0 * (double)batch * (double)g->M * (double)g->N * (double)g->K;
+    if (call == packed_call && p->nth > 1 && (p->team || p->shared) && rows_shared(g)) {
+        packed_rows_shared(g, p);
+        return;
+    }
     if (flops < TG_GEMM_BLAS_SERIAL_FLOPS) nthreads = 1;
     if (nthreads == 1 && p->ith != 0) return;
 

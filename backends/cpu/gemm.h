@@ -111,6 +111,16 @@ static inline void tg_cpu_gemm_product(const tg_cpu_gemm_args *g, int64_t t, con
 /* The path tg_cpu_gemm_batched() takes for these arguments (never TG_CPU_GEMM_AUTO). */
 tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);
 
+/* Into how many shares the graph runner (cpu.c) cuts a call on a team of nthreads, at most
+ * `most`: `most` on the small path (tasks of its own); with `fine`, one product on the packed
+ * path in blocks of at least 64 rows (they share op(B): gemm_packed.c), at least nthreads;
+ * else nthreads (each further block of the BLAS path would pack the shared operand again). */
+int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine);
+
+/* Rows of a register tile of the packed path's micro-kernel: blocks of rows of C cut at
+ * multiples of it keep every tile but the product's last whole. */
+#define TG_CPU_GEMM_PACKED_MR 6
+
 /* Run the product on the given path (AUTO: tg_cpu_gemm_choose()). g is borrowed. */
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads);
 void tg_cpu_gemm_run_par(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, tg_cpu_par *p);
@@ -134,6 +144,26 @@ bool tg_cpu_gemm_packed_available(void);
 bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                               const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                               float *c, int64_t ldc);
+
+/* The same for one block of rows of a product whose op(B) — b, ldb, tb, n, k: the whole
+ * product's — the caller's blocks share, packed once for all of them into `shared`
+ * (tg_cpu_gemm_shared_b_new; gemm_packed.c says how). shared NULL, or made for another
+ * operand: op(B) packed into this thread's buffer, as tg_cpu_gemm_packed_block(). */
+bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                     float alpha, const float *a, int64_t lda, const float *b,
+                                     int64_t ldb, float beta, float *c, int64_t ldc,
+                                     tg_cpu_shared *shared);
+
+/* A buffer for op(B) of a product (its tb, b, ldb, n, k as tg_cpu_gemm_args), packed once by the
+ * blocks of C that use it, from a pool of such buffers; its release member gives it back.
+ * NULL when there is no memory for it or no packed path on this CPU (the blocks then pack op(B)
+ * each for itself). tg_cpu_gemm_shared_b_trim() frees the pool's idle buffers. */
+tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n,
+                                        int64_t k);
+void tg_cpu_gemm_shared_b_trim(void);
+/* For tests: mark every piece of s claimed by a block that never finishes packing it, as one
+ * held off its core would (the blocks then pack the pieces themselves after their wait). */
+void tg__cpu_gemm_shared_b_stall(tg_cpu_shared *s);
 
 /* The packed path's micro-kernel: C[i][j] (row stride ldc) = (add ? C[i][j] : 0) +
  * sum_p a[p*6 + i] · b[p*16 + j] for i < 6, j < 16, p < kc: a is a packed 6-row panel, b a

@@ -6,7 +6,7 @@
  *
  *   for each block of NC columns of C
  *     for each block of KC values of k: pack op(B)[KC × NC] into 16-column panels (512 KiB)
- *       for each block of MC rows:     pack op(A)[MC × KC] into 6-row panels    (120 KiB, L2)
+ *       for each block of <= MC rows:  pack op(A)[MC × KC] into 6-row panels    (144 KiB, L2)
  *         for each 16-column panel of B (16 KiB: stays in L1 while it meets every A panel)
  *           for each 6-row panel of A: the 6×16 micro-kernel over KC values of k
  *
@@ -32,6 +32,7 @@
 #include "backends/cpu/gemm.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,10 +43,10 @@
 #endif
 
 enum {
-    MR = 6,   /* rows of a register tile */
+    MR = TG_CPU_GEMM_PACKED_MR, /* rows of a register tile */
     NR = 16,  /* columns of a register tile */
     KC = 256, /* k per block: a B panel is KC × 16 floats = 16 KiB, half of L1d */
-    MC = 120, /* rows per A block: 120 × 256 floats = 120 KiB of Zen 3's 512 KiB L2 */
+    MC = 144, /* most rows per A block: 144 × 256 floats = 144 KiB of Zen 3's 512 KiB L2 */
     NC = 512, /* columns per B block: 512 KiB packed, in L2/L3 */
     /* The A buffer has slack past its end: the transposing packer stores 8 floats for each
      * 6-float group (tg__cpu_gemm_pack_transposed) */
@@ -222,13 +223,170 @@ pack_block(const float *x, int64_t ld, bool along, int64_t kc, int64_t n, const 
                                      buf + q * kc);
 }
 
-bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                              float *c, int64_t ldc) {
+/* ------------------------------------------------- op(B) packed once for all shares ---- */
+
+/* A product cut into blocks of rows of C (gemm.c: the graph runner's shares of one node, or a
+ * team's members) needs all of op(B) in every block. Each block packing it for itself costs a
+ * pass over op(B) per block — for a weight gradient Xᵀ·dY, op(B) is dY, as big as the tokens —
+ * so one buffer holds op(B) packed once, in the blocks' layout: column block jc (NC wide, the
+ * last narrower) at jc·K, its k block pc at pc·w (w its width rounded up to whole panels).
+ * Its CHUNK-column pieces are claimed by whichever block gets there first (a state word each):
+ * a block claims and packs every piece it finds unclaimed, so that blocks arriving together
+ * pack a share each, then waits for the pieces others claimed — up to SHARED_WAIT_NS, a few
+ * times a piece's packing, after which it packs the piece into its own buffer: a block whose
+ * partner was preempted mid-piece does not wait for the other process's time slice. The packed
+ * values are the same whoever packs them, so results do not depend on the cut. */
+enum { CHUNK = 4 * NR, SHARED_WAIT_NS = 20 * 1000 };
+enum { UNPACKED = 0, PACKING = 1, PACKED = 2 };
+
+typedef struct shared_b {
+    tg_cpu_shared base;
+    struct shared_b *next; /* the pool's free list */
+    const float *b;        /* the product's op(B) */
+    int64_t ldb, n, k;
+    bool tb;
+    float *buf;
+    size_t cap; /* floats */
+    _Atomic int *state;
+    size_t cap_state;
+} shared_b;
+
+static int64_t round_up(int64_t x, int64_t to) {
+    return (x + to - 1) / to * to;
+}
+
+/* Objects released go back to a free list and are reused: a training step's products need a
+ * few at a time, and a new buffer of a few MiB per product would cost page faults each time. */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_b *pool;
+
+static void shared_b_release(tg_cpu_shared *s) {
+    shared_b *sb = (shared_b *)s;
+    pthread_mutex_lock(&pool_mu);
+    sb->next = pool;
+    pool = sb;
+    pthread_mutex_unlock(&pool_mu);
+}
+
+static void shared_b_free(shared_b *sb) {
+    free(sb->buf);
+    free((void *)sb->state);
+    free(sb);
+}
+
+tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n,
+                                        int64_t k) {
+    if (n <= 0 || k <= 0 || !tg_cpu_gemm_packed_available()) return NULL;
+    const size_t need = (size_t)k * (size_t)round_up(n, NR),
+                 need_state = (size_t)((n + NC - 1) / NC * ((k + KC - 1) / KC) * (NC / CHUNK));
+    pthread_mutex_lock(&pool_mu);
+    shared_b *sb = pool;
+    if (sb) pool = sb->next;
+    pthread_mutex_unlock(&pool_mu);
+    if (!sb && !(sb = calloc(1, sizeof *sb))) return NULL;
+    if (sb->cap < need) {
+        free(sb->buf);
+        sb->cap = 0;
+        if (!(sb->buf = aligned_alloc(64, round_up((int64_t)(need * sizeof(float)), 64)))) {
+            shared_b_free(sb);
+            return NULL;
+        }
+        sb->cap = need;
+    }
+    if (sb->cap_state < need_state) {
+        free((void *)sb->state);
+        sb->cap_state = 0;
+        if (!(sb->state = malloc(need_state * sizeof *sb->state))) {
+            shared_b_free(sb);
+            return NULL;
+        }
+        sb->cap_state = need_state;
+    }
+    for (size_t i = 0; i < need_state; i++) atomic_init(&sb->state[i], UNPACKED);
+    sb->base.release = shared_b_release;
+    sb->b = b, sb->ldb = ldb, sb->n = n, sb->k = k, sb->tb = tb;
+    return &sb->base;
+}
+
+void tg_cpu_gemm_shared_b_trim(void) {
+    pthread_mutex_lock(&pool_mu);
+    shared_b *sb = pool;
+    pool = NULL;
+    pthread_mutex_unlock(&pool_mu);
+    while (sb) {
+        shared_b *next = sb->next;
+        shared_b_free(sb);
+        sb = next;
+    }
+}
+
+void tg__cpu_gemm_shared_b_stall(tg_cpu_shared *s) {
+    shared_b *sb = (shared_b *)s;
+    for (size_t i = 0; i < sb->cap_state; i++) atomic_store(&sb->state[i], PACKING);
+}
+
+static inline void relax(void) {
+#if TG_PACKED_X86
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Columns [q·CHUNK, ...) of op(B) block (jc, pc), kc × nc, into dst (the block's layout). */
+static void pack_chunk(const shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int64_t nc,
+                       int64_t q, float *dst) {
+    const int64_t j0 = jc + q * CHUNK, cols = tg_cpu_gemm_imin(CHUNK, nc - q * CHUNK);
+    const float *src = sb->tb ? sb->b + j0 * sb->ldb + pc : sb->b + pc * sb->ldb + j0;
+    pack_block(src, sb->ldb, !sb->tb, kc, cols, NR, dst + q * CHUNK * kc);
+}
+
+/* op(B) block (jc, pc) ready for this thread: at[q] is where its chunk q lies packed — the
+ * shared buffer, or priv (this thread's buffer, same layout) for a chunk another block claimed
+ * and did not finish in time. */
+static void shared_b_block(shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int64_t nc,
+                           float *priv, const float *at[]) {
+    const int64_t nq = (nc + CHUNK - 1) / CHUNK;
+    _Atomic int *st = sb->state + ((jc / NC) * ((sb->k + KC - 1) / KC) + pc / KC) * (NC / CHUNK);
+    float *blk = sb->buf + jc * sb->k + pc * round_up(nc, NR);
+    for (int64_t q = 0; q < nq; q++) {
+        int unpacked = UNPACKED;
+        if (atomic_load_explicit(&st[q], memory_order_relaxed) == UNPACKED &&
+            atomic_compare_exchange_strong_explicit(&st[q], &unpacked, PACKING,
+                                                    memory_order_relaxed, memory_order_relaxed)) {
+            pack_chunk(sb, jc, pc, kc, nc, q, blk);
+            atomic_store_explicit(&st[q], PACKED, memory_order_release);
+        }
+    }
+    for (int64_t q = 0; q < nq; q++) {
+        at[q] = blk + q * CHUNK * kc;
+        if (atomic_load_explicit(&st[q], memory_order_acquire) == PACKED) continue;
+        const int64_t start = tg_cpu_now_ns();
+        bool ready = false;
+        for (int i = 1; !ready; i++) {
+            relax();
+            ready = atomic_load_explicit(&st[q], memory_order_acquire) == PACKED;
+            if (!ready && (i & 63) == 0 && tg_cpu_now_ns() - start > SHARED_WAIT_NS) break;
+        }
+        if (!ready) {
+            pack_chunk(sb, jc, pc, kc, nc, q, priv);
+            at[q] = priv + q * CHUNK * kc;
+        }
+    }
+}
+
+bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                     float alpha, const float *a, int64_t lda, const float *b,
+                                     int64_t ldb, float beta, float *c, int64_t ldc,
+                                     tg_cpu_shared *shared) {
     if (m <= 0 || n <= 0) return true;
     if (k <= 0 || !tg_cpu_gemm_packed_available()) return false;
     pack_bufs *buf = bufs_get();
     if (!buf) return false;
+    shared_b *sb = (shared_b *)shared;
+    if (sb && (sb->b != b || sb->ldb != ldb || sb->tb != tb || sb->n != n || sb->k != k)) sb = NULL;
+    const float *chunk_at[NC / CHUNK];
+    /* the rows in blocks of whole panels as even as MC allows: a short last block (162 rows
+     * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
+    const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
     /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
      * nor 1 (the first block of k adds) */
     if (beta != 0.0f && beta != 1.0f)
@@ -241,10 +399,14 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
         for (int64_t pc = 0; pc < k; pc += KC) {
             const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
             const bool add = pc > 0 || beta != 0.0f;
-            /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded) */
-            pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR, buf->b);
-            for (int64_t ic = 0; ic < m; ic += MC) {
-                const int64_t mc = tg_cpu_gemm_imin(MC, m - ic);
+            /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded): once for all
+             * the product's shares (sb), else into this thread's buffer */
+            if (sb)
+                shared_b_block(sb, jc, pc, kc, nc, buf->b, chunk_at);
+            else
+                pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR, buf->b);
+            for (int64_t ic = 0; ic < m; ic += mcb) {
+                const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
                 pack_block(ta ? a + pc * lda + ic : a + ic * lda + pc, lda, ta, kc, mc, MR, buf->a);
                 if (alpha != 1.0f)
@@ -252,7 +414,9 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                         buf->a[q] *= alpha;
                 for (int64_t jr = 0; jr < nc; jr += NR)
                     for (int64_t ir = 0; ir < mc; ir += MR) {
-                        const float *ap = buf->a + ir * kc, *bp = buf->b + jr * kc;
+                        const float *ap = buf->a + ir * kc,
+                                    *bp = sb ? chunk_at[jr / CHUNK] + jr % CHUNK * kc
+                                             : buf->b + jr * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
                         const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir),
                                       nr = tg_cpu_gemm_imin(NR, nc - jr);
@@ -265,4 +429,11 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
         }
     }
     return true;
+}
+
+bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                              float *c, int64_t ldc) {
+    return tg_cpu_gemm_packed_block_shared(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                           NULL);
 }

@@ -47,11 +47,13 @@ static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
-bool tg__cpu_matmul_is_small(const tg_tensor *t) {
+int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine) {
     tg_mm_plan mp;
     tg__geom_mm_plan(t, &mp);
-    const tg_cpu_gemm_args g = {.batch = mp.inner, .M = mp.M, .N = mp.N, .K = mp.K};
-    return tg_cpu_gemm_choose(&g, 1) == TG_CPU_GEMM_SMALL;
+    /* one call's products (the kernel's loop makes each call alike) */
+    const tg_cpu_gemm_args g = {.outer = mp.mid, .batch = mp.inner, .M = mp.M, .N = mp.N, .K = mp.K,
+                                .trans_a = mp.a.trans, .trans_b = mp.b.trans};
+    return tg_cpu_gemm_shares(&g, nthreads, most, fine);
 }
 
 /* The family's kernel, registered by op. */

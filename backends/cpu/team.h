@@ -25,13 +25,24 @@
 
 typedef struct tg_cpu_team tg_cpu_team;
 
+/* Work that the shares of one graph node do once for all of them — a product's operand packed
+ * for the GEMM (gemm_packed.c) — held in the node's slot (tg_cpu_par.shared): the first share
+ * that needs it stores it there, the others find it, and the graph runner (cpu.c) calls
+ * release once the node's last share is done. */
+typedef struct tg_cpu_shared tg_cpu_shared;
+struct tg_cpu_shared {
+    void (*release)(tg_cpu_shared *s);
+};
+
 /* One member's view of the running team. solo_next is the dynamic counter of a team of one
- * (team NULL): kernels can be called without a team, on the calling thread alone. */
+ * (team NULL): kernels can be called without a team, on the calling thread alone. shared: the
+ * node's slot when the graph runner runs one share of a node (team NULL), else NULL. */
 typedef struct tg_cpu_par {
     tg_cpu_team *team;
     int ith, nth;
     int64_t solo_next;
     void *solo_slot;
+    tg_cpu_shared *_Atomic *shared;
 } tg_cpu_par;
 
 /* A team of n >= 1 threads (n - 1 of them created here). NULL (and errno) when a thread cannot
