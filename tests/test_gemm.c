@@ -494,6 +494,19 @@ START_TEST(test_packed_shared) {
             release(&p);
         }
     tg_cpu_gemm_shared_b_trim();
+    if (tg_cpu_gemm_packed_available()) { /* two buffers at most: a third request gets none */
+        static const float b1[4] = {1, 2, 3, 4};
+        tg_cpu_shared *x = tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2),
+                      *y = tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2);
+        ck_assert(x && y);
+        ck_assert_ptr_null(tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2));
+        x->release(x);
+        tg_cpu_shared *z = tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2);
+        ck_assert_ptr_nonnull(z);
+        y->release(y);
+        z->release(z);
+        tg_cpu_gemm_shared_b_trim();
+    }
 
     /* shares, 8 at most on 2 threads: one packed product of 1280, 600 or 256 rows, cut fine
      * (blocks of 64 rows or more) or one share per member; a batch of two; attention products

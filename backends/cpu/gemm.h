@@ -155,9 +155,10 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                                      tg_cpu_shared *shared);
 
 /* A buffer for op(B) of a product (its tb, b, ldb, n, k as tg_cpu_gemm_args), packed once by the
- * blocks of C that use it, from a pool of such buffers; its release member gives it back.
- * NULL when there is no memory for it or no packed path on this CPU (the blocks then pack op(B)
- * each for itself). tg_cpu_gemm_shared_b_trim() frees the pool's idle buffers. */
+ * blocks of C that use it, from a pool of at most two such buffers (gemm_packed.c says why);
+ * its release member gives it back. NULL when both are in use, there is no memory for it or
+ * no packed path on this CPU (the blocks then pack op(B) each for itself).
+ * tg_cpu_gemm_shared_b_trim() frees the pool's idle buffers. */
 tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n,
                                         int64_t k);
 void tg_cpu_gemm_shared_b_trim(void);

@@ -35,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TG_PACKED_X86 1
@@ -255,10 +256,15 @@ static int64_t round_up(int64_t x, int64_t to) {
     return (x + to - 1) / to * to;
 }
 
-/* Objects released go back to a free list and are reused: a training step's products need a
- * few at a time, and a new buffer of a few MiB per product would cost page faults each time. */
+/* Objects released go back to a free list and are reused: a new buffer of up to 2 MiB per
+ * product would cost page faults each time. There are at most POOL_MAX of them, in use or
+ * idle, each as big as the biggest op(B) it has held — a g2p-small step had up to 3 in use at
+ * once, and each costs peak memory (1.25 MiB for its weight gradients' dY) — and a product that
+ * finds none left packs op(B) per block, as without them. */
+enum { POOL_MAX = 2 };
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static shared_b *pool;
+static int pool_made; /* objects in existence */
 
 static void shared_b_release(tg_cpu_shared *s) {
     shared_b *sb = (shared_b *)s;
@@ -268,10 +274,26 @@ static void shared_b_release(tg_cpu_shared *s) {
     pthread_mutex_unlock(&pool_mu);
 }
 
+/* The buffers are mapped pages of their own, not the heap's: one that grows gives its old
+ * pages back to the system at once, where a heap keeps freed chunks resident (growing through
+ * the step's op(B) sizes, two heap buffers held 1.2-2 MiB more than their size). */
+static float *pages_new(size_t floats) {
+    void *p = mmap(NULL, floats * sizeof(float), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void pages_free(float *p, size_t floats) {
+    if (p) munmap(p, floats * sizeof(float));
+}
+
 static void shared_b_free(shared_b *sb) {
-    free(sb->buf);
+    pages_free(sb->buf, sb->cap);
     free((void *)sb->state);
     free(sb);
+    pthread_mutex_lock(&pool_mu);
+    pool_made--;
+    pthread_mutex_unlock(&pool_mu);
 }
 
 tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n,
@@ -282,12 +304,14 @@ tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, in
     pthread_mutex_lock(&pool_mu);
     shared_b *sb = pool;
     if (sb) pool = sb->next;
+    else if (pool_made < POOL_MAX && (sb = calloc(1, sizeof *sb)))
+        pool_made++;
     pthread_mutex_unlock(&pool_mu);
-    if (!sb && !(sb = calloc(1, sizeof *sb))) return NULL;
+    if (!sb) return NULL;
     if (sb->cap < need) {
-        free(sb->buf);
+        pages_free(sb->buf, sb->cap);
         sb->cap = 0;
-        if (!(sb->buf = aligned_alloc(64, round_up((int64_t)(need * sizeof(float)), 64)))) {
+        if (!(sb->buf = pages_new(need))) {
             shared_b_free(sb);
             return NULL;
         }
