@@ -447,7 +447,8 @@ END_TEST
  * by a block that never packs it (the others then pack it themselves), give the same bits; and
  * the graph runner's share count for such products. */
 START_TEST(test_packed_shared) {
-    static const int64_t shapes[][3] = {{250, 37, 600}, {13, 4200, 20}, {127, 130, 257}, {300, 530, 300}};
+    static const int64_t shapes[][3] = {
+        {250, 37, 600}, {13, 4200, 20}, {127, 130, 257}, {300, 530, 300}};
     for (int si = 0; si < 4; si++)
         for (int t = 0; t < 4; t++) {
             const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
@@ -486,9 +487,10 @@ START_TEST(test_packed_shared) {
                 sb->release(sb);
                 for (size_t i = 0; i < p.nc; i++)
                     if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
-                        ck_abort_msg("blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%zu])",
-                                     stall ? "stalled" : "shared", (long long)M, (long long)N,
-                                     (long long)K, i);
+                        ck_abort_msg(
+                            "blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%zu])",
+                            stall ? "stalled" : "shared", (long long)M, (long long)N, (long long)K,
+                            i);
             }
             free(ref);
             release(&p);

@@ -28,7 +28,7 @@ typedef struct {
     atomic_llong ahead; /* shares the graph runner ran ahead of their node's turn */
     atomic_llong offcore; /* waits on a share whose holder was off its core */
     atomic_llong slept;   /* of those, slept through (nothing to run ahead) */
-    atomic_bool contended; /* the last graph run found members off their cores (run_job) */
+    atomic_bool contended;  /* the last graph run found members off their cores (run_job) */
     atomic_llong fine_runs; /* graph runs made with the finer cut that follows */
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
@@ -152,22 +152,23 @@ static void copy_in_share(tg_cpu_par *p, tg_tensor *t) {
 
 /* A graph run on the team. Every member walks the node list. Node i's work is cut into
  * shares(i) shares — a kernel called with (ith, nth) = (share, shares), the same cut as a team
- * of that size makes — and member m first takes its own shares (m, m + n, ...). A member
- * done with its own waits until every share of node i is done before node i + 1 (which may
- * read what node i wrote, or write a workspace block node i read); if after STEAL_NS of
- * waiting some share is still untaken, its owner is late (preempted by another process, or
- * still waking up) and the waiting member takes it. So on an idle machine each member does its
- * own share, as a fixed split would, while a member that the machine preempts holds up only a
- * share it has started: the others take the rest, and it catches up through nodes already
- * done. A member done with its own shares of node i that would wait first looks ahead: up to
- * LOOKAHEAD later nodes whose memory does not meet that of any node before them still
- * running (look_ahead) get their own shares run at once, so that the members' time at the end
- * of uneven shares (the two halves of a product finishing a few hundred µs apart; dX and dW of
- * a backward, Q, K and V, the bias gradients: independent) is spent on the next nodes. The run is
- * offered to the team (team.h: tg_cpu_team_offer): a member that has not joined it yet (asleep, or
- * held off its core) owns no share — its shares are taken at once, without the grace — and is not
- * waited for at the end. The first failing node is recorded with its error message (each thread's
- * message is its own); once that node is done every member sees it and stops. */
+ * of that size makes — and member m first takes its own shares (m, m + n, ...). A member done
+ * with its own waits until every share of node i is done before node i + 1 (which may read what
+ * node i wrote, or write a workspace block node i read); if after STEAL_NS of waiting (none
+ * after a contended run: CONTENDED_OFFCORE) some share is still untaken, its owner is late
+ * (preempted by another process, or still waking up) and the waiting member takes it. So on an
+ * idle machine each member does its own share, as a fixed split would, while a member that the
+ * machine preempts holds up only a share it has started: the others take the rest, and it
+ * catches up through nodes already done. A member done with its own shares of node i that would
+ * wait first looks ahead: up to LOOKAHEAD later nodes whose memory does not meet that of any
+ * node before them still running (look_ahead) get their own shares run at once, so that the
+ * members' time at the end of uneven shares (the two halves of a product finishing a few
+ * hundred µs apart; dX and dW of a backward, Q, K and V, the bias gradients: independent) is
+ * spent on the next nodes. The run is offered to the team (team.h: tg_cpu_team_offer): a member
+ * that has not joined it yet (asleep, or held off its core) owns no share — its shares are
+ * taken at once, without the grace — and is not waited for at the end. The first failing node
+ * is recorded with its error message (each thread's message is its own); once that node is done
+ * every member sees it and stops. */
 enum { STEAL_NS = 100 * 1000 };
 
 /* A member waiting on a share that another member started reads the holder's CPU clock
@@ -192,12 +193,16 @@ enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 /* A graph run of at least CONTENDED_MIN_NODES nodes in which members waited CONTENDED_OFFCORE
  * times or more on a holder off its core says another process competes for the cores (a
  * g2p-small step: 0-1 such waits alone, 0-4 beside a nice-19 loop, 10-14 beside a nice-0 one),
- * and the next run cuts the packed products into shares of 64 rows (gemm.h:
- * tg_cpu_gemm_shares) instead of one per member: a member that the other process holds off
- * its core then holds up a small block, and its partner takes the rest. Such products share
- * op(B) between their blocks, but each block still streams all of it and meets each B panel
- * with fewer A panels: on an idle machine the finer cut cost ~1.5 % of the step, beside a
- * nice-0 loop it saved ~8 % (docs/results.md §4). */
+ * and the next run is cut for it: the packed products into shares of 64 rows (gemm.h:
+ * tg_cpu_gemm_shares) instead of one per member, so that a member the other process holds off
+ * its core holds up a small block and its partner takes the rest; and a member done with its
+ * own shares takes its partner's untaken ones at once, without STEAL_NS's grace (which keeps a
+ * member's shares on its own core's cache when both are at work). The finer cut has a price
+ * on an idle machine — its blocks share op(B), but each still streams all of it and meets each
+ * B panel with fewer A panels: cutting always so cost ~1.5 % of the step — hence only after a
+ * contended run. Beside a nice-0 loop (docs/results.md §4): the finer cut 0.97× the step
+ * (16 rounds), taking at once another 0.97× (22 rounds); alone and beside a nice-19 loop the
+ * same within the noise. */
 enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
 
 /* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
@@ -250,7 +255,8 @@ enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
 static int shares_of(const graph_job *j, const tg_tensor *t) {
     if (t->op == TG_OP_CROSS_ENTROPY && t->p.cross_entropy.reduction != TG_REDUCE_NONE) return 1;
     if (j->shares == 1) return 1;
-    if (t->op == TG_OP_MATMUL) return tg__cpu_matmul_shares(t, j->nthreads, j->shares, j->contended);
+    if (t->op == TG_OP_MATMUL)
+        return tg__cpu_matmul_shares(t, j->nthreads, j->shares, j->contended);
     return tg_tensor_numel(t) <= FINE_MIN ? j->nthreads : j->shares;
 }
 
@@ -448,7 +454,7 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
                            .i = i,
                            .k = k,
                            .start = start,
-                           .steal_at = start + STEAL_NS,
+                           .steal_at = start + (j->contended ? 0 : STEAL_NS),
                            .probe_at = start + (j->impl->all_offcore ? 0 : PROBE_NS / 2),
                            .probe_m = -1};
             while (!node_done(&w)) {
@@ -491,7 +497,8 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
         atomic_store_explicit(&j->impl->contended,
                               atomic_load(&j->impl->offcore) - offcore >= CONTENDED_OFFCORE,
                               memory_order_relaxed);
-    for (int64_t i = 0; i < j->n; i++) release_shared(j, i);
+    for (int64_t i = 0; i < j->n; i++)
+        release_shared(j, i);
     pthread_mutex_destroy(&j->mu);
     free((void *)j->claimed);
     free((void *)j->taken);

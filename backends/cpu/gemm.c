@@ -176,9 +176,9 @@ static tg_cpu_shared *shared_b_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
  * ith. */
 static void packed_rows_shared(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
     tg_cpu_shared *s = shared_b_of(g, p);
-    const int64_t panels = (g->M + TG_CPU_GEMM_PACKED_MR - 1) / TG_CPU_GEMM_PACKED_MR,
-                  rows = (panels + p->nth - 1) / p->nth * TG_CPU_GEMM_PACKED_MR,
-                  lo = p->ith * rows, len = tg_cpu_gemm_imin(rows, g->M - lo);
+    const int64_t panels = (g->M + TG_CPU_GEMM_PACKED_MR - 1) / TG_CPU_GEMM_PACKED_MR;
+    const int64_t rows = (panels + p->nth - 1) / p->nth * TG_CPU_GEMM_PACKED_MR;
+    const int64_t lo = p->ith * rows, len = tg_cpu_gemm_imin(rows, g->M - lo);
     if (len > 0) {
         const float *A = g->trans_a ? g->a + lo : g->a + lo * g->lda;
         float *C = g->c + lo * g->ldc;

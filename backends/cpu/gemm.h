@@ -149,18 +149,16 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
  * product's — the caller's blocks share, packed once for all of them into `shared`
  * (tg_cpu_gemm_shared_b_new; gemm_packed.c says how). shared NULL, or made for another
  * operand: op(B) packed into this thread's buffer, as tg_cpu_gemm_packed_block(). */
-bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                                     float alpha, const float *a, int64_t lda, const float *b,
-                                     int64_t ldb, float beta, float *c, int64_t ldc,
-                                     tg_cpu_shared *shared);
+bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                     const float *a, int64_t lda, const float *b, int64_t ldb,
+                                     float beta, float *c, int64_t ldc, tg_cpu_shared *shared);
 
 /* A buffer for op(B) of a product (its tb, b, ldb, n, k as tg_cpu_gemm_args), packed once by the
  * blocks of C that use it, from a pool of at most two such buffers (gemm_packed.c says why);
  * its release member gives it back. NULL when both are in use, there is no memory for it or
  * no packed path on this CPU (the blocks then pack op(B) each for itself).
  * tg_cpu_gemm_shared_b_trim() frees the pool's idle buffers. */
-tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n,
-                                        int64_t k);
+tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k);
 void tg_cpu_gemm_shared_b_trim(void);
 /* For tests: mark every piece of s claimed by a block that never finishes packing it, as one
  * held off its core would (the blocks then pack the pieces themselves after their wait). */

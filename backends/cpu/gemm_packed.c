@@ -44,7 +44,7 @@
 #endif
 
 enum {
-    MR = TG_CPU_GEMM_PACKED_MR, /* rows of a register tile */
+    MR = 6,   /* rows of a register tile */
     NR = 16,  /* columns of a register tile */
     KC = 256, /* k per block: a B panel is KC × 16 floats = 16 KiB, half of L1d */
     MC = 144, /* most rows per A block: 144 × 256 floats = 144 KiB of Zen 3's 512 KiB L2 */
@@ -54,6 +54,8 @@ enum {
     A_FLOATS = MC * KC + 16,
     B_FLOATS = KC * NC,
 };
+
+_Static_assert(MR == TG_CPU_GEMM_PACKED_MR, "gemm.h's tile rows are the kernel's");
 
 /* ------------------------------------------------------------ per-thread buffers ---- */
 
@@ -303,7 +305,8 @@ tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, in
                  need_state = (size_t)((n + NC - 1) / NC * ((k + KC - 1) / KC) * (NC / CHUNK));
     pthread_mutex_lock(&pool_mu);
     shared_b *sb = pool;
-    if (sb) pool = sb->next;
+    if (sb)
+        pool = sb->next;
     else if (pool_made < POOL_MAX && (sb = calloc(1, sizeof *sb)))
         pool_made++;
     pthread_mutex_unlock(&pool_mu);
@@ -326,7 +329,8 @@ tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, in
         }
         sb->cap_state = need_state;
     }
-    for (size_t i = 0; i < need_state; i++) atomic_init(&sb->state[i], UNPACKED);
+    for (size_t i = 0; i < need_state; i++)
+        atomic_init(&sb->state[i], UNPACKED);
     sb->base.release = shared_b_release;
     sb->b = b, sb->ldb = ldb, sb->n = n, sb->k = k, sb->tb = tb;
     return &sb->base;
@@ -346,7 +350,8 @@ void tg_cpu_gemm_shared_b_trim(void) {
 
 void tg__cpu_gemm_shared_b_stall(tg_cpu_shared *s) {
     shared_b *sb = (shared_b *)s;
-    for (size_t i = 0; i < sb->cap_state; i++) atomic_store(&sb->state[i], PACKING);
+    for (size_t i = 0; i < sb->cap_state; i++)
+        atomic_store(&sb->state[i], PACKING);
 }
 
 static inline void relax(void) {
@@ -397,10 +402,9 @@ static void shared_b_block(shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int
     }
 }
 
-bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                                     float alpha, const float *a, int64_t lda, const float *b,
-                                     int64_t ldb, float beta, float *c, int64_t ldc,
-                                     tg_cpu_shared *shared) {
+bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                     const float *a, int64_t lda, const float *b, int64_t ldb,
+                                     float beta, float *c, int64_t ldc, tg_cpu_shared *shared) {
     if (m <= 0 || n <= 0) return true;
     if (k <= 0 || !tg_cpu_gemm_packed_available()) return false;
     pack_bufs *buf = bufs_get();
@@ -428,7 +432,8 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
             if (sb)
                 shared_b_block(sb, jc, pc, kc, nc, buf->b, chunk_at);
             else
-                pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR, buf->b);
+                pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR,
+                           buf->b);
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */

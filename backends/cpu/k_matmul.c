@@ -51,8 +51,13 @@ int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine)
     tg_mm_plan mp;
     tg__geom_mm_plan(t, &mp);
     /* one call's products (the kernel's loop makes each call alike) */
-    const tg_cpu_gemm_args g = {.outer = mp.mid, .batch = mp.inner, .M = mp.M, .N = mp.N, .K = mp.K,
-                                .trans_a = mp.a.trans, .trans_b = mp.b.trans};
+    const tg_cpu_gemm_args g = {.outer = mp.mid,
+                                .batch = mp.inner,
+                                .M = mp.M,
+                                .N = mp.N,
+                                .K = mp.K,
+                                .trans_a = mp.a.trans,
+                                .trans_b = mp.b.trans};
     return tg_cpu_gemm_shares(&g, nthreads, most, fine);
 }
 
