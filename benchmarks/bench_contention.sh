@@ -6,7 +6,8 @@
 #                                  [--loads "none busy nice19"] [-- bench_step/peer options]
 #
 # --build DIR   a build directory holding benchmarks/bench_step (repeatable: compare builds,
-#               e.g. an old and a new one; default: build)
+#               e.g. an old and a new one, and get each later build's time ÷ the first's round
+#               by round; default: build)
 # --no-torch    leave out PyTorch (benchmarks/peer/nn_transformer_step.py, its best settings)
 # --rounds N    rounds (default 5); a round runs every contender under every load, in turn
 # --steps N     timed steps per run (default 5, after 2 untimed; PyTorch: max(N/2, 2) after 1)
@@ -52,6 +53,10 @@ done
 for l in $loads; do
     case "$l" in none|busy|nice19) ;; *) echo "bench_contention.sh: unknown load '$l'" >&2; exit 2 ;; esac
 done
+if [ $torch = 1 ] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    echo "bench_contention.sh: PyTorch is missing (tools/install_deps.sh run installs it; or --no-torch)" >&2
+    exit 2
+fi
 
 tsteps=$(( steps / 2 > 2 ? steps / 2 : 2 ))
 out=$(mktemp)
@@ -115,5 +120,14 @@ awk -v loads="$loads" '
             pt = (p != "pytorch" && ("pytorch", l) in v) ? median(v["pytorch", l]) : 0
             printf "%-28s %-8s %10.1f %12s %12s\n", p, l, m, base ? sprintf("%.2fx", m / base) : "-",
                    pt ? sprintf("%.2fx", m / pt) : "-"
+        }
+        # builds against the first, round by round (each pair ran back to back under one load)
+        for (i = 1; i < n; i++) for (j = 1; j <= nl; j++) {
+            p = order[i]; l = L[j]
+            if (p == "pytorch" || !((p, l) in v) || !((order[0], l) in v)) continue
+            k = split(v[p, l], x, " "); split(v[order[0], l], y, " "); r = ""; below = 0
+            for (q = 1; q <= k; q++) { r = r " " x[q] / y[q]; below += x[q] < y[q] }
+            printf "%s / %s, load %s: median of the rounds'"'"' ratios %.3f, %d of %d rounds below 1\n",
+                   p, order[0], l, median(r), below, k
         }
     }' "$out"
