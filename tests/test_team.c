@@ -575,6 +575,64 @@ START_TEST(test_contended_fine_cut) {
 }
 END_TEST
 
+#if defined(__linux__)
+/* Each member's CPU mask during a job: one CPU (pinned) or the whole process's. */
+typedef struct {
+    int ncpu[8], first[8];
+} masks;
+
+static void read_masks(void *ctx, tg_cpu_par *p) {
+    masks *m = ctx;
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    m->ncpu[p->ith] = CPU_COUNT(&set);
+    for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+        if (CPU_ISSET(c, &set)) m->first[p->ith] = c;
+}
+#endif
+
+/* A team with one member per usable CPU pins member i to the i-th of them during its jobs, the
+ * caller's own mask restored after; not with TG_CPU_BIND=0, nor a team of more members. */
+START_TEST(test_members_pinned) {
+#if defined(__linux__)
+    cpu_set_t all, after;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    const int n = CPU_COUNT(&all);
+    if (n < 2 || n > 7) return; /* the masks above hold 8 members; a single CPU has no team */
+    int cpus[8], k = 0;
+    for (int c = 0; c < CPU_SETSIZE && k < n; c++)
+        if (CPU_ISSET(c, &all)) cpus[k++] = c;
+    for (int mode = 0; mode < 3; mode++) { /* pinned; TG_CPU_BIND=0; one member too many */
+        if (mode == 1) setenv("TG_CPU_BIND", "0", 1);
+        tg_cpu_team *t = tg_cpu_team_new(mode == 2 ? n + 1 : n);
+        ck_assert_ptr_nonnull(t);
+        for (int job = 0; job < 2; job++) { /* run, then offer (members may miss an offer) */
+            masks m;
+            memset(&m, 0, sizeof m);
+            if (job == 0)
+                tg_cpu_team_run(t, read_masks, &m);
+            else
+                tg_cpu_team_offer(t, read_masks, &m);
+            for (int i = 0; i < (mode == 2 ? n + 1 : n); i++) {
+                if (job == 1 && i > 0 && !m.ncpu[i]) continue; /* did not join the offer */
+                if (mode == 0) {
+                    ck_assert_msg(m.ncpu[i] == 1 && m.first[i] == cpus[i],
+                                  "member %d: %d CPUs from %d, not CPU %d", i, m.ncpu[i],
+                                  m.first[i], cpus[i]);
+                } else {
+                    ck_assert_int_eq(m.ncpu[i], n);
+                }
+            }
+            ck_assert_int_eq(sched_getaffinity(0, sizeof after, &after), 0);
+            ck_assert_msg(CPU_EQUAL(&all, &after), "the caller's mask is not restored");
+        }
+        tg_cpu_team_free(t);
+        unsetenv("TG_CPU_BIND");
+    }
+#endif
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("team");
     TCase *tc = tcase_create("team");
@@ -591,6 +649,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_member_cpu_clock);
     tcase_add_test(tc, test_offcore_waits_sleep);
     tcase_add_test(tc, test_contended_fine_cut);
+    tcase_add_test(tc, test_members_pinned);
     suite_add_tcase(s, tc);
     return s;
 }

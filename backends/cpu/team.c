@@ -93,6 +93,7 @@ struct tg_cpu_team {
     atomic_bool running; /* member 0 is inside tg_cpu_team_run or tg_cpu_team_offer */
     int n;
     int64_t yield_ns; /* tg_cpu_team_yield_ns */
+    int *cpu;         /* member i's CPU when the team binds its members (bind_members), or NULL */
     pthread_t *threads;
     tg_cpu_par *pars;
     _Atomic unsigned *joined; /* per member: the number of the last job it joined */
@@ -232,6 +233,78 @@ static void leave(tg_cpu_team *t) {
     if ((s & JOB_CLOSED) && (s & JOB_INSIDE) == 0) tg_cpu_event_signal(&t->left);
 }
 
+/* The CPUs this process may run on (its affinity mask), at least 1. */
+static int usable_cpus(void) {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Binding. A team with one member per CPU the process may run on (the default thread count)
+ * pins member i to the i-th of those CPUs — the caller, member 0, only while it runs a job, its
+ * own affinity restored after. Left to the kernel, the members of a 2-thread team beside one
+ * busy process sat on one core 72-76 % of the time while the other process had the other core
+ * alone: two runnable threads against one is as balanced as three threads on two cores get, so
+ * the kernel moves none of them, and the team had one core where a fair share is one and a
+ * third (benchmarks/placement.py, docs/results.md §4). Pinned, one member shares its core with
+ * the other process and the other has a core of its own, and with the graph runner's finer cut
+ * after a contended run (cpu.c: CONTENDED_OFFCORE) the member with the core does most of the
+ * work: beside a nice-0 loop the g2p-small step took 0.88× the time of the unpinned team
+ * (10 of 10 rounds faster), alone and beside a nice-19 loop the same within the noise. (Pinned
+ * before that cut existed, it gained 4-6 %: the member with a core then waited on the other.)
+ * A team with fewer members than CPUs is not pinned — several such processes would pile onto
+ * the first CPUs — nor one with more (test_team's 3 members on 2 CPUs); nor any team when
+ * TG_CPU_BIND=0 (a program that places its threads itself). */
+#if defined(__linux__)
+/* The CPUs of this thread's affinity mask, in order, into cpu (at most max); their count. */
+static int mask_cpus(int *cpu, int max) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    int k = 0;
+    for (int c = 0; c < CPU_SETSIZE && k < max; c++)
+        if (CPU_ISSET(c, &set)) cpu[k++] = c;
+    return k;
+}
+
+static void pin_to(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    (void)sched_setaffinity(0, sizeof one, &one); /* failing, the member runs unpinned */
+}
+
+/* Member 0's job pinned: its mask saved into *saved, false when not pinned. */
+static bool pin_caller(const tg_cpu_team *t, cpu_set_t *saved) {
+    if (!t->cpu || sched_getaffinity(0, sizeof *saved, saved) != 0) return false;
+    pin_to(t->cpu[0]);
+    return true;
+}
+
+static void unpin_caller(bool pinned, const cpu_set_t *saved) {
+    if (pinned) (void)sched_setaffinity(0, sizeof *saved, saved);
+}
+#define TG_TEAM_PIN 1
+#else
+#define TG_TEAM_PIN 0
+#endif
+
+/* Whether a team of n binds its members, and to which CPUs (t->cpu, n entries). */
+static void bind_members(tg_cpu_team *t) {
+    const char *env = getenv("TG_CPU_BIND");
+    if (t->n < 2 || (env && strcmp(env, "0") == 0)) return;
+#if TG_TEAM_PIN
+    int *cpu = malloc(sizeof *cpu * (size_t)t->n);
+    if (cpu && mask_cpus(cpu, t->n) == t->n && t->n == usable_cpus()) {
+        t->cpu = cpu;
+        return;
+    }
+    free(cpu);
+#endif
+}
+
 /* A member other than 0: wait for a job to be posted, join it, do it, leave. A member that wakes
  * late finds an offered job (tg_cpu_team_offer) closed, done without it, and waits for the
  * next; a job for everyone (tg_cpu_team_run) is never closed before every member has joined
@@ -240,6 +313,9 @@ static void *member_main(void *arg) {
     tg_cpu_par *p = arg;
     tg_cpu_team *t = p->team;
     job_wait w = {t, 0};
+#if TG_TEAM_PIN
+    if (t->cpu) pin_to(t->cpu[p->ith]);
+#endif
     for (;;) {
         tg_cpu_event_wait(&t->posted, job_posted, &w);
         w.seen = (unsigned)(atomic_load_explicit(&t->job, memory_order_acquire) >> 32);
@@ -254,16 +330,6 @@ static void *member_main(void *arg) {
         if (everyone) barrier(t);
         if (quit) return NULL;
     }
-}
-
-/* The CPUs this process may run on (its affinity mask), at least 1. */
-static int usable_cpus(void) {
-#if defined(__linux__)
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-#endif
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
 }
 
 int64_t tg_cpu_team_yield_ns(const tg_cpu_team *team) {
@@ -292,6 +358,7 @@ tg_cpu_team *tg_cpu_team_new(int n) {
         return NULL;
     }
     for (int i = 0; i < n; i++) t->pars[i] = (tg_cpu_par){.team = t, .ith = i, .nth = n};
+    bind_members(t); /* before the members start: they pin themselves */
     for (int i = 1; i < n; i++) {
         int err = pthread_create(&t->threads[i], NULL, member_main, &t->pars[i]);
         if (err) {
@@ -330,6 +397,7 @@ void tg_cpu_team_free(tg_cpu_team *t) {
     free(t->threads);
     free(t->pars);
     free((void *)t->joined);
+    free(t->cpu);
     free(t);
 }
 
@@ -346,9 +414,16 @@ void tg_cpu_team_run(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void 
     if (solo(t, fn, ctx)) return;
     tg_cpu_par *p = &t->pars[0];
     p->solo_next = 0;
+#if TG_TEAM_PIN
+    cpu_set_t saved;
+    const bool pinned = pin_caller(t, &saved);
+#endif
     post(t, fn, ctx, true);
     fn(ctx, p);
     barrier(t); /* end: every member has joined, done its part and left */
+#if TG_TEAM_PIN
+    unpin_caller(pinned, &saved);
+#endif
     atomic_store(&t->running, false);
 }
 
@@ -356,8 +431,15 @@ void tg_cpu_team_offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), voi
     if (solo(t, fn, ctx)) return;
     tg_cpu_par *p = &t->pars[0];
     p->solo_next = 0;
+#if TG_TEAM_PIN
+    cpu_set_t saved;
+    const bool pinned = pin_caller(t, &saved);
+#endif
     post(t, fn, ctx, false);
     fn(ctx, p);
+#if TG_TEAM_PIN
+    unpin_caller(pinned, &saved); /* the members still inside are at their end */
+#endif
     /* the work is done; wait only for members still inside (they may read ctx) */
     atomic_fetch_or(&t->job, JOB_CLOSED);
     tg_cpu_event_wait(&t->left, nobody_inside, t);
