@@ -411,6 +411,31 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* The index of the first float of got that is not ref's (NaN matching NaN), or -1. */
+static long first_diff(const float *ref, const float *got, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(ref[i] == got[i] || (isnan(ref[i]) && isnan(got[i])))) return (long)i;
+    return -1;
+}
+
+/* The packed path on 1 thread (checked against the reference), then on 2 .. max_threads with
+ * the same bits; returns the 1-thread C (the caller frees it). */
+static float *packed_same_bits(problem *p, int max_threads) {
+    check(p, ENG_PACKED, 1);
+    float *ref = malloc(p->nc * sizeof(float));
+    ck_assert(ref);
+    memcpy(ref, p->c, p->nc * sizeof(float));
+    for (int nt = 2; nt <= max_threads; nt++) {
+        check(p, ENG_PACKED, nt);
+        const long at = first_diff(ref, p->c, p->nc);
+        if (at >= 0)
+            ck_abort_msg("packed %lldx%lldx%lld (batch %lld) differs at %d threads (C[%ld])",
+                         (long long)p->g.M, (long long)p->g.N, (long long)p->g.K,
+                         (long long)p->g.batch, nt, at);
+    }
+    return ref;
+}
+
 /* The packed path's blocking: more rows than one block of A (120), more k than one block
  * (256: later blocks add to C), more columns than one block of B (512), edge tiles in every
  * direction, every transpose combination, beta 0 over NaN, 1 and 0.5, alpha 1 and -0.5; and
@@ -424,18 +449,7 @@ START_TEST(test_packed_blocks) {
             const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
             const float beta = betas[(si + t) % 3], alpha = t == 3 ? -0.5f : 1.0f;
             problem p = make(2, t & 1, t & 2, M, N, K, alpha, beta, 3, 1, t != 2, beta == 0.0f);
-            check(&p, ENG_PACKED, 1);
-            float *ref = malloc(p.nc * sizeof(float));
-            ck_assert(ref);
-            memcpy(ref, p.c, p.nc * sizeof(float));
-            for (int nt = 2; nt <= 3; nt++) {
-                check(&p, ENG_PACKED, nt);
-                for (size_t i = 0; i < p.nc; i++)
-                    if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
-                        ck_abort_msg("packed %lldx%lldx%lld differs at %d threads (C[%zu])",
-                                     (long long)M, (long long)N, (long long)K, nt, i);
-            }
-            free(ref);
+            free(packed_same_bits(&p, 3));
             release(&p);
         }
 }
@@ -454,17 +468,7 @@ START_TEST(test_packed_shared) {
             const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
             problem p = make(1, t & 1, t & 2, M, N, K, t == 3 ? -0.5f : 1.0f, t == 1 ? 1.0f : 0.0f,
                              2, 1, 1, t != 1);
-            check(&p, ENG_PACKED, 1);
-            float *ref = malloc(p.nc * sizeof(float));
-            ck_assert(ref);
-            memcpy(ref, p.c, p.nc * sizeof(float));
-            for (int nt = 2; nt <= 4; nt++) {
-                check(&p, ENG_PACKED, nt);
-                for (size_t i = 0; i < p.nc; i++)
-                    if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
-                        ck_abort_msg("shared packed %lldx%lldx%lld differs at %d threads (C[%zu])",
-                                     (long long)M, (long long)N, (long long)K, nt, i);
-            }
+            float *ref = packed_same_bits(&p, 4);
             if (!tg_cpu_gemm_packed_available()) {
                 free(ref);
                 release(&p);
@@ -485,12 +489,11 @@ START_TEST(test_packed_shared) {
                         g->c + lo * g->ldc, g->ldc, sb));
                 }
                 sb->release(sb);
-                for (size_t i = 0; i < p.nc; i++)
-                    if (!(ref[i] == p.c[i] || (isnan(ref[i]) && isnan(p.c[i]))))
-                        ck_abort_msg(
-                            "blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%zu])",
-                            stall ? "stalled" : "shared", (long long)M, (long long)N, (long long)K,
-                            i);
+                const long at = first_diff(ref, p.c, p.nc);
+                if (at >= 0)
+                    ck_abort_msg("blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%ld])",
+                                 stall ? "stalled" : "shared", (long long)M, (long long)N,
+                                 (long long)K, at);
             }
             free(ref);
             release(&p);
