@@ -398,14 +398,14 @@ static void branches_grads_of(tg_backend *b, const float *vals, float *grads, in
     CK(tg_store_add(s, "x", 2, xs, vals, true));
     CK(tg_store_add(s, "r", 2, xs, vals + 7, false));
     for (int k = 0; k < br; k++) {
-        char name[8];
+        char name[16]; /* "w" and an int */
         snprintf(name, sizeof name, "w%d", k);
         CK(tg_store_add(s, name, 2, ws, vals + 100 * (k + 1), true));
     }
     tg_graph *g = tg_graph_new();
     tg_tensor *x = tg_param(g, s, "x"), *sum = NULL;
     for (int k = 0; k < br; k++) {
-        char name[8];
+        char name[16]; /* "w" and an int */
         snprintf(name, sizeof name, "w%d", k);
         tg_tensor *h = tg_gelu(tg_matmul(x, tg_param(g, s, name), false, false));
         sum = sum ? tg_add(sum, h) : h;

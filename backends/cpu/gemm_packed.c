@@ -27,7 +27,8 @@
  *
  * Each element of C is summed over k in the same order (k blocks in turn, FMA by FMA within a
  * block) whatever the block of C a thread is given: results do not depend on the thread count.
- * The pack buffers are per thread (allocated on first use, freed when the thread exits).
+ * The pack buffers are per thread (allocated on first use, freed when the thread exits); a
+ * product cut into blocks of rows packs op(B) once into a buffer its blocks share (below).
  */
 #include "backends/cpu/gemm.h"
 
