@@ -592,7 +592,8 @@ static void read_masks(void *ctx, tg_cpu_par *p) {
 #endif
 
 /* A team with one member per usable CPU pins member i to the i-th of them during its jobs, the
- * caller's own mask restored after; not with TG_CPU_BIND=0, nor a team of more members. */
+ * caller's own mask restored after (and a caller whose mask leaves out member 0's CPU is left
+ * alone); not with TG_CPU_BIND=0, nor a team of more members. */
 START_TEST(test_members_pinned) {
 #if defined(__linux__)
     cpu_set_t all, after;
@@ -625,6 +626,19 @@ START_TEST(test_members_pinned) {
             }
             ck_assert_int_eq(sched_getaffinity(0, sizeof after, &after), 0);
             ck_assert_msg(CPU_EQUAL(&all, &after), "the caller's mask is not restored");
+        }
+        if (mode == 0) { /* a caller placed elsewhere by the program stays where it was put */
+            cpu_set_t last;
+            CPU_ZERO(&last);
+            CPU_SET(cpus[n - 1], &last);
+            ck_assert_int_eq(sched_setaffinity(0, sizeof last, &last), 0);
+            masks m;
+            memset(&m, 0, sizeof m);
+            tg_cpu_team_run(t, read_masks, &m);
+            ck_assert_msg(m.ncpu[0] == 1 && m.first[0] == cpus[n - 1],
+                          "the caller was moved to CPU %d", m.first[0]);
+            ck_assert_int_eq(m.first[1], cpus[1]);
+            ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
         }
         tg_cpu_team_free(t);
         unsetenv("TG_CPU_BIND");

@@ -276,9 +276,11 @@ static void pin_to(int cpu) {
     (void)sched_setaffinity(0, sizeof one, &one); /* failing, the member runs unpinned */
 }
 
-/* Member 0's job pinned: its mask saved into *saved, false when not pinned. */
+/* Member 0's job pinned: its mask saved into *saved, false when not pinned — also when the
+ * caller's own mask leaves out member 0's CPU (a program that placed the thread itself). */
 static bool pin_caller(const tg_cpu_team *t, cpu_set_t *saved) {
-    if (!t->cpu || sched_getaffinity(0, sizeof *saved, saved) != 0) return false;
+    if (!t->cpu || sched_getaffinity(0, sizeof *saved, saved) != 0 || !CPU_ISSET(t->cpu[0], saved))
+        return false;
     pin_to(t->cpu[0]);
     return true;
 }

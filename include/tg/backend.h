@@ -38,9 +38,9 @@ const char *tg_backend_names(void);
  * threads sleep. OpenBLAS is kept at one thread: tgraph splits GEMMs across its own threads so
  * the two thread pools never oversubscribe the cores. A team with one thread per CPU the
  * process may run on pins thread i to the i-th of them, the calling thread only while it runs
- * a job (its affinity is restored after); the environment variable TG_CPU_BIND=0 leaves all
- * placement to the kernel. Writes the new backend to *out; the caller frees it with
- * tg_backend_free. */
+ * a job (its affinity is restored after) and only when its own mask holds the first of them;
+ * the environment variable TG_CPU_BIND=0 leaves all placement to the kernel. Writes the new backend
+ * to *out; the caller frees it with tg_backend_free. */
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out);
 
 /* A CUDA backend on device `device` (TG_ERR_UNSUPPORTED if built without CUDA, TG_ERR_BACKEND
