@@ -323,34 +323,40 @@ START_TEST(test_long_k) {
 END_TEST
 
 /* Attention shapes take the small path; projections and their gradients the packed path
- * while the weight has at most 2^18 values; bigger weights and vocabularies the BLAS path. */
+ * while the weight has at most 2^18 values; bigger weights and vocabularies the BLAS path —
+ * unless the packed path runs its 512-bit kernel (AVX-512F), which takes them too. */
 START_TEST(test_path_rule) {
-    tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
-    g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 64, .K = 10};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 256, .K = 256};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 256, .trans_b = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 1024, .trans_b = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 256, .K = 1024, .trans_a = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 1024, .K = 1280, .trans_a = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280, .trans_a = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 8000, .N = 512, .K = 1280, .trans_a = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS); /* an embedding's gradient */
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 8000, .K = 512, .trans_b = true};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 512, .K = 8000};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_BLAS);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 4096, .N = 64, .K = 64}; /* tall and narrow */
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
-    g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 65, .K = 256};
-    ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    for (int w = 0; w < 2; w++) {
+        /* w 0: the 6×16 kernel alone; w 1: the CPU's default */
+        const tg_cpu_gemm_path big =
+            tg__cpu_gemm_packed_wide(w == 1) ? TG_CPU_GEMM_PACKED : TG_CPU_GEMM_BLAS;
+        tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+        g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 64, .K = 10};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 256, .K = 256};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 256, .trans_b = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 1024, .K = 1024, .trans_b = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), big);
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 256, .K = 1024, .trans_a = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 1024, .K = 1280, .trans_a = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), big);
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 256, .N = 1024, .K = 1280, .trans_a = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 8000, .N = 512, .K = 1280, .trans_a = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), big); /* an embedding's gradient */
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 8000, .K = 512, .trans_b = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), big);
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 512, .K = 8000};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), big);
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 4096, .N = 64, .K = 64}; /* tall and narrow */
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 65, .K = 256};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+    }
     ck_assert(strcmp(tg_cpu_gemm_small_isa(), "avx2+fma") == 0 ||
               strcmp(tg_cpu_gemm_small_isa(), "portable") == 0);
 }
@@ -570,6 +576,55 @@ START_TEST(test_packed_kernel) {
 }
 END_TEST
 
+/* The 6×32 kernel (two 16-column panels, 512-bit FMAs where the CPU has AVX-512) gives the bits
+ * of the 6×16 kernel on each half, for every k remainder, storing or adding, columns past the
+ * tile untouched; and the packed path's blocks give the same bits with it and without it. */
+START_TEST(test_packed_kernel2) {
+    if (!tg_cpu_gemm_packed_available()) return;
+    enum { LDC = 36 };
+    float *a = aligned_alloc(64, 6 * 256 * sizeof(float)),
+          *b = aligned_alloc(64, 32 * 256 * sizeof(float));
+    ck_assert(a && b);
+    static const int64_t kcs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 256};
+    for (int ki = 0; ki < 11; ki++)
+        for (int add = 0; add < 2; add++) {
+            const int64_t kc = kcs[ki];
+            float c[6 * LDC], want[6 * LDC];
+            for (int64_t x = 0; x < 6 * kc; x++)
+                a[x] = frand();
+            for (int64_t x = 0; x < 32 * kc; x++)
+                b[x] = frand();
+            for (int x = 0; x < 6 * LDC; x++)
+                c[x] = want[x] = frand();
+            tg_cpu_gemm_packed_kernel2(kc, a, b, b + 16 * kc, c, LDC, add);
+            tg_cpu_gemm_packed_kernel(kc, a, b, want, LDC, add);
+            tg_cpu_gemm_packed_kernel(kc, a, b + 16 * kc, want + 16, LDC, add);
+            const long at = first_diff(want, c, 6 * LDC);
+            if (at >= 0)
+                ck_abort_msg("6x32 kernel kc %lld add %d: C[%ld] = %.9g, 6x16 kernels %.9g",
+                             (long long)kc, add, at, c[at], want[at]);
+        }
+    free(a), free(b);
+    /* whole products: 6×32 tiles with edges in every direction, each transpose of op(B) */
+    for (int tb = 0; tb < 2; tb++) {
+        problem p = make(1, false, tb, 100, 530, 300, 1.0f, 0.0f, 2, 1, 1, true);
+        check(&p, ENG_PACKED, 1);
+        float *ref = malloc(p.nc * sizeof(float));
+        ck_assert(ref);
+        memcpy(ref, p.c, p.nc * sizeof(float));
+        const bool had = tg__cpu_gemm_packed_wide(false);
+        check(&p, ENG_PACKED, 2);
+        tg__cpu_gemm_packed_wide(true);
+        const long at = first_diff(ref, p.c, p.nc);
+        if (at >= 0)
+            ck_abort_msg("packed path with%s the 6x32 kernel differs (C[%ld])", had ? "" : "out",
+                         at);
+        free(ref);
+        release(&p);
+    }
+}
+END_TEST
+
 /* Two batch levels (tg_cpu_gemm_batched2): the heads of [Bo, n, h, dk] tensors, as attention
  * reads them through strided views: product (o, i) = sequence o, head i; rows of every
  * operand h·width floats apart. Also an outer stride 0 (one matrix per head, shared by all
@@ -645,6 +700,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_blocks);
     tcase_add_test(tc, test_packed_kernel);
     tcase_add_test(tc, test_packed_shared);
+    tcase_add_test(tc, test_packed_kernel2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -83,7 +83,8 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads) {
     if (g->N <= TG_GEMM_SMALL_MAX_N && g->K <= TG_GEMM_SMALL_MAX_K) return TG_CPU_GEMM_SMALL;
     const double weight = g->trans_a ? (double)g->M * (double)g->N  /* Xᵀ·dY: K the tokens */
                                      : (double)g->K * (double)g->N; /* X·W, dY·Wᵀ */
-    if (weight <= TG_GEMM_PACKED_MAX_WEIGHT && tg_cpu_gemm_packed_available())
+    if ((weight <= TG_GEMM_PACKED_MAX_WEIGHT || tg_cpu_gemm_packed_is_wide()) &&
+        tg_cpu_gemm_packed_available())
         return TG_CPU_GEMM_PACKED;
     return TG_CPU_GEMM_BLAS;
 }

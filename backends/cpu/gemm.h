@@ -170,6 +170,19 @@ void tg__cpu_gemm_shared_b_stall(tg_cpu_shared *s);
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                bool add);
 
+/* The same for a 6×32 tile whose two 16-column halves are packed panels b0 and b1, with 512-bit
+ * FMAs (x86-64 with AVX-512F; elsewhere two calls of the kernel above). Each element's sum runs
+ * over k in the same order as the 16-column kernel's: the same bits. */
+void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
+                                float *c, int64_t ldc, bool add);
+
+/* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F). */
+bool tg_cpu_gemm_packed_is_wide(void);
+
+/* For tests: whether the packed path's blocks use the 6×32 kernel (on: where the CPU has
+ * AVX-512F, the default; off: the 6×16 kernel alone). Returns whether they now do. */
+bool tg__cpu_gemm_packed_wide(bool on);
+
 /* nc rows of a matrix, kc values each, transposed into a zero-padded panel w floats wide:
  * buf[p*w + j] = src[j*ld + p] for p < kc, j < nc <= w; zero for nc <= j < w. The small
  * path's transposing packer (AVX2 where available). With w not a multiple of 8 (the packed

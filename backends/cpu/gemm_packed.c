@@ -161,6 +161,70 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
 bool tg_cpu_gemm_packed_available(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+
+void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
+                                float *c, int64_t ldc, bool add) {
+    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
+#define ZERO(r) "vpxord %%zmm" #r ",%%zmm" #r ",%%zmm" #r "\n"
+/* one value of k: row u of both panels (a vector of 16 each) times the 6 values of A's column u */
+#define STEP(u)                                                                                    \
+    "vmovaps " #u "*64(%[b0]),%%zmm12\n vmovaps " #u "*64(%[b1]),%%zmm13\n"                        \
+    "vbroadcastss " #u "*24+0(%[a]),%%zmm14\n vfmadd231ps %%zmm12,%%zmm14,%%zmm0\n"                \
+    "vfmadd231ps %%zmm13,%%zmm14,%%zmm1\n"                                                         \
+    "vbroadcastss " #u "*24+4(%[a]),%%zmm15\n vfmadd231ps %%zmm12,%%zmm15,%%zmm2\n"                \
+    "vfmadd231ps %%zmm13,%%zmm15,%%zmm3\n"                                                         \
+    "vbroadcastss " #u "*24+8(%[a]),%%zmm14\n vfmadd231ps %%zmm12,%%zmm14,%%zmm4\n"                \
+    "vfmadd231ps %%zmm13,%%zmm14,%%zmm5\n"                                                         \
+    "vbroadcastss " #u "*24+12(%[a]),%%zmm15\n vfmadd231ps %%zmm12,%%zmm15,%%zmm6\n"               \
+    "vfmadd231ps %%zmm13,%%zmm15,%%zmm7\n"                                                         \
+    "vbroadcastss " #u "*24+16(%[a]),%%zmm14\n vfmadd231ps %%zmm12,%%zmm14,%%zmm8\n"               \
+    "vfmadd231ps %%zmm13,%%zmm14,%%zmm9\n"                                                         \
+    "vbroadcastss " #u "*24+20(%[a]),%%zmm15\n vfmadd231ps %%zmm12,%%zmm15,%%zmm10\n"              \
+    "vfmadd231ps %%zmm13,%%zmm15,%%zmm11\n"
+#define ADDROW(x, y)                                                                               \
+    "vaddps (%[c]),%%zmm" #x ",%%zmm" #x "\n vaddps 64(%[c]),%%zmm" #y ",%%zmm" #y "\n"            \
+    "vmovups %%zmm" #x ",(%[c])\n vmovups %%zmm" #y ",64(%[c])\n add %[ldc],%[c]\n"
+#define STROW(x, y) "vmovups %%zmm" #x ",(%[c])\n vmovups %%zmm" #y ",64(%[c])\n add %[ldc],%[c]\n"
+#define PFROW "prefetcht0 (%[t])\n prefetcht0 127(%[t])\n add %[ldc],%[t]\n"
+    /* clang-format off */
+    __asm__ volatile(
+        ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5)
+        ZERO(6) ZERO(7) ZERO(8) ZERO(9) ZERO(10) ZERO(11)
+        "mov %[c],%[t]\n" PFROW PFROW PFROW PFROW PFROW PFROW
+        "test %[k4],%[k4]\n jz 2f\n"
+        "1:\n prefetcht0 384(%[a])\n"
+        STEP(0) STEP(1) STEP(2) STEP(3)
+        "add $96,%[a]\n add $256,%[b0]\n add $256,%[b1]\n dec %[k4]\n jnz 1b\n"
+        "2:\n test %[k1],%[k1]\n jz 4f\n"
+        "3:\n" STEP(0)
+        "add $24,%[a]\n add $64,%[b0]\n add $64,%[b1]\n dec %[k1]\n jnz 3b\n"
+        "4:\n test %[acc],%[acc]\n jz 6f\n"
+        ADDROW(0, 1) ADDROW(2, 3) ADDROW(4, 5) ADDROW(6, 7) ADDROW(8, 9) ADDROW(10, 11)
+        "jmp 7f\n"
+        "6:\n"
+        STROW(0, 1) STROW(2, 3) STROW(4, 5) STROW(6, 7) STROW(8, 9) STROW(10, 11)
+        "7:\n vzeroupper\n"
+        : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c),
+          [t] "=&r"(t)
+        : [ldc] "r"(ldcb), [acc] "r"(acc)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+    /* clang-format on */
+#undef ZERO
+#undef STEP
+#undef ADDROW
+#undef STROW
+#undef PFROW
+}
+
+/* Whether the block uses the 512-bit kernel: the CPU has AVX-512F, and tests have not
+ * switched it off (tg__cpu_gemm_packed_wide). */
+static int wide_off;
+static bool wide(void) {
+    static int have = -1;
+    if (have < 0) have = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return have && !wide_off;
+}
 #else
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                bool add) {
@@ -176,7 +240,27 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
 bool tg_cpu_gemm_packed_available(void) {
     return false;
 }
+
+void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
+                                float *c, int64_t ldc, bool add) {
+    tg_cpu_gemm_packed_kernel(kc, a, b0, c, ldc, add);
+    tg_cpu_gemm_packed_kernel(kc, a, b1, c + NR, ldc, add);
+}
+
+static int wide_off;
+static bool wide(void) {
+    return false;
+}
 #endif
+
+bool tg__cpu_gemm_packed_wide(bool on) {
+    wide_off = !on;
+    return wide();
+}
+
+bool tg_cpu_gemm_packed_is_wide(void) {
+    return wide();
+}
 
 /* --------------------------------------------------------------------- the block ---- */
 
@@ -416,6 +500,7 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
     /* the rows in blocks of whole panels as even as MC allows: a short last block (162 rows
      * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
     const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
+    const bool wide_ok = wide();
     /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
      * nor 1 (the first block of k adds) */
     if (beta != 0.0f && beta != 1.0f)
@@ -442,19 +527,29 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                 if (alpha != 1.0f)
                     for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
                         buf->a[q] *= alpha;
-                for (int64_t jr = 0; jr < nc; jr += NR)
+                /* two whole B panels at a time with the 512-bit kernel where the CPU has it
+                 * (pairs start at multiples of 32 columns: never across a CHUNK), else one */
+                for (int64_t jr = 0, step; jr < nc; jr += step) {
+                    step = wide_ok && nc - jr >= 2 * NR ? 2 * NR : NR;
+                    const float *bp =
+                        sb ? chunk_at[jr / CHUNK] + jr % CHUNK * kc : buf->b + jr * kc;
+                    const int64_t nr = tg_cpu_gemm_imin(NR, nc - jr);
                     for (int64_t ir = 0; ir < mc; ir += MR) {
-                        const float *ap = buf->a + ir * kc,
-                                    *bp = sb ? chunk_at[jr / CHUNK] + jr % CHUNK * kc
-                                             : buf->b + jr * kc;
+                        const float *ap = buf->a + ir * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
-                        const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir),
-                                      nr = tg_cpu_gemm_imin(NR, nc - jr);
-                        if (mr == MR && nr == NR)
+                        const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir);
+                        if (step == 2 * NR && mr == MR) {
+                            tg_cpu_gemm_packed_kernel2(kc, ap, bp, bp + NR * kc, ct, ldc, add);
+                        } else if (step == 2 * NR) {
+                            edge_tile(kc, ap, bp, ct, ldc, mr, NR, add);
+                            edge_tile(kc, ap, bp + NR * kc, ct + NR, ldc, mr, NR, add);
+                        } else if (mr == MR && nr == NR) {
                             tg_cpu_gemm_packed_kernel(kc, ap, bp, ct, ldc, add);
-                        else
+                        } else {
                             edge_tile(kc, ap, bp, ct, ldc, mr, nr, add);
+                        }
                     }
+                }
             }
         }
     }
