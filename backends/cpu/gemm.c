@@ -42,7 +42,10 @@
  * d_ff 1024), where it ran 0.98–1.22× OpenBLAS's rate on one core, 1.04–1.05× over those
  * products of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c). OpenBLAS keeps the bigger
  * weights (1024 × 1024: 0.89–0.99×; nmt's 512 × 2048: 0.86–0.98×; a vocabulary of 8000:
- * 0.91–1.13×, mostly below 1) and every CPU without AVX2+FMA. */
+ * 0.91–1.13×, mostly below 1) and every CPU without AVX2+FMA — except where the packed path
+ * runs its 512-bit kernel (AVX-512F: tg_cpu_gemm_packed_is_wide): there it took every one of
+ * these products at 1.5–2× the rate of OpenBLAS 0.3.21's call on 2 threads (which stays on
+ * its AVX2 kernels there; benchmarks/bench_gemm on a Zen 5-class host, docs/results.md §4). */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
 #define TG_GEMM_SMALL_MAX_N 64
 #define TG_GEMM_SMALL_MAX_K 256

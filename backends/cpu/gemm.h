@@ -11,8 +11,10 @@
  *    pthread pool and our team therefore never fight over the cores.
  *  - the packed path (gemm_packed.c): the BLAS path's cut into blocks, each block computed by
  *    our own packed GEMM — both operands packed into contiguous panels (per-thread buffers),
- *    a 6×16 micro-kernel in inline assembly — where it beats OpenBLAS: the projections and
- *    feed-forward products of models up to d 512 and their gradients (x86-64 with AVX2+FMA).
+ *    a 6×16 micro-kernel in inline assembly, and a 6×32 one with 512-bit FMAs over two panels
+ *    where the CPU has AVX-512F — where it beats OpenBLAS: the projections and feed-forward
+ *    products of models up to d 512 and their gradients (x86-64 with AVX2+FMA), and with the
+ *    512-bit kernel every product the BLAS path would take.
  *  - the small path (gemm_small.c): a register-blocked 6x16 AVX2+FMA micro-kernel of our own
  *    (portable scalar fallback where the CPU lacks AVX2/FMA), parallel over (product, block
  *    of rows or columns) tasks handed out dynamically. It is for the many small products of

@@ -16,6 +16,12 @@
  * so the kernel never meets a stride, a page boundary mid-panel or an edge: partial panels are
  * zero-padded and their tiles go through a local 6×16 tile.
  *
+ * Where the CPU has AVX-512F, two whole 16-column panels at a time go through a 6×32 kernel
+ * of 12 zmm accumulators (tg_cpu_gemm_packed_kernel2): the same FMAs in the same order per
+ * element, so the same bits, at twice the width — on a Zen 5-class host 1.7–1.95× the 6×16
+ * kernel's rate over the projections and their gradients, and a g2p-small step 0.60–0.63× the
+ * time (docs/results.md §4). The panels and their packing are unchanged.
+ *
  * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
  * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two
  * FMA pipes, within its load ports; alone it runs at 85–93 GFLOP/s, ~90 % of a core's peak.
