@@ -108,128 +108,93 @@ static pack_bufs *bufs_get(void) {
 /* ------------------------------------------------------------------ micro-kernel ---- */
 
 #if TG_PACKED_X86
+/* The micro-kernels' instruction text, for both widths: R the registers ("ymm": 8 floats,
+ * "zmm": 16), W the bytes of one vector, ZOP the zeroing instruction (vxorps on ymm needs only
+ * AVX; on zmm it would need AVX-512DQ, vpxord AVX-512F), B1(u) the address of the second B
+ * vector of row u, BADV(n) the advance of the B pointers by n bytes, END what follows the
+ * stores. 12 accumulators (6 rows × 2 vectors), per value of k: 2 aligned B loads, 6 broadcasts
+ * of A, 12 FMAs. */
+/* clang-format off */
+#define PK_ZERO(ZOP, R, r) ZOP " %%" R r ",%%" R r ",%%" R r "\n"
+#define PK_ROW(R, u, off, s, r0, r1)                                                               \
+    "vbroadcastss " #u "*24+" off "(%[a]),%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0     \
+    "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
+/* one value of k: B row u (2 vectors) times the 6 values of A's column u */
+#define PK_STEP(R, B1, u)                                                                          \
+    "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
+    PK_ROW(R, u, "0", "14", "0", "1") PK_ROW(R, u, "4", "15", "2", "3")                            \
+    PK_ROW(R, u, "8", "14", "4", "5") PK_ROW(R, u, "12", "15", "6", "7")                           \
+    PK_ROW(R, u, "16", "14", "8", "9") PK_ROW(R, u, "20", "15", "10", "11")
+#define PK_ADDROW(R, W, x, y)                                                                      \
+    "vaddps (%[c]),%%" R x ",%%" R x "\n vaddps " W "(%[c]),%%" R y ",%%" R y "\n"                 \
+    "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
+#define PK_STROW(R, W, x, y)                                                                       \
+    "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
+/* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) */
+#define PK_PFROW(LAST) "prefetcht0 (%[t])\n prefetcht0 " LAST "(%[t])\n add %[ldc],%[t]\n"
+#define PK_ROWS(OP, R, W)                                                                          \
+    OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
+    OP(R, W, "8", "9") OP(R, W, "10", "11")
+#define PK_KERNEL(R, W, LAST, ZOP, B1, BADV, END)                                                  \
+    PK_ZERO(ZOP, R, "0") PK_ZERO(ZOP, R, "1") PK_ZERO(ZOP, R, "2") PK_ZERO(ZOP, R, "3")            \
+    PK_ZERO(ZOP, R, "4") PK_ZERO(ZOP, R, "5") PK_ZERO(ZOP, R, "6") PK_ZERO(ZOP, R, "7")            \
+    PK_ZERO(ZOP, R, "8") PK_ZERO(ZOP, R, "9") PK_ZERO(ZOP, R, "10") PK_ZERO(ZOP, R, "11")          \
+    "mov %[c],%[t]\n" PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST)                  \
+    PK_PFROW(LAST) PK_PFROW(LAST)                                                                  \
+    "test %[k4],%[k4]\n jz 2f\n"                                                                   \
+    /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */                      \
+    "1:\n prefetcht0 384(%[a])\n"                                                                  \
+    PK_STEP(R, B1, 0) PK_STEP(R, B1, 1) PK_STEP(R, B1, 2) PK_STEP(R, B1, 3)                        \
+    "add $96,%[a]\n" BADV("256") "dec %[k4]\n jnz 1b\n"                                            \
+    "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
+    "3:\n" PK_STEP(R, B1, 0)                                                                       \
+    "add $24,%[a]\n" BADV("64") "dec %[k1]\n jnz 3b\n"                                             \
+    "4:\n test %[acc],%[acc]\n jz 6f\n"                                                            \
+    PK_ROWS(PK_ADDROW, R, W)                                                                       \
+    "jmp 7f\n"                                                                                     \
+    "6:\n"                                                                                         \
+    PK_ROWS(PK_STROW, R, W)                                                                        \
+    "7:\n" END
+#define PK_CLOBBERS                                                                                \
+    "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+/* clang-format on */
+
+/* 6×16: one panel, its row u's two ymm vectors 32 bytes apart */
+#define PK_B1_HALF(u) #u "*64+32(%[b0])"
+#define PK_BADV1(n) "add $" n ",%[b0]\n"
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                bool add) {
     long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-#define ZERO(r) "vxorps %%ymm" #r ",%%ymm" #r ",%%ymm" #r "\n"
-/* one value of k: B row u (2 vectors) times the 6 values of A's column u */
-#define STEP(u)                                                                                    \
-    "vmovaps " #u "*64(%[b]),%%ymm12\n vmovaps " #u "*64+32(%[b]),%%ymm13\n"                       \
-    "vbroadcastss " #u "*24+0(%[a]),%%ymm14\n vfmadd231ps %%ymm12,%%ymm14,%%ymm0\n"                \
-    "vfmadd231ps %%ymm13,%%ymm14,%%ymm1\n"                                                         \
-    "vbroadcastss " #u "*24+4(%[a]),%%ymm15\n vfmadd231ps %%ymm12,%%ymm15,%%ymm2\n"                \
-    "vfmadd231ps %%ymm13,%%ymm15,%%ymm3\n"                                                         \
-    "vbroadcastss " #u "*24+8(%[a]),%%ymm14\n vfmadd231ps %%ymm12,%%ymm14,%%ymm4\n"                \
-    "vfmadd231ps %%ymm13,%%ymm14,%%ymm5\n"                                                         \
-    "vbroadcastss " #u "*24+12(%[a]),%%ymm15\n vfmadd231ps %%ymm12,%%ymm15,%%ymm6\n"               \
-    "vfmadd231ps %%ymm13,%%ymm15,%%ymm7\n"                                                         \
-    "vbroadcastss " #u "*24+16(%[a]),%%ymm14\n vfmadd231ps %%ymm12,%%ymm14,%%ymm8\n"               \
-    "vfmadd231ps %%ymm13,%%ymm14,%%ymm9\n"                                                         \
-    "vbroadcastss " #u "*24+20(%[a]),%%ymm15\n vfmadd231ps %%ymm12,%%ymm15,%%ymm10\n"              \
-    "vfmadd231ps %%ymm13,%%ymm15,%%ymm11\n"
-#define ADDROW(x, y)                                                                               \
-    "vaddps (%[c]),%%ymm" #x ",%%ymm" #x "\n vaddps 32(%[c]),%%ymm" #y ",%%ymm" #y "\n"            \
-    "vmovups %%ymm" #x ",(%[c])\n vmovups %%ymm" #y ",32(%[c])\n add %[ldc],%[c]\n"
-#define STROW(x, y) "vmovups %%ymm" #x ",(%[c])\n vmovups %%ymm" #y ",32(%[c])\n add %[ldc],%[c]\n"
-/* the C tile's rows fetched while the k loop runs (each 64 bytes, maybe over two lines) */
-#define PFROW "prefetcht0 (%[t])\n prefetcht0 63(%[t])\n add %[ldc],%[t]\n"
-    /* clang-format off */
     __asm__ volatile(
-        ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5)
-        ZERO(6) ZERO(7) ZERO(8) ZERO(9) ZERO(10) ZERO(11)
-        "mov %[c],%[t]\n" PFROW PFROW PFROW PFROW PFROW PFROW
-        "test %[k4],%[k4]\n jz 2f\n"
-        /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */
-        "1:\n prefetcht0 384(%[a])\n"
-        STEP(0) STEP(1) STEP(2) STEP(3)
-        "add $96,%[a]\n add $256,%[b]\n dec %[k4]\n jnz 1b\n"
-        "2:\n test %[k1],%[k1]\n jz 4f\n"
-        "3:\n" STEP(0)
-        "add $24,%[a]\n add $64,%[b]\n dec %[k1]\n jnz 3b\n"
-        "4:\n test %[acc],%[acc]\n jz 6f\n"
-        ADDROW(0, 1) ADDROW(2, 3) ADDROW(4, 5) ADDROW(6, 7) ADDROW(8, 9) ADDROW(10, 11)
-        "jmp 7f\n"
-        "6:\n"
-        STROW(0, 1) STROW(2, 3) STROW(4, 5) STROW(6, 7) STROW(8, 9) STROW(10, 11)
-        "7:\n"
-        : [a] "+r"(a), [b] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
+        PK_KERNEL("ymm", "32", "63", "vxorps", PK_B1_HALF, PK_BADV1, "")
+        : [a] "+r"(a), [b0] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
         : [ldc] "r"(ldcb), [acc] "r"(acc)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-    /* clang-format on */
-#undef ZERO
-#undef STEP
-#undef ADDROW
-#undef STROW
-#undef PFROW
+        : PK_CLOBBERS);
 }
 
 bool tg_cpu_gemm_packed_available(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+/* 6×32: two panels, row u's zmm vector in each */
+#define PK_B1_NEXT(u) #u "*64(%[b1])"
+#define PK_BADV2(n) "add $" n ",%[b0]\n add $" n ",%[b1]\n"
 void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
                                 float *c, int64_t ldc, bool add) {
     long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-#define ZERO(r) "vpxord %%zmm" #r ",%%zmm" #r ",%%zmm" #r "\n"
-/* one value of k: row u of both panels (a vector of 16 each) times the 6 values of A's column u */
-#define STEP(u)                                                                                    \
-    "vmovaps " #u "*64(%[b0]),%%zmm12\n vmovaps " #u "*64(%[b1]),%%zmm13\n"                        \
-    "vbroadcastss " #u "*24+0(%[a]),%%zmm14\n vfmadd231ps %%zmm12,%%zmm14,%%zmm0\n"                \
-    "vfmadd231ps %%zmm13,%%zmm14,%%zmm1\n"                                                         \
-    "vbroadcastss " #u "*24+4(%[a]),%%zmm15\n vfmadd231ps %%zmm12,%%zmm15,%%zmm2\n"                \
-    "vfmadd231ps %%zmm13,%%zmm15,%%zmm3\n"                                                         \
-    "vbroadcastss " #u "*24+8(%[a]),%%zmm14\n vfmadd231ps %%zmm12,%%zmm14,%%zmm4\n"                \
-    "vfmadd231ps %%zmm13,%%zmm14,%%zmm5\n"                                                         \
-    "vbroadcastss " #u "*24+12(%[a]),%%zmm15\n vfmadd231ps %%zmm12,%%zmm15,%%zmm6\n"               \
-    "vfmadd231ps %%zmm13,%%zmm15,%%zmm7\n"                                                         \
-    "vbroadcastss " #u "*24+16(%[a]),%%zmm14\n vfmadd231ps %%zmm12,%%zmm14,%%zmm8\n"               \
-    "vfmadd231ps %%zmm13,%%zmm14,%%zmm9\n"                                                         \
-    "vbroadcastss " #u "*24+20(%[a]),%%zmm15\n vfmadd231ps %%zmm12,%%zmm15,%%zmm10\n"              \
-    "vfmadd231ps %%zmm13,%%zmm15,%%zmm11\n"
-#define ADDROW(x, y)                                                                               \
-    "vaddps (%[c]),%%zmm" #x ",%%zmm" #x "\n vaddps 64(%[c]),%%zmm" #y ",%%zmm" #y "\n"            \
-    "vmovups %%zmm" #x ",(%[c])\n vmovups %%zmm" #y ",64(%[c])\n add %[ldc],%[c]\n"
-#define STROW(x, y) "vmovups %%zmm" #x ",(%[c])\n vmovups %%zmm" #y ",64(%[c])\n add %[ldc],%[c]\n"
-#define PFROW "prefetcht0 (%[t])\n prefetcht0 127(%[t])\n add %[ldc],%[t]\n"
-    /* clang-format off */
-    __asm__ volatile(
-        ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5)
-        ZERO(6) ZERO(7) ZERO(8) ZERO(9) ZERO(10) ZERO(11)
-        "mov %[c],%[t]\n" PFROW PFROW PFROW PFROW PFROW PFROW
-        "test %[k4],%[k4]\n jz 2f\n"
-        "1:\n prefetcht0 384(%[a])\n"
-        STEP(0) STEP(1) STEP(2) STEP(3)
-        "add $96,%[a]\n add $256,%[b0]\n add $256,%[b1]\n dec %[k4]\n jnz 1b\n"
-        "2:\n test %[k1],%[k1]\n jz 4f\n"
-        "3:\n" STEP(0)
-        "add $24,%[a]\n add $64,%[b0]\n add $64,%[b1]\n dec %[k1]\n jnz 3b\n"
-        "4:\n test %[acc],%[acc]\n jz 6f\n"
-        ADDROW(0, 1) ADDROW(2, 3) ADDROW(4, 5) ADDROW(6, 7) ADDROW(8, 9) ADDROW(10, 11)
-        "jmp 7f\n"
-        "6:\n"
-        STROW(0, 1) STROW(2, 3) STROW(4, 5) STROW(6, 7) STROW(8, 9) STROW(10, 11)
-        "7:\n vzeroupper\n"
-        : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c),
-          [t] "=&r"(t)
-        : [ldc] "r"(ldcb), [acc] "r"(acc)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-    /* clang-format on */
-#undef ZERO
-#undef STEP
-#undef ADDROW
-#undef STROW
-#undef PFROW
+    __asm__ volatile(PK_KERNEL("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n")
+                     : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1),
+                       [c] "+r"(c), [t] "=&r"(t)
+                     : [ldc] "r"(ldcb), [acc] "r"(acc)
+                     : PK_CLOBBERS);
 }
 
 /* Whether the block uses the 512-bit kernel: the CPU has AVX-512F, and tests have not
  * switched it off (tg__cpu_gemm_packed_wide). */
 static int wide_off;
 static bool wide(void) {
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return have && !wide_off;
+    return __builtin_cpu_supports("avx512f") && !wide_off;
 }
 #else
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,

@@ -259,13 +259,17 @@ static int usable_cpus(void) {
  * the first CPUs — nor one with more (test_team's 3 members on 2 CPUs); nor any team when
  * TG_CPU_BIND=0 (a program that places its threads itself). */
 #if defined(__linux__)
-/* The CPUs of this thread's affinity mask, in order, into cpu (at most max); their count. */
+/* The CPUs of this thread's affinity mask, in order, into cpu (the first max of them); how many
+ * there are (0 when the mask cannot be read). */
 static int mask_cpus(int *cpu, int max) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
     int k = 0;
-    for (int c = 0; c < CPU_SETSIZE && k < max; c++)
-        if (CPU_ISSET(c, &set)) cpu[k++] = c;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            if (k < max) cpu[k] = c;
+            k++;
+        }
     return k;
 }
 
@@ -299,7 +303,7 @@ static void bind_members(tg_cpu_team *t) {
     if (t->n < 2 || (env && strcmp(env, "0") == 0)) return;
 #if TG_TEAM_PIN
     int *cpu = malloc(sizeof *cpu * (size_t)t->n);
-    if (cpu && mask_cpus(cpu, t->n) == t->n && t->n == usable_cpus()) {
+    if (cpu && mask_cpus(cpu, t->n) == t->n) {
         t->cpu = cpu;
         return;
     }
