@@ -208,7 +208,8 @@ static void packed_rows_shared(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
 #define TG_GEMM_SHARED_MAX_B (1 << 19)
 static bool rows_shared(const tg_cpu_gemm_args *g) {
     const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K,
-                 packed_b = (double)g->K * (double)((g->N + 15) / 16 * 16);
+                 packed_b = (double)g->K * (double)((g->N + TG_CPU_GEMM_PACKED_NR - 1) /
+                                                    TG_CPU_GEMM_PACKED_NR * TG_CPU_GEMM_PACKED_NR);
     return tg_cpu_gemm_count(g) == 1 && flops >= TG_GEMM_BLAS_SERIAL_FLOPS &&
            packed_b <= TG_GEMM_SHARED_MAX_B && tg_cpu_gemm_packed_available();
 }

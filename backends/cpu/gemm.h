@@ -122,6 +122,9 @@ int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool f
 /* Rows of a register tile of the packed path's micro-kernel: blocks of rows of C cut at
  * multiples of it keep every tile but the product's last whole. */
 #define TG_CPU_GEMM_PACKED_MR 6
+/* Columns of one packed panel of op(B) (the 6×16 kernel's tile): a packed op(B) holds its
+ * columns rounded up to a multiple of it. */
+#define TG_CPU_GEMM_PACKED_NR 16
 
 /* Run the product on the given path (AUTO: tg_cpu_gemm_choose()). g is borrowed. */
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads);

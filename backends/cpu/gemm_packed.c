@@ -62,7 +62,8 @@ enum {
     B_FLOATS = KC * NC,
 };
 
-_Static_assert(MR == TG_CPU_GEMM_PACKED_MR, "gemm.h's tile rows are the kernel's");
+_Static_assert(MR == TG_CPU_GEMM_PACKED_MR && NR == TG_CPU_GEMM_PACKED_NR,
+               "gemm.h's tile sizes are the kernel's");
 
 /* ------------------------------------------------------------ per-thread buffers ---- */
 
