@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/isa.h"
 #include "core/tg-impl.h"
 #include "tg/rng.h"
 #include "tg_check.h"
@@ -349,10 +350,13 @@ START_TEST(test_long_chain) {
 END_TEST
 
 /* Dropout of n elements (odd sizes; the second thread's share starts off any block boundary)
- * against the Philox reference: element e kept iff unit(word e%4 of group e/4) >= p. */
+ * against the Philox reference: element e kept iff unit(word e%4 of group e/4) >= p. On a CPU
+ * with AVX-512 both its 16-lane path and the 8-lane AVX2 one (isa.h's switch). */
 START_TEST(test_dropout_tiles) {
     const int64_t sizes[] = {37, 1000, 40001, 65557};
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int run = 0; run < 4; run++) {
+        const int threads = 1 + run % 2;
+        tg__cpu_isa_avx512(run < 2);
         tg_backend *b;
         CK(tg_backend_cpu_new(threads, &b));
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -380,6 +384,7 @@ START_TEST(test_dropout_tiles) {
         }
         tg_backend_free(b);
     }
+    tg__cpu_isa_avx512(true);
 }
 END_TEST
 

@@ -13,6 +13,7 @@
  * ("packed": our packed GEMM per block; OpenBLAS where the CPU lacks AVX2+FMA) and the
  * automatic choice ("auto"). */
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 #include "tg_check.h"
 
 #include <cblas.h>
@@ -329,7 +330,7 @@ START_TEST(test_path_rule) {
     for (int w = 0; w < 2; w++) {
         /* w 0: the 6×16 kernel alone; w 1: the CPU's default */
         const tg_cpu_gemm_path big =
-            tg__cpu_gemm_packed_wide(w == 1) ? TG_CPU_GEMM_PACKED : TG_CPU_GEMM_BLAS;
+            tg__cpu_isa_avx512(w == 1) ? TG_CPU_GEMM_PACKED : TG_CPU_GEMM_BLAS;
         tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
         ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
         g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 64, .K = 10};
@@ -612,9 +613,9 @@ START_TEST(test_packed_kernel2) {
         float *ref = malloc(p.nc * sizeof(float));
         ck_assert(ref);
         memcpy(ref, p.c, p.nc * sizeof(float));
-        const bool had = tg__cpu_gemm_packed_wide(false);
+        const bool had = tg__cpu_isa_avx512(false);
         check(&p, ENG_PACKED, 2);
-        tg__cpu_gemm_packed_wide(true);
+        tg__cpu_isa_avx512(true);
         const long at = first_diff(ref, p.c, p.nc);
         if (at >= 0)
             ck_abort_msg("packed path with%s the 6x32 kernel differs (C[%ld])", had ? "" : "out",

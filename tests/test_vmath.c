@@ -1,14 +1,16 @@
 /* The CPU backend's vector maths (backends/cpu/vmath.c) against libm in double: exp, tanh,
  * GELU and its derivative on both paths (scalar, and AVX2+FMA where the CPU has it) over dense
- * sweeps, with the error bounds stated in vmath.h; the row softmax for row lengths 1..40 on both
- * paths with masked (-inf) entries, all-masked rows, in place, and bit for bit whether a row
- * is taken alone or in a block of 8 short rows; its backward likewise; the cross-entropy's rows
- * (max, sums, gradient); tails of every length agree with whole vectors. Prints the largest
- * errors seen. */
+ * sweeps (GELU's AVX-512 path: the AVX2 one's bits), with the error bounds stated in vmath.h; the
+ * row softmax for row lengths 1..40 on both paths with masked (-inf) entries, all-masked rows, in
+ * place, and bit for bit whether a row is taken alone or in a block of 8 short rows; its backward
+ * likewise; the cross-entropy's rows (max, sums, gradient); tails of every length agree with whole
+ * vectors. Prints the largest errors seen. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/vmath.h"
 #include "tg_check.h"
 
@@ -87,10 +89,21 @@ START_TEST(test_gelu) {
             wf = ef > wf ? ef : wf;
             wb = eb > wb ? eb : wb;
         }
-        printf("gelu %s: max error %.3g (2^%.1f) of max(|x|, 1); gelu' max absolute error %.3g (2^%.1f)\n",
-               path ? "avx2" : "scalar", wf, log2(wf), wb, log2(wb));
+        printf("gelu %s: max error %.3g (2^%.1f) of max(|x|, 1); gelu' max absolute error %.3g "
+               "(2^%.1f)\n",
+               path ? tg_cpu_vmath_isa() : "scalar", wf, log2(wf), wb, log2(wb));
         ck_assert_msg(wf <= 0x1p-22, "gelu: error %g", wf);
         ck_assert_msg(wb <= 0x1p-21, "gelu': error %g", wb);
+    }
+    if (tg_cpu_isa_avx512()) { /* the 16-lane path gives the 8-lane one's bits */
+        float *y8 = malloc(sizeof(float) * NS), *g8 = malloc(sizeof(float) * NS);
+        tg__cpu_isa_avx512(false);
+        tg_cpu_vgelu_path(x, y8, NS, true);
+        tg_cpu_vgelu_back_path(x, dy, g8, NS, true);
+        tg__cpu_isa_avx512(true);
+        ck_assert(memcmp(y, y8, sizeof(float) * NS) == 0 && memcmp(g, g8, sizeof(float) * NS) == 0);
+        free(y8);
+        free(g8);
     }
     free(x);
     free(y);
@@ -99,17 +112,19 @@ START_TEST(test_gelu) {
 }
 END_TEST
 
-/* Every tail length gives the same values as the same elements inside whole vectors. */
+/* Every tail length gives the same values as the same elements inside whole vectors (on a CPU
+ * with AVX-512, on its 16-lane paths and on the 8-lane ones). */
 START_TEST(test_tails) {
     float x[40], whole[40], part[40], dy[40];
     for (int i = 0; i < 40; i++) {
         x[i] = (float)(i - 20) * 0.37f;
         dy[i] = 1.0f + 0.01f * (float)i;
     }
-    for (int f = 0; f < 4; f++)
+    for (int f = 0; f < 8; f++) {
+        tg__cpu_isa_avx512(f < 4);
         for (int n = 0; n <= 17; n++) {
             for (int i = 0; i < 40; i++) part[i] = whole[i] = -7.0f;
-            switch (f) {
+            switch (f % 4) {
             case 0: tg_cpu_vexp(x, whole, 40), tg_cpu_vexp(x + 3, part + 3, n); break;
             case 1: tg_cpu_vtanh(x, whole, 40), tg_cpu_vtanh(x + 3, part + 3, n); break;
             case 2: tg_cpu_vgelu(x, whole, 40), tg_cpu_vgelu(x + 3, part + 3, n); break;
@@ -120,6 +135,8 @@ START_TEST(test_tails) {
                 else ck_assert(part[i] == -7.0f); /* nothing written outside */
             }
         }
+    }
+    tg__cpu_isa_avx512(true);
 }
 END_TEST
 

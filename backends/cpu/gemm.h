@@ -181,12 +181,9 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
 void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
                                 float *c, int64_t ldc, bool add);
 
-/* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F). */
+/* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F and isa.h's
+ * switch leaves it on; tests turn it off with tg__cpu_isa_avx512). */
 bool tg_cpu_gemm_packed_is_wide(void);
-
-/* For tests: whether the packed path's blocks use the 6×32 kernel (on: where the CPU has
- * AVX-512F, the default; off: the 6×16 kernel alone). Returns whether they now do. */
-bool tg__cpu_gemm_packed_wide(bool on);
 
 /* nc rows of a matrix, kc values each, transposed into a zero-padded panel w floats wide:
  * buf[p*w + j] = src[j*ld + p] for p < kc, j < nc <= w; zero for nc <= j < w. The small

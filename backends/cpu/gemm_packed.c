@@ -37,6 +37,7 @@
  * product cut into blocks of rows packs op(B) once into a buffer its blocks share (below).
  */
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -191,11 +192,9 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
                      : PK_CLOBBERS);
 }
 
-/* Whether the block uses the 512-bit kernel: the CPU has AVX-512F, and tests have not
- * switched it off (tg__cpu_gemm_packed_wide). */
-static int wide_off;
+/* Whether the block uses the 512-bit kernel (isa.h: the CPU has AVX-512F, not switched off) */
 static bool wide(void) {
-    return __builtin_cpu_supports("avx512f") && !wide_off;
+    return tg_cpu_isa_avx512();
 }
 #else
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
@@ -219,16 +218,10 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
     tg_cpu_gemm_packed_kernel(kc, a, b1, c + NR, ldc, add);
 }
 
-static int wide_off;
 static bool wide(void) {
     return false;
 }
 #endif
-
-bool tg__cpu_gemm_packed_wide(bool on) {
-    wide_off = !on;
-    return wide();
-}
 
 bool tg_cpu_gemm_packed_is_wide(void) {
     return wide();

@@ -1,6 +1,6 @@
 /* Vector exp, tanh, GELU, row softmax, layer norm and the cross-entropy's row sums of the CPU
- * backend: AVX2+FMA polynomials chosen at run time, portable scalar code otherwise (vmath.h
- * states the error bounds).
+ * backend: AVX2+FMA polynomials chosen at run time (GELU also for AVX-512F, from one template:
+ * vmath_gelu.h), portable scalar code otherwise (vmath.h states the error bounds).
  *
  * exp: Cody-Waite. n = round(x / ln 2), r = x - n ln 2 with ln 2 split in two constants so
  * that n·C1 is exact, exp(r) = 1 + r P(r) with P a minimax polynomial of degree 5 on |r| <=
@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu-impl.h"
+#include "backends/cpu/isa.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -250,18 +251,97 @@ AVX2 static inline __m256i lanes(int64_t k) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* min/max operand order: MINPS/MAXPS return their second operand when either is NaN, so the
- * bound goes first and a NaN x passes through (as tg_clampf). */
-AVX2 static inline __m256 clamp8(__m256 x, float lo, float hi) {
-    return _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), x));
-}
+/* GELU and GELU' for AVX2 and AVX-512F from one template (vmath_gelu.h) */
+#define FN AVX2
+#define SFX avx2
+#define V __m256
+#define W 8
+#define VSET1 _mm256_set1_ps
+#define VADD _mm256_add_ps
+#define VSUB _mm256_sub_ps
+#define VMUL _mm256_mul_ps
+#define VDIV _mm256_div_ps
+#define VMIN _mm256_min_ps
+#define VMAX _mm256_max_ps
+#define VFMADD _mm256_fmadd_ps
+#define VADDI _mm256_add_epi32
+#define VSLLI23(a) _mm256_slli_epi32(a, 23)
+#define VASI _mm256_castps_si256
+#define VASF _mm256_castsi256_ps
+#define VLOAD _mm256_loadu_ps
+#define VSTORE _mm256_storeu_ps
+#define VLOADN(p, k) _mm256_maskload_ps(p, lanes(k))
+#define VSTOREN(p, k, v) _mm256_maskstore_ps(p, lanes(k), v)
+#include "backends/cpu/vmath_gelu.h"
+#undef FN
+#undef SFX
+#undef V
+#undef W
+#undef VSET1
+#undef VADD
+#undef VSUB
+#undef VMUL
+#undef VDIV
+#undef VMIN
+#undef VMAX
+#undef VFMADD
+#undef VADDI
+#undef VSLLI23
+#undef VASI
+#undef VASF
+#undef VLOAD
+#undef VSTORE
+#undef VLOADN
+#undef VSTOREN
+
+#define FN __attribute__((target("avx512f")))
+#define SFX avx512
+#define V __m512
+#define W 16
+#define VSET1 _mm512_set1_ps
+#define VADD _mm512_add_ps
+#define VSUB _mm512_sub_ps
+#define VMUL _mm512_mul_ps
+#define VDIV _mm512_div_ps
+#define VMIN _mm512_min_ps
+#define VMAX _mm512_max_ps
+#define VFMADD _mm512_fmadd_ps
+#define VADDI _mm512_add_epi32
+#define VSLLI23(a) _mm512_slli_epi32(a, 23)
+#define VASI _mm512_castps_si512
+#define VASF _mm512_castsi512_ps
+#define VLOAD _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define VLOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
+#define VSTOREN(p, k, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (k)) - 1), v)
+#include "backends/cpu/vmath_gelu.h"
+#undef FN
+#undef SFX
+#undef V
+#undef W
+#undef VSET1
+#undef VADD
+#undef VSUB
+#undef VMUL
+#undef VDIV
+#undef VMIN
+#undef VMAX
+#undef VFMADD
+#undef VADDI
+#undef VSLLI23
+#undef VASI
+#undef VASF
+#undef VLOAD
+#undef VSTORE
+#undef VLOADN
+#undef VSTOREN
 
 /* tg_fast_expf's steps, 8 lanes: n from the same rounding by 1.5 * 2^23, whose sum t holds n in
  * its low mantissa bits, so that t << 23 is n in the exponent field (mod 2^32) without a
  * conversion; 2^n is then multiplied in, so that a NaN stays NaN. */
 AVX2 static inline __m256 exp8(__m256 x) {
     const __m256 magic = _mm256_set1_ps(12582912.0f);
-    x = clamp8(x, -87.3f, 88.37f);
+    x = clamp_avx2(x, -87.3f, 88.37f);
     __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic);
     __m256 n = _mm256_sub_ps(t, magic);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -278,23 +358,6 @@ AVX2 static inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-/* 2^z for z in [-125.9, 125.9] (exp2_scalar's steps): f = z - round(z) is exact, and the
- * exponent is added to p's bits directly (GELU, the caller, keeps a NaN x NaN by itself). */
-AVX2 static inline __m256 exp2_8(__m256 z) {
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    __m256 t = _mm256_add_ps(z, magic);
-    __m256 f = _mm256_sub_ps(z, _mm256_sub_ps(t, magic));
-    __m256 p = _mm256_set1_ps(EXP2_P6);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P5));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P4));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P3));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P2));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    return _mm256_castsi256_ps(
-        _mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(_mm256_castps_si256(t), 23)));
-}
-
 AVX2 static inline __m256 tanh8(__m256 x) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 ax = _mm256_andnot_ps(sign, x), z = _mm256_mul_ps(x, x);
@@ -304,34 +367,11 @@ AVX2 static inline __m256 tanh8(__m256 x) {
     q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q3));
     q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q4));
     __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), q, x);
-    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(2.0f), clamp8(ax, 0.0f, 9.0f)));
+    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(2.0f), clamp_avx2(ax, 0.0f, 9.0f)));
     __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
                                _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
     big = _mm256_or_ps(big, _mm256_and_ps(x, sign));
     return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
-}
-
-/* e = exp(-2u) = 2^z and xc of gelu (see the header comment) */
-AVX2 static inline __m256 gelu_e8(__m256 x, __m256 *xc_out) {
-    __m256 xc = clamp8(x, -10.0f, 10.0f);
-    __m256 z = _mm256_mul_ps(xc, _mm256_fmadd_ps(_mm256_mul_ps(xc, xc), _mm256_set1_ps(GELU_Z3),
-                                                 _mm256_set1_ps(GELU_Z1)));
-    *xc_out = xc;
-    return exp2_8(z);
-}
-
-AVX2 static inline __m256 gelu8(__m256 x) {
-    __m256 xc, e = gelu_e8(x, &xc);
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-AVX2 static inline __m256 gelu_grad8(__m256 x) {
-    __m256 xc, e = gelu_e8(x, &xc);
-    __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(6.0f * GELU_C * GELU_K), _mm256_mul_ps(xc, xc),
-                                _mm256_set1_ps(2.0f * GELU_K));
-    __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(xc, s), _mm256_mul_ps(e, s)), du);
-    return _mm256_add_ps(s, t);
 }
 
 /* Whole vectors, then the tail with a masked load and store through the same code: every
@@ -347,18 +387,6 @@ AVX2 static inline __m256 gelu_grad8(__m256 x) {
     }
 MAP8(vexp_avx2, exp8)
 MAP8(vtanh_avx2, tanh8)
-MAP8(vgelu_avx2, gelu8)
-
-AVX2 static void vgelu_back_avx2(const float *x, const float *dy, float *dx, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), gelu_grad8(_mm256_loadu_ps(x + i))));
-    if (i < n) {
-        __m256i m = lanes(n - i);
-        __m256 g = gelu_grad8(_mm256_maskload_ps(x + i, m));
-        _mm256_maskstore_ps(dx + i, m, _mm256_mul_ps(_mm256_maskload_ps(dy + i, m), g));
-    }
-}
 
 AVX2 static inline float hmax8(__m256 v) {
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -752,6 +780,8 @@ const char *tg_cpu_vmath_isa(void) { return have_avx2_fma() ? "avx2+fma" : "port
         if (avx2 && have_avx2_fma()) AVX(__VA_ARGS__);                                       \
         else SCALAR(__VA_ARGS__);                                                            \
     } while (0)
+/* The AVX-512 function where isa.h's switch is on, else the AVX2 one (same bits) */
+#define WIDEST(f) (tg_cpu_isa_avx512() ? f##_avx512 : f##_avx2)
 #else
 #define DISPATCH(AVX, SCALAR, ...) SCALAR(__VA_ARGS__)
 #endif
@@ -763,10 +793,10 @@ void tg_cpu_vtanh_path(const float *x, float *y, int64_t n, bool avx2) {
     DISPATCH(vtanh_avx2, vtanh_scalar, x, y, n);
 }
 void tg_cpu_vgelu_path(const float *x, float *y, int64_t n, bool avx2) {
-    DISPATCH(vgelu_avx2, vgelu_scalar, x, y, n);
+    DISPATCH(WIDEST(vgelu), vgelu_scalar, x, y, n);
 }
 void tg_cpu_vgelu_back_path(const float *x, const float *dy, float *dx, int64_t n, bool avx2) {
-    DISPATCH(vgelu_back_avx2, vgelu_back_scalar, x, dy, dx, n);
+    DISPATCH(WIDEST(vgelu_back), vgelu_back_scalar, x, dy, dx, n);
 }
 
 void tg_cpu_vexp(const float *x, float *y, int64_t n) { tg_cpu_vexp_path(x, y, n, true); }

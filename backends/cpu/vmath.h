@@ -20,7 +20,9 @@
  *             max(|ref|, 1), gradient absolute error <= 5e-7, rows of 1..20, 45, 1000 and 8000
  *             over [-20, 20]   [1.0e-8, 8.6e-8]
  * The AVX2 path uses fused multiply-adds, so its results differ from the scalar path's in the
- * last bits; for a given CPU they are fixed (no dependence on threads or alignment).
+ * last bits; for a given CPU they are fixed (no dependence on threads or alignment). GELU and
+ * GELU' run 16 lanes at a time where the CPU has AVX-512F (isa.h), with the AVX2 path's
+ * operations: the same bits, 1.5-1.7x its speed on a Zen 4 core (docs/results.md §4).
  */
 #ifndef TG_CPU_VMATH_H
 #define TG_CPU_VMATH_H

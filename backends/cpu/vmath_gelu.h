@@ -1,0 +1,79 @@
+/* GELU and its derivative over vectors of W lanes, written once for two instruction sets:
+ * vmath.c includes this file for AVX2 (W 8) and for AVX-512F (W 16), each time with the
+ * macros below defined, and gets vgelu_<SFX> and vgelu_back_<SFX>. Both do the same operations
+ * per element in the same order (the maths: vmath.c's header), so their results are the same
+ * bits; only the width differs.
+ *
+ *   SFX          name suffix               FN         function attributes
+ *   V, VI        float and integer vector  W          lanes
+ *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD(a, b, c)
+ *   VADDI(a, b)  32-bit integer add        VSLLI23(a) 32-bit shift left by 23
+ *   VASI(x)      float bits as integer     VASF(x)    integer bits as float
+ *   VLOAD/VSTORE(p[, v])                   VLOADN(p, k), VSTOREN(p, k, v): lanes [0, k) */
+#define GL_NAME2(a, b) a##_##b
+#define GL_NAME(a, b) GL_NAME2(a, b)
+
+/* min/max operand order: MINPS/MAXPS return their second operand when either is NaN, so the
+ * bound goes first and a NaN x passes through (as tg_clampf). */
+FN static inline V GL_NAME(clamp, SFX)(V x, float lo, float hi) {
+    return VMAX(VSET1(lo), VMIN(VSET1(hi), x));
+}
+
+/* 2^z for z in [-125.9, 125.9] (exp2_scalar's steps): f = z - round(z) is exact, and the
+ * exponent is added to p's bits directly (GELU keeps a NaN x NaN by itself). */
+FN static inline V GL_NAME(exp2, SFX)(V z) {
+    const V magic = VSET1(12582912.0f);
+    V t = VADD(z, magic);
+    V f = VSUB(z, VSUB(t, magic));
+    V p = VSET1(EXP2_P6);
+    p = VFMADD(p, f, VSET1(EXP2_P5));
+    p = VFMADD(p, f, VSET1(EXP2_P4));
+    p = VFMADD(p, f, VSET1(EXP2_P3));
+    p = VFMADD(p, f, VSET1(EXP2_P2));
+    p = VFMADD(p, f, VSET1(EXP2_P1));
+    p = VFMADD(p, f, VSET1(1.0f));
+    return VASF(VADDI(VASI(p), VSLLI23(VASI(t))));
+}
+
+/* e = exp(-2u) = 2^z, and xc: x clamped (vmath.c's header) */
+FN static inline V GL_NAME(gelu_e, SFX)(V x, V *xc_out) {
+    V xc = GL_NAME(clamp, SFX)(x, -10.0f, 10.0f);
+    V z = VMUL(xc, VFMADD(VMUL(xc, xc), VSET1(GELU_Z3), VSET1(GELU_Z1)));
+    *xc_out = xc;
+    return GL_NAME(exp2, SFX)(z);
+}
+
+FN static inline V GL_NAME(gelu, SFX)(V x) {
+    V xc, e = GL_NAME(gelu_e, SFX)(x, &xc);
+    return VDIV(x, VADD(VSET1(1.0f), e));
+}
+
+FN static inline V GL_NAME(gelu_grad, SFX)(V x) {
+    V xc, e = GL_NAME(gelu_e, SFX)(x, &xc);
+    V s = VDIV(VSET1(1.0f), VADD(VSET1(1.0f), e));
+    V du = VFMADD(VSET1(6.0f * GELU_C * GELU_K), VMUL(xc, xc), VSET1(2.0f * GELU_K));
+    V t = VMUL(VMUL(VMUL(xc, s), VMUL(e, s)), du);
+    return VADD(s, t);
+}
+
+/* Whole vectors, then the tail through the same code: every element's result depends on its
+ * input alone, wherever a thread's share starts. */
+FN static void GL_NAME(vgelu, SFX)(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + W <= n; i += W)
+        VSTORE(y + i, GL_NAME(gelu, SFX)(VLOAD(x + i)));
+    if (i < n) VSTOREN(y + i, n - i, GL_NAME(gelu, SFX)(VLOADN(x + i, n - i)));
+}
+
+FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *dx, int64_t n) {
+    int64_t i = 0;
+    for (; i + W <= n; i += W)
+        VSTORE(dx + i, VMUL(VLOAD(dy + i), GL_NAME(gelu_grad, SFX)(VLOAD(x + i))));
+    if (i < n) {
+        V g = GL_NAME(gelu_grad, SFX)(VLOADN(x + i, n - i));
+        VSTOREN(dx + i, n - i, VMUL(VLOADN(dy + i, n - i), g));
+    }
+}
+
+#undef GL_NAME
+#undef GL_NAME2
