@@ -251,7 +251,8 @@ AVX2 static inline __m256i lanes(int64_t k) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* GELU and GELU' for AVX2 and AVX-512F from one template (vmath_gelu.h) */
+/* GELU and GELU' for AVX2 and AVX-512F from one template (vmath_gelu.h, which undefines
+ * these names again) */
 #define FN AVX2
 #define SFX avx2
 #define V __m256
@@ -273,26 +274,6 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VLOADN(p, k) _mm256_maskload_ps(p, lanes(k))
 #define VSTOREN(p, k, v) _mm256_maskstore_ps(p, lanes(k), v)
 #include "backends/cpu/vmath_gelu.h"
-#undef FN
-#undef SFX
-#undef V
-#undef W
-#undef VSET1
-#undef VADD
-#undef VSUB
-#undef VMUL
-#undef VDIV
-#undef VMIN
-#undef VMAX
-#undef VFMADD
-#undef VADDI
-#undef VSLLI23
-#undef VASI
-#undef VASF
-#undef VLOAD
-#undef VSTORE
-#undef VLOADN
-#undef VSTOREN
 
 #define FN __attribute__((target("avx512f")))
 #define SFX avx512
@@ -315,26 +296,6 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VLOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
 #define VSTOREN(p, k, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (k)) - 1), v)
 #include "backends/cpu/vmath_gelu.h"
-#undef FN
-#undef SFX
-#undef V
-#undef W
-#undef VSET1
-#undef VADD
-#undef VSUB
-#undef VMUL
-#undef VDIV
-#undef VMIN
-#undef VMAX
-#undef VFMADD
-#undef VADDI
-#undef VSLLI23
-#undef VASI
-#undef VASF
-#undef VLOAD
-#undef VSTORE
-#undef VLOADN
-#undef VSTOREN
 
 /* tg_fast_expf's steps, 8 lanes: n from the same rounding by 1.5 * 2^23, whose sum t holds n in
  * its low mantissa bits, so that t << 23 is n in the exponent field (mod 2^32) without a

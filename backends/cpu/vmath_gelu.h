@@ -1,11 +1,11 @@
 /* GELU and its derivative over vectors of W lanes, written once for two instruction sets:
  * vmath.c includes this file for AVX2 (W 8) and for AVX-512F (W 16), each time with the
- * macros below defined, and gets vgelu_<SFX> and vgelu_back_<SFX>. Both do the same operations
- * per element in the same order (the maths: vmath.c's header), so their results are the same
- * bits; only the width differs.
+ * macros below defined (this file undefines them at its end), and gets vgelu_<SFX> and
+ * vgelu_back_<SFX>. Both do the same operations per element in the same order (the maths:
+ * vmath.c's header), so their results are the same bits; only the width differs.
  *
  *   SFX          name suffix               FN         function attributes
- *   V, VI        float and integer vector  W          lanes
+ *   V            the float vector type     W          its lanes
  *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD(a, b, c)
  *   VADDI(a, b)  32-bit integer add        VSLLI23(a) 32-bit shift left by 23
  *   VASI(x)      float bits as integer     VASF(x)    integer bits as float
@@ -77,3 +77,23 @@ FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *
 
 #undef GL_NAME
 #undef GL_NAME2
+#undef FN
+#undef SFX
+#undef V
+#undef W
+#undef VSET1
+#undef VADD
+#undef VSUB
+#undef VMUL
+#undef VDIV
+#undef VMIN
+#undef VMAX
+#undef VFMADD
+#undef VADDI
+#undef VSLLI23
+#undef VASI
+#undef VASF
+#undef VLOAD
+#undef VSTORE
+#undef VLOADN
+#undef VSTOREN
