@@ -162,38 +162,41 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float 
     }
 }
 
-/* Whole groups [g0, g1), g1 - g0 a multiple of 8, a[0] and o[0] at element 4 g0: 8 counters
- * side by side in the lanes of AVX registers, and two such blocks of 8 groups at once: the
- * ten rounds of one block are a chain of ~60 dependent operations that the CPU overlapped
- * little with the next block's, and two chains interleaved take a quarter less time per
- * element (1.45 -> 1.0-1.14 ns on Zen 3; docs/results.md §4). */
-__attribute__((target("avx2"))) static void dropout_avx2(const float *a, float *o, int64_t g0,
-                                                         int64_t g1, uint32_t stream,
-                                                         const uint32_t key[2], float p, float ks) {
-    int64_t gi = g0;
-    for (; gi + 16 <= g1; gi += 16) {
-        __m256i c[2][4];
-        philox8_start(c[0], gi, stream);
-        philox8_start(c[1], gi + 8, stream);
-        uint32_t k0 = key[0], k1 = key[1];
-        for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1) {
-            philox8_round(c[0], k0, k1);
-            philox8_round(c[1], k0, k1);
-        }
-        const int64_t e = (gi - g0) * 4;
-        dropout8_apply(c[0], a + e, o + e, p, ks);
-        dropout8_apply(c[1], a + e + 32, o + e + 32, p, ks);
+/* Whole groups [g0, g1), g1 - g0 a multiple of L, a[0] and o[0] at element 4 g0: L counters
+ * side by side in the lanes of a vector register (VEC: __m256i, L 8 on AVX2; __m512i, L 16 on
+ * AVX-512F), and two such blocks of L groups at once: the ten rounds of one block are a chain
+ * of ~60 dependent operations that the CPU overlapped little with the next block's, and two
+ * chains interleaved take a quarter less time per element (1.45 -> 1.0-1.14 ns on Zen 3;
+ * docs/results.md §4; four chains gained nothing more on Zen 4). */
+#define DROPOUT_FN(NAME, ATTR, VEC, L, START, ROUND, APPLY)                                        \
+    ATTR static void NAME(const float *a, float *o, int64_t g0, int64_t g1, uint32_t stream,       \
+                          const uint32_t key[2], float p, float ks) {                              \
+        int64_t gi = g0;                                                                           \
+        for (; gi + 2 * (L) <= g1; gi += 2 * (L)) {                                                \
+            VEC c[2][4];                                                                           \
+            START(c[0], gi, stream);                                                               \
+            START(c[1], gi + (L), stream);                                                         \
+            uint32_t k0 = key[0], k1 = key[1];                                                     \
+            for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1) {                       \
+                ROUND(c[0], k0, k1);                                                               \
+                ROUND(c[1], k0, k1);                                                               \
+            }                                                                                      \
+            const int64_t e = (gi - g0) * 4;                                                       \
+            APPLY(c[0], a + e, o + e, p, ks);                                                      \
+            APPLY(c[1], a + e + 4 * (L), o + e + 4 * (L), p, ks);                                  \
+        }                                                                                          \
+        if (gi < g1) { /* a last block of L groups alone */                                        \
+            VEC c[4];                                                                              \
+            START(c, gi, stream);                                                                  \
+            uint32_t k0 = key[0], k1 = key[1];                                                     \
+            for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1)                         \
+                ROUND(c, k0, k1);                                                                  \
+            const int64_t e = (gi - g0) * 4;                                                       \
+            APPLY(c, a + e, o + e, p, ks);                                                         \
+        }                                                                                          \
     }
-    if (gi < g1) { /* a last block of 8 groups alone */
-        __m256i c[4];
-        philox8_start(c, gi, stream);
-        uint32_t k0 = key[0], k1 = key[1];
-        for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1)
-            philox8_round(c, k0, k1);
-        const int64_t e = (gi - g0) * 4;
-        dropout8_apply(c, a + e, o + e, p, ks);
-    }
-}
+DROPOUT_FN(dropout_avx2, __attribute__((target("avx2"))), __m256i, 8, philox8_start, philox8_round,
+           dropout8_apply)
 #undef AVX2_FN
 
 /* With AVX-512F (isa.h) 16 counters per register: a product's high and low words are put back
@@ -262,36 +265,10 @@ AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, flo
     }
 }
 
-/* Whole groups [g0, g1), g1 - g0 a multiple of 16, as dropout_avx2 with 16 counters a block. */
-__attribute__((target("avx512f"))) static void dropout_avx512(const float *a, float *o, int64_t g0,
-                                                              int64_t g1, uint32_t stream,
-                                                              const uint32_t key[2], float p,
-                                                              float ks) {
-    int64_t gi = g0;
-    for (; gi + 32 <= g1; gi += 32) {
-        __m512i c[2][4];
-        philox16_start(c[0], gi, stream);
-        philox16_start(c[1], gi + 16, stream);
-        uint32_t k0 = key[0], k1 = key[1];
-        for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1) {
-            philox16_round(c[0], k0, k1);
-            philox16_round(c[1], k0, k1);
-        }
-        const int64_t e = (gi - g0) * 4;
-        dropout16_apply(c[0], a + e, o + e, p, ks);
-        dropout16_apply(c[1], a + e + 64, o + e + 64, p, ks);
-    }
-    if (gi < g1) {
-        __m512i c[4];
-        philox16_start(c, gi, stream);
-        uint32_t k0 = key[0], k1 = key[1];
-        for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1)
-            philox16_round(c, k0, k1);
-        const int64_t e = (gi - g0) * 4;
-        dropout16_apply(c, a + e, o + e, p, ks);
-    }
-}
+DROPOUT_FN(dropout_avx512, __attribute__((target("avx512f"))), __m512i, 16, philox16_start,
+           philox16_round, dropout16_apply)
 #undef AVX512_FN
+#undef DROPOUT_FN
 #endif
 
 /* Dropout over elements [e0, e0 + n): whole blocks of 8 groups on AVX2, the ends scalar. */
