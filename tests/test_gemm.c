@@ -630,6 +630,40 @@ END_TEST
  * reads them through strided views: product (o, i) = sequence o, head i; rows of every
  * operand h·width floats apart. Also an outer stride 0 (one matrix per head, shared by all
  * sequences). Reference computed here with explicit index arithmetic. */
+/* The small path's AVX-512 kernel (tiles up to 64 columns wide) against its AVX2 one (16):
+ * the same bits for every transpose, panel widths around 16, 32, 48 and 64 and beyond, partial
+ * rows, 1 to 13 rows, K past one chunk of k (256), alpha and beta, padded C (which neither
+ * writes); each also against the double reference (check). Only where the CPU has AVX-512F. */
+START_TEST(test_small_wide) {
+    if (!tg__cpu_isa_avx512(true)) return;
+    static const int64_t ms[] = {1, 6, 7, 10, 13}, ns[] = {1, 8, 10, 16, 17, 33, 48, 64, 130};
+    static const int64_t ks[] = {1, 10, 64, 300};
+    for (int t = 0; t < 4; t++)
+        for (int im = 0; im < 5; im++)
+            for (int in = 0; in < 9; in++)
+                for (int ik = 0; ik < 4; ik++) {
+                    const float beta = (im + in + ik) % 2 ? 0.5f : 0.0f;
+                    problem p =
+                        make(3, t & 1, t & 2, ms[im], ns[in], ks[ik], 0.75f, beta, 3, 1, 1, false);
+                    check(&p, ENG_SMALL, 1);
+                    float *wide = malloc(p.nc * sizeof(float));
+                    ck_assert(wide);
+                    memcpy(wide, p.c, p.nc * sizeof(float));
+                    tg__cpu_isa_avx512(false);
+                    check(&p, ENG_SMALL, 1);
+                    tg__cpu_isa_avx512(true);
+                    const long at = first_diff(p.c, wide, p.nc);
+                    if (at >= 0)
+                        ck_abort_msg("small path %s%s %lldx%lldx%lld: AVX-512 and AVX2 differ at "
+                                     "C[%ld]",
+                                     t & 1 ? "T" : "N", t & 2 ? "T" : "N", (long long)ms[im],
+                                     (long long)ns[in], (long long)ks[ik], at);
+                    free(wide);
+                    release(&p);
+                }
+}
+END_TEST
+
 START_TEST(test_two_level_batch) {
     const int64_t Bo = 5, h = 3;
     static const int64_t shapes[][3] = {{10, 10, 16}, {32, 16, 32}, {7, 33, 9}, {150, 140, 130}};
@@ -702,6 +736,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_kernel);
     tcase_add_test(tc, test_packed_shared);
     tcase_add_test(tc, test_packed_kernel2);
+    tcase_add_test(tc, test_small_wide);
     suite_add_tcase(s, tc);
     return s;
 }
