@@ -183,13 +183,26 @@ tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_
 #undef TG_ROW
 #undef TG_STORE
 
+/* One function per tile shape (mr rows, nv vectors), register-allocated each on its own */
+/* clang-format off */
+#define TG_TILE_FN(mr, nv)                                                                         \
+    __attribute__((noinline)) TG_AVX2 static void tile2_##mr##_##nv(                               \
+        int nc, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b, int64_t ldbp, \
+        float *c, int64_t ldc, const float *ab) {                                                  \
+        tile_avx2(mr, nv, nc, kc, a, rs, cs, b, ldbp, c, ldc, ab);                                 \
+    }
+TG_TILE_FN(1, 1) TG_TILE_FN(2, 1) TG_TILE_FN(3, 1) TG_TILE_FN(4, 1) TG_TILE_FN(5, 1) TG_TILE_FN(6, 1)
+TG_TILE_FN(1, 2) TG_TILE_FN(2, 2) TG_TILE_FN(3, 2) TG_TILE_FN(4, 2) TG_TILE_FN(5, 2) TG_TILE_FN(6, 2)
+#undef TG_TILE_FN
+
 /* All the tiles of one panel of op(B): whole 6-row tiles, then the shorter last one. The
  * switch turns the run-time tile shape into the compile-time one tile_avx2() is built for. */
 TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs,
                               int64_t cs, const float *b, int64_t ldbp, float *c, int64_t ldc,
                               const float *ab) {
+    /* clang-format on */
     int64_t i = 0;
-#define TG_TILE(mr, nv) tile_avx2(mr, nv, nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
+#define TG_TILE(mr, nv) tile2_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
     if (w == 16) {
         for (; i + MR <= m; i += MR)
             TG_TILE(6, 2);
