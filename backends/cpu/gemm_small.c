@@ -9,7 +9,9 @@
  *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators cover the 4-cycle FMA
  *   latency of Zen 3's two FMA pipes, and 8 loads per 12 FMAs stay within its load ports.
  *   Edge tiles use the same code with mr < 6 rows (the unused accumulators are compiled out)
- *   and an 8-wide panel when at most 8 columns remain.
+ *   and an 8-wide panel when at most 8 columns remain. Where the CPU has AVX-512F a tile is
+ *   6 rows × up to 64 columns (4 zmm a row, 24 accumulators; below), a quarter of the tiles
+ *   for attention's 64-wide heads, with the same bits.
  *
  * Operands:
  *   op(A) is never copied: the kernel reads element (i,p) at a[i*rs + p*cs], i.e. rs = lda,
@@ -183,26 +185,31 @@ tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_
 #undef TG_ROW
 #undef TG_STORE
 
-/* One function per tile shape (mr rows, nv vectors), register-allocated each on its own */
-/* clang-format off */
-#define TG_TILE_FN(mr, nv)                                                                         \
-    __attribute__((noinline)) TG_AVX2 static void tile2_##mr##_##nv(                               \
-        int nc, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b, int64_t ldbp, \
+/* One function per tile shape (mr rows, nv vectors) of an ISA's tile (tile_avx2,
+ * tile_avx512), so that each is register-allocated on its own: inlined all into one function,
+ * GCC kept the 512-bit kernel's accumulators on the stack (and the 8-column AVX2 tiles ran
+ * 1.17x slower). */
+#define TG_TILE_FN(isa, attr, mr, nv)                                                              \
+    __attribute__((noinline)) attr static void isa##_##mr##_##nv(                                  \
+        int nc, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b, int64_t ldbp,  \
         float *c, int64_t ldc, const float *ab) {                                                  \
-        tile_avx2(mr, nv, nc, kc, a, rs, cs, b, ldbp, c, ldc, ab);                                 \
+        isa(mr, nv, nc, kc, a, rs, cs, b, ldbp, c, ldc, ab);                                       \
     }
-TG_TILE_FN(1, 1) TG_TILE_FN(2, 1) TG_TILE_FN(3, 1) TG_TILE_FN(4, 1) TG_TILE_FN(5, 1) TG_TILE_FN(6, 1)
-TG_TILE_FN(1, 2) TG_TILE_FN(2, 2) TG_TILE_FN(3, 2) TG_TILE_FN(4, 2) TG_TILE_FN(5, 2) TG_TILE_FN(6, 2)
-#undef TG_TILE_FN
+/* clang-format off */
+#define TG_TILE_FNS(isa, attr, nv)                                                                 \
+    TG_TILE_FN(isa, attr, 1, nv) TG_TILE_FN(isa, attr, 2, nv) TG_TILE_FN(isa, attr, 3, nv)        \
+    TG_TILE_FN(isa, attr, 4, nv) TG_TILE_FN(isa, attr, 5, nv) TG_TILE_FN(isa, attr, 6, nv)
+TG_TILE_FNS(tile_avx2, TG_AVX2, 1) TG_TILE_FNS(tile_avx2, TG_AVX2, 2)
 
 /* All the tiles of one panel of op(B): whole 6-row tiles, then the shorter last one. The
  * switch turns the run-time tile shape into the compile-time one tile_avx2() is built for. */
 TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs,
                               int64_t cs, const float *b, int64_t ldbp, float *c, int64_t ldc,
                               const float *ab) {
-    /* clang-format on */
+    /* clang-format on (the macro calls above end without a semicolon) */
     int64_t i = 0;
-#define TG_TILE(mr, nv) tile2_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
+#define TG_TILE(mr, nv)                                                                            \
+    tile_avx2_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
     if (w == 16) {
         for (; i + MR <= m; i += MR)
             TG_TILE(6, 2);
@@ -379,19 +386,9 @@ tile_avx512(const int mr, const int nv, int nc, int64_t kc, const float *a, int6
 #undef TG_ROW512
 #undef TG_STORE512
 
-/* One function per tile shape (mr rows, nv vectors), so that each is register-allocated on
- * its own: inlined all into one function, GCC kept the accumulators on the stack. */
-#define TG_TILE_FN(mr, nv)                                                                         \
-    __attribute__((noinline)) TG_AVX512 static void tile512_##mr##_##nv(                           \
-        int nc, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b, int64_t ldbp,  \
-        float *c, int64_t ldc, const float *ab) {                                                  \
-        tile_avx512(mr, nv, nc, kc, a, rs, cs, b, ldbp, c, ldc, ab);                               \
-    }
 /* clang-format off */
-#define TG_TILE_FNS(nv)                                                                            \
-    TG_TILE_FN(1, nv) TG_TILE_FN(2, nv) TG_TILE_FN(3, nv) TG_TILE_FN(4, nv) TG_TILE_FN(5, nv)      \
-    TG_TILE_FN(6, nv)
-TG_TILE_FNS(1) TG_TILE_FNS(2) TG_TILE_FNS(3) TG_TILE_FNS(4)
+TG_TILE_FNS(tile_avx512, TG_AVX512, 1) TG_TILE_FNS(tile_avx512, TG_AVX512, 2)
+TG_TILE_FNS(tile_avx512, TG_AVX512, 3) TG_TILE_FNS(tile_avx512, TG_AVX512, 4)
 #undef TG_TILE_FNS
 #undef TG_TILE_FN
 
@@ -408,7 +405,7 @@ TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const fl
         return;
     }
 #define TG_TILE(mr, nv)                                                                            \
-    tile512_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
+    tile_avx512_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
 #define TG_ROWS(nv)                                                                                \
     for (; i + MR <= m; i += MR)                                                                   \
         TG_TILE(6, nv);                                                                            \
