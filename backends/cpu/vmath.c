@@ -1,6 +1,7 @@
 /* Vector exp, tanh, GELU, row softmax, layer norm and the cross-entropy's row sums of the CPU
- * backend: AVX2+FMA polynomials chosen at run time (GELU also for AVX-512F, from one template:
- * vmath_gelu.h), portable scalar code otherwise (vmath.h states the error bounds).
+ * backend: AVX2+FMA polynomials chosen at run time (exp and GELU written once for AVX2 and
+ * AVX-512F: vmath_lanes.h; GELU and short softmax rows run 16 lanes wide where the CPU has
+ * AVX-512F), portable scalar code otherwise (vmath.h states the error bounds).
  *
  * exp: Cody-Waite. n = round(x / ln 2), r = x - n ln 2 with ln 2 split in two constants so
  * that n·C1 is exact, exp(r) = 1 + r P(r) with P a minimax polynomial of degree 5 on |r| <=
@@ -251,8 +252,8 @@ AVX2 static inline __m256i lanes(int64_t k) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* GELU and GELU' for AVX2 and AVX-512F from one template (vmath_gelu.h, which undefines
- * these names again) */
+/* exp, GELU and GELU' for AVX2 and AVX-512F from one template (vmath_lanes.h, which
+ * undefines these names again) */
 #define FN AVX2
 #define SFX avx2
 #define V __m256
@@ -265,6 +266,7 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VMIN _mm256_min_ps
 #define VMAX _mm256_max_ps
 #define VFMADD _mm256_fmadd_ps
+#define VFNMADD _mm256_fnmadd_ps
 #define VADDI _mm256_add_epi32
 #define VSLLI23(a) _mm256_slli_epi32(a, 23)
 #define VASI _mm256_castps_si256
@@ -273,7 +275,7 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VSTORE _mm256_storeu_ps
 #define VLOADN(p, k) _mm256_maskload_ps(p, lanes(k))
 #define VSTOREN(p, k, v) _mm256_maskstore_ps(p, lanes(k), v)
-#include "backends/cpu/vmath_gelu.h"
+#include "backends/cpu/vmath_lanes.h"
 
 #define FN __attribute__((target("avx512f")))
 #define SFX avx512
@@ -287,6 +289,7 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VMIN _mm512_min_ps
 #define VMAX _mm512_max_ps
 #define VFMADD _mm512_fmadd_ps
+#define VFNMADD _mm512_fnmadd_ps
 #define VADDI _mm512_add_epi32
 #define VSLLI23(a) _mm512_slli_epi32(a, 23)
 #define VASI _mm512_castps_si512
@@ -295,29 +298,7 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VSTORE _mm512_storeu_ps
 #define VLOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
 #define VSTOREN(p, k, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (k)) - 1), v)
-#include "backends/cpu/vmath_gelu.h"
-
-/* tg_fast_expf's steps, 8 lanes: n from the same rounding by 1.5 * 2^23, whose sum t holds n in
- * its low mantissa bits, so that t << 23 is n in the exponent field (mod 2^32) without a
- * conversion; 2^n is then multiplied in, so that a NaN stays NaN. */
-AVX2 static inline __m256 exp8(__m256 x) {
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    x = clamp_avx2(x, -87.3f, 88.37f);
-    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic);
-    __m256 n = _mm256_sub_ps(t, magic);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(TG_EXP_P5);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TG_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TG_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TG_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TG_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23),
-                                 _mm256_set1_epi32(127 << 23));
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+#include "backends/cpu/vmath_lanes.h"
 
 AVX2 static inline __m256 tanh8(__m256 x) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -328,7 +309,7 @@ AVX2 static inline __m256 tanh8(__m256 x) {
     q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q3));
     q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q4));
     __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), q, x);
-    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(2.0f), clamp_avx2(ax, 0.0f, 9.0f)));
+    __m256 e = exp_avx2(_mm256_mul_ps(_mm256_set1_ps(2.0f), clamp_avx2(ax, 0.0f, 9.0f)));
     __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
                                _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
     big = _mm256_or_ps(big, _mm256_and_ps(x, sign));
@@ -346,7 +327,7 @@ AVX2 static inline __m256 tanh8(__m256 x) {
             _mm256_maskstore_ps(y + i, m, F(_mm256_maskload_ps(x + i, m)));                  \
         }                                                                                    \
     }
-MAP8(vexp_avx2, exp8)
+MAP8(vexp_avx2, exp_avx2)
 MAP8(vtanh_avx2, tanh8)
 
 AVX2 static inline float hmax8(__m256 v) {
@@ -391,7 +372,8 @@ AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bo
     __m256 acc = _mm256_setzero_ps();
     for (int64_t j = 0; j < d; j += 8) {
         __m256 v = load_row(x, j, d);
-        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+        __m256 e =
+            _mm256_and_ps(exp_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
         acc = _mm256_add_ps(acc, e);
         if (!log_out) store_row(y, j, d, e);
     }
@@ -483,7 +465,8 @@ AVX2 static INLINE void softmax_8rows_avx2(const float *x, float *y, int64_t d, 
     for (int j = 0; j < d; j++) m = _mm256_max_ps(c[j], m); /* NaN skipped */
     for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
     for (int j = 0; j < d; j++) {
-        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(c[j], m)), _mm256_cmp_ps(c[j], ninf, _CMP_NEQ_UQ));
+        __m256 e =
+            _mm256_and_ps(exp_avx2(_mm256_sub_ps(c[j], m)), _mm256_cmp_ps(c[j], ninf, _CMP_NEQ_UQ));
         acc[j % 8] = _mm256_add_ps(acc[j % 8], e);
         if (!log_out) c[j] = e;
     }
@@ -522,6 +505,103 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
 #undef BLOCKS
     for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
 }
+
+/* With AVX-512F (isa.h), rows of 9-16 values (attention over 10-16 keys) 16 at a time: each
+ * row is one 16-lane vector, transposed so that lane r holds row r, and every step is
+ * softmax_8rows_avx2's with twice the lanes (the same max, exp, lane-j % 8 partial sums in
+ * hsum8's order, 1 / s): the same bits. A row's 16-value load or store runs into the next rows
+ * of the block (stores in row order, so each row's own store lands last); the last rows' are
+ * masked, so nothing outside the block is touched. */
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+
+/* r[i] lane j <- r[j] lane i: pairs of rows interleaved, then groups of 4 within each 128-bit
+ * lane, then the 128-bit lanes exchanged in two steps */
+AVX512 static INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xDD);
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xDD);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);
+    }
+}
+
+AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d) {
+    const __mmask16 dm = (__mmask16)((1u << d) - 1);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 c[16], acc[8];
+    for (int r = 0; r < 16; r++)
+        c[r] = r * d + 16 <= 16 * d ? _mm512_loadu_ps(x + r * d)
+                                    : _mm512_maskz_loadu_ps(dm, x + r * d);
+    transpose16(c);
+    __m512 m = ninf;
+    for (int j = 0; j < d; j++)
+        m = _mm512_max_ps(c[j], m); /* NaN skipped */
+    for (int k = 0; k < 8; k++)
+        acc[k] = _mm512_setzero_ps();
+    for (int j = 0; j < d; j++) {
+        __mmask16 live = _mm512_cmp_ps_mask(c[j], ninf, _CMP_NEQ_UQ);
+        c[j] = _mm512_maskz_mov_ps(live, exp_avx512(_mm512_sub_ps(c[j], m)));
+        acc[j % 8] = _mm512_add_ps(acc[j % 8], c[j]);
+    }
+    __m512 s =
+        _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                      _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+    __mmask16 alive = _mm512_cmp_ps_mask(m, ninf, _CMP_NEQ_OQ); /* all -inf rows: 0 */
+    __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), s);
+    for (int j = 0; j < d; j++)
+        c[j] = _mm512_maskz_mul_ps(alive, c[j], inv);
+    for (int j = d; j < 16; j++)
+        c[j] = _mm512_setzero_ps();
+    transpose16(c);
+    for (int r = 0; r < 16; r++) {
+        if (r * d + 16 <= 16 * d)
+            _mm512_storeu_ps(y + r * d, c[r]);
+        else
+            _mm512_mask_storeu_ps(y + r * d, dm, c[r]);
+    }
+}
+
+AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, int64_t d,
+                                       bool log_out) {
+    int64_t r = 0;
+#define BLOCKS16(D)                                                                                \
+    case D:                                                                                        \
+        for (; r + 16 <= rows; r += 16)                                                            \
+            softmax_16rows(x + r * D, y + r * D, D);                                               \
+        break
+    switch (log_out ? 0 : d) {
+        BLOCKS16(9);
+        BLOCKS16(10);
+        BLOCKS16(11);
+        BLOCKS16(12);
+        BLOCKS16(13);
+        BLOCKS16(14);
+        BLOCKS16(15);
+        BLOCKS16(16);
+    default:
+        break;
+    }
+#undef BLOCKS16
+    softmax_rows_avx2(x + r * d, y + r * d, rows - r, d, log_out);
+}
+#undef AVX512
 
 /* softmax backward, 8 short rows at a time transposed as above, the scalar row code's
  * arithmetic operation for operation: products rounded before they are added (no fused
@@ -704,8 +784,8 @@ AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *s
     const __m256 mv = _mm256_set1_ps(hmax8(vm));
     for (int64_t j = 0; j < n; j += 8) {
         __m256 v = load_row(x, j, n);
-        acc = _mm256_add_ps(
-            acc, _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ)));
+        acc = _mm256_add_ps(acc, _mm256_and_ps(exp_avx2(_mm256_sub_ps(v, mv)),
+                                               _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ)));
         accx = _mm256_add_ps(accx, load0(x, j, n));
     }
     if (sum_x) *sum_x = hsum8(accx);
@@ -719,7 +799,8 @@ AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, flo
     const __m256 sc = _mm256_set1_ps(scale), b = _mm256_set1_ps(base);
     for (int64_t j = 0; j < n; j += 8) {
         __m256 v = load_row(x, j, n);
-        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+        __m256 e =
+            _mm256_and_ps(exp_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
         store_row(y, j, n, _mm256_mul_ps(sc, _mm256_sub_ps(_mm256_mul_ps(e, iv), b)));
     }
 }
@@ -771,7 +852,7 @@ static void softmax_rows_scalar(const float *x, float *y, int64_t rows, int64_t 
     for (int64_t r = 0; r < rows; r++) softmax_row_scalar(x + r * d, y + r * d, d, log_out);
 }
 void tg_cpu_vsoftmax_rows_path(const float *x, float *y, int64_t rows, int64_t d, bool log_out, bool avx2) {
-    DISPATCH(softmax_rows_avx2, softmax_rows_scalar, x, y, rows, d, log_out);
+    DISPATCH(WIDEST(softmax_rows), softmax_rows_scalar, x, y, rows, d, log_out);
 }
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
     tg_cpu_vsoftmax_rows_path(x, y, rows, d, log_out, true);

@@ -1,12 +1,13 @@
-/* GELU and its derivative over vectors of W lanes, written once for two instruction sets:
- * vmath.c includes this file for AVX2 (W 8) and for AVX-512F (W 16), each time with the
- * macros below defined (this file undefines them at its end), and gets vgelu_<SFX> and
- * vgelu_back_<SFX>. Both do the same operations per element in the same order (the maths:
- * vmath.c's header), so their results are the same bits; only the width differs.
+/* exp, GELU and GELU's derivative over vectors of W lanes, written once for two instruction
+ * sets: vmath.c includes this file for AVX2 (W 8) and for AVX-512F (W 16), each time with the
+ * macros below defined (this file undefines them at its end), and gets exp_<SFX> (one vector),
+ * vgelu_<SFX> and vgelu_back_<SFX> (arrays). Both do the same operations per element in the
+ * same order (the maths: vmath.c's header), so their results are the same bits; only the
+ * width differs.
  *
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
- *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD(a, b, c)
+ *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD/VFNMADD(a, b, c)
  *   VADDI(a, b)  32-bit integer add        VSLLI23(a) 32-bit shift left by 23
  *   VASI(x)      float bits as integer     VASF(x)    integer bits as float
  *   VLOAD/VSTORE(p[, v])                   VLOADN(p, k), VSTOREN(p, k, v): lanes [0, k) */
@@ -17,6 +18,26 @@
  * bound goes first and a NaN x passes through (as tg_clampf). */
 FN static inline V GL_NAME(clamp, SFX)(V x, float lo, float hi) {
     return VMAX(VSET1(lo), VMIN(VSET1(hi), x));
+}
+
+/* tg_fast_expf's steps: n from the rounding by 1.5 * 2^23, whose sum t holds n in its low
+ * mantissa bits, so that t << 23 is n in the exponent field (mod 2^32) without a conversion
+ * (plus 127 << 23, the bits of 1.0f); 2^n is then multiplied in, so that a NaN stays NaN. */
+FN static inline V GL_NAME(exp, SFX)(V x) {
+    const V magic = VSET1(12582912.0f);
+    x = GL_NAME(clamp, SFX)(x, -87.3f, 88.37f);
+    V t = VFMADD(x, VSET1(1.44269504088896341f), magic);
+    V n = VSUB(t, magic);
+    V r = VFNMADD(n, VSET1(0.693359375f), x);
+    r = VFMADD(n, VSET1(2.12194440e-4f), r);
+    V p = VSET1(TG_EXP_P5);
+    p = VFMADD(p, r, VSET1(TG_EXP_P4));
+    p = VFMADD(p, r, VSET1(TG_EXP_P3));
+    p = VFMADD(p, r, VSET1(TG_EXP_P2));
+    p = VFMADD(p, r, VSET1(TG_EXP_P1));
+    p = VFMADD(p, r, VSET1(1.0f));
+    p = VFMADD(p, r, VSET1(1.0f));
+    return VMUL(p, VASF(VADDI(VSLLI23(VASI(t)), VASI(VSET1(1.0f)))));
 }
 
 /* 2^z for z in [-125.9, 125.9] (exp2_scalar's steps): f = z - round(z) is exact, and the
@@ -89,6 +110,7 @@ FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *
 #undef VMIN
 #undef VMAX
 #undef VFMADD
+#undef VFNMADD
 #undef VADDI
 #undef VSLLI23
 #undef VASI
