@@ -201,57 +201,36 @@ tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_
     TG_TILE_FN(isa, attr, 4, nv) TG_TILE_FN(isa, attr, 5, nv) TG_TILE_FN(isa, attr, 6, nv)
 TG_TILE_FNS(tile_avx2, TG_AVX2, 1) TG_TILE_FNS(tile_avx2, TG_AVX2, 2)
 
-/* All the tiles of one panel of op(B): whole 6-row tiles, then the shorter last one. The
- * switch turns the run-time tile shape into the compile-time one tile_avx2() is built for. */
+/* All the tiles of one panel of op(B) for the kernel whose tile functions are pre_<mr>_<nv>
+ * (TG_TILE_FN): whole 6-row tiles, then the shorter last one, the switch turning the run-time
+ * row count into the tile function built for it. Used by kern_avx2 and kern_avx512, in scope
+ * of their arguments. */
+#define TG_TILE(pre, mr, nv)                                                                       \
+    pre##_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
+#define TG_PANEL(pre, nv)                                                                          \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + MR <= m; i += MR)                                                               \
+            TG_TILE(pre, 6, nv);                                                                   \
+        switch (m - i) {                                                                           \
+        case 5: TG_TILE(pre, 5, nv); break;                                                        \
+        case 4: TG_TILE(pre, 4, nv); break;                                                        \
+        case 3: TG_TILE(pre, 3, nv); break;                                                        \
+        case 2: TG_TILE(pre, 2, nv); break;                                                        \
+        case 1: TG_TILE(pre, 1, nv); break;                                                        \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* A panel 16 floats wide (2 vectors) or 8 (1) */
 TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs,
                               int64_t cs, const float *b, int64_t ldbp, float *c, int64_t ldc,
                               const float *ab) {
     /* clang-format on (the macro calls above end without a semicolon) */
-    int64_t i = 0;
-#define TG_TILE(mr, nv)                                                                            \
-    tile_avx2_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
-    if (w == 16) {
-        for (; i + MR <= m; i += MR)
-            TG_TILE(6, 2);
-        switch (m - i) {
-        case 5:
-            TG_TILE(5, 2);
-            break;
-        case 4:
-            TG_TILE(4, 2);
-            break;
-        case 3:
-            TG_TILE(3, 2);
-            break;
-        case 2:
-            TG_TILE(2, 2);
-            break;
-        case 1:
-            TG_TILE(1, 2);
-            break;
-        }
-    } else {
-        for (; i + MR <= m; i += MR)
-            TG_TILE(6, 1);
-        switch (m - i) {
-        case 5:
-            TG_TILE(5, 1);
-            break;
-        case 4:
-            TG_TILE(4, 1);
-            break;
-        case 3:
-            TG_TILE(3, 1);
-            break;
-        case 2:
-            TG_TILE(2, 1);
-            break;
-        case 1:
-            TG_TILE(1, 1);
-            break;
-        }
-    }
-#undef TG_TILE
+    if (w == 16)
+        TG_PANEL(tile_avx2, 2);
+    else
+        TG_PANEL(tile_avx2, 1);
 }
 
 /* Non-transposed panel that cannot be read in place (the narrower last one): row by row,
@@ -392,10 +371,9 @@ TG_TILE_FNS(tile_avx512, TG_AVX512, 3) TG_TILE_FNS(tile_avx512, TG_AVX512, 4)
 #undef TG_TILE_FNS
 #undef TG_TILE_FN
 
-/* All the tiles of one panel w = 16, 32, 48 or 64 floats wide (nv vectors): whole 6-row
- * tiles, then the shorter last one; the switches pick the shape's function. A panel 8 wide
- * (at most 8 columns: heads of width 8) is the AVX2 kernel's, which reads it in place where
- * a 16-wide one would pad and pack it (h 32 steps of g2p-small took 1.12x as long). */
+/* A panel 16, 32, 48 or 64 floats wide (1-4 vectors). A panel 8 wide (at most 8 columns:
+ * heads of width 8) is the AVX2 kernel's, which reads it in place where a 16-wide one would
+ * pad and pack it (h 32 steps of g2p-small took 1.12x as long). */
 TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const float *a,
                                   int64_t rs, int64_t cs, const float *b, int64_t ldbp, float *c,
                                   int64_t ldc, const float *ab) {
@@ -404,44 +382,15 @@ TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const fl
         kern_avx2(m, w, nc, kc, a, rs, cs, b, ldbp, c, ldc, ab);
         return;
     }
-#define TG_TILE(mr, nv)                                                                            \
-    tile_avx512_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
-#define TG_ROWS(nv)                                                                                \
-    for (; i + MR <= m; i += MR)                                                                   \
-        TG_TILE(6, nv);                                                                            \
-    switch (m - i) {                                                                               \
-    case 5:                                                                                        \
-        TG_TILE(5, nv);                                                                            \
-        break;                                                                                     \
-    case 4:                                                                                        \
-        TG_TILE(4, nv);                                                                            \
-        break;                                                                                     \
-    case 3:                                                                                        \
-        TG_TILE(3, nv);                                                                            \
-        break;                                                                                     \
-    case 2:                                                                                        \
-        TG_TILE(2, nv);                                                                            \
-        break;                                                                                     \
-    case 1:                                                                                        \
-        TG_TILE(1, nv);                                                                            \
-        break;                                                                                     \
-    default:                                                                                       \
-        break;                                                                                     \
-    }
-    int64_t i = 0;
     switch (w) {
-    case 16:
-        TG_ROWS(1) break;
-    case 32:
-        TG_ROWS(2) break;
-    case 48:
-        TG_ROWS(3) break;
-    default:
-        TG_ROWS(4) break;
+    case 16: TG_PANEL(tile_avx512, 1); break;
+    case 32: TG_PANEL(tile_avx512, 2); break;
+    case 48: TG_PANEL(tile_avx512, 3); break;
+    default: TG_PANEL(tile_avx512, 4); break;
     }
-#undef TG_ROWS
-#undef TG_TILE
 }
+#undef TG_PANEL
+#undef TG_TILE
 
 static const small_isa isa_avx512 = {NR512, kern_avx512, pack_b_avx2, pack_bt_avx2};
 
