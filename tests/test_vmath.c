@@ -1,10 +1,10 @@
 /* The CPU backend's vector maths (backends/cpu/vmath.c) against libm in double: exp, tanh,
  * GELU and its derivative on both paths (scalar, and AVX2+FMA where the CPU has it) over dense
- * sweeps (GELU's and softmax's AVX-512 paths: the AVX2 ones' bits), with the error bounds stated in
- * vmath.h; the row softmax for row lengths 1..40 on both paths with masked (-inf) entries,
- * all-masked rows, in place, and bit for bit whether a row is taken alone or in a block of 8 short
- * rows; its backward likewise; the cross-entropy's rows (max, sums, gradient); tails of every
- * length agree with whole vectors. Prints the largest errors seen. */
+ * sweeps (the AVX-512 paths of GELU and of softmax and its backward: the AVX2 ones' bits), with the
+ * error bounds stated in vmath.h; the row softmax for row lengths 1..40 on both paths with masked
+ * (-inf) entries, all-masked rows, in place, and bit for bit whether a row is taken alone or in a
+ * block of 8 short rows; its backward likewise; the cross-entropy's rows (max, sums, gradient);
+ * tails of every length agree with whole vectors. Prints the largest errors seen. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,11 +268,12 @@ START_TEST(test_cross_entropy_rows) {
 END_TEST
 
 /* softmax's backward, dx = y (dy - sum(dy y)), rows of 1..40 with zero probabilities (masked
- * entries), against double; the scalar and AVX2 paths give the same bits (the AVX2 path takes
- * 8 short rows at a time, the scalar one row by row), rows alone give the same bits as in a
+ * entries), against double; the scalar and vector paths give the same bits (the AVX2 path takes
+ * 8 short rows at a time, the AVX-512 one 16, the scalar one row by row: 37 rows are two blocks
+ * of 16 and five single rows, or four of 8 and five), rows alone give the same bits as in a
  * block, and dx may be dy. */
 START_TEST(test_softmax_back_rows) {
-    enum { ROWS = 21 };
+    enum { ROWS = 37 };
     float y[ROWS * 40], dy[ROWS * 40], dx[2][ROWS * 40], z[ROWS * 40];
     double worst = 0;
     for (int d = 1; d <= 40; d++) {
@@ -303,6 +304,13 @@ START_TEST(test_softmax_back_rows) {
             ck_assert(memcmp(z, dx[path], sizeof(float) * ROWS * d) == 0);
         }
         if (npaths() == 2) ck_assert_msg(memcmp(dx[0], dx[1], sizeof(float) * ROWS * d) == 0, "d %d: paths differ", d);
+        if (npaths() == 2 && tg_cpu_isa_avx512()) { /* the 16-row blocks against the 8-row ones */
+            tg__cpu_isa_avx512(false);
+            tg_cpu_vsoftmax_back_rows_path(y, dy, z, ROWS, d, true);
+            tg__cpu_isa_avx512(true);
+            ck_assert_msg(memcmp(z, dx[1], sizeof(float) * ROWS * d) == 0,
+                          "d %d: AVX-512 and AVX2 differ", d);
+        }
     }
     printf("softmax backward rows (both paths, %s): max absolute error %.3g\n", tg_cpu_vmath_isa(), worst);
 }

@@ -506,12 +506,12 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
     for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
 }
 
-/* With AVX-512F (isa.h), rows of 9-16 values (attention over 10-16 keys) 16 at a time: each
- * row is one 16-lane vector, transposed so that lane r holds row r, and every step is
+/* With AVX-512F (isa.h), rows of 9-32 values (attention over 10-32 keys) 16 at a time: each
+ * row is one or two 16-lane vectors, transposed so that lane r holds row r, and every step is
  * softmax_8rows_avx2's with twice the lanes (the same max, exp, lane-j % 8 partial sums in
- * hsum8's order, 1 / s): the same bits. A row's 16-value load or store runs into the next rows
- * of the block (stores in row order, so each row's own store lands last); the last rows' are
- * masked, so nothing outside the block is touched. */
+ * hsum8's order, 1 / s): the same bits. A row's 16-value load or store may run into the next
+ * rows of the block (stores in row order, so each row's own store lands last); where it would
+ * leave the block it is masked, so nothing outside the block is touched. */
 #define AVX512 __attribute__((target("avx2,fma,avx512f")))
 
 /* r[i] lane j <- r[j] lane i: pairs of rows interleaved, then groups of 4 within each 128-bit
@@ -542,14 +542,43 @@ AVX512 static INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d) {
-    const __mmask16 dm = (__mmask16)((1u << d) - 1);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 c[16], acc[8];
+/* The 16 values of row r at columns j..j+15 of a block of 16 rows of d (lanes past the row's end
+ * hold the next row's values, or 0 at the block's end). */
+AVX512 static INLINE __m512 load16(const float *x, int d, int r, int j) {
+    int off = r * d + j;
+    if (off + 16 <= 16 * d) return _mm512_loadu_ps(x + off);
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << (16 * d - off)) - 1), x + off);
+}
+AVX512 static INLINE void store16(float *y, int d, int r, int j, __m512 v) {
+    int off = r * d + j;
+    if (off + 16 <= 16 * d)
+        _mm512_storeu_ps(y + off, v);
+    else
+        _mm512_mask_storeu_ps(y + off, (__mmask16)((1u << (16 * d - off)) - 1), v);
+}
+
+/* c[j], j < W = d rounded up to 16: column j of the 16 rows at x, and the inverse (rows
+ * stored in order; columns d..W-1 are written as whatever c holds there, then overwritten by
+ * the next row's own stores) */
+AVX512 static INLINE void load_cols16(const float *x, int d, int W, __m512 *c) {
+    for (int j = 0; j < W; j += 16) {
+        for (int r = 0; r < 16; r++)
+            c[j + r] = load16(x, d, r, j);
+        transpose16(c + j);
+    }
+}
+AVX512 static INLINE void store_cols16(float *y, int d, int W, __m512 *c) {
+    for (int j = 0; j < W; j += 16)
+        transpose16(c + j); /* c[j + r]: row r, columns j..j+15 */
     for (int r = 0; r < 16; r++)
-        c[r] = r * d + 16 <= 16 * d ? _mm512_loadu_ps(x + r * d)
-                                    : _mm512_maskz_loadu_ps(dm, x + r * d);
-    transpose16(c);
+        for (int j = 0; j < W; j += 16)
+            store16(y, d, r, j, c[j + r]);
+}
+
+AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int W) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 c[SHORT_ROW_MAX], acc[8];
+    load_cols16(x, d, W, c);
     __m512 m = ninf;
     for (int j = 0; j < d; j++)
         m = _mm512_max_ps(c[j], m); /* NaN skipped */
@@ -567,15 +596,9 @@ AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d) {
     __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), s);
     for (int j = 0; j < d; j++)
         c[j] = _mm512_maskz_mul_ps(alive, c[j], inv);
-    for (int j = d; j < 16; j++)
+    for (int j = d; j < W; j++)
         c[j] = _mm512_setzero_ps();
-    transpose16(c);
-    for (int r = 0; r < 16; r++) {
-        if (r * d + 16 <= 16 * d)
-            _mm512_storeu_ps(y + r * d, c[r]);
-        else
-            _mm512_mask_storeu_ps(y + r * d, dm, c[r]);
-    }
+    store_cols16(y, d, W, c);
 }
 
 AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, int64_t d,
@@ -584,17 +607,15 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
 #define BLOCKS16(D)                                                                                \
     case D:                                                                                        \
         for (; r + 16 <= rows; r += 16)                                                            \
-            softmax_16rows(x + r * D, y + r * D, D);                                               \
+            softmax_16rows(x + r * D, y + r * D, D, (D + 15) / 16 * 16);                           \
         break
     switch (log_out ? 0 : d) {
-        BLOCKS16(9);
-        BLOCKS16(10);
-        BLOCKS16(11);
-        BLOCKS16(12);
-        BLOCKS16(13);
-        BLOCKS16(14);
-        BLOCKS16(15);
-        BLOCKS16(16);
+        /* clang-format off */
+        BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
+        BLOCKS16(15); BLOCKS16(16); BLOCKS16(17); BLOCKS16(18); BLOCKS16(19); BLOCKS16(20);
+        BLOCKS16(21); BLOCKS16(22); BLOCKS16(23); BLOCKS16(24); BLOCKS16(25); BLOCKS16(26);
+        BLOCKS16(27); BLOCKS16(28); BLOCKS16(29); BLOCKS16(30); BLOCKS16(31); BLOCKS16(32);
+        /* clang-format on */
     default:
         break;
     }
@@ -648,6 +669,61 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
 #undef BLOCKS
     for (; r < rows; r++) softmax_back_row_scalar(y + r * d, dy + r * d, dx + r * d, d);
 }
+
+/* With AVX-512F, the backward's rows of 9-16 values 16 at a time, transposed as the forward's
+ * 16-row blocks, each step softmax_back_8rows_avx2's with twice the lanes: the same bits
+ * (1.05-1.17x the 8-row blocks on one Zen 4 core; rows of 17-32, two vectors each, 0.6-1.15x:
+ * they stay on the AVX2 path, docs/results.md §4). */
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
+    __m512 p = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(p));
+    return p;
+}
+
+AVX512 static INLINE void softmax_back_16rows(const float *y, const float *dy, float *dx, int d,
+                                              int W) {
+    __m512 cy[SHORT_ROW_MAX], cg[SHORT_ROW_MAX], s = _mm512_setzero_ps();
+    load_cols16(y, d, W, cy);
+    load_cols16(dy, d, W, cg);
+    if (d < DOT_SERIAL_BELOW) {
+        for (int j = 0; j < d; j++)
+            s = _mm512_add_ps(s, mul_rounded16(cg[j], cy[j]));
+    } else {
+        __m512 acc[8];
+        for (int k = 0; k < 8; k++)
+            acc[k] = _mm512_setzero_ps();
+        for (int j = 0; j < d; j++)
+            acc[j % 8] = _mm512_add_ps(acc[j % 8], mul_rounded16(cg[j], cy[j]));
+        s = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[1], acc[5])),
+            _mm512_add_ps(_mm512_add_ps(acc[2], acc[6]), _mm512_add_ps(acc[3], acc[7])));
+    }
+    for (int j = 0; j < d; j++)
+        cy[j] = _mm512_mul_ps(cy[j], _mm512_sub_ps(cg[j], s));
+    store_cols16(dx, d, W, cy);
+}
+
+AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, float *dx,
+                                            int64_t rows, int64_t d) {
+    int64_t r = 0;
+#define BLOCKS16(D)                                                                                \
+    case D:                                                                                        \
+        for (; r + 16 <= rows; r += 16)                                                            \
+            softmax_back_16rows(y + r * D, dy + r * D, dx + r * D, D, (D + 15) / 16 * 16);         \
+        break
+    switch (d) {
+        /* clang-format off */
+        BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
+        BLOCKS16(15); BLOCKS16(16);
+        /* clang-format on */
+    default:
+        break;
+    }
+#undef BLOCKS16
+    softmax_back_rows_avx2(y + r * d, dy + r * d, dx + r * d, rows - r, d);
+}
+#undef AVX512
 
 /* Lanes of a row past d read as 0 (maskload); vmask() zeroes them after arithmetic. */
 AVX2 static inline __m256 load0(const float *x, int64_t j, int64_t d) {
@@ -859,7 +935,7 @@ void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, boo
 }
 
 void tg_cpu_vsoftmax_back_rows_path(const float *y, const float *dy, float *dx, int64_t rows, int64_t d, bool avx2) {
-    DISPATCH(softmax_back_rows_avx2, softmax_back_rows_scalar, y, dy, dx, rows, d);
+    DISPATCH(WIDEST(softmax_back_rows), softmax_back_rows_scalar, y, dy, dx, rows, d);
 }
 void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
     tg_cpu_vsoftmax_back_rows_path(y, dy, dx, rows, d, true);
