@@ -1,19 +1,23 @@
 #!/bin/sh
-# Data-parallel training on one host: 1 process x 2 threads against 2 MPI processes x 1 thread.
+# Data-parallel training on one host: 1 process x 2 threads against 2 MPI processes x 1 thread
+# and against 1 process of 2 replicas x 1 thread (tg train --replicas 2: the ranks' work in two
+# threads of one process).
 #
 # Trains the same model on the same data for the same number of steps with the same global
-# batch (--max-tokens 4096: the single process takes the whole batch, each rank half of its
-# sentences), alternating the two configurations --rounds times so that the noise of the machine
-# falls on both alike. Prints the commands, the 1-minute load average before and after, each
+# batch (--max-tokens 4096: the single process takes the whole batch, each rank or replica half
+# of its sentences), alternating the three configurations --rounds times so that the noise of
+# the machine falls on all alike. Prints the commands, the 1-minute load average before and after, each
 # round's figures and a table of medians over the rounds:
 #   ms/step     (elapsed_s, steps) between the first and the last train line of metrics.jsonl:
 #               the first log window (start-up, first touches of memory) is warm-up and left out
 #   tgt tok/s   target tokens per second over the same steps
-#   allreduce   ms per step spent waiting for the gradient all-reduce (allreduce_ms, 2x1 only)
-# and the ratio 2x1 / 1x2 of ms/step (< 1: the two processes are faster).
+#   allreduce   ms per step spent waiting for the gradient all-reduce (allreduce_ms, 2x1 and
+#               1r2 only)
+# and the ratios 2x1 / 1x2 and 1r2 / 1x2 of ms/step (< 1: faster than the threads splitting
+# every op).
 #
 # Usage: benchmarks/bench_dist.sh [--steps N] [--rounds R] [--tg PATH] [--data DIR]
-#                                 [--log-interval N] [--mpirun-args "ARGS"] [--keep]
+#                                 [--log-interval N] [--mpirun-args "ARGS"] [--model "ARGS"] [--keep]
 #   --steps N        optimizer steps per run (default 60)
 #   --rounds R       times each configuration runs (default 2)
 #   --tg PATH        the tg program (default: build/tools/tg of this source tree); it must be
@@ -23,8 +27,10 @@
 #   --log-interval N metrics line every N steps (default 10, at most steps/2)
 #   --mpirun-args A  extra mpirun arguments (default "--bind-to none": the single process is not
 #                    bound either, so both leave placement to the kernel)
+#   --model A        the model's tg train options instead of the `small` preset (e.g. g2p-small:
+#                    "--d-model 256 --heads 4 --enc-layers 3 --dec-layers 3 --d-ff 1024")
 #   --keep           keep the runs' folders (printed) instead of removing them
-# Model: run.sh's `small` preset (d_model 128, 4 heads, 2+2 layers, d_ff 512), Adam, noam
+# Model: run.sh's `small` preset (d_model 128, 4 heads, 2+2 layers, d_ff 512) unless --model, Adam, noam
 # schedule with warmup 400. Needs mpirun and python3 (standard library).
 set -u
 
@@ -36,6 +42,7 @@ data=
 log_interval=10
 mpirun_args="--bind-to none"
 keep=false
+model="--d-model 128 --heads 4 --enc-layers 2 --dec-layers 2 --d-ff 512"
 usage() {
     sed -n '/^# Usage:/,/^# Model:/p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
@@ -48,6 +55,7 @@ while [ $# -gt 0 ]; do
     --data) data=${2:?--data needs a value}; shift 2 ;;
     --log-interval) log_interval=${2:?--log-interval needs a value}; shift 2 ;;
     --mpirun-args) mpirun_args=${2?--mpirun-args needs a value}; shift 2 ;;
+    --model) model=${2:?--model needs a value}; shift 2 ;;
     --keep) keep=true; shift ;;
     -h | --help) usage ;;
     *) echo "bench_dist.sh: unknown argument '$1'" >&2; usage ;;
@@ -85,22 +93,24 @@ if [ ! -s "$data/train.src" ] || [ ! -s "$data/train.tgt" ]; then
 fi
 
 unset TG_NUM_THREADS # --threads decides; no other variable: tgraph runs as users run it
-common="--train-src $data/train.src --train-tgt $data/train.tgt --d-model 128 --heads 4 --enc-layers 2"
-common="$common --dec-layers 2 --d-ff 512 --max-tokens 4096 --optimizer adam --schedule noam --warmup 400"
+common="--train-src $data/train.src --train-tgt $data/train.tgt $model"
+common="$common --max-tokens 4096 --optimizer adam --schedule noam --warmup 400"
 common="$common --steps $steps --log-interval $log_interval --progress none --overwrite"
 one_cmd="$tg train $common --threads 2"
 two_cmd="mpirun --allow-run-as-root --oversubscribe $mpirun_args -np 2 $tg train $common --threads 1"
+rep_cmd="$tg train $common --replicas 2"
 
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
 echo "host: $(nproc) cores; data: $data; $steps steps, $rounds round(s)"
 echo "1x2: $one_cmd --out DIR"
 echo "2x1: $two_cmd --out DIR"
+echo "1r2: $rep_cmd --out DIR"
 echo "load average (1 min) before: $(load)"
 r=1
 while [ "$r" -le "$rounds" ]; do
-    for c in 1x2 2x1; do
+    for c in 1x2 2x1 1r2; do
         out=$tmp/run$r-$c
-        if [ $c = 1x2 ]; then cmd=$one_cmd; else cmd=$two_cmd; fi
+        case $c in 1x2) cmd=$one_cmd ;; 2x1) cmd=$two_cmd ;; *) cmd=$rep_cmd ;; esac
         # shellcheck disable=SC2086
         if ! $cmd --out "$out" >"$out.log" 2>&1; then
             echo "bench_dist.sh: round $r, $c failed:" >&2
@@ -138,17 +148,19 @@ def measure(d):
     return dict(ms=1e3 * secs / steps, tok=(b["tgt_tokens"] - a["tgt_tokens"]) / secs,
                 comm=comm / steps if "allreduce_ms" in b else None, tokens=b["tgt_tokens"], last=b["step"])
 
-res = {c: [measure(os.path.join(tmp, "run%d-%s" % (r, c))) for r in range(1, rounds + 1)] for c in ("1x2", "2x1")}
+res = {c: [measure(os.path.join(tmp, "run%d-%s" % (r, c))) for r in range(1, rounds + 1)]
+       for c in ("1x2", "2x1", "1r2")}
 print()
-print("per round (ms/step):", "  ".join("%d: 1x2 %.1f, 2x1 %.1f" % (r + 1, res["1x2"][r]["ms"], res["2x1"][r]["ms"])
-                                       for r in range(rounds)))
+print("per round (ms/step):", "  ".join("%d: 1x2 %.1f, 2x1 %.1f, 1r2 %.1f" % (
+    r + 1, res["1x2"][r]["ms"], res["2x1"][r]["ms"], res["1r2"][r]["ms"]) for r in range(rounds)))
 same = all(x["tokens"] == res["1x2"][0]["tokens"] and x["last"] == res["1x2"][0]["last"]
            for c in res for x in res[c])
 print("same batches in every run (target tokens up to step %d): %s" % (res["1x2"][0]["last"], "yes" if same else "NO"))
 print()
 print("%-26s %10s %12s %16s" % ("configuration", "ms/step", "tgt tok/s", "allreduce ms/step"))
 med = {}
-for c, name in (("1x2", "1 process x 2 threads"), ("2x1", "2 processes x 1 thread")):
+for c, name in (("1x2", "1 process x 2 threads"), ("2x1", "2 processes x 1 thread"),
+                ("1r2", "1 process x 2 replicas")):
     ms = statistics.median(x["ms"] for x in res[c])
     tok = statistics.median(x["tok"] for x in res[c])
     comm = [x["comm"] for x in res[c] if x["comm"] is not None]
@@ -157,4 +169,6 @@ for c, name in (("1x2", "1 process x 2 threads"), ("2x1", "2 processes x 1 threa
 print()
 print("ratio 2x1 / 1x2 of ms/step: %.3f (< 1: the 2 processes are faster); medians over %d round%s, "
       "steps after the first log window" % (med["2x1"] / med["1x2"], rounds, "s" if rounds > 1 else ""))
+print("ratio 1r2 / 1x2 of ms/step: %.3f (< 1: the 2 replicas are faster); 1r2 / 2x1: %.3f"
+      % (med["1r2"] / med["1x2"], med["1r2"] / med["2x1"]))
 EOF

@@ -62,6 +62,8 @@ struct tg_dist {
 
 /* Set up the MPI transport (dist_mpi.c; TG_ERR_UNSUPPORTED without MPI). */
 tg_status tgd_mpi_init(int *argc, char ***argv, tg_dist *d);
+/* Make d[0..size) the ranks of a group of threads (dist_threads.c). */
+tg_status tgd_threads_init(int size, tg_dist **d);
 /* Set up NCCL on d for backend be (dist_nccl.c; TG_ERR_UNSUPPORTED without NCCL). */
 tg_status tgd_nccl_init(tg_dist *d, tg_backend *be);
 /* The store's gradient pointer of parameter i (backend memory). */

@@ -104,6 +104,25 @@ tg_status tg_dist_mpi(int *argc, char ***argv, tg_dist **out) {
     return TG_OK;
 }
 
+tg_status tg_dist_threads(int size, tg_dist **out) {
+    if (!out) return tg_error_set(TG_ERR_INVALID, "tg_dist_threads: out is NULL");
+    if (size < 1 || size > 4096)
+        return tg_error_set(TG_ERR_INVALID, "tg_dist_threads: size %d outside [1, 4096]", size);
+    for (int r = 0; r < size; r++)
+        out[r] = NULL;
+    tg_status st = TG_OK;
+    for (int r = 0; r < size && st == TG_OK; r++)
+        if (!(out[r] = dist_alloc()))
+            st = tg_error_set(TG_ERR_NOMEM, "tg_dist_threads: out of memory");
+    if (st == TG_OK) st = tgd_threads_init(size, out);
+    if (st)
+        for (int r = 0; r < size; r++) {
+            free(out[r]);
+            out[r] = NULL;
+        }
+    return st;
+}
+
 static void free_buckets(tg_dist *d) {
     for (int64_t b = 0; b < d->nbuckets; b++) free(d->buckets[b].host);
     free(d->buckets);

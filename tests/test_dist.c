@@ -1,16 +1,19 @@
 /* Data-parallel training (include/tg/dist.h, tg_train_config.dist), run under
- * `mpirun -np 2`: two ranks with half of every batch each end with the same parameters as one
- * process with the whole batch (within a stated tolerance), the ranks' parameters are identical
- * bit for bit, gradient accumulation and dev evaluation agree with one process, the bucket size
- * does not change a bit, and a rank that fails in the middle of a step stops both ranks with
- * its message.
+ * `mpirun -np 2`, or with --threads as a group of two threads of one process
+ * (tg_dist_threads): two ranks with half of every batch each end with the same parameters as
+ * one process with the whole batch (within a stated tolerance), the ranks' parameters are
+ * identical bit for bit, gradient accumulation and dev evaluation agree with one process, the
+ * bucket size does not change a bit, and a rank that fails in the middle of a step stops both
+ * ranks with its message (under MPI also when it runs out of memory: an address-space cap is
+ * the whole process's, so not with threads).
  *
  * Not a Check suite: Check's assertions leave a test at the first failure, and a rank that
  * leaves early would leave the other waiting in a collective. Here every check only counts, the
  * ranks always make the same collective calls, the failures of both ranks are summed, and rank
- * 0 prints the result in Check's summary format (test.sh counts it). Exit 77 (skipped) outside
- * a 2-rank MPI job or without MPI support. */
+ * 0 prints the result in Check's summary format (test.sh counts it). Without --threads, exit 77
+ * (skipped) outside a 2-rank MPI job or without MPI support. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +21,10 @@
 
 #include "tg/train.h"
 
-static tg_dist *D;
-static tg_backend *B;
-static int checks, failures;
+/* each rank's own: with --threads the ranks are threads of this process */
+static _Thread_local tg_dist *D;
+static _Thread_local tg_backend *B;
+static _Thread_local int checks, failures;
 
 #define CHECK(cond, ...)                                                              \
     do {                                                                              \
@@ -312,20 +316,8 @@ __attribute__((unused)) static void test_out_of_memory_on_one_rank(void) {
     tg_corpus_free(data);
 }
 
-int main(int argc, char **argv) {
-    if (!tg_have_mpi() || !tg_dist_launched(NULL)) {
-        fprintf(stderr, "test_dist: needs an MPI build run under mpirun -np 2: skipped\n");
-        return 77;
-    }
-    if (tg_dist_mpi(&argc, &argv, &D) != TG_OK) {
-        fprintf(stderr, "test_dist: %s\n", tg_error_message());
-        return 1;
-    }
-    if (tg_dist_size(D) != 2) {
-        fprintf(stderr, "test_dist: run with mpirun -np 2 (got %d ranks)\n", tg_dist_size(D));
-        tg_dist_free(D);
-        return 1;
-    }
+/* Every check on rank D; 0 when every rank passed. */
+static int run_checks(bool mpi) {
     if (tg_backend_cpu_new(1, &B) != TG_OK) {
         fprintf(stderr, "test_dist: %s\n", tg_error_message());
         tg_dist_abort(D, 1);
@@ -338,7 +330,7 @@ int main(int argc, char **argv) {
     test_bucket_size_changes_nothing();
     test_failure_on_one_rank();
 #ifndef __SANITIZE_ADDRESS__ /* ASan reserves its shadow memory and aborts when malloc fails */
-    test_out_of_memory_on_one_rank();
+    if (mpi) test_out_of_memory_on_one_rank();
 #else
     if (tg_dist_rank(D) == 0) printf("out of memory on one rank: not run under AddressSanitizer\n");
 #endif
@@ -348,6 +340,57 @@ int main(int argc, char **argv) {
         printf("%d%%: Checks: %d, Failures: %d, Errors: 0\n", f[0] == 0 ? 100 : (int)(100.0 * (f[1] - f[0]) / f[1]),
                (int)f[1], (int)f[0]);
     tg_backend_free(B);
-    tg_dist_free(D);
     return f[0] == 0 ? 0 : 1;
+}
+
+typedef struct {
+    tg_dist *d;
+    int rc;
+} rank_thread;
+
+static void *thread_rank(void *p) {
+    rank_thread *r = p;
+    D = r->d;
+    r->rc = run_checks(false);
+    tg_dist_free(D);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--threads")) {
+        tg_dist *h[2];
+        if (tg_dist_threads(2, h) != TG_OK) {
+            fprintf(stderr, "test_dist: %s\n", tg_error_message());
+            return 1;
+        }
+        CHECK(!strcmp(tg_dist_transport(h[0]), "threads") && tg_dist_rank(h[1]) == 1 &&
+                  tg_dist_size(h[1]) == 2 && tg_dist_local_size(h[0]) == 2,
+              "the group's transport, ranks and sizes");
+        rank_thread r[2] = {{h[0], 1}, {h[1], 1}};
+        pthread_t other;
+        if (pthread_create(&other, NULL, thread_rank, &r[1]) != 0) {
+            fprintf(stderr, "test_dist: cannot start a thread\n");
+            return 1;
+        }
+        thread_rank(&r[0]);
+        pthread_join(other, NULL);
+        return r[0].rc || r[1].rc || failures ? 1 : 0;
+    }
+    if (!tg_have_mpi() || !tg_dist_launched(NULL)) {
+        fprintf(stderr,
+                "test_dist: needs an MPI build run under mpirun -np 2 (or --threads): skipped\n");
+        return 77;
+    }
+    if (tg_dist_mpi(&argc, &argv, &D) != TG_OK) {
+        fprintf(stderr, "test_dist: %s\n", tg_error_message());
+        return 1;
+    }
+    if (tg_dist_size(D) != 2) {
+        fprintf(stderr, "test_dist: run with mpirun -np 2 (got %d ranks)\n", tg_dist_size(D));
+        tg_dist_free(D);
+        return 1;
+    }
+    int rc = run_checks(true);
+    tg_dist_free(D);
+    return rc;
 }

@@ -37,17 +37,12 @@ export TG_NUM_THREADS=1
 
 passed=0
 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
+. "$here/tool_lib.sh" # ok, check, one, same_dev, ran, same_params, interrupted
+bad() { # tool_lib.sh's, with the ends of the outputs (mpirun's last words)
     failed=$((failed + 1))
     echo "FAIL $1"
     [ -s out.txt ] && sed 's/^/     stdout: /' out.txt | tail -8
     [ -s err.txt ] && sed 's/^/     stderr: /' err.txt | tail -12
-}
-check() { # check NAME COMMAND...: passes when the command succeeds
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
 }
 # mpi ARGS...: mpirun ARGS under a 120 s timeout; stdout in out.txt, stderr in err.txt, the exit
 # status in $rc (124 or 137: it hung)
@@ -55,65 +50,8 @@ mpi() {
     timeout -k 10 120 mpirun --allow-run-as-root --oversubscribe "$@" >out.txt 2>err.txt
     rc=$?
 }
-one() { # one ARGS...: tg in a single process, as mpi
-    timeout -k 10 120 "$TG" "$@" >out.txt 2>err.txt
-    rc=$?
-}
-# ran NAME: the last run exited 0 (keeps its output in NAME.err)
-ran() {
-    cp err.txt "$1.err"
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        bad "$1 (no end within 120 s: it hung)"
-    elif [ "$rc" -ne 0 ]; then
-        bad "$1 (exit $rc)"
-    else
-        ok "$1"
-    fi
-}
-# same_params NAME A B [st_compare.py options]: A's parameters within the tolerance of B's
-# (st_compare.py's line shown)
-same_params() {
-    name=$1 a=$2 b=$3
-    shift 3
-    if [ ! -s "$a" ] || [ ! -s "$b" ]; then
-        bad "$name (missing $a or $b)"
-    elif line=$("$PY" "$here/st_compare.py" "$a" "$b" "$@" 2>&1); then
-        ok "$name: $line"
-    else
-        bad "$name: $line"
-    fi
-}
-# same_dev NAME A/metrics.jsonl B/metrics.jsonl: the last dev losses agree to 1e-4 relative
-same_dev() {
-    if line=$("$PY" - "$2" "$3" <<'EOF' 2>&1
-import json, sys
-def last_dev(path):
-    ev = [json.loads(l) for l in open(path) if l.strip()]
-    dev = [e for e in ev if e.get("event") == "dev"]
-    if not dev:
-        sys.exit("no dev event in %s" % path)
-    return dev[-1]["step"], dev[-1]["loss"]
-(sa, a), (sb, b) = last_dev(sys.argv[1]), last_dev(sys.argv[2])
-rel = abs(a - b) / abs(b)
-print("steps %d/%d, dev loss %.7g against %.7g, relative difference %.2g (tolerance 1e-4)" % (sa, sb, a, b, rel))
-sys.exit(0 if sa == sb and rel <= 1e-4 else 1)
-EOF
-    ); then
-        ok "$1: $line"
-    else
-        bad "$1: $line"
-    fi
-}
-
 # ---------------------------------------------------------------- data and options
-"$PY" "$here/../datasets/gen_synthetic.py" --tasks reverse --train 600 --dev 60 --test 10 --max-len 12 \
-    -q . || { echo "FAIL gen_synthetic.py"; exit 1; }
-D=$tmp/reverse
-COMMON="--train-src $D/train.src --train-tgt $D/train.tgt --dev-src $D/dev.src --dev-tgt $D/dev.tgt
-        --d-model 32 --heads 2 --enc-layers 1 --dec-layers 1 --d-ff 64 --dropout 0 --max-tokens 1024
-        --schedule constant --warmup 0 --log-interval 2 --progress none --threads 1"
-SGD="--optimizer sgd --momentum 0 --lr 0.1"
-ADAM="--optimizer adam --lr 0.003"
+reverse_task # D, COMMON, SGD, ADAM
 
 # ---------------------------------------------------------------- a, b: 2 ranks = 1 process
 # shellcheck disable=SC2086
@@ -225,27 +163,13 @@ fi
 # group, mpirun included, and mpirun takes a second SIGTERM as "kill the ranks now" (as a second
 # Ctrl-C): the ranks die before they can save.
 # shellcheck disable=SC2086
-timeout --foreground -k 10 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$TG" train $COMMON $SGD --steps 1000000 \
-    --log-interval 1 --out I >out.txt 2>err.txt &
-pid=$!
-n=0
-while ! grep -q '"event":"train"' I/metrics.jsonl 2>/dev/null && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
-kill -TERM $pid 2>/dev/null
-wait $pid
-rc=$?
-cp err.txt sigterm.err
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    bad "SIGTERM: no end within 120 s (it hung)"
-else
-    step=$(sed -n 's/.*interrupted at step \([0-9]*\);.*/\1/p' sigterm.err)
-    check "SIGTERM: \"interrupted at step N\" once, checkpoint saved (exit $rc; in I: $(echo I/*))" \
-        sh -c '[ "$(grep -c "interrupted at step" sigterm.err)" -eq 1 ] && [ -s I/model.safetensors ] && [ -s I/state.safetensors ]'
-    if [ -n "$step" ]; then
-        mpi -np 2 "$TG" train --out I --resume --steps $((step + 2)) --progress none
-        ran "SIGTERM: 2 ranks resume the interrupted run"
-        check "SIGTERM: resumed at step $step, done at step $((step + 2))" \
-            sh -c 'grep -q "resuming at step $0," err.txt && grep -q "done at step $1," err.txt' "$step" $((step + 2))
-    fi
+interrupted mpirun --allow-run-as-root --oversubscribe -np 2 "$TG" train $COMMON $SGD --steps 1000000 \
+    --log-interval 1 --out I
+if [ -n "$step" ]; then
+    mpi -np 2 "$TG" train --out I --resume --steps $((step + 2)) --progress none
+    ran "SIGTERM: 2 ranks resume the interrupted run"
+    check "SIGTERM: resumed at step $step, done at step $((step + 2))" \
+        sh -c 'grep -q "resuming at step $0," err.txt && grep -q "done at step $1," err.txt' "$step" $((step + 2))
 fi
 
 echo "$passed passed, $failed failed"

@@ -16,7 +16,7 @@ void tg_cli_set_usage(const char *synopsis, const char *description) {
     usage_description = description;
 }
 
-bool tg_cli_quiet = false;
+_Thread_local bool tg_cli_quiet = false; /* per thread: tg train --replicas */
 
 int tg_cli_fail(const char *cmd, int code, const char *fmt, ...) {
     if (tg_cli_quiet) return code;

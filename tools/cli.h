@@ -72,7 +72,7 @@ int tg_cli_fail(const char *cmd, int code, const char *fmt, ...) __attribute__((
 
 /* Read a whole file into a NUL-terminated buffer (malloc'ed); NULL with errno on failure. */
 /* When true, tg_cli_fail prints nothing (ranks > 0 of a training group: rank 0 speaks for all). */
-extern bool tg_cli_quiet;
+extern _Thread_local bool tg_cli_quiet;
 
 char *tg_cli_read_file(const char *path, size_t *len);
 

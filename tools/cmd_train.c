@@ -10,6 +10,7 @@
  * line, then --config FILE (JSON), then (with --resume) the options the resumed run stored, then
  * the defaults. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,8 +38,8 @@ static const char DESCRIPTION[] =
     "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
     "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
     "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).\n"
-    "Under mpirun -np N each rank trains on 1/N of every batch and rank 0 writes the files\n"
-    "(docs/distributed.md).";
+    "Under mpirun -np N each rank trains on 1/N of every batch and rank 0 writes the files; --replicas N\n"
+    "does the same with N threads of one process (docs/distributed.md).";
 
 /* In a group every rank passes here with its own status and leaves with the group's (the first
  * failing rank's message), so no rank waits for one that has already given up. Alone: st. */
@@ -84,6 +85,7 @@ typedef struct {
     double beta1, beta2, eps, weight_decay, momentum, lr, factor, min_lr, clip, minutes;
     bool no_decay_vectors;
     int64_t warmup, max_tokens, accum, steps, epochs, seed, eval_interval, save_interval, log_interval, keep, threads;
+    int64_t replicas;
     bool shuffle;
 } train_opts;
 
@@ -132,6 +134,7 @@ static void defaults(train_opts *o) {
     o->progress = "auto";
     o->backend = "cpu";
     o->min_count = 1;
+    o->replicas = 1;
 }
 
 /* The option table over *o; returns the number of entries written (opts has room for 80). */
@@ -215,7 +218,11 @@ static void table(train_opts *o, tg_opt *t) {
         {"log-interval", TG_OPT_INT, &o->log_interval, 1, BIG, NULL, "N", "metrics line every N steps", 0, 0},
         {"keep-checkpoints", TG_OPT_INT, &o->keep, 0, 1e6, NULL, "N",
          "also keep the last N checkpoints as checkpoint-STEP.safetensors (for tg average)", 0, 0},
-        {"threads", TG_OPT_INT, &o->threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
+        {"threads", TG_OPT_INT, &o->threads, 0, 4096, NULL, "N",
+         "CPU threads (0: TG_NUM_THREADS or all cores; with --replicas, per replica: cores / replicas)", 0, 0},
+        {"replicas", TG_OPT_INT, &o->replicas, 1, 256, NULL, "N",
+         "train N copies of the model in threads of this process, each on 1/N of every batch (CPU; "
+         "docs/distributed.md)", 0, 0},
         {"backend", TG_OPT_CHOICE, &o->backend, 0, 0, tg_backend_names(), NULL, "where to compute (cuda: GPU 0)", 0, 0},
         {"progress", TG_OPT_CHOICE, &o->progress, 0, 0, "auto|bar|lines|none", NULL,
          "progress display on stderr (auto: a bar on a terminal)", 0, 0},
@@ -381,18 +388,20 @@ static int restore_options(const char *cmd, tg_opt *t, const char *state_path, t
     return rc;
 }
 
-int tg_cmd_train(int argc, char **argv) {
+/* The whole command on one rank: `given`, a replica's thread group (tg_cmd_train), or NULL (the
+ * MPI group under mpirun, else none). */
+static int train_rank(int argc, char **argv, tg_dist *given) {
     const char *cmd = "train";
     train_opts o;
     defaults(&o);
     tg_opt t[80];
     table(&o, t);
-    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    tg_cli_quiet = given && tg_dist_rank(given) != 0; /* replica 0 reports: tg_cmd_train parsed */
     int rc = tg_cli_parse(cmd, t, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
     if (rc) return TG_EXIT_USAGE;
-    tg_dist *grp = NULL; /* the MPI group under mpirun, else NULL */
-    if ((rc = tg_train_group_join(cmd, &grp))) return rc;
+    tg_dist *grp = given; /* the replicas' or the MPI group, else NULL */
+    if (!grp && (rc = tg_train_group_join(cmd, &grp))) return rc;
     bool leader = tg_dist_rank(grp) == 0;
     tg_cli_quiet = !leader; /* rank 0 reports for the group */
     char tmpdir[4096] = "";
@@ -573,7 +582,11 @@ int tg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
                 (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,
                 mc.share_embeddings ? " (shared)" : "", (long long)hmax);
-    if (leader && grp)
+    if (leader && given)
+        fprintf(stderr, "tg train: %d replicas (threads of this process), %d threads each; each trains on 1/%d of "
+                        "every batch of --max-tokens %lld\n", tg_dist_size(grp), tg_backend_threads(be),
+                tg_dist_size(grp), (long long)tc.max_tokens);
+    else if (leader && grp)
         fprintf(stderr, "tg train: %d ranks (%s), %d on this host, %d threads each; each rank trains on 1/%d of every "
                         "batch of --max-tokens %lld\n", tg_dist_size(grp), tg_dist_transport(grp), tg_dist_local_size(grp),
                 tg_backend_threads(be), tg_dist_size(grp), (long long)tc.max_tokens);
@@ -623,7 +636,7 @@ int tg_cmd_train(int argc, char **argv) {
     AGREE_OR_DONE();
     st = tg_trainer_new(m, train, dev, &tc, &tr); /* agreed across the group inside */
     if (st) goto done;
-    static const char *not_stored[] = {"resume", "overwrite", "config", "out", NULL};
+    static const char *not_stored[] = {"resume", "overwrite", "config", "out", "replicas", NULL};
     if (tg_cli_to_json(t, not_stored, &opts_json) != 0) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     AGREE_OR_DONE();
     if (grp) {
@@ -705,6 +718,82 @@ done:
     if (grp && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED && st == TG_ERR_BACKEND &&
         strstr(tg_error_message(), "MPI: "))
         tg_dist_abort(grp, rc); /* the transport failed: the ranks cannot meet in MPI_Finalize */
-    tg_dist_free(grp);
+    if (!given) tg_dist_free(grp);
+    return rc;
+}
+
+typedef struct {
+    int argc;
+    char **argv;
+    tg_dist *grp;
+    int rc;
+} replica;
+
+static void *replica_main(void *arg) {
+    replica *r = arg;
+    r->rc = train_rank(r->argc, r->argv, r->grp);
+    return NULL;
+}
+
+/* --replicas N (after --config, whose file may set it): N threads, each running the command
+ * as one rank of a thread group (tg_dist_threads), this thread as replica 0; else one rank. */
+int tg_cmd_train(int argc, char **argv) {
+    const char *cmd = "train";
+    train_opts o;
+    defaults(&o);
+    tg_opt t[80];
+    table(&o, t);
+    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    int rc = tg_cli_parse(cmd, t, argc, argv, NULL, 0, NULL);
+    if (rc == TG_CLI_HELP) return TG_EXIT_OK;
+    if (rc) return TG_EXIT_USAGE;
+    if (o.config) { /* train_rank reads it again and reports its errors */
+        size_t len;
+        char *text = tg_cli_read_file(o.config, &len);
+        tg_json *j = NULL;
+        bool quiet = tg_cli_quiet;
+        tg_cli_quiet = true;
+        if (text) (void)tg_cli_apply_json(cmd, t, text, len, o.config, true, &j);
+        tg_cli_quiet = quiet;
+        tg_json_free(j);
+        free(text);
+    }
+    const int n = (int)o.replicas;
+    if (n <= 1) return train_rank(argc, argv, NULL);
+    int launched = 1;
+    if (tg_dist_launched(&launched) && launched > 1)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--replicas and mpirun -np %d together: use one of them", launched);
+    if (strcmp(o.backend, "cpu") != 0)
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--replicas trains on the CPU backend (several GPUs: mpirun, "
+                                               "docs/distributed.md)");
+    tg_dist **grp = calloc((size_t)n, sizeof *grp);
+    replica *r = calloc((size_t)n, sizeof *r);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    if (!grp || !r || !th || tg_dist_threads(n, grp) != TG_OK) {
+        rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "cannot set up %d replicas: %s", n,
+                         grp && r && th ? tg_error_message() : "out of memory");
+        free(grp), free(r), free(th);
+        return rc;
+    }
+    int started = 1;
+    for (int i = 0; i < n; i++)
+        r[i] = (replica){.argc = argc, .argv = argv, .grp = grp[i], .rc = TG_EXIT_RUNTIME};
+    for (; started < n; started++)
+        if (pthread_create(&th[started], NULL, replica_main, &r[started]) != 0) break;
+    if (started < n) {
+        /* the threads started wait in the group's first collective for ones that never come:
+         * nothing to do but end the process */
+        fprintf(stderr, "tg train: cannot start replica %d of %d: %s\n", started, n, strerror(errno));
+        _exit(TG_EXIT_RUNTIME);
+    }
+    replica_main(&r[0]);
+    rc = r[0].rc;
+    for (int i = 1; i < n; i++) {
+        pthread_join(th[i], NULL);
+        if (rc == TG_EXIT_OK) rc = r[i].rc; /* the group agrees on failures: a fallback */
+    }
+    for (int i = 0; i < n; i++)
+        tg_dist_free(grp[i]);
+    free(grp), free(r), free(th);
     return rc;
 }

@@ -40,13 +40,22 @@ bool tg_dist_launched(int *size_out);
 
 /* A group of one process: every collective returns at once. */
 tg_status tg_dist_local(tg_dist **out);
+/* A group of `size` threads of this process (1..4096): out[r] is rank r's handle, for one thread
+ * each to use, in the collectives as an MPI rank would (tg_dist_free by each thread). Every
+ * collective is a meeting of the threads in shared memory: each rank's backend and model are
+ * its own, and the gradients are summed in host memory (CPU backends). Data parallelism
+ * without a launcher: on a small model, replicas that each keep their own activations in their
+ * own core's caches beat one graph whose every op the threads split (docs/distributed.md,
+ * `tg train --replicas`). Transport "threads"; local rank = rank. */
+tg_status tg_dist_threads(int size, tg_dist **out);
 /* Join the MPI job (MPI_Init_thread unless MPI is initialised already). TG_ERR_UNSUPPORTED
  * without MPI support. (collective) */
 tg_status tg_dist_mpi(int *argc, char ***argv, tg_dist **out);
 /* Leave the group (MPI_Finalize if tg_dist_mpi initialised MPI). (collective) */
 void tg_dist_free(tg_dist *d);
 /* End every process of the job at once (MPI_Abort), for a tool that cannot continue after a
- * transport error; returns only for a local group. Never called by the library itself. */
+ * transport error; returns for a local group and a group of threads (whose transport cannot
+ * fail). Never called by the library itself. */
 void tg_dist_abort(tg_dist *d, int exit_code);
 
 int tg_dist_rank(const tg_dist *d);
@@ -54,7 +63,7 @@ int tg_dist_size(const tg_dist *d);
 /* Rank among the processes on the same host, and their number (picks the GPU of a rank). */
 int tg_dist_local_rank(const tg_dist *d);
 int tg_dist_local_size(const tg_dist *d);
-/* "mpi", "mpi+nccl" or "local". */
+/* "mpi", "mpi+nccl", "threads" or "local". */
 const char *tg_dist_transport(const tg_dist *d);
 
 /* (collective) The first failing rank's status on every rank: TG_OK when every rank passed
