@@ -45,8 +45,8 @@ tg_status tg_dist_local(tg_dist **out);
  * collective is a meeting of the threads in shared memory: each rank's backend and model are
  * its own, and the gradients are summed in host memory (CPU backends). Data parallelism
  * without a launcher: on a small model, replicas that each keep their own activations in their
- * own core's caches beat one graph whose every op the threads split (docs/distributed.md,
- * `tg train --replicas`). Transport "threads"; local rank = rank. */
+ * own core's caches are as fast as MPI ranks and can beat one graph whose every op the threads
+ * split (docs/distributed.md, `tg train --replicas`). Transport "threads"; local rank = rank. */
 tg_status tg_dist_threads(int size, tg_dist **out);
 /* Join the MPI job (MPI_Init_thread unless MPI is initialised already). TG_ERR_UNSUPPORTED
  * without MPI support. (collective) */
