@@ -1,6 +1,7 @@
-/* bench_rows: the CPU backend's softmax kernels over short rows (attention over n keys), 8
- * rows at a time (vmath.c's transposed blocks) against the same rows one by one (calls of 7
- * rows, which vmath.c takes row by row: the path every row took before the blocks), and
+/* bench_rows: the CPU backend's softmax kernels over short rows (attention over n keys) in
+ * blocks of rows (vmath.c's transposed blocks: 8 rows with AVX2, 16 with AVX-512F where vmath.c
+ * has them) against the same rows one by one (calls of 7 rows, which vmath.c takes row by row:
+ * the path every row took before the blocks), and
  * against exp alone over the same floats (the floor: softmax computes one exp per element).
  *
  *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300]
@@ -52,8 +53,8 @@ int main(int argc, char **argv) {
         }
     }
     printf("vmath %s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(), reps, floats);
-    printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd 8-row", "1 by 1", "gain", "exp alone",
-           "back 8-row", "1 by 1", "gain");
+    printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd block", "1 by 1", "gain", "exp alone",
+           "back block", "1 by 1", "gain");
     for (const char *p = ds; *p;) {
         char *end;
         long d = strtol(p, &end, 10);
