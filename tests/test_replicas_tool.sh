@@ -12,7 +12,7 @@
 #  d. a run of 3 steps resumed to step 6 by 2 replicas ends with the bits of the straight
 #     6-step run, and 2 replicas resume what 1 process started (within the tolerance);
 #  e. --replicas with --backend cuda, --replicas 0 and an empty line in the training file:
-#     non-zero exit, the message once, no hang;
+#     non-zero exit, the message once, no hang; more threads than cores: a warning;
 #  f. SIGTERM: the replicas agree to stop, a checkpoint is saved, and the run resumes.
 # Every run is under `timeout 120`: a hang is a failure.
 # Usage: test_replicas_tool.sh PATH/TO/tg     Prints "N passed, N failed"; exit status 1 on any
@@ -115,6 +115,11 @@ check "--replicas with --backend cuda: exit 2 and the message once" \
 # shellcheck disable=SC2086
 one train $COMMON $SGD --steps 2 --replicas 0 --out e2
 check "--replicas 0: exit 2, \"replicas\" in the message" sh -c '[ "$0" -eq 2 ] && grep -q "replicas" err.txt' "$rc"
+cores=$(nproc 2>/dev/null || echo 2)
+# shellcheck disable=SC2086
+one train $COMMON $SGD --steps 1 --replicas 2 --threads "$cores" --out e4
+check "2 replicas x $cores threads on $cores cores: trains, with the warning once" \
+    sh -c '[ "$0" -eq 0 ] && [ "$(grep -c "warning: 2 replicas x $1 threads on $1 cores" err.txt)" -eq 1 ]' "$rc" "$cores"
 awk 'NR == 5 { print ""; next } { print }' "$D/train.src" >empty.src
 # shellcheck disable=SC2086
 one train $COMMON $SGD --steps 2 --replicas 2 --train-src empty.src --out e3

@@ -590,6 +590,11 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         fprintf(stderr, "tg train: %d ranks (%s), %d on this host, %d threads each; each rank trains on 1/%d of every "
                         "batch of --max-tokens %lld\n", tg_dist_size(grp), tg_dist_transport(grp), tg_dist_local_size(grp),
                 tg_backend_threads(be), tg_dist_size(grp), (long long)tc.max_tokens);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (leader && given && cores > 0 && (long)tg_backend_threads(be) * tg_dist_size(grp) > cores)
+        fprintf(stderr, "tg train: warning: %d replicas x %d threads on %ld cores: the threads take turns on the "
+                        "cores (without --threads or TG_NUM_THREADS each replica gets cores / replicas)\n",
+                tg_dist_size(grp), tg_backend_threads(be), cores);
     if (!leader) {
         /* the messages below come from rank 0 */
     } else if (tg_corpus_skipped(train))
