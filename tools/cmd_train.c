@@ -780,16 +780,16 @@ int tg_cmd_train(int argc, char **argv) {
         free(grp), free(r), free(th);
         return rc;
     }
-    int started = 1;
     for (int i = 0; i < n; i++)
         r[i] = (replica){.argc = argc, .argv = argv, .grp = grp[i], .rc = TG_EXIT_RUNTIME};
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, replica_main, &r[started]) != 0) break;
-    if (started < n) {
-        /* the threads started wait in the group's first collective for ones that never come:
-         * nothing to do but end the process */
-        fprintf(stderr, "tg train: cannot start replica %d of %d: %s\n", started, n, strerror(errno));
-        _exit(TG_EXIT_RUNTIME);
+    for (int i = 1; i < n; i++) {
+        int err = pthread_create(&th[i], NULL, replica_main, &r[i]);
+        if (err) {
+            /* the replicas started wait in the group's first collective, before they touch --out,
+             * for one that never comes: nothing to do but end the process */
+            fprintf(stderr, "tg train: cannot start replica %d of %d: %s\n", i, n, strerror(err));
+            _exit(TG_EXIT_RUNTIME);
+        }
     }
     replica_main(&r[0]);
     rc = r[0].rc;
