@@ -34,7 +34,9 @@ typedef struct tg_mm_plan {
     int64_t M, N, K;
     tg_mm_operand a, b;
     int nb;                       /* batch dims of C */
-    int64_t cstride[TG_MAX_DIMS]; /* C's contiguous strides */
+    int64_t cstride[TG_MAX_DIMS]; /* C's strides (contiguous unless the planner laid the product
+                                   * out for the copy it feeds: core/plan.c, TG_TF_INTO) */
+    int64_t ldc;                  /* C's row stride */
     int first, first2;
     int64_t inner, sa, sb, sc, outer;
     int64_t mid, osa, osb, osc;

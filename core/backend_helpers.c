@@ -70,7 +70,8 @@ void tg__geom_mm_plan(const tg_tensor *t, tg_mm_plan *p) {
     int64_t a_cols = p->a.trans ? p->M : p->K, b_cols = p->b.trans ? p->K : p->N;
     if (p->a.ld < a_cols) p->a.ld = a_cols;
     if (p->b.ld < b_cols) p->b.ld = b_cols;
-    tg__tensor_contiguous_strides(t->ndim, t->shape, p->cstride);
+    for (int i = 0; i < t->ndim; i++) p->cstride[i] = t->stride[i];
+    p->ldc = t->stride[nb];
     /* collapse trailing batch dims while every operand's strides stay uniform */
     p->inner = 1;
     p->sa = 0;

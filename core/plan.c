@@ -6,7 +6,9 @@
  *    the node that writes it to the last position of any node that reads it or a view of it.
  *    Kept tensors live to the end.
  * 3. In place: an elementwise op may write into the buffer of an input of the same size whose
- *    last reader it is (never into a kept tensor, a view, a parameter or an input leaf).
+ *    last reader it is (never into a kept tensor, a view, a parameter or an input leaf); and a
+ *    product that a contiguous copy of a permuted view of it alone reads is written straight
+ *    into the copy's buffer in the copy's layout (into_copies: attention's head merges).
  * 4. Offsets: blocks are placed in one workspace by a best-fit free list (freed after the node
  *    that last reads them has written its output, so inputs and outputs never overlap unless
  *    in place). The workspace size is the peak.
@@ -117,6 +119,51 @@ static void fuse_grad_acc(tg_graph *g, const int64_t *readers) {
     }
 }
 
+/* Layout fusion: a product m that only a permuted view v reads, which only a contiguous copy c
+ * reads (attention's heads merged, [B, h, n, dk] -> [B, n, h, dk], and the gradients of their
+ * splits), is written by the matmul kernel straight into c's buffer in c's layout — m's strides
+ * become c's, permuted back, and m a view of c (flagged TG_TF_INTO; its kernel still runs) —
+ * and c runs nothing: one pass over the product saved, and its buffer. The values are the
+ * same: the kernel computes each element as before and only the address differs. Undone at
+ * the next plan (tg__exec_plan). Needs a backend whose matmul honours output strides. */
+static void into_copies(tg_graph *g) {
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *c = g->nodes[g->order[p]], *v = c->src[0];
+        if (c->op != TG_OP_CONT || c->base || !v || v->op != TG_OP_PERMUTE || v->offset != 0 ||
+            (v->flags & TG_TF_KEEP) || v->ndim < 2 || v->stride[v->ndim - 1] != 1)
+            continue;
+        tg_tensor *m = v->src[0];
+        if (!m || m->op != TG_OP_MATMUL || v->base != m || m->base || m->dtype != c->dtype ||
+            (m->flags & (TG_TF_KEEP | TG_TF_ACCUM | TG_TF_INTO)))
+            continue;
+        /* nothing else reads m (directly or through another view) or v */
+        bool alone = true;
+        for (int64_t q = 0; q < g->nexec && alone; q++) {
+            const tg_tensor *t = g->nodes[g->order[q]];
+            if (t != v && t->base == m) alone = false;
+            for (int k = 0; k < t->nsrc && alone; k++)
+                if ((t->src[k] == m && t != v) || (t->src[k] == v && t != c)) alone = false;
+        }
+        if (!alone) continue;
+        const int *perm = v->p.permute.perm; /* v's dim i is m's dim perm[i] */
+        for (int i = 0; i < v->ndim; i++)
+            m->stride[perm[i]] = c->stride[i];
+        m->base = c;
+        m->offset = 0;
+        m->flags |= TG_TF_INTO;
+        c->flags |= TG_TF_FUSED;
+    }
+}
+
+/* A product laid out for its copy by the previous plan goes back to its own contiguous buffer. */
+static void undo_into(tg_tensor *t) {
+    if (!(t->flags & TG_TF_INTO)) return;
+    t->flags &= ~(uint32_t)TG_TF_INTO;
+    t->base = NULL;
+    t->offset = 0;
+    tg__tensor_contiguous_strides(t->ndim, t->shape, t->stride);
+}
+
 /* In-place candidate: an input of t (or of a member of the fused chain t ends, whose reads
  * happen in t's kernel, element by element before t writes) whose buffer t may overwrite. */
 static int64_t inplace_block(const tg_tensor *t, const block_t *blocks, const int64_t *last) {
@@ -148,6 +195,7 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     int64_t n = g->n;
     for (int64_t i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
+        undo_into(t);
         t->flags &=
             ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED | TG_TF_CHAINED | TG_TF_TRANSIENT);
         t->chain_prev = NULL;
@@ -203,6 +251,7 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     }
     if (b && b->vt->accumulates) fuse_grad_acc(g, readers);
     free(readers);
+    if (g->planner && b && b->vt->strided_out) into_copies(g);
     /* a fused chain's members read their inputs when the tail runs: at[p] is the position of
      * the node that runs node p's work (its chain's tail, which stands right after it) */
     int64_t *at = malloc((size_t)(ne ? ne : 1) * sizeof *at);
@@ -227,7 +276,15 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         if (t->flags & TG_TF_TRANSIENT) total += align_up(tg__tensor_nbytes(t)); /* as unfused */
-        if (!is_storage(t)) continue;
+        if (t->flags & TG_TF_INTO) { /* the copy's buffer, live from this write on */
+            tg_tensor *c = t->base;
+            size_t sz = align_up(tg__tensor_nbytes(c));
+            total += sz + align_up(tg__tensor_nbytes(t)); /* the product's own, as unfused */
+            c->block = nb;
+            blocks[nb++] = (block_t){sz, 0, p, last[c->id]};
+            continue;
+        }
+        if (!is_storage(t) || t->block >= 0) continue;
         size_t sz = align_up(tg__tensor_nbytes(t));
         total += sz;
         int64_t ib = g->planner ? inplace_block(t, blocks, last) : -1;

@@ -26,7 +26,8 @@ enum {
     TG_TF_ACCUM = 1u << 7,   /* planner: writes by adding into a store gradient (fused grad_acc) */
     TG_TF_FUSED = 1u << 8,   /* planner: a grad_acc whose work its input does (skipped) */
     TG_TF_CHAINED = 1u << 9, /* planner: inside a fused elementwise chain, run by its tail */
-    TG_TF_TRANSIENT = 1u << 10 /* planner: a chained node nothing else reads: no buffer */
+    TG_TF_TRANSIENT = 1u << 10, /* planner: a chained node nothing else reads: no buffer */
+    TG_TF_INTO = 1u << 11 /* planner: a matmul writing into the buffer of the copy it feeds (base) */
 };
 
 struct tg_tensor {
@@ -123,6 +124,10 @@ typedef struct tg_backend_vtable {
     /* matmul and sum_to kernels honour TG_TF_ACCUM (add into their output instead of
      * overwriting it), so the planner may fuse a parameter's grad_acc into its producer */
     bool accumulates;
+    /* the matmul kernel writes its output through the node's strides (batch strides and row
+     * stride; the last dim contiguous), so the planner may lay a product out for the copy it
+     * feeds (core/plan.c: TG_TF_INTO) */
+    bool strided_out;
     /* the kernel of a TG_OPF_TILE node whose chain_prev is set runs its whole chain (the
      * members linked by chain_prev, the earlier ones flagged TG_TF_CHAINED and never run on
      * their own; a TG_TF_TRANSIENT one has no buffer), so the planner may fuse chains */

@@ -683,6 +683,114 @@ START_TEST(test_inplace_backward_reads_forward) {
 }
 END_TEST
 
+/* Layout fusion (core/plan.c, into_copies): heads merged after a product, [B, h, n, w] ->
+ * [B, n, h·w], and heads split before one (q), whose gradient merges them back. Planned, the two
+ * products write straight into their copies' buffers (TG_TF_INTO, the copies fused), a product
+ * that something else also reads (kept here) is left alone, and every value — forward, kept,
+ * gradient — is bit for bit what the unplanned graph computes, through re-plans both ways. */
+enum { LB = 3, LH = 4, LN = 7, LW = 5 };
+
+static void layout_graph(tg_graph *g, tg_tensor **out, tg_tensor **gx, tg_tensor **prod,
+                         tg_tensor **copy, tg_tensor **bprod, bool keep_prod) {
+    int64_t sx[3] = {LB, LN, LH * LW}, sy[4] = {LB, LH, LW, LN};
+    float *x = malloc(sizeof(float) * LB * LN * LH * LW), *y = malloc(sizeof(float) * LB * LH * LW * LN);
+    for (int64_t i = 0; i < LB * LN * LH * LW; i++)
+        x[i] = xval(i), y[i] = xval(3 * i + 1);
+    tg_tensor *X = tg_requires_grad(tg_input(g, TG_DTYPE_F32, 3, sx, x));
+    tg_tensor *Y = tg_input(g, TG_DTYPE_F32, 4, sy, y);
+    free(x), free(y);
+    static const int perm[4] = {0, 2, 1, 3};
+    int64_t s4[4] = {LB, LN, LH, LW}, s3[3] = {LB, LN, LH * LW};
+    tg_tensor *q = tg_permute(tg_reshape(X, 4, s4), perm); /* split: [B, h, n, w], a view */
+    tg_tensor *sc = tg_matmul(q, Y, false, false);         /* [B, h, n, n] */
+    tg_tensor *vh = tg_permute(tg_reshape(tg_scale(X, -0.5f), 4, s4), perm); /* a copy of X */
+    tg_tensor *o = tg_matmul(tg_softmax(sc), vh, false, false);
+    if (keep_prod) tg_keep(o);
+    tg_tensor *m = tg_reshape(tg_permute(o, perm), 3, s3); /* merge: a copy, then a view */
+    *out = tg_keep(tg_tanh(m));
+    CK(tg_backward(g, tg_sum_all(tg_mul(*out, *out))));
+    *gx = tg_grad(g, X);
+    *prod = o;
+    *copy = m->src[0];
+    /* the gradient of q's split merges heads back: a contiguous copy of a permuted product */
+    *bprod = NULL;
+    for (int64_t i = 0; i < g->n; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (t->op == TG_OP_CONT && t->src[0]->op == TG_OP_PERMUTE && t->src[0]->src[0] != o &&
+            t->src[0]->src[0]->op == TG_OP_MATMUL)
+            *bprod = t->src[0]->src[0];
+    }
+}
+
+START_TEST(test_into_copies) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    float *ref_out = NULL, *ref_gx = NULL;
+    const int64_t n = LB * LN * LH * LW;
+    for (int keep = 0; keep < 2; keep++)
+        for (int planner = 0; planner < 2; planner++) {
+            tg_graph *g = tg_graph_new();
+            tg_graph_set_planner(g, planner);
+            tg_tensor *out, *gx, *prod, *copy, *bprod;
+            layout_graph(g, &out, &gx, &prod, &copy, &bprod, keep);
+            ck_assert_ptr_nonnull(bprod);
+            ck_assert_int_eq(copy->op, TG_OP_CONT);
+            for (int rerun = 0; rerun < 3; rerun++) {
+                if (rerun == 1) CK(tg_graph_plan(g, b)); /* undone and laid out again */
+                if (rerun == 2) {                         /* and the other way */
+                    tg_graph_set_planner(g, !planner);
+                    CK(tg_graph_plan(g, b));
+                }
+                const bool on = rerun == 2 ? !planner : planner;
+                run_both(g, b);
+                ck_assert_msg(!!(prod->flags & TG_TF_INTO) == (on && !keep),
+                              "planner %d, kept %d, run %d: the merge's product into its copy: %d",
+                              on, keep, rerun, !!(prod->flags & TG_TF_INTO));
+                ck_assert(!!(copy->flags & TG_TF_FUSED) == (on && !keep));
+                ck_assert(!!(bprod->flags & TG_TF_INTO) == on);
+                if (on && !keep) ck_assert_ptr_eq(prod->data, copy->data);
+                float *ov = tg_test_read_all(out), *gv = tg_test_read_all(gx);
+                if (!ref_out) {
+                    ref_out = ov, ref_gx = gv;
+                    continue;
+                }
+                ck_assert_msg(memcmp(ov, ref_out, sizeof(float) * (size_t)n) == 0,
+                              "planner %d kept %d run %d: output differs", on, keep, rerun);
+                ck_assert_msg(memcmp(gv, ref_gx, sizeof(float) * (size_t)n) == 0,
+                              "planner %d kept %d run %d: gradient differs", on, keep, rerun);
+                if (keep) {
+                    float *pv = tg_test_read_all(prod); /* the kept product: its own layout */
+                    ck_assert(isfinite(pv[0]) && isfinite(pv[LB * LH * LN * LW - 1]));
+                    free(pv);
+                }
+                free(ov), free(gv);
+            }
+            tg_graph_free(g);
+        }
+    /* the values themselves: out = tanh(merge(softmax(q Y) v)), v = -x/2 split like q, at one
+     * element, on the host */
+    double acc = 0.0;
+    {
+        const int bb = 1, i = 2, hh = 3, c = 4; /* out[b, i, hh*w + c] */
+        double sc[LN], mx = -1e30, z = 0.0;
+        for (int j = 0; j < LN; j++) {
+            sc[j] = 0.0;
+            for (int k = 0; k < LW; k++)
+                sc[j] += (double)xval(((bb * LN + i) * LH + hh) * LW + k) *
+                         (double)xval(3 * (((bb * LH + hh) * LW + k) * LN + j) + 1);
+            mx = sc[j] > mx ? sc[j] : mx;
+        }
+        for (int j = 0; j < LN; j++)
+            z += exp(sc[j] - mx);
+        for (int j = 0; j < LN; j++)
+            acc += exp(sc[j] - mx) / z * -0.5 * (double)xval(((bb * LN + j) * LH + hh) * LW + c);
+        tg_assert_close(ref_out[(bb * LN + i) * LH * LW + hh * LW + c], tanh(acc), 1e-5, 1e-5);
+    }
+    free(ref_out), free(ref_gx);
+    tg_backend_free(b);
+}
+END_TEST
+
 /* A chain of elementwise ops runs in place: the peak is two buffers (the input leaf, which
  * is never overwritten, and one shared by the whole chain), the total one per node. A kept
  * tensor in the middle of the chain is not overwritten. */
@@ -759,6 +867,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(ip, test_inplace_input_and_view_of_it);
     tcase_add_test(ip, test_inplace_backward_reads_forward);
     tcase_add_test(ip, test_inplace_chain_peak);
+    tcase_add_test(ip, test_into_copies);
     suite_add_tcase(s, ip);
     return s;
 }

@@ -695,6 +695,7 @@ static const tg_backend_vtable cpu_vtable = {
     .scale = cpu_scale,
     .destroy = cpu_destroy,
     .accumulates = true,
+    .strided_out = true,
     .chains = true,
 };
 

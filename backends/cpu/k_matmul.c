@@ -38,7 +38,7 @@ static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
                                     .ldb = mp.b.ld,
                                     .stride_b = mp.sb,
                                     .c = C + offc,
-                                    .ldc = mp.N,
+                                    .ldc = mp.ldc,
                                     .stride_c = mp.sc};
         /* a barrier between calls: each may hand out its tasks from the team's counter */
         if (o > 0) tg_cpu_barrier(p);
