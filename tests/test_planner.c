@@ -9,6 +9,8 @@
  *  - re-running a graph accumulates gradients again (exactly twice the first run's);
  *  - in-place reuse never overwrites a value that a later op (forward or backward) still
  *    reads: constructed cases, checked against host arithmetic;
+ *  - a product that only a permuted copy reads is written into the copy's buffer (heads merged
+ *    and split), bit-identical to the unplanned graph through re-plans;
  *  - runs are bit-exact for a thread count, and 1 vs 2 threads agree to float tolerance. */
 #include <math.h>
 #include <stdio.h>
