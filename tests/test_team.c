@@ -593,7 +593,8 @@ static void read_masks(void *ctx, tg_cpu_par *p) {
 
 /* A team with one member per usable CPU pins member i to the i-th of them during its jobs, the
  * caller's own mask restored after (and a caller whose mask leaves out member 0's CPU is left
- * alone); not with TG_CPU_BIND=0, nor a team of more members. */
+ * alone; for a short offered job, tg_cpu_team_offer_short, the caller is bound only when it is
+ * not on member 0's CPU already); not with TG_CPU_BIND=0, nor a team of more members. */
 START_TEST(test_members_pinned) {
 #if defined(__linux__)
     cpu_set_t all, after;
@@ -607,16 +608,22 @@ START_TEST(test_members_pinned) {
         if (mode == 1) setenv("TG_CPU_BIND", "0", 1);
         tg_cpu_team *t = tg_cpu_team_new(mode == 2 ? n + 1 : n);
         ck_assert_ptr_nonnull(t);
-        for (int job = 0; job < 2; job++) { /* run, then offer (members may miss an offer) */
+        for (int job = 0; job < 3; job++) { /* run, offer, short offer (members may miss one) */
             masks m;
             memset(&m, 0, sizeof m);
             if (job == 0)
                 tg_cpu_team_run(t, read_masks, &m);
-            else
+            else if (job == 1)
                 tg_cpu_team_offer(t, read_masks, &m);
+            else
+                tg_cpu_team_offer_short(t, read_masks, &m);
             for (int i = 0; i < (mode == 2 ? n + 1 : n); i++) {
-                if (job == 1 && i > 0 && !m.ncpu[i]) continue; /* did not join the offer */
-                if (mode == 0) {
+                if (job > 0 && i > 0 && !m.ncpu[i]) continue; /* did not join the offer */
+                if (mode == 0 && job == 2 && i == 0) { /* bound only if it was elsewhere */
+                    ck_assert_msg(m.ncpu[0] == n || (m.ncpu[0] == 1 && m.first[0] == cpus[0]),
+                                  "a short job bound the caller to %d CPUs from %d", m.ncpu[0],
+                                  m.first[0]);
+                } else if (mode == 0) {
                     ck_assert_msg(m.ncpu[i] == 1 && m.first[i] == cpus[i],
                                   "member %d: %d CPUs from %d, not CPU %d", i, m.ncpu[i],
                                   m.first[i], cpus[i]);

@@ -205,6 +205,11 @@ enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
  * same within the noise. */
 enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
 
+/* A run of fewer nodes binds the caller to member 0's CPU only when it is not there already
+ * (team.h: tg_cpu_team_offer_short): a one-node run of the g2p-small step's softmax took
+ * 16.8 µs on 2 threads so, 25.4 bound every time (docs/results.md §4). */
+enum { SHORT_RUN_NODES = 4 };
+
 /* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
  * TAKEN (its holder computes it) or DONE. */
 enum { UNTAKEN = 0, TAKEN = 1, DONE = 2 };
@@ -492,7 +497,8 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     const int64_t offcore = atomic_load(&j->impl->offcore);
     j->contended = atomic_load_explicit(&j->impl->contended, memory_order_relaxed);
     if (j->contended) atomic_fetch_add_explicit(&j->impl->fine_runs, 1, memory_order_relaxed);
-    tg_cpu_team_offer(team, graph_member, j);
+    if (j->n >= SHORT_RUN_NODES) tg_cpu_team_offer(team, graph_member, j);
+    else tg_cpu_team_offer_short(team, graph_member, j);
     if (j->n >= CONTENDED_MIN_NODES)
         atomic_store_explicit(&j->impl->contended,
                               atomic_load(&j->impl->offcore) - offcore >= CONTENDED_OFFCORE,

@@ -433,13 +433,18 @@ void tg_cpu_team_run(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void 
     atomic_store(&t->running, false);
 }
 
-void tg_cpu_team_offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+static void offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx, bool pin) {
     if (solo(t, fn, ctx)) return;
     tg_cpu_par *p = &t->pars[0];
     p->solo_next = 0;
 #if TG_TEAM_PIN
     cpu_set_t saved;
-    const bool pinned = pin_caller(t, &saved);
+    /* a short job binds the caller only when it is not on member 0's CPU already (where it
+     * would share a core with the member bound there) */
+    const bool pinned =
+        t->cpu && (pin || sched_getcpu() != t->cpu[0]) && pin_caller(t, &saved);
+#else
+    (void)pin;
 #endif
     post(t, fn, ctx, false);
     fn(ctx, p);
@@ -450,6 +455,14 @@ void tg_cpu_team_offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), voi
     atomic_fetch_or(&t->job, JOB_CLOSED);
     tg_cpu_event_wait(&t->left, nobody_inside, t);
     atomic_store(&t->running, false);
+}
+
+void tg_cpu_team_offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    offer(t, fn, ctx, true);
+}
+
+void tg_cpu_team_offer_short(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    offer(t, fn, ctx, false);
 }
 
 bool tg_cpu_member_joined(const tg_cpu_par *p, int m) {

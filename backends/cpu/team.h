@@ -66,6 +66,11 @@ void tg_cpu_team_run(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), vo
  * has joined the current job (so far; a member may join later). Same nesting rule as
  * tg_cpu_team_run. */
 void tg_cpu_team_offer(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
+/* The same for a job of a node or two (a graph run of one op): member 0 is bound to its CPU
+ * for it (team.c: binding) only when the caller is not on that CPU already — the two calls
+ * that bind the caller and give back its mask cost ~6 µs, a quarter of a 20-µs job, and the
+ * scheduler moves nothing that soon; a caller left on another member's CPU would share it. */
+void tg_cpu_team_offer_short(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
 bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
 
 /* The CPU time member m of p's team has had, in ns: its thread's CPU clock, which counts the
