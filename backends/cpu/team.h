@@ -3,8 +3,8 @@
  *
  * A team of n threads is created once with the backend: the thread that calls
  * tg_cpu_team_run() is member 0, n - 1 pthreads are the others. A team with one member per CPU
- * the process may run on pins member i to the i-th of them, member 0 only during its jobs
- * (team.c says why; TG_CPU_BIND=0: never). tg_cpu_team_run(fn) runs fn
+ * the process may run on pins member i to the i-th of them, member 0 only during its jobs (a
+ * short one only when it is elsewhere; team.c says why; TG_CPU_BIND=0: never). tg_cpu_team_run(fn) runs fn
  * on every member at once and returns when all have finished. tg_cpu_team_offer(fn) runs it on
  * member 0 and whichever members join in time, and does not wait for the others: the CPU
  * backend runs a whole graph that way (cpu.c: every member walks the node list and takes shares
