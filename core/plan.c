@@ -126,7 +126,7 @@ static void fuse_grad_acc(tg_graph *g, const int64_t *readers) {
  * and c runs nothing: one pass over the product saved, and its buffer. The values are the
  * same: the kernel computes each element as before and only the address differs. Undone at
  * the next plan (tg__exec_plan). Needs a backend whose matmul honours output strides. */
-static void into_copies(tg_graph *g) {
+static void into_copies(tg_graph *g, const int64_t *readers) {
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *c = g->nodes[g->order[p]], *v = c->src[0];
         if (c->op != TG_OP_CONT || c->base || !v || v->op != TG_OP_PERMUTE || v->offset != 0 ||
@@ -136,15 +136,9 @@ static void into_copies(tg_graph *g) {
         if (!m || m->op != TG_OP_MATMUL || v->base != m || m->base || m->dtype != c->dtype ||
             (m->flags & (TG_TF_KEEP | TG_TF_ACCUM | TG_TF_INTO)))
             continue;
-        /* nothing else reads m (directly or through another view) or v */
-        bool alone = true;
-        for (int64_t q = 0; q < g->nexec && alone; q++) {
-            const tg_tensor *t = g->nodes[g->order[q]];
-            if (t != v && t->base == m) alone = false;
-            for (int k = 0; k < t->nsrc && alone; k++)
-                if ((t->src[k] == m && t != v) || (t->src[k] == v && t != c)) alone = false;
-        }
-        if (!alone) continue;
+        /* nothing else reads m, directly or through a view: its reads are v's source and base
+         * and c's source (v, whose root is m), and any other reader of m or v adds to them */
+        if (readers[m->id] != 3) continue;
         const int *perm = v->p.permute.perm; /* v's dim i is m's dim perm[i] */
         for (int i = 0; i < v->ndim; i++)
             m->stride[perm[i]] = c->stride[i];
@@ -250,8 +244,8 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
         if (t->base) readers[t->base->id]++;
     }
     if (b && b->vt->accumulates) fuse_grad_acc(g, readers);
+    if (g->planner && b && b->vt->strided_out) into_copies(g, readers);
     free(readers);
-    if (g->planner && b && b->vt->strided_out) into_copies(g);
     /* a fused chain's members read their inputs when the tail runs: at[p] is the position of
      * the node that runs node p's work (its chain's tail, which stands right after it) */
     int64_t *at = malloc((size_t)(ne ? ne : 1) * sizeof *at);

@@ -688,12 +688,13 @@ END_TEST
 /* Layout fusion (core/plan.c, into_copies): heads merged after a product, [B, h, n, w] ->
  * [B, n, h·w], and heads split before one (q), whose gradient merges them back. Planned, the two
  * products write straight into their copies' buffers (TG_TF_INTO, the copies fused), a product
- * that something else also reads (kept here) is left alone, and every value — forward, kept,
+ * that something else also reads (kept, or read through a view of its own) is left alone, and
+ * every value — forward, kept,
  * gradient — is bit for bit what the unplanned graph computes, through re-plans both ways. */
 enum { LB = 3, LH = 4, LN = 7, LW = 5 };
 
 static void layout_graph(tg_graph *g, tg_tensor **out, tg_tensor **gx, tg_tensor **prod,
-                         tg_tensor **copy, tg_tensor **bprod, bool keep_prod) {
+                         tg_tensor **copy, tg_tensor **bprod, int other) {
     int64_t sx[3] = {LB, LN, LH * LW}, sy[4] = {LB, LH, LW, LN};
     float *x = malloc(sizeof(float) * LB * LN * LH * LW), *y = malloc(sizeof(float) * LB * LH * LW * LN);
     for (int64_t i = 0; i < LB * LN * LH * LW; i++)
@@ -707,7 +708,11 @@ static void layout_graph(tg_graph *g, tg_tensor **out, tg_tensor **gx, tg_tensor
     tg_tensor *sc = tg_matmul(q, Y, false, false);         /* [B, h, n, n] */
     tg_tensor *vh = tg_permute(tg_reshape(tg_scale(X, -0.5f), 4, s4), perm); /* a copy of X */
     tg_tensor *o = tg_matmul(tg_softmax(sc), vh, false, false);
-    if (keep_prod) tg_keep(o);
+    if (other == 1) tg_keep(o);
+    if (other == 2) { /* another reader, through a view: not part of the loss */
+        int64_t flat[1] = {LB * LH * LN * LW};
+        tg_keep(tg_sum_all(tg_reshape(o, 1, flat)));
+    }
     tg_tensor *m = tg_reshape(tg_permute(o, perm), 3, s3); /* merge: a copy, then a view */
     *out = tg_keep(tg_tanh(m));
     CK(tg_backward(g, tg_sum_all(tg_mul(*out, *out))));
@@ -729,7 +734,8 @@ START_TEST(test_into_copies) {
     CK(tg_backend_cpu_new(2, &b));
     float *ref_out = NULL, *ref_gx = NULL;
     const int64_t n = LB * LN * LH * LW;
-    for (int keep = 0; keep < 2; keep++)
+    /* keep: the product read by its copy alone; kept; read elsewhere */
+    for (int keep = 0; keep < 3; keep++)
         for (int planner = 0; planner < 2; planner++) {
             tg_graph *g = tg_graph_new();
             tg_graph_set_planner(g, planner);
@@ -760,7 +766,7 @@ START_TEST(test_into_copies) {
                               "planner %d kept %d run %d: output differs", on, keep, rerun);
                 ck_assert_msg(memcmp(gv, ref_gx, sizeof(float) * (size_t)n) == 0,
                               "planner %d kept %d run %d: gradient differs", on, keep, rerun);
-                if (keep) {
+                if (keep == 1) {
                     float *pv = tg_test_read_all(prod); /* the kept product: its own layout */
                     ck_assert(isfinite(pv[0]) && isfinite(pv[LB * LH * LN * LW - 1]));
                     free(pv);
