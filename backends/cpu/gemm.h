@@ -181,6 +181,17 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
 void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
                                 float *c, int64_t ldc, bool add);
 
+/* The 6×32 kernel with op(A) read in place instead of from a packed panel: row i of the tile
+ * at a + i·lda (row-major, lda in floats), value p of k at a[i·lda + p]; b0, b1 and the rest as
+ * tg_cpu_gemm_packed_kernel2, whose bits it gives. Only where tg_cpu_gemm_packed_is_wide(). */
+void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add);
+
+/* For tests and benchmarks: on (the default), the packed path's 6×32 tiles read a row-major
+ * op(A) in place (alpha 1, N a multiple of 32); off, always from packed panels. Returns the
+ * previous setting. Not for use while a product runs. */
+bool tg__cpu_gemm_packed_rowa(bool on);
+
 /* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F and isa.h's
  * switch leaves it on; tests turn it off with tg__cpu_isa_avx512). */
 bool tg_cpu_gemm_packed_is_wide(void);

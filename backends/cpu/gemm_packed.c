@@ -20,7 +20,12 @@
  * of 12 zmm accumulators (tg_cpu_gemm_packed_kernel2): the same FMAs in the same order per
  * element, so the same bits, at twice the width — on a Zen 5-class host 1.7–1.95× the 6×16
  * kernel's rate over the projections and their gradients, and a g2p-small step 0.60–0.63× the
- * time (docs/results.md §4). The panels and their packing are unchanged.
+ * time (docs/results.md §4). The panels and their packing are unchanged. When op(A) is
+ * row-major (a forward projection X·Wᵀ, a dX = dY·W) and every column falls in such tiles,
+ * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa):
+ * the 8×8 transposes that packed A cost 3–4 % of such a product, and each 6-row piece of a
+ * row is only read by the few tiles of one k block, from L2, where packing gained nothing —
+ * 1.01–1.03× on the projections (docs/results.md §4). The same values meet the same FMAs.
  *
  * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
  * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two
@@ -137,7 +142,25 @@ static pack_bufs *bufs_get(void) {
 #define PK_ROWS(OP, R, W)                                                                          \
     OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
     OP(R, W, "8", "9") OP(R, W, "10", "11")
+/* The same step with A read in place (row-major, not packed): row i of the tile at a0 + i·lda
+ * for i < 3 and a3 + (i - 3)·lda for the rest (lda in bytes), value u of k 4u bytes in */
+#define PK_ROWX(R, u, base, idx, s, r0, r1)                                                        \
+    "vbroadcastss " #u "*4(%[" base "]" idx "),%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0 \
+    "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
+#define PK_STEPX(R, B1, u)                                                                         \
+    "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
+    PK_ROWX(R, u, "a0", "", "14", "0", "1") PK_ROWX(R, u, "a0", ",%[lda],1", "15", "2", "3")       \
+    PK_ROWX(R, u, "a0", ",%[lda],2", "14", "4", "5") PK_ROWX(R, u, "a3", "", "15", "6", "7")       \
+    PK_ROWX(R, u, "a3", ",%[lda],1", "14", "8", "9") PK_ROWX(R, u, "a3", ",%[lda],2", "15", "10", "11")
+/* A packed: one 6-value column per step, the panel fetched 16 values of k ahead */
+#define PK_APK_PF "prefetcht0 384(%[a])\n"
+#define PK_APK_ADV(n) "add $" #n "*24,%[a]\n"
+/* A in place: its rows are six sequential streams, left to the hardware prefetcher */
+#define PK_AX_PF ""
+#define PK_AX_ADV(n) "add $" #n "*4,%[a0]\n add $" #n "*4,%[a3]\n"
 #define PK_KERNEL(R, W, LAST, ZOP, B1, BADV, END)                                                  \
+    PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, PK_STEP, PK_APK_PF, PK_APK_ADV)
+#define PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, STEP, APF, AADV)                               \
     PK_ZERO(ZOP, R, "0") PK_ZERO(ZOP, R, "1") PK_ZERO(ZOP, R, "2") PK_ZERO(ZOP, R, "3")            \
     PK_ZERO(ZOP, R, "4") PK_ZERO(ZOP, R, "5") PK_ZERO(ZOP, R, "6") PK_ZERO(ZOP, R, "7")            \
     PK_ZERO(ZOP, R, "8") PK_ZERO(ZOP, R, "9") PK_ZERO(ZOP, R, "10") PK_ZERO(ZOP, R, "11")          \
@@ -145,12 +168,12 @@ static pack_bufs *bufs_get(void) {
     PK_PFROW(LAST) PK_PFROW(LAST)                                                                  \
     "test %[k4],%[k4]\n jz 2f\n"                                                                   \
     /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */                      \
-    "1:\n prefetcht0 384(%[a])\n"                                                                  \
-    PK_STEP(R, B1, 0) PK_STEP(R, B1, 1) PK_STEP(R, B1, 2) PK_STEP(R, B1, 3)                        \
-    "add $96,%[a]\n" BADV("256") "dec %[k4]\n jnz 1b\n"                                            \
+    "1:\n" APF                                                                                    \
+    STEP(R, B1, 0) STEP(R, B1, 1) STEP(R, B1, 2) STEP(R, B1, 3)                                    \
+    AADV(4) BADV("256") "dec %[k4]\n jnz 1b\n"                                                     \
     "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
-    "3:\n" PK_STEP(R, B1, 0)                                                                       \
-    "add $24,%[a]\n" BADV("64") "dec %[k1]\n jnz 3b\n"                                             \
+    "3:\n" STEP(R, B1, 0)                                                                         \
+    AADV(1) BADV("64") "dec %[k1]\n jnz 3b\n"                                                      \
     "4:\n test %[acc],%[acc]\n jz 6f\n"                                                            \
     PK_ROWS(PK_ADDROW, R, W)                                                                       \
     "jmp 7f\n"                                                                                     \
@@ -192,6 +215,21 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
                      : PK_CLOBBERS);
 }
 
+/* The 6×32 kernel with op(A) read in place: rows a, a + lda, ... (lda in floats), value p of
+ * row i at a[i·lda + p]. The same FMAs in the same order as on a packed panel: the same bits. */
+void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add) {
+    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, ldab = (long)lda * 4,
+         acc = add, t;
+    const float *a3 = a + 3 * lda;
+    __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n",
+                                 PK_STEPX, PK_AX_PF, PK_AX_ADV)
+                     : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4),
+                       [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
+                     : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)
+                     : PK_CLOBBERS);
+}
+
 /* Whether the block uses the 512-bit kernel (isa.h: the CPU has AVX-512F, not switched off) */
 static bool wide(void) {
     return tg_cpu_isa_avx512();
@@ -216,6 +254,18 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
                                 float *c, int64_t ldc, bool add) {
     tg_cpu_gemm_packed_kernel(kc, a, b0, c, ldc, add);
     tg_cpu_gemm_packed_kernel(kc, a, b1, c + NR, ldc, add);
+}
+
+void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add) {
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 2 * NR; j++) {
+            const float *b = j < NR ? b0 + j : b1 + j - NR;
+            float s = 0.0f;
+            for (int64_t p = 0; p < kc; p++)
+                s += a[i * lda + p] * b[p * NR];
+            c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
+        }
 }
 
 static bool wide(void) {
@@ -274,6 +324,16 @@ pack_block(const float *x, int64_t ld, bool along, int64_t kc, int64_t n, const 
     for (int64_t q = 0; q < n; q += w)
         tg__cpu_gemm_pack_transposed(x + q * ld, ld, kc, (int)tg_cpu_gemm_imin(w, n - q), w,
                                      buf + q * kc);
+}
+
+/* Tests and benchmarks: the 6×32 kernel reading op(A) in place where it can (the default), or
+ * always on packed panels. */
+static bool rowa_on = true;
+
+bool tg__cpu_gemm_packed_rowa(bool on) {
+    const bool was = rowa_on;
+    rowa_on = on;
+    return was;
 }
 
 /* ------------------------------------------------- op(B) packed once for all shares ---- */
@@ -466,6 +526,10 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
      * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
     const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
     const bool wide_ok = wide();
+    /* op(A) row-major (not transposed), alpha 1 and every column in 6×32 tiles: the kernel
+     * reads A's rows in place, and only a last partial panel of each block is packed (for its
+     * edge tiles) — packing A cost ~3–4 % of a projection's time (the 8×8 transposes) */
+    const bool rowa = wide_ok && !ta && alpha == 1.0f && n % (2 * NR) == 0 && rowa_on;
     /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
      * nor 1 (the first block of k adds) */
     if (beta != 0.0f && beta != 1.0f)
@@ -488,7 +552,10 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
-                pack_block(ta ? a + pc * lda + ic : a + ic * lda + pc, lda, ta, kc, mc, MR, buf->a);
+                const int64_t pk0 = rowa ? mc / MR * MR : 0; /* rows [pk0, mc) packed */
+                if (pk0 < mc)
+                    pack_block(ta ? a + pc * lda + ic + pk0 : a + (ic + pk0) * lda + pc, lda, ta,
+                               kc, mc - pk0, MR, buf->a + pk0 * kc);
                 if (alpha != 1.0f)
                     for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
                         buf->a[q] *= alpha;
@@ -503,7 +570,10 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                         const float *ap = buf->a + ir * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
                         const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir);
-                        if (step == 2 * NR && mr == MR) {
+                        if (step == 2 * NR && mr == MR && rowa) {
+                            tg_cpu_gemm_packed_kernel2_rowa(kc, a + (ic + ir) * lda + pc, lda, bp,
+                                                            bp + NR * kc, ct, ldc, add);
+                        } else if (step == 2 * NR && mr == MR) {
                             tg_cpu_gemm_packed_kernel2(kc, ap, bp, bp + NR * kc, ct, ldc, add);
                         } else if (step == 2 * NR) {
                             edge_tile(kc, ap, bp, ct, ldc, mr, NR, add);
