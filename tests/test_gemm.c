@@ -660,7 +660,8 @@ START_TEST(test_packed_rowa) {
                              (long long)kc, add, at, c[at], want[at]);
         }
     free(a), free(ap), free(b);
-    static const int64_t shapes[][3] = {{100, 512, 300}, {251, 96, 40}, {7, 64, 513}, {600, 544, 256}};
+    static const int64_t shapes[][3] = {
+        {100, 512, 300}, {251, 96, 40}, {7, 64, 513}, {600, 544, 256}};
     for (int si = 0; si < 4; si++)
         for (int t = 0; t < 4; t++) {
             const bool tb = t & 1;
