@@ -297,12 +297,21 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, float *c, in
  * row, so the source is read in address order whatever ld is: a panel at a time would read a
  * 24- or 64-byte piece of each of kc rows ld apart, and with ld a multiple of 1024 floats
  * (4 KiB) those rows share one set of L1 and a few of L2 and evict each other. Inlined with w
- * constant, so that each copy is a fixed-size move rather than a call of memcpy. */
+ * constant, so that each copy is a fixed-size move rather than a call of memcpy. Fetching the
+ * rows PF_ROWS ahead made a cold weight gradient (256 × 256 × 1280, Xᵀ·dY) 1.03–1.04× faster
+ * (a scratch program flushing L3 between calls, alternately with and without). */
+enum { PF_ROWS = 8 };
 static inline __attribute__((always_inline)) void
 pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {
     const int64_t full = n / w, rem = n % w, panel = w * kc;
     for (int64_t p = 0; p < kc; p++) {
         const float *s = src + p * ld;
+        /* the row PF_ROWS ahead, a line at a time: the operand comes cold from L3 or memory
+         * (a layer input read again by its weight gradient), and its rows, ld apart, are
+         * separate short streams that the hardware prefetcher picks up late */
+        if (p + PF_ROWS < kc)
+            for (int64_t x = 0; x < n; x += 16)
+                __builtin_prefetch(s + PF_ROWS * ld + x);
         float *d = buf + p * w;
         for (int64_t q = 0; q < full; q++)
             memcpy(d + q * panel, s + q * w, (size_t)w * sizeof *s);
