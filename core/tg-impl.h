@@ -45,6 +45,12 @@ struct tg_tensor {
     int64_t offset;   /* element offset into the storage owner (views) */
     uint32_t flags;
     tg_tensor *grad;  /* gradient being accumulated (backward) */
+    /* backward: the gradients of slices of this tensor that meet end to end along one axis,
+     * gathered as one concatenation of [slice_lo, slice_hi) on slice_axis (tg__grad_slice) and
+     * added to grad, zero-padded, when it is taken (tg__grad_take) */
+    tg_tensor *slice_grad;
+    int64_t slice_lo, slice_hi;
+    int slice_axis;
     void *data;       /* resolved at run time */
     void *host;       /* INPUT: host copy owned by the graph */
     tg_store *store;  /* PARAM / GRAD_ACC */
@@ -217,6 +223,12 @@ tg_grad_rule tg__grad_rule(tg_op op);
 bool tg__op_table_check(char *msg, size_t n);
 /* Add `contrib` to src's gradient, summing broadcast dimensions away. */
 void tg__grad_accum(tg_tensor *src, tg_tensor *contrib);
+/* dy, the gradient of src's slice [lo, hi) on axis a, into src's gradient: joined to the
+ * slices before it when they meet end to end (one concatenation instead of a zero-padded copy
+ * per slice and their sum), else added (autograd/backward.c). */
+void tg__grad_slice(tg_tensor *src, int a, int64_t lo, int64_t hi, tg_tensor *dy);
+/* t's whole gradient so far (its gathered slices added in): what its gradient rule reads. */
+tg_tensor *tg__grad_take(tg_tensor *t);
 
 /* The planner's elementwise fusion (core/fuse.c): on g->order[0 .. nexec), links chains by
  * chain_prev, flags their members and moves them next to their tails. At most TG_CHAIN_MAX

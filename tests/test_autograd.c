@@ -78,6 +78,47 @@ START_TEST(test_param_grads_closed_form_and_accumulation) {
 END_TEST
 
 /* a trainable parameter that the loss does not reach keeps a zero gradient */
+/* The gradient of a tensor cut into slices that tile an axis (a fused projection's Q, K and V)
+ * is one concatenation of theirs, not a zero-padded copy per slice and their sum; with a gap
+ * between the slices it is a sum again; the values are the closed form's either way:
+ * loss = sum(2·q⊙k + v) for x = [q | k | v] (columns 0-1, 2-3, 4-5) gives dq = 2k, dk = 2q,
+ * dv = 1, and without k (columns 2-3 unused) dq = 2, dv = 1, zero between. */
+START_TEST(test_slice_gradients_gathered) {
+    enum { R = 3, C = 6 };
+    float x[R * C];
+    for (int i = 0; i < R * C; i++)
+        x[i] = 0.25f * (float)(i - 7);
+    for (int gap = 0; gap < 2; gap++) {
+        tg_graph *g = tg_graph_new();
+        int64_t sx[2] = {R, C};
+        tg_tensor *xt = tg_input(g, TG_DTYPE_F32, 2, sx, x);
+        tg_requires_grad(xt);
+        tg_tensor *q = tg_slice(xt, 1, 0, 2), *k = tg_slice(xt, 1, 2, 4),
+                  *v = tg_slice(xt, 1, 4, 6);
+        tg_tensor *y = gap ? tg_scale(q, 2.0f) : tg_mul(tg_scale(q, 2.0f), k);
+        tg_tensor *loss = tg_add(tg_sum_all(y), tg_sum_all(v));
+        ck_assert_int_eq(tg_backward(g, loss), TG_OK);
+        tg_tensor *dx = tg_grad(g, xt);
+        ck_assert_ptr_nonnull(dx);
+        ck_assert_int_eq(dx->op, gap ? TG_OP_ADD : TG_OP_CONCAT);
+        if (!gap) ck_assert_int_eq(dx->nsrc, 3);
+        ck_assert_msg(tg_graph_run(g, B) == TG_OK, "%s", tg_error_message());
+        float d[R * C];
+        ck_assert_int_eq(tg_tensor_read(dx, d, sizeof d), TG_OK);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                const float *xr = x + r * C;
+                float want = c < 2   ? (gap ? 2.0f : 2.0f * xr[c + 2])
+                             : c < 4 ? (gap ? 0.0f : 2.0f * xr[c - 2])
+                                     : 1.0f;
+                ck_assert_msg(d[r * C + c] == want, "gap %d: dx[%d][%d] = %g, want %g", gap, r, c,
+                              d[r * C + c], want);
+            }
+        tg_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(test_unused_param_gradient_stays_zero) {
     tg_store *s = make_store();
     int64_t su[1] = {7};
@@ -117,6 +158,7 @@ Suite *tg_test_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_param_grads_closed_form_and_accumulation);
     tcase_add_test(tc, test_unused_param_gradient_stays_zero);
+    tcase_add_test(tc, test_slice_gradients_gathered);
     tcase_add_test(tc, test_allocator_cache_is_bounded);
     suite_add_tcase(s, tc);
     return s;

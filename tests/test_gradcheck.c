@@ -58,6 +58,33 @@ static tg_tensor *b_reshape_view(tg_graph *g, tg_tensor **x) {
     return tg_reshape(tg_transpose(x[0], 0, 1), 1, s);
 }
 static tg_tensor *b_slice(tg_graph *g, tg_tensor **x) { (void)g; return tg_slice(x[0], 1, 1, 3); }
+/* slices whose gradients are gathered into one concatenation (autograd/backward.c): three
+ * that tile the axis; ones with a gap, an overlap and a use of the whole tensor besides; nine
+ * of width 1 (more than a concatenation holds) */
+static tg_tensor *b_slices_tile(tg_graph *g, tg_tensor **x) {
+    (void)g;
+    tg_tensor *q = tg_slice(x[0], 1, 0, 2), *k = tg_slice(x[0], 1, 2, 4),
+              *v = tg_slice(x[0], 1, 4, 6);
+    return tg_add(tg_mul(tg_scale(q, 2.0f), k), tg_mul(v, v));
+}
+static tg_tensor *b_slices_mixed(tg_graph *g, tg_tensor **x) {
+    (void)g;
+    tg_tensor *a = tg_slice(x[0], 1, 0, 3), *b = tg_slice(x[0], 1, 2, 5),
+              *c = tg_slice(x[0], 1, 4, 7);
+    tg_tensor *y = tg_add(tg_mul(a, b), tg_scale(c, 3.0f));
+    return tg_add(y, tg_slice(tg_tanh(x[0]), 1, 1, 4));
+}
+static tg_tensor *b_slices_many(tg_graph *g, tg_tensor **x) {
+    (void)g;
+    tg_tensor *s[9], *y = NULL;
+    for (int i = 0; i < 9; i++)
+        s[i] = tg_slice(x[0], 1, i, i + 1);
+    for (int i = 0; i < 9; i++) {
+        tg_tensor *t = tg_mul(tg_scale(s[i], (float)(i + 1)), s[(i + 1) % 9]);
+        y = y ? tg_add(y, t) : t;
+    }
+    return y;
+}
 static tg_tensor *b_concat(tg_graph *g, tg_tensor **x) {
     (void)g;
     tg_tensor *xs[3] = {x[0], x[1], x[0]};
@@ -158,6 +185,9 @@ static const gc_case cases[] = {
     {"reshape_of_view", 1, {2}, {S(3, 4)}, {0}, b_reshape_view, 0, 0},
     {"permute_contiguous", 1, {3}, {S(2, 3, 4)}, {0}, b_permute, 0, 0},
     {"slice", 1, {2}, {S(3, 5)}, {0}, b_slice, 0, 0},
+    {"slices_tiling", 1, {2}, {S(3, 6)}, {0}, b_slices_tile, 0, 0},
+    {"slices_gap_overlap_whole", 1, {2}, {S(3, 8)}, {0}, b_slices_mixed, 0, 0},
+    {"slices_many", 1, {2}, {S(2, 9)}, {0}, b_slices_many, 0, 0},
     {"concat", 2, {2, 2}, {S(2, 3), S(2, 2)}, {0}, b_concat, 0, 0},
     {"concat_grouped", 1, {2}, {S(1, 3)}, {0}, b_concat_many, 0, 0},
     {"pad", 1, {2}, {S(2, 3)}, {0}, b_pad, 0, 0},
@@ -173,7 +203,14 @@ static const gc_case cases[] = {
     {"band_scores_r_ge_n", 2, {3, 3}, {S(1, 3, 2), S(1, 3, 2)}, {0}, b_band_scores_wide, 0, 0},
     {"band_mix_cut_ends", 2, {3, 3}, {S(2, 5, 3), S(2, 4, 3)}, {0}, b_band_mix, 0, 0},
     {"band_mix_r_ge_n", 2, {3, 3}, {S(1, 3, 9), S(1, 3, 2)}, {0}, b_band_mix_wide, 0, 0},
-    {"band_attention_core", 3, {4, 4, 4}, {S(1, 2, 6, 4), S(1, 2, 6, 4), S(1, 2, 6, 3)}, {0}, b_band_attention, 0, 0},
+    {"band_attention_core",
+     3,
+     {4, 4, 4},
+     {S(1, 2, 6, 4), S(1, 2, 6, 4), S(1, 2, 6, 3)},
+     {0},
+     b_band_attention,
+     0,
+     0},
     {"attention_core", 3, {3, 3, 3}, {S(2, 3, 4), S(2, 5, 4), S(2, 5, 2)}, {0}, b_attention, 0, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -239,10 +239,12 @@ static void g_permute(tg_tensor *node, tg_tensor *dy) {
 }
 
 /* slice: dy padded with zeros back to the input's extent */
+/* slice: dy in the slice's range of the source's gradient, zero elsewhere (slices that tile
+ * an axis, as a fused Q/K/V projection's or RoPE's halves, become one concatenation) */
 static void g_slice(tg_tensor *node, tg_tensor *dy) {
     int a = node->p.slice.axis;
     int64_t start = node->p.slice.start;
-    tg__grad_accum(X(0), tg_pad(dy, a, start, X(0)->shape[a] - start - node->shape[a]));
+    tg__grad_slice(X(0), a, start, start + node->shape[a], dy);
 }
 
 /* contiguous copy: the identity */
