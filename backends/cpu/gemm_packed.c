@@ -22,10 +22,10 @@
  * kernel's rate over the projections and their gradients, and a g2p-small step 0.60–0.63× the
  * time (docs/results.md §4). The panels and their packing are unchanged. When op(A) is
  * row-major (a forward projection X·Wᵀ, a dX = dY·W) and every column falls in such tiles,
- * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa):
- * the 8×8 transposes that packed A cost 3–4 % of such a product, and each 6-row piece of a
- * row is only read by the few tiles of one k block, from L2, where packing gained nothing —
- * 1.01–1.03× on the projections (docs/results.md §4). The same values meet the same FMAs.
+ * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa)
+ * instead of packing them with the 8×8 transposes (3–4 % of such a product's time): 1.00–1.04×
+ * on the projections, hot or with L3 flushed (docs/results.md §4). The same values meet the
+ * same FMAs.
  *
  * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
  * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two

@@ -238,7 +238,6 @@ static void g_permute(tg_tensor *node, tg_tensor *dy) {
     tg__grad_accum(X(0), tg_permute(dy, inv));
 }
 
-/* slice: dy padded with zeros back to the input's extent */
 /* slice: dy in the slice's range of the source's gradient, zero elsewhere (slices that tile
  * an axis, as a fused Q/K/V projection's or RoPE's halves, become one concatenation) */
 static void g_slice(tg_tensor *node, tg_tensor *dy) {
