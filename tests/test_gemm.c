@@ -724,6 +724,45 @@ START_TEST(test_small_wide) {
 }
 END_TEST
 
+/* The small path's dot-product kernel for Q·Kᵀ over fewer than 16 keys (K 8, 16, 32, 64):
+ * against the double reference for every key count 1..15 (16 and 17: the tiles), 1 to 11 query rows
+ * (odd: a row without a partner), alpha 1 / beta 0 and alpha 0.75 / beta 0.5, padded rows (NaN
+ * between them: a read past K shows) and padded C (neither written), on 1 and 2 threads; the same
+ * bits with the AVX-512 switch off and on (both run this AVX2 kernel); the tiles, switched back,
+ * checked too. And a product the kernel does not take (K 48) still right. */
+START_TEST(test_small_dot) {
+    static const int64_t ks[] = {8, 16, 32, 64}, ms[] = {1, 2, 3, 10, 11};
+    for (int ik = 0; ik < 4; ik++)
+        for (int64_t n = 1; n <= 17; n++)
+            for (int im = 0; im < 5; im++) {
+                const bool plain = (n + im) % 2 == 0;
+                problem p = make(5, false, true, ms[im], n, ks[ik], plain ? 1.0f : 0.75f,
+                                 plain ? 0.0f : 0.5f, 3, 1, 1, plain);
+                check(&p, ENG_SMALL, 1 + (int)(n % 2));
+                float *got = malloc(p.nc * sizeof(float));
+                ck_assert(got);
+                memcpy(got, p.c, p.nc * sizeof(float));
+                const bool had = tg_cpu_isa_avx512();
+                tg__cpu_isa_avx512(!had);
+                check(&p, ENG_SMALL, 1);
+                tg__cpu_isa_avx512(had);
+                const long at = first_diff(got, p.c, p.nc);
+                if (at >= 0)
+                    ck_abort_msg(
+                        "small path NT %lldx%lldx%lld: AVX-512 on and off differ at C[%ld]",
+                        (long long)ms[im], (long long)n, (long long)ks[ik], at);
+                ck_assert(tg__cpu_gemm_small_dot(false));
+                check(&p, ENG_SMALL, 2);
+                tg__cpu_gemm_small_dot(true);
+                free(got);
+                release(&p);
+            }
+    problem p = make(3, false, true, 10, 10, 48, 1.0f, 0.0f, 3, 1, 1, true);
+    check(&p, ENG_SMALL, 2);
+    release(&p);
+}
+END_TEST
+
 START_TEST(test_two_level_batch) {
     const int64_t Bo = 5, h = 3;
     static const int64_t shapes[][3] = {{10, 10, 16}, {32, 16, 32}, {7, 33, 9}, {150, 140, 130}};
@@ -798,6 +837,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_kernel2);
     tcase_add_test(tc, test_packed_rowa);
     tcase_add_test(tc, test_small_wide);
+    tcase_add_test(tc, test_small_dot);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -210,6 +210,12 @@ void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int 
 void tg_cpu_gemm_small(const tg_cpu_gemm_args *g, int nthreads, bool portable);
 void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portable);
 
+/* For tests and benchmarks: on (the default), the small path computes Q·Kᵀ-shaped products
+ * over fewer than 16 keys (trans_b, N < 16, K 8, 16, 32 or 64; AVX2) as dot products of rows
+ * read in place (gemm_small.c); off, with its tiles on a transposed panel. Returns the previous
+ * setting. Not for use while a product runs. */
+bool tg__cpu_gemm_small_dot(bool on);
+
 /* "avx2+fma" or "portable": the kernel the small path uses on this CPU. Static string. */
 const char *tg_cpu_gemm_small_isa(void);
 

@@ -23,7 +23,8 @@
  *   (transposed with 8×8 AVX shuffles when trans_b), so the kernel never reads past the end
  *   of B and needs no masked loads in its loop. Packing takes at most KC = 256 values of k at
  *   a time; a product with a longer packed K is accumulated into C chunk by chunk (beta only
- *   on the first chunk).
+ *   on the first chunk). Q·Kᵀ over fewer than 16 keys is the exception: no panel, each score a
+ *   dot product of a query row and a key row read in place (dot_block, below).
  *
  * Parallelism: tasks are (product b, block of rows or columns of C), handed out dynamically to
  * the members of the thread team (so a core that the shared machine takes away for a while does
@@ -70,6 +71,16 @@ typedef struct small_isa {
     void (*pack_b)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
     void (*pack_bt)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
 } small_isa;
+
+/* Tests and benchmarks: the dot-product kernel for Q·Kᵀ over a few keys (below) on (the
+ * default) or off (the tiles). */
+static bool dot_on = true;
+
+bool tg__cpu_gemm_small_dot(bool on) {
+    const bool was = dot_on;
+    dot_on = on;
+    return was;
+}
 
 /* ---------------------------------------------------------------- portable kernel ---- */
 
@@ -303,6 +314,120 @@ TG_AVX2 static void pack_bt_avx2(const float *src, int64_t ld, int64_t kc, int n
 
 static const small_isa isa_avx2 = {NR, kern_avx2, pack_b_avx2, pack_bt_avx2};
 
+/* Q·Kᵀ over a few keys (op(B) = Bᵀ with N < 16, K = 8, 16, 32 or 64): a tile's 16 lanes would
+ * hold N keys (10 of 16 for a g2p-small head) and op(B) would be transposed into a panel per
+ * product first (a quarter of the time). Instead each score is a dot product of two rows read
+ * in place: query row i times key row j, 8 lanes of partial sums, two queries × four keys at a
+ * time, each query's four accumulators folded into four sums with three horizontal adds and
+ * one add of the halves. Every score is folded by the same steps, whichever group it is
+ * in: (l0 + l1) + (l2 + l3), plus (l4 + l5) + (l6 + l7), lane l summing k = l, l + 8, ... in
+ * order. The AVX-512 path uses this kernel too (the same bits on both). */
+/* The four sums of accumulators s0..s3 (their 8 lanes each folded as said above), times alpha */
+static inline __attribute__((always_inline)) TG_AVX2 __m128 fold4(__m256 s0, __m256 s1, __m256 s2,
+                                                                  __m256 s3, float alpha) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    return _mm_mul_ps(_mm_set1_ps(alpha),
+                      _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* cr[0:cnt] = r (beta 0) or beta·cr + r, cnt <= 4 */
+static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m128 r, int cnt,
+                                                                 float beta) {
+    if (beta == 0.0f) {
+        if (cnt == 4) {
+            _mm_storeu_ps(cr, r);
+        } else {
+            const __m128i lanes = _mm_setr_epi32(0, 1, 2, 3);
+            _mm_maskstore_ps(cr, _mm_cmpgt_epi32(_mm_set1_epi32(cnt), lanes), r);
+        }
+        return;
+    }
+    float t[4];
+    _mm_storeu_ps(t, r);
+    for (int x = 0; x < cnt; x++)
+        cr[x] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(beta), _mm_set_ss(cr[x]), _mm_set_ss(t[x])));
+}
+
+/* Two query rows × four keys at a time: 8 accumulators, each k step two loads of the queries,
+ * four of the keys and 8 FMAs (a missing row or key reads a present one; its sums are not
+ * stored). */
+static inline __attribute__((always_inline)) TG_AVX2 void
+dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const float *b,
+              int64_t ldb, float *c, int64_t ldc, float alpha, float beta) {
+    const bool plain = alpha == 1.0f && beta == 0.0f; /* C = A·Bᵀ: no scaling to do */
+    for (int64_t i = 0; i < m; i += 2) {
+        const bool two = m - i > 1;
+        const float *q0 = a + i * lda, *q1 = two ? q0 + lda : q0;
+        float *c0 = c + i * ldc;
+        for (int j0 = 0; j0 < n; j0 += 4) {
+            const int cnt = n - j0 < 4 ? n - j0 : 4;
+            const float *k0 = b + (int64_t)j0 * ldb;
+            const float *k1 = cnt > 1 ? k0 + ldb : k0, *k2 = cnt > 2 ? k0 + 2 * ldb : k0;
+            const float *k3 = cnt > 3 ? k0 + 3 * ldb : k0;
+            __m256 s00 = _mm256_setzero_ps(), s01 = s00, s02 = s00, s03 = s00;
+            __m256 s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+            for (int v = 0; v < kv; v++) {
+                const __m256 x0 = _mm256_loadu_ps(q0 + 8 * v), x1 = _mm256_loadu_ps(q1 + 8 * v);
+                const __m256 y0 = _mm256_loadu_ps(k0 + 8 * v), y1 = _mm256_loadu_ps(k1 + 8 * v);
+                const __m256 y2 = _mm256_loadu_ps(k2 + 8 * v), y3 = _mm256_loadu_ps(k3 + 8 * v);
+                s00 = _mm256_fmadd_ps(x0, y0, s00);
+                s01 = _mm256_fmadd_ps(x0, y1, s01);
+                s02 = _mm256_fmadd_ps(x0, y2, s02);
+                s03 = _mm256_fmadd_ps(x0, y3, s03);
+                s10 = _mm256_fmadd_ps(x1, y0, s10);
+                s11 = _mm256_fmadd_ps(x1, y1, s11);
+                s12 = _mm256_fmadd_ps(x1, y2, s12);
+                s13 = _mm256_fmadd_ps(x1, y3, s13);
+            }
+            if (plain && cnt == 4 && two) {
+                /* both rows' four sums in one vector: the same folding steps per score */
+                const __m256 w0 =
+                    _mm256_hadd_ps(_mm256_hadd_ps(s00, s01), _mm256_hadd_ps(s02, s03));
+                const __m256 w1 =
+                    _mm256_hadd_ps(_mm256_hadd_ps(s10, s11), _mm256_hadd_ps(s12, s13));
+                const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(w0, w1, 0x20),
+                                               _mm256_permute2f128_ps(w0, w1, 0x31));
+                _mm_storeu_ps(c0 + j0, _mm256_castps256_ps128(r));
+                _mm_storeu_ps(c0 + ldc + j0, _mm256_extractf128_ps(r, 1));
+                continue;
+            }
+            store4(c0 + j0, fold4(s00, s01, s02, s03, alpha), cnt, beta);
+            if (two) store4(c0 + ldc + j0, fold4(s10, s11, s12, s13, alpha), cnt, beta);
+        }
+    }
+}
+
+/* One function per K (the k loop unrolled). */
+#define TG_DOT_FN(kv)                                                                              \
+    __attribute__((noinline)) TG_AVX2 static void dot_rows_##kv(                                   \
+        int64_t m, int n, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,      \
+        int64_t ldc, float alpha, float beta) {                                                    \
+        dot_rows_avx2(kv, m, n, a, lda, b, ldb, c, ldc, alpha, beta);                              \
+    }
+TG_DOT_FN(1) TG_DOT_FN(2) TG_DOT_FN(4) TG_DOT_FN(8)
+#undef TG_DOT_FN
+
+/* Rows [i0, i1) of product bi by dot products, where the shape suits them (above); false
+ * (nothing done) otherwise. */
+static bool dot_block(const tg_cpu_gemm_args *g, int64_t bi, int64_t i0, int64_t i1) {
+    if (!g->trans_b || g->trans_a || g->N >= NR || !dot_on) return false;
+    const int64_t K = g->K;
+    typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
+                           int64_t, float, float);
+    const dot_fn f = K == 8    ? dot_rows_1
+                     : K == 16 ? dot_rows_2
+                     : K == 32 ? dot_rows_4
+                     : K == 64 ? dot_rows_8
+                               : NULL;
+    if (!f) return false;
+    const float *A, *B;
+    float *C;
+    tg_cpu_gemm_product(g, bi, &A, &B, &C);
+    f(i1 - i0, (int)g->N, A + i0 * g->lda, g->lda, B, g->ldb, C + i0 * g->ldc, g->ldc, g->alpha,
+      g->beta);
+    return true;
+}
+
 /* ---------------------------------------------------------------- AVX-512F kernel ---- */
 
 /* Where the CPU has AVX-512F (isa.h): tiles of 6 rows × up to 64 columns, 4 zmm vectors a
@@ -443,6 +568,9 @@ static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t
     const int64_t K = g->K, lda = g->lda, ldb = g->ldb, ldc = g->ldc;
     const int64_t rs = g->trans_a ? 1 : lda, cs = g->trans_a ? lda : 1;
     const bool b_fits = fits_l1(ldb, K);
+#if TG_GEMM_X86
+    if (isa != &isa_portable && j0 == 0 && j1 == g->N && dot_block(g, bi, i0, i1)) return;
+#endif
 
     for (int64_t j = j0; j < j1; j += isa->nr) {
         const int nc = (int)tg_cpu_gemm_imin(isa->nr, j1 - j);
