@@ -112,8 +112,11 @@ static double time_calls(const bench *x, int who, double budget) {
     return (t - t0) / reps;
 }
 
+/* Operands start on a 64-byte line, as every tensor of a tgraph graph does (its allocator's
+ * TG_ALIGN): rows 16 bytes off a line, as a large malloc() gives them, make the small path's
+ * dot-product kernel (Q·Kᵀ over a few keys) 1.1–1.4× slower (docs/results.md §4). */
 static float *filled(int64_t n) {
-    float *p = malloc((size_t)n * sizeof(float));
+    float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
     if (!p) {
         fprintf(stderr, "bench_gemm: out of memory (%lld floats)\n", (long long)n);
         exit(1);
@@ -179,8 +182,8 @@ int main(int argc, char **argv) {
     if (budget <= 0) budget = 0.02;
     if (argc > 2) filter = argv[2];
     const char *wait = getenv("OMP_WAIT_POLICY");
-    printf("bench_gemm: %d threads, kernel %s, %d interleaved timings of ~%.0f ms, "
-           "OMP_WAIT_POLICY=%s\n",
+    printf("bench_gemm: %d threads, kernel %s, %d interleaved timings of ~%.0f ms, operands "
+           "64-byte aligned, OMP_WAIT_POLICY=%s\n",
            NTHREADS, tg_cpu_gemm_small_isa(), ROUNDS, budget * 1e3, wait ? wait : "(unset)");
     printf("peer: one cblas_sgemm on %d OpenBLAS threads (proj), a loop of cblas_sgemm calls on "
            "%d OpenBLAS threads (attn, heads)\n",
