@@ -27,6 +27,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,28 @@ static float *filled(int64_t n) {
 
 static const char *filter = "";
 
+/* Ours runs as a product inside a graph's run does: the team's members pinned to their CPUs
+ * and this thread (member 0) on the first, for the whole benchmark, where a call from an
+ * unpinned thread would pin and release it around every call (~6 µs a call, which a graph
+ * pays once per run: backends/cpu/team.c). Our team, OpenMP's threads and OpenBLAS's start
+ * first, with the process's whole mask. Returns the CPU, or -1 (not pinned). */
+static int pin_like_a_graph_run(void) {
+    float x = 1.0f, y = 0.0f;
+    tg_cpu_gemm_batched(1, false, false, 1, 1, 1, 1.0f, &x, 1, 0, &x, 1, 0, 0.0f, &y, 1, 0,
+                        NTHREADS);
+#pragma omp parallel num_threads(NTHREADS)
+    (void)omp_get_thread_num(); /* starts OpenMP's threads */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < NTHREADS) return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            CPU_ZERO(&set);
+            CPU_SET(c, &set);
+            return sched_setaffinity(0, sizeof set, &set) == 0 ? c : -1;
+        }
+    return -1;
+}
+
 static void run(shape s, bool batched, double budget) {
     if (strncmp(s.kind, filter, strlen(filter)) != 0) return;
     bench x = {.s = s};
@@ -182,9 +205,14 @@ int main(int argc, char **argv) {
     if (budget <= 0) budget = 0.02;
     if (argc > 2) filter = argv[2];
     const char *wait = getenv("OMP_WAIT_POLICY");
+    const int cpu = pin_like_a_graph_run();
     printf("bench_gemm: %d threads, kernel %s, %d interleaved timings of ~%.0f ms, operands "
            "64-byte aligned, OMP_WAIT_POLICY=%s\n",
            NTHREADS, tg_cpu_gemm_small_isa(), ROUNDS, budget * 1e3, wait ? wait : "(unset)");
+    if (cpu >= 0)
+        printf("calling thread on CPU %d for the whole run (as member 0 of a graph's run)\n", cpu);
+    else
+        printf("calling thread not pinned: each of our calls pins and releases it\n");
     printf("peer: one cblas_sgemm on %d OpenBLAS threads (proj), a loop of cblas_sgemm calls on "
            "%d OpenBLAS threads (attn, heads)\n",
            NTHREADS, NTHREADS);

@@ -594,7 +594,8 @@ static void read_masks(void *ctx, tg_cpu_par *p) {
 /* A team with one member per usable CPU pins member i to the i-th of them during its jobs, the
  * caller's own mask restored after (and a caller whose mask leaves out member 0's CPU is left
  * alone; for a short offered job, tg_cpu_team_offer_short, the caller is bound only when it is
- * not on member 0's CPU already); not with TG_CPU_BIND=0, nor a team of more members. */
+ * not on member 0's CPU already; a caller the program pinned there stays pinned); not with
+ * TG_CPU_BIND=0, nor a team of more members. */
 START_TEST(test_members_pinned) {
 #if defined(__linux__)
     cpu_set_t all, after;
@@ -645,6 +646,16 @@ START_TEST(test_members_pinned) {
             ck_assert_msg(m.ncpu[0] == 1 && m.first[0] == cpus[n - 1],
                           "the caller was moved to CPU %d", m.first[0]);
             ck_assert_int_eq(m.first[1], cpus[1]);
+            /* and one the program put on member 0's CPU stays there (nothing set or restored) */
+            CPU_ZERO(&last);
+            CPU_SET(cpus[0], &last);
+            ck_assert_int_eq(sched_setaffinity(0, sizeof last, &last), 0);
+            memset(&m, 0, sizeof m);
+            tg_cpu_team_run(t, read_masks, &m);
+            ck_assert_msg(m.ncpu[0] == 1 && m.first[0] == cpus[0] && m.first[1] == cpus[1],
+                          "caller on CPU %d, member 1 on CPU %d", m.first[0], m.first[1]);
+            ck_assert_int_eq(sched_getaffinity(0, sizeof after, &after), 0);
+            ck_assert_msg(CPU_EQUAL(&last, &after), "the caller's own pinning was undone");
             ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
         }
         tg_cpu_team_free(t);
