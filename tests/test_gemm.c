@@ -626,17 +626,19 @@ START_TEST(test_packed_kernel2) {
 }
 END_TEST
 
-/* The 6×32 kernel reading a row-major op(A) in place (rows lda apart, NaN between them) gives
- * the bits of the same kernel on A packed into a panel, for every k remainder, storing or
- * adding; and whole products on the packed path — op(A) not transposed, N a multiple of 32, K
- * over one block (the in-place rows start at pc), rows not a multiple of 6 (the packed edge
+/* The 6×32 kernel reading op(A) in place — row-major (rows lda apart) or transposed (six values
+ * of each of A's rows), NaN around — gives the bits of the same kernel on A packed into a
+ * panel, for every k remainder, storing or adding; and whole products on the packed path —
+ * each op(A) (transposed: rows up to 1 KiB apart in place, 2.4 KiB packed), N a multiple of 32,
+ * K over one block (the in-place rows start at pc), rows not a multiple of 6 (the packed edge
  * panel), each op(B), on 1 and 2 threads — give the same bits with it and without it. */
 START_TEST(test_packed_rowa) {
     if (!tg_cpu_gemm_packed_available() || !tg_cpu_gemm_packed_is_wide()) return;
     enum { LDC = 36, LDA = 261 };
     float *a = malloc(6 * LDA * sizeof(float)), *ap = aligned_alloc(64, 6 * 256 * sizeof(float)),
-          *b = aligned_alloc(64, 32 * 256 * sizeof(float));
-    ck_assert(a && ap && b);
+          *b = aligned_alloc(64, 32 * 256 * sizeof(float)),
+          *at_ = malloc(256 * LDA * sizeof(float));
+    ck_assert(a && ap && b && at_);
     static const int64_t kcs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 256};
     for (int ki = 0; ki < 11; ki++)
         for (int add = 0; add < 2; add++) {
@@ -651,33 +653,46 @@ START_TEST(test_packed_rowa) {
                 b[x] = frand();
             for (int x = 0; x < 6 * LDC; x++)
                 c[x] = want[x] = frand();
+            float ct[6 * LDC];
+            memcpy(ct, c, sizeof c);
             tg_cpu_gemm_packed_kernel2_rowa(kc, a, LDA, b, b + 16 * kc, c, LDC, add);
+            /* the same op(A) transposed: value p of row i at at_[p·LDA + i], NaN around */
+            for (int64_t x = 0; x < 256 * LDA; x++)
+                at_[x] = NAN;
+            for (int64_t i = 0; i < 6; i++)
+                for (int64_t q = 0; q < kc; q++)
+                    at_[q * LDA + 3 + i] = a[i * LDA + q];
+            tg_cpu_gemm_packed_kernel2_cola(kc, at_ + 3, LDA, b, b + 16 * kc, ct, LDC, add);
             tg_cpu_gemm_packed_kernel2(kc, ap, b, b + 16 * kc, want, LDC, add);
-            const long at = first_diff(want, c, 6 * LDC);
-            if (at >= 0)
-                ck_abort_msg("6x32 kernel on A in place, kc %lld add %d: C[%ld] = %.9g, on a "
-                             "packed panel %.9g",
-                             (long long)kc, add, at, c[at], want[at]);
+            for (int tr = 0; tr < 2; tr++) {
+                const float *got = tr ? ct : c;
+                const long at = first_diff(want, got, 6 * LDC);
+                if (at >= 0)
+                    ck_abort_msg("6x32 kernel on %s A in place, kc %lld add %d: C[%ld] = %.9g, on "
+                                 "a packed panel %.9g",
+                                 tr ? "transposed" : "row-major", (long long)kc, add, at, got[at],
+                                 want[at]);
+            }
         }
-    free(a), free(ap), free(b);
+    free(a), free(ap), free(b), free(at_);
     static const int64_t shapes[][3] = {
         {100, 512, 300}, {251, 96, 40}, {7, 64, 513}, {600, 544, 256}};
     for (int si = 0; si < 4; si++)
-        for (int t = 0; t < 4; t++) {
-            const bool tb = t & 1;
+        for (int t = 0; t < 8; t++) {
+            const bool tb = t & 1, ta = t & 4;
             const float beta = t & 2 ? 1.0f : 0.0f;
-            problem p = make(1, false, tb, shapes[si][0], shapes[si][1], shapes[si][2], 1.0f, beta,
-                             3, 1, 1, beta == 0.0f);
+            problem p = make(1, ta, tb, shapes[si][0], shapes[si][1], shapes[si][2], 1.0f, beta, 3,
+                             1, 1, beta == 0.0f);
             float *ref = packed_same_bits(&p, 2); /* in place (the default), checked */
             ck_assert(tg__cpu_gemm_packed_rowa(false));
             for (int nt = 1; nt <= 2; nt++) {
                 check(&p, ENG_PACKED, nt);
                 const long at = first_diff(ref, p.c, p.nc);
                 if (at >= 0)
-                    ck_abort_msg("packed path %lldx%lldx%lld (op(B) %s) with A in place and "
-                                 "packed differ at %d threads (C[%ld])",
+                    ck_abort_msg("packed path %lldx%lldx%lld (op(A) %s, op(B) %s) with A in "
+                                 "place and packed differ at %d threads (C[%ld])",
                                  (long long)shapes[si][0], (long long)shapes[si][1],
-                                 (long long)shapes[si][2], tb ? "T" : "N", nt, at);
+                                 (long long)shapes[si][2], ta ? "T" : "N", tb ? "T" : "N", nt, at);
             }
             tg__cpu_gemm_packed_rowa(true);
             free(ref);

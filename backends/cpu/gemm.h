@@ -187,9 +187,14 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
 void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
                                      const float *b1, float *c, int64_t ldc, bool add);
 
-/* For tests and benchmarks: on (the default), the packed path's 6×32 tiles read a row-major
- * op(A) in place (alpha 1, N a multiple of 32); off, always from packed panels. Returns the
- * previous setting. Not for use while a product runs. */
+/* The same with a transposed op(A) in place: value p of k for the tile's rows at a[p·lda + i],
+ * i < 6 (six consecutive floats of A's row p). */
+void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add);
+
+/* For tests and benchmarks: on (the default), the packed path's 6×32 tiles read op(A) in place,
+ * row-major or transposed (alpha 1, N a multiple of 32); off, always from packed panels.
+ * Returns the previous setting. Not for use while a product runs. */
 bool tg__cpu_gemm_packed_rowa(bool on);
 
 /* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F and isa.h's

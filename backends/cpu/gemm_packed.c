@@ -24,8 +24,10 @@
  * row-major (a forward projection X·Wᵀ, a dX = dY·W) and every column falls in such tiles,
  * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa)
  * instead of packing them with the 8×8 transposes (3–4 % of such a product's time): 1.00–1.04×
- * on the projections, hot or with L3 flushed (docs/results.md §4). The same values meet the
- * same FMAs.
+ * on the projections, hot or with L3 flushed (docs/results.md §4); so does a transposed op(A)
+ * (a weight gradient's Xᵀ: six consecutive values of each of A's rows,
+ * tg_cpu_gemm_packed_kernel2_cola) where A's rows are at most 1 KiB apart. The same values
+ * meet the same FMAs.
  *
  * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
  * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two
@@ -152,12 +154,31 @@ static pack_bufs *bufs_get(void) {
     PK_ROWX(R, u, "a0", "", "14", "0", "1") PK_ROWX(R, u, "a0", ",%[lda],1", "15", "2", "3")       \
     PK_ROWX(R, u, "a0", ",%[lda],2", "14", "4", "5") PK_ROWX(R, u, "a3", "", "15", "6", "7")       \
     PK_ROWX(R, u, "a3", ",%[lda],1", "14", "8", "9") PK_ROWX(R, u, "a3", ",%[lda],2", "15", "10", "11")
+/* The same step with a transposed op(A) read in place: op(A)'s six rows are six consecutive
+ * values of A's row p (p = k), so value u of a group of four is at a0 + u·lda for u < 3 and at
+ * a3 = a0 + 3·lda for u = 3 (lda in bytes), row i of the tile 4i bytes in */
+#define PK_TA0 "(%[a0])"
+#define PK_TA1 "(%[a0],%[lda],1)"
+#define PK_TA2 "(%[a0],%[lda],2)"
+#define PK_TA3 "(%[a3])"
+#define PK_ROWT(R, u, off, s, r0, r1)                                                              \
+    "vbroadcastss " off PK_TA##u ",%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0            \
+    "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
+#define PK_STEPT(R, B1, u)                                                                         \
+    "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
+    PK_ROWT(R, u, "0", "14", "0", "1") PK_ROWT(R, u, "4", "15", "2", "3")                          \
+    PK_ROWT(R, u, "8", "14", "4", "5") PK_ROWT(R, u, "12", "15", "6", "7")                         \
+    PK_ROWT(R, u, "16", "14", "8", "9") PK_ROWT(R, u, "20", "15", "10", "11")
 /* A packed: one 6-value column per step, the panel fetched 16 values of k ahead */
 #define PK_APK_PF "prefetcht0 384(%[a])\n"
 #define PK_APK_ADV(n) "add $" #n "*24,%[a]\n"
 /* A in place: its rows are six sequential streams, left to the hardware prefetcher */
 #define PK_AX_PF ""
 #define PK_AX_ADV(n) "add $" #n "*4,%[a0]\n add $" #n "*4,%[a3]\n"
+/* Transposed A in place: one row of A per value of k, lda apart (the stride prefetcher's) */
+#define PK_AT_ADV(n) PK_AT_ADV_##n
+#define PK_AT_ADV_4 "lea (%[a0],%[lda],4),%[a0]\n lea (%[a3],%[lda],4),%[a3]\n"
+#define PK_AT_ADV_1 "add %[lda],%[a0]\n add %[lda],%[a3]\n"
 #define PK_KERNEL(R, W, LAST, ZOP, B1, BADV, END)                                                  \
     PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, PK_STEP, PK_APK_PF, PK_APK_ADV)
 #define PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, STEP, APF, AADV)                               \
@@ -230,6 +251,21 @@ void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, co
                      : PK_CLOBBERS);
 }
 
+/* The 6×32 kernel with a transposed op(A) read in place: value p of k for the tile's six rows
+ * at a[p·lda], ..., a[p·lda + 5]. The same FMAs in the same order as on a packed panel. */
+void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add) {
+    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, ldab = (long)lda * 4,
+         acc = add, t;
+    const float *a3 = a + 3 * lda;
+    __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n",
+                                 PK_STEPT, PK_AX_PF, PK_AT_ADV)
+                     : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4),
+                       [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
+                     : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)
+                     : PK_CLOBBERS);
+}
+
 /* Whether the block uses the 512-bit kernel (isa.h: the CPU has AVX-512F, not switched off) */
 static bool wide(void) {
     return tg_cpu_isa_avx512();
@@ -264,6 +300,18 @@ void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, co
             float s = 0.0f;
             for (int64_t p = 0; p < kc; p++)
                 s += a[i * lda + p] * b[p * NR];
+            c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
+        }
+}
+
+void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add) {
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 2 * NR; j++) {
+            const float *b = j < NR ? b0 + j : b1 + j - NR;
+            float s = 0.0f;
+            for (int64_t p = 0; p < kc; p++)
+                s += a[p * lda + i] * b[p * NR];
             c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
         }
 }
@@ -535,10 +583,14 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
      * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
     const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
     const bool wide_ok = wide();
-    /* op(A) row-major (not transposed), alpha 1 and every column in 6×32 tiles: the kernel
-     * reads A's rows in place, and only a last partial panel of each block is packed (for its
-     * edge tiles) — packing A cost ~3–4 % of a projection's time (the 8×8 transposes) */
-    const bool rowa = wide_ok && !ta && alpha == 1.0f && n % (2 * NR) == 0 && rowa_on;
+    /* alpha 1 and every column in 6×32 tiles: the kernel reads op(A) in place — a row-major
+     * one's rows (packing them cost ~3–4 % of a projection's time: the 8×8 transposes), or a
+     * transposed one's six values per row of A (a weight gradient's Xᵀ) where A's rows are at
+     * most 1 KiB apart: 0.94–0.97× the time of copying them for 256-wide layers, but 1.08–1.16×
+     * with rows 4 or 8 KiB apart, whose kc lines fall in a few sets of L1 and L2 (2 KiB: 0.99–1.00)
+     * — and only a last partial panel of each block is packed (for its edge tiles) */
+    const bool inplace = wide_ok && alpha == 1.0f && n % (2 * NR) == 0 && rowa_on &&
+                         (!ta || lda * (int64_t)sizeof(float) <= 1024);
     /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
      * nor 1 (the first block of k adds) */
     if (beta != 0.0f && beta != 1.0f)
@@ -561,7 +613,7 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
-                const int64_t pk0 = rowa ? mc / MR * MR : 0; /* rows [pk0, mc) packed */
+                const int64_t pk0 = inplace ? mc / MR * MR : 0; /* rows [pk0, mc) packed */
                 if (pk0 < mc)
                     pack_block(ta ? a + pc * lda + ic + pk0 : a + (ic + pk0) * lda + pc, lda, ta,
                                kc, mc - pk0, MR, buf->a + pk0 * kc);
@@ -579,7 +631,10 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                         const float *ap = buf->a + ir * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
                         const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir);
-                        if (step == 2 * NR && mr == MR && rowa) {
+                        if (step == 2 * NR && mr == MR && inplace && ta) {
+                            tg_cpu_gemm_packed_kernel2_cola(kc, a + pc * lda + ic + ir, lda, bp,
+                                                            bp + NR * kc, ct, ldc, add);
+                        } else if (step == 2 * NR && mr == MR && inplace) {
                             tg_cpu_gemm_packed_kernel2_rowa(kc, a + (ic + ir) * lda + pc, lda, bp,
                                                             bp + NR * kc, ct, ldc, add);
                         } else if (step == 2 * NR && mr == MR) {
