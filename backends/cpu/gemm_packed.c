@@ -125,15 +125,21 @@ static pack_bufs *bufs_get(void) {
  * of A, 12 FMAs. */
 /* clang-format off */
 #define PK_ZERO(ZOP, R, r) ZOP " %%" R r ",%%" R r ",%%" R r "\n"
-#define PK_ROW(R, u, off, s, r0, r1)                                                               \
-    "vbroadcastss " #u "*24+" off "(%[a]),%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0     \
+/* value u of k (of a group of four) for row i of the tile: one broadcast of A at ADDR, two FMAs
+ * into the row's accumulators r0, r1; the rows alternate the broadcast registers 14 and 15 */
+#define PK_ROW(R, ADDR, s, r0, r1)                                                                 \
+    "vbroadcastss " ADDR ",%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0                    \
     "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
-/* one value of k: B row u (2 vectors) times the 6 values of A's column u */
-#define PK_STEP(R, B1, u)                                                                          \
+/* one value of k: B row u (2 vectors) times the 6 values of op(A)'s column u, the address of
+ * row i's value given by A_AT(u, i) */
+#define PK_STEPG(A_AT, R, B1, u)                                                                   \
     "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
-    PK_ROW(R, u, "0", "14", "0", "1") PK_ROW(R, u, "4", "15", "2", "3")                            \
-    PK_ROW(R, u, "8", "14", "4", "5") PK_ROW(R, u, "12", "15", "6", "7")                           \
-    PK_ROW(R, u, "16", "14", "8", "9") PK_ROW(R, u, "20", "15", "10", "11")
+    PK_ROW(R, A_AT(u, 0), "14", "0", "1") PK_ROW(R, A_AT(u, 1), "15", "2", "3")                    \
+    PK_ROW(R, A_AT(u, 2), "14", "4", "5") PK_ROW(R, A_AT(u, 3), "15", "6", "7")                    \
+    PK_ROW(R, A_AT(u, 4), "14", "8", "9") PK_ROW(R, A_AT(u, 5), "15", "10", "11")
+/* A packed: a 6-value column per value of k */
+#define PK_AT_PACKED(u, i) #u "*24+" #i "*4(%[a])"
+#define PK_STEP(R, B1, u) PK_STEPG(PK_AT_PACKED, R, B1, u)
 #define PK_ADDROW(R, W, x, y)                                                                      \
     "vaddps (%[c]),%%" R x ",%%" R x "\n vaddps " W "(%[c]),%%" R y ",%%" R y "\n"                 \
     "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
@@ -144,31 +150,20 @@ static pack_bufs *bufs_get(void) {
 #define PK_ROWS(OP, R, W)                                                                          \
     OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
     OP(R, W, "8", "9") OP(R, W, "10", "11")
-/* The same step with A read in place (row-major, not packed): row i of the tile at a0 + i·lda
- * for i < 3 and a3 + (i - 3)·lda for the rest (lda in bytes), value u of k 4u bytes in */
-#define PK_ROWX(R, u, base, idx, s, r0, r1)                                                        \
-    "vbroadcastss " #u "*4(%[" base "]" idx "),%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0 \
-    "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
-#define PK_STEPX(R, B1, u)                                                                         \
-    "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
-    PK_ROWX(R, u, "a0", "", "14", "0", "1") PK_ROWX(R, u, "a0", ",%[lda],1", "15", "2", "3")       \
-    PK_ROWX(R, u, "a0", ",%[lda],2", "14", "4", "5") PK_ROWX(R, u, "a3", "", "15", "6", "7")       \
-    PK_ROWX(R, u, "a3", ",%[lda],1", "14", "8", "9") PK_ROWX(R, u, "a3", ",%[lda],2", "15", "10", "11")
-/* The same step with a transposed op(A) read in place: op(A)'s six rows are six consecutive
- * values of A's row p (p = k), so value u of a group of four is at a0 + u·lda for u < 3 and at
- * a3 = a0 + 3·lda for u = 3 (lda in bytes), row i of the tile 4i bytes in */
-#define PK_TA0 "(%[a0])"
-#define PK_TA1 "(%[a0],%[lda],1)"
-#define PK_TA2 "(%[a0],%[lda],2)"
-#define PK_TA3 "(%[a3])"
-#define PK_ROWT(R, u, off, s, r0, r1)                                                              \
-    "vbroadcastss " off PK_TA##u ",%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0            \
-    "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
-#define PK_STEPT(R, B1, u)                                                                         \
-    "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
-    PK_ROWT(R, u, "0", "14", "0", "1") PK_ROWT(R, u, "4", "15", "2", "3")                          \
-    PK_ROWT(R, u, "8", "14", "4", "5") PK_ROWT(R, u, "12", "15", "6", "7")                         \
-    PK_ROWT(R, u, "16", "14", "8", "9") PK_ROWT(R, u, "20", "15", "10", "11")
+/* A read in place, through six addresses from two bases: a0 + n·lda for n < 3 and
+ * a3 + (n - 3)·lda for the rest (a3 = a0 + 3·lda, lda in bytes). Row-major op(A): n is the
+ * tile's row i, value u of k 4u bytes in. Transposed op(A) (six consecutive values of A's row
+ * p = k): n is the value u of k, row i 4i bytes in. */
+#define PK_IN0 "(%[a0])"
+#define PK_IN1 "(%[a0],%[lda],1)"
+#define PK_IN2 "(%[a0],%[lda],2)"
+#define PK_IN3 "(%[a3])"
+#define PK_IN4 "(%[a3],%[lda],1)"
+#define PK_IN5 "(%[a3],%[lda],2)"
+#define PK_AT_ROWS(u, i) #u "*4" PK_IN##i
+#define PK_AT_COLS(u, i) #i "*4" PK_IN##u
+#define PK_STEPX(R, B1, u) PK_STEPG(PK_AT_ROWS, R, B1, u)
+#define PK_STEPT(R, B1, u) PK_STEPG(PK_AT_COLS, R, B1, u)
 /* A packed: one 6-value column per step, the panel fetched 16 values of k ahead */
 #define PK_APK_PF "prefetcht0 384(%[a])\n"
 #define PK_APK_ADV(n) "add $" #n "*24,%[a]\n"
@@ -236,35 +231,26 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
                      : PK_CLOBBERS);
 }
 
-/* The 6×32 kernel with op(A) read in place: rows a, a + lda, ... (lda in floats), value p of
- * row i at a[i·lda + p]. The same FMAs in the same order as on a packed panel: the same bits. */
-void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
-                                     const float *b1, float *c, int64_t ldc, bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, ldab = (long)lda * 4,
-         acc = add, t;
-    const float *a3 = a + 3 * lda;
-    __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n",
-                                 PK_STEPX, PK_AX_PF, PK_AX_ADV)
-                     : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4),
-                       [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
-                     : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)
-                     : PK_CLOBBERS);
-}
-
-/* The 6×32 kernel with a transposed op(A) read in place: value p of k for the tile's six rows
- * at a[p·lda], ..., a[p·lda + 5]. The same FMAs in the same order as on a packed panel. */
-void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
-                                     const float *b1, float *c, int64_t ldc, bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, ldab = (long)lda * 4,
-         acc = add, t;
-    const float *a3 = a + 3 * lda;
-    __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n",
-                                 PK_STEPT, PK_AX_PF, PK_AT_ADV)
-                     : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4),
-                       [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
-                     : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)
-                     : PK_CLOBBERS);
-}
+/* The 6×32 kernel with op(A) read in place, by its step STEP and advance AADV (a0, a3 = a0 + 3
+ * rows or 3 values of k, lda in bytes). The same FMAs in the same order as on a packed panel:
+ * the same bits. */
+#define PK_KERNEL2_INPLACE(NAME, STEP, AADV)                                                       \
+    void NAME(int64_t kc, const float *a, int64_t lda, const float *b0, const float *b1, float *c, \
+              int64_t ldc, bool add) {                                                             \
+        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
+             ldab = (long)lda * 4, acc = add, t;                                                   \
+        const float *a3 = a + 3 * lda;                                                             \
+        __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2,           \
+                                     "vzeroupper\n", STEP, PK_AX_PF, AADV)                         \
+                         : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),              \
+                           [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
+                         : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)                        \
+                         : PK_CLOBBERS);                                                           \
+    }
+/* row-major op(A): row i of the tile at a + i·lda, value p of k at a[i·lda + p] */
+PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_rowa, PK_STEPX, PK_AX_ADV)
+/* transposed op(A): value p of k for the tile's six rows at a[p·lda], ..., a[p·lda + 5] */
+PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
 
 /* Whether the block uses the 512-bit kernel (isa.h: the CPU has AVX-512F, not switched off) */
 static bool wide(void) {
@@ -292,28 +278,27 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
     tg_cpu_gemm_packed_kernel(kc, a, b1, c + NR, ldc, add);
 }
 
-void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
-                                     const float *b1, float *c, int64_t ldc, bool add) {
+/* op(A)[i][p] at a[i·rs + p·cs] */
+static void kernel2_strided(int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b0,
+                            const float *b1, float *c, int64_t ldc, bool add) {
     for (int i = 0; i < MR; i++)
         for (int j = 0; j < 2 * NR; j++) {
             const float *b = j < NR ? b0 + j : b1 + j - NR;
             float s = 0.0f;
             for (int64_t p = 0; p < kc; p++)
-                s += a[i * lda + p] * b[p * NR];
+                s += a[i * rs + p * cs] * b[p * NR];
             c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
         }
 }
 
+void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
+                                     const float *b1, float *c, int64_t ldc, bool add) {
+    kernel2_strided(kc, a, lda, 1, b0, b1, c, ldc, add);
+}
+
 void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
                                      const float *b1, float *c, int64_t ldc, bool add) {
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 2 * NR; j++) {
-            const float *b = j < NR ? b0 + j : b1 + j - NR;
-            float s = 0.0f;
-            for (int64_t p = 0; p < kc; p++)
-                s += a[p * lda + i] * b[p * NR];
-            c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
-        }
+    kernel2_strided(kc, a, 1, lda, b0, b1, c, ldc, add);
 }
 
 static bool wide(void) {
