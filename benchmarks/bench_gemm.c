@@ -129,11 +129,12 @@ static float *filled(int64_t n) {
 
 static const char *filter = "";
 
-/* Ours runs as a product inside a graph's run does: the team's members pinned to their CPUs
- * and this thread (member 0) on the first, for the whole benchmark, where a call from an
- * unpinned thread would pin and release it around every call (~6 µs a call, which a graph
- * pays once per run: backends/cpu/team.c). Our team, OpenMP's threads and OpenBLAS's start
- * first, with the process's whole mask. Returns the CPU, or -1 (not pinned). */
+/* Ours runs as a product inside a graph's run does: where the team pins its members (one per
+ * CPU of the process: backends/cpu/team.c), this thread (member 0) stays on the first CPU for
+ * the whole benchmark, where a call from an unpinned thread would pin and release it around
+ * every call (~6 µs a call, which a graph pays once per run). Our team, OpenMP's threads and
+ * OpenBLAS's start first, with the process's whole mask. Returns the CPU, or -1 (not pinned:
+ * the process has other than NTHREADS CPUs, so the team pins nothing). */
 static int pin_like_a_graph_run(void) {
     float x = 1.0f, y = 0.0f;
     tg_cpu_gemm_batched(1, false, false, 1, 1, 1, 1.0f, &x, 1, 0, &x, 1, 0, 0.0f, &y, 1, 0,
@@ -141,7 +142,7 @@ static int pin_like_a_graph_run(void) {
 #pragma omp parallel num_threads(NTHREADS)
     (void)omp_get_thread_num(); /* starts OpenMP's threads */
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < NTHREADS) return -1;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != NTHREADS) return -1;
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &set)) {
             CPU_ZERO(&set);
@@ -212,7 +213,7 @@ int main(int argc, char **argv) {
     if (cpu >= 0)
         printf("calling thread on CPU %d for the whole run (as member 0 of a graph's run)\n", cpu);
     else
-        printf("calling thread not pinned: each of our calls pins and releases it\n");
+        printf("calling thread not pinned (the team pins only with one member per CPU)\n");
     printf("peer: one cblas_sgemm on %d OpenBLAS threads (proj), a loop of cblas_sgemm calls on "
            "%d OpenBLAS threads (attn, heads)\n",
            NTHREADS, NTHREADS);
