@@ -740,11 +740,11 @@ START_TEST(test_small_wide) {
 END_TEST
 
 /* The small path's dot-product kernel for Q·Kᵀ over fewer than 16 keys (K 8, 16, 32, 64):
- * against the double reference for every key count 1..15 (16 and 17: the tiles), 1 to 11 query rows
- * (odd: a row without a partner), alpha 1 / beta 0 and alpha 0.75 / beta 0.5, padded rows (NaN
- * between them: a read past K shows) and padded C (neither written), on 1 and 2 threads; the same
- * bits with the AVX-512 switch off and on (both run this AVX2 kernel); the tiles, switched back,
- * checked too. And a product the kernel does not take (K 48) still right. */
+ * against the double reference for every key count 1..15 (16 and 17: the tiles), 1, 2, 3, 10 and 11
+ * query rows (odd: a row without a partner), alpha 1 / beta 0 and alpha 0.75 / beta 0.5, padded
+ * rows (NaN between them: a read past K shows) and padded C (neither written), on 1 and 2 threads;
+ * the same bits with the AVX-512 switch off and on (both run this AVX2 kernel); the tiles, switched
+ * back, checked too. And a product the kernel does not take (K 48) still right. */
 START_TEST(test_small_dot) {
     static const int64_t ks[] = {8, 16, 32, 64}, ms[] = {1, 2, 3, 10, 11};
     for (int ik = 0; ik < 4; ik++)

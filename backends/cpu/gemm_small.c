@@ -322,10 +322,17 @@ static const small_isa isa_avx2 = {NR, kern_avx2, pack_b_avx2, pack_bt_avx2};
  * one add of the halves. Every score is folded by the same steps, whichever group it is
  * in: (l0 + l1) + (l2 + l3), plus (l4 + l5) + (l6 + l7), lane l summing k = l, l + 8, ... in
  * order. The AVX-512 path uses this kernel too (the same bits on both). */
+/* The first folding steps of accumulators s0..s3: lane j of each half holds s_j's
+ * (l0 + l1) + (l2 + l3) (low half) or (l4 + l5) + (l6 + l7) (high half) */
+static inline __attribute__((always_inline)) TG_AVX2 __m256 hadd4(__m256 s0, __m256 s1, __m256 s2,
+                                                                  __m256 s3) {
+    return _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+}
+
 /* The four sums of accumulators s0..s3 (their 8 lanes each folded as said above), times alpha */
 static inline __attribute__((always_inline)) TG_AVX2 __m128 fold4(__m256 s0, __m256 s1, __m256 s2,
                                                                   __m256 s3, float alpha) {
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    const __m256 h = hadd4(s0, s1, s2, s3);
     return _mm_mul_ps(_mm_set1_ps(alpha),
                       _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
@@ -381,10 +388,7 @@ dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const
             }
             if (plain && cnt == 4 && two) {
                 /* both rows' four sums in one vector: the same folding steps per score */
-                const __m256 w0 =
-                    _mm256_hadd_ps(_mm256_hadd_ps(s00, s01), _mm256_hadd_ps(s02, s03));
-                const __m256 w1 =
-                    _mm256_hadd_ps(_mm256_hadd_ps(s10, s11), _mm256_hadd_ps(s12, s13));
+                const __m256 w0 = hadd4(s00, s01, s02, s03), w1 = hadd4(s10, s11, s12, s13);
                 const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(w0, w1, 0x20),
                                                _mm256_permute2f128_ps(w0, w1, 0x31));
                 _mm_storeu_ps(c0 + j0, _mm256_castps256_ps128(r));
@@ -407,9 +411,10 @@ dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const
 TG_DOT_FN(1) TG_DOT_FN(2) TG_DOT_FN(4) TG_DOT_FN(8)
 #undef TG_DOT_FN
 
-/* Rows [i0, i1) of product bi by dot products, where the shape suits them (above); false
- * (nothing done) otherwise. */
-static bool dot_block(const tg_cpu_gemm_args *g, int64_t bi, int64_t i0, int64_t i1) {
+/* Rows [i0, i1) of the product at A, B, C by dot products, where the shape suits them
+ * (above); false (nothing done) otherwise. */
+static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B, float *C,
+                      int64_t i0, int64_t i1) {
     if (!g->trans_b || g->trans_a || g->N >= NR || !dot_on) return false;
     const int64_t K = g->K;
     typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
@@ -420,9 +425,6 @@ static bool dot_block(const tg_cpu_gemm_args *g, int64_t bi, int64_t i0, int64_t
                      : K == 64 ? dot_rows_8
                                : NULL;
     if (!f) return false;
-    const float *A, *B;
-    float *C;
-    tg_cpu_gemm_product(g, bi, &A, &B, &C);
     f(i1 - i0, (int)g->N, A + i0 * g->lda, g->lda, B, g->ldb, C + i0 * g->ldc, g->ldc, g->alpha,
       g->beta);
     return true;
@@ -567,10 +569,10 @@ static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t
     tg_cpu_gemm_product(g, bi, &A, &B, &C);
     const int64_t K = g->K, lda = g->lda, ldb = g->ldb, ldc = g->ldc;
     const int64_t rs = g->trans_a ? 1 : lda, cs = g->trans_a ? lda : 1;
-    const bool b_fits = fits_l1(ldb, K);
 #if TG_GEMM_X86
-    if (isa != &isa_portable && j0 == 0 && j1 == g->N && dot_block(g, bi, i0, i1)) return;
+    if (isa != &isa_portable && j0 == 0 && j1 == g->N && dot_block(g, A, B, C, i0, i1)) return;
 #endif
+    const bool b_fits = fits_l1(ldb, K);
 
     for (int64_t j = j0; j < j1; j += isa->nr) {
         const int nc = (int)tg_cpu_gemm_imin(isa->nr, j1 - j);
