@@ -4,13 +4,19 @@
  * the path every row took before the blocks), and
  * against exp alone over the same floats (the floor: softmax computes one exp per element).
  *
- *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300]
+ *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300] [--ln 256,512,1024]
  *
  * Prints, per row length d, the best time of --reps calls of each (the contenders interleaved
  * call by call, so that the machine's load hits them alike; the best is what a call costs when
  * the shared machine leaves it alone) for the forward and the backward (y (dy - sum(dy y))).
  * One thread; --floats elements per call (0.2 MB at the default: in cache, as attention
- * rows are when the kernel runs). */
+ * rows are when the kernel runs).
+ *
+ * Then layer norm (with gamma and beta) and its backward over rows of the --ln widths, 163,840
+ * floats per call (a [640, 256] share of g2p-small's [1280, 256] on one of 2 threads): as one
+ * call for all rows (vmath.c takes them two at a time) against one call per row (each row
+ * alone, as every row went before: the same bits, one more call per row), and memcpy of the
+ * forward's bytes (read x, write y) as the in-cache bandwidth they are compared with. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,15 +46,87 @@ static void run(int c, const float *x, const float *y, const float *g, float *o,
     }
 }
 
+/* Layer norm's contenders, timed in turn as the softmax's are; GB/s over the bytes each reads
+ * and writes (forward x and y, backward x, dy and dx). */
+enum { LN_FWD, LN_FWD_ROWS, LN_BACK, LN_BACK_ROWS, LN_COPY, LN_NC };
+
+static void run_ln(int c, const float *x, const float *gm, const float *bt, const float *dy,
+                   float *o, int64_t rows, int64_t d) {
+    switch (c) {
+    case LN_FWD:
+        tg_cpu_vlayer_norm_rows(x, gm, bt, o, rows, d, 1e-5f);
+        break;
+    case LN_BACK:
+        tg_cpu_vlayer_norm_back_rows(x, gm, dy, o, rows, d, 1e-5f);
+        break;
+    case LN_COPY:
+        memcpy(o, x, sizeof(float) * (size_t)(rows * d));
+        break;
+    default:
+        for (int64_t r = 0; r < rows; r++)
+            if (c == LN_FWD_ROWS)
+                tg_cpu_vlayer_norm_rows(x + r * d, gm, bt, o + r * d, 1, d, 1e-5f);
+            else
+                tg_cpu_vlayer_norm_back_rows(x + r * d, gm, dy + r * d, o + r * d, 1, d, 1e-5f);
+    }
+}
+
+static int bench_ln(const char *ds, long reps) {
+    enum { FLOATS = 163840 };
+    printf("\nlayer norm, %d floats per call; GB/s of the best of %ld calls\n", FLOATS, reps);
+    printf("%5s %6s | %9s %9s %7s | %9s %9s %7s | %9s\n", "d", "rows", "fwd", "1 by 1", "gain",
+           "back", "1 by 1", "gain", "memcpy");
+    for (const char *p = ds; *p;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 1) {
+            fprintf(stderr, "bench_rows: bad --ln '%s'\n", ds);
+            return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+        const int64_t rows = FLOATS / d > 0 ? FLOATS / d : 1, n = rows * d;
+        float *x = malloc(sizeof(float) * (size_t)n), *dy = malloc(sizeof(float) * (size_t)n);
+        float *o = malloc(sizeof(float) * (size_t)n), *gm = malloc(sizeof(float) * (size_t)d);
+        float *bt = malloc(sizeof(float) * (size_t)d);
+        if (!x || !dy || !o || !gm || !bt) return 1;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (float)((i * 29) % 23 - 11) * 0.45f;
+            dy[i] = (float)((i * 13) % 19 - 9) * 0.17f;
+        }
+        for (int64_t j = 0; j < d; j++)
+            gm[j] = 1.0f + 0.01f * (float)j, bt[j] = 0.02f * (float)j;
+        double best[LN_NC];
+        for (int c = 0; c < LN_NC; c++)
+            best[c] = 1e30;
+        for (long rep = 0; rep < reps; rep++)
+            for (int c = 0; c < LN_NC; c++) {
+                double t0 = now();
+                run_ln(c, x, gm, bt, dy, o, rows, d);
+                double t = now() - t0;
+                best[c] = t < best[c] ? t : best[c];
+            }
+        const double fb = 8e-9 * (double)n, bb = 12e-9 * (double)n; /* GB per call */
+        printf("%5ld %6lld | %9.1f %9.1f %6.2fx | %9.1f %9.1f %6.2fx | %9.1f\n", d, (long long)rows,
+               fb / best[LN_FWD], fb / best[LN_FWD_ROWS], best[LN_FWD_ROWS] / best[LN_FWD],
+               bb / best[LN_BACK], bb / best[LN_BACK_ROWS], best[LN_BACK_ROWS] / best[LN_BACK],
+               fb / best[LN_COPY]);
+        free(x), free(dy), free(o), free(gm), free(bt);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *ds = "8,10,12,16,20,24,32";
+    const char *ds = "8,10,12,16,20,24,32", *lns = "256,512,1024";
     long floats = 51200, reps = 300;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--d") && i + 1 < argc) ds = argv[++i];
         else if (!strcmp(argv[i], "--floats") && i + 1 < argc) floats = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--ln") && i + 1 < argc)
+            lns = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300]\n");
+            fprintf(stderr, "usage: bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300] "
+                            "[--ln 256,512,1024]\n");
             return 2;
         }
     }
@@ -86,5 +164,5 @@ int main(int argc, char **argv) {
                1e6 * best[BACK_ROWS], best[BACK_ROWS] / best[BACK_BLOCK]);
         free(x), free(y), free(g), free(o);
     }
-    return 0;
+    return bench_ln(lns, reps);
 }

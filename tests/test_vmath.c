@@ -317,7 +317,8 @@ START_TEST(test_softmax_back_rows) {
 END_TEST
 
 /* Layer norm and its backward against double references, both paths, row lengths 1..40 and
- * model widths, with and without gamma and beta; error relative to the row's scale. */
+ * model widths, with and without gamma and beta; error relative to the row's scale; each row
+ * alone gives the bits it gives among the others. */
 START_TEST(test_layer_norm_rows) {
     enum { ROWS = 3, DMAX = 300 };
     static float x[ROWS * DMAX], g[DMAX], b[DMAX], dy[ROWS * DMAX], y[ROWS * DMAX], dx[ROWS * DMAX];
@@ -341,6 +342,18 @@ START_TEST(test_layer_norm_rows) {
                 const float *gp = affine ? g : NULL, *bp = affine ? b : NULL;
                 tg_cpu_vlayer_norm_rows_path(x, gp, bp, y, ROWS, d, eps, path == 1);
                 tg_cpu_vlayer_norm_back_rows_path(x, gp, dy, dx, ROWS, d, eps, path == 1);
+                /* a row's bits do not depend on the rows computed with it (rows go in pairs,
+                 * and a thread's share may start at any row) */
+                for (int r = 0; r < ROWS; r++) {
+                    float y1[DMAX], dx1[DMAX];
+                    tg_cpu_vlayer_norm_rows_path(x + r * d, gp, bp, y1, 1, d, eps, path == 1);
+                    tg_cpu_vlayer_norm_back_rows_path(x + r * d, gp, dy + r * d, dx1, 1, d, eps,
+                                                      path == 1);
+                    ck_assert_msg(memcmp(y1, y + r * d, sizeof(float) * d) == 0 &&
+                                      memcmp(dx1, dx + r * d, sizeof(float) * d) == 0,
+                                  "d %d path %d: row %d alone differs from the same row among %d",
+                                  d, path, r, ROWS);
+                }
                 for (int r = 0; r < ROWS; r++) {
                     const float *xr = x + r * d, *gr = dy + r * d;
                     double mu = 0, var = 0, sg = 0, sgx = 0;

@@ -735,8 +735,10 @@ AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
 
 /* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
  * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and
- * with two a [1280, 256] layer norm measured 1.3x slower (docs/results.md §4). */
-AVX2 static void row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
+ * with two a [1280, 256] layer norm measured 1.3x slower (docs/results.md §4). Always inlined:
+ * layer_norm_avx2 takes two rows' statistics side by side. */
+AVX2 static inline __attribute__((always_inline)) void
+row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t j = 0;
     for (; j + 32 <= d; j += 32) {
@@ -769,11 +771,21 @@ AVX2 static void row_stats_avx2(const float *x, int64_t d, float eps, float *mea
         sqrtf(hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) / (float)d + eps);
 }
 
+/* Rows in pairs: both rows' statistics first, then each row normalised. A row's passes are
+ * chains of dependent adds, two horizontal sums, a division and a square root, which one row
+ * at a time left the core waiting on (~260 cycles a row at d 256, a third of a copy's rate);
+ * two rows' chains side by side overlap (0.84x the time at d 256, 0.92x at 512;
+ * docs/results.md §4). Each row's operations are its own, in its order: a row gives the same
+ * bits alone or paired, wherever a thread's share of rows starts. */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
+    float mus[2], rss[2];
     for (int64_t r = 0; r < rows; r++, x += d, y += d) {
-        float mu, rs;
-        row_stats_avx2(x, d, eps, &mu, &rs);
+        if (r % 2 == 0) {
+            row_stats_avx2(x, d, eps, &mus[0], &rss[0]);
+            if (r + 1 < rows) row_stats_avx2(x + d, d, eps, &mus[1], &rss[1]);
+        }
+        const float mu = mus[r % 2], rs = rss[r % 2];
         const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
         int64_t j = 0;
         if (gm && bt) /* the usual case: whole vectors without the tail's tests, one FMA */
@@ -803,46 +815,66 @@ AVX2 static inline void lnb_load(const float *x, const float *gm, const float *d
     *c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
 }
 
-/* Three passes over a row instead of four: the mean, then (x - mu)^2, g and g (x - mu) summed
- * together (sum g xh = rstd sum g (x - mu) needs only the mean), then dx. Two vectors per step
- * into two named accumulators each (an array indexed by the step's parity lived on the stack:
- * every add went through memory). */
+/* The backward's first two passes over a row, the mean and then three sums together (sum g xh
+ * = rstd sum g (x - mu) needs only the mean): s[0] = sum (x - mu)^2, s[1] = sum g,
+ * s[2] = sum g (x - mu). Two vectors per step into two named accumulators each (an array
+ * indexed by the step's parity lived on the stack: every add went through memory). Always
+ * inlined: layer_norm_back_avx2 takes two rows' sums side by side, as the forward takes their
+ * statistics. */
+AVX2 static inline __attribute__((always_inline)) void
+lnb_sums(const float *x, const float *gm, const float *dy, int64_t d, float *mu, float s[3]) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 a0 = zero, a1 = zero;
+    int64_t j = 0;
+    for (; j + 16 <= d; j += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
+    }
+    for (; j < d; j += 8)
+        a0 = _mm256_add_ps(a0, load0(x, j, d));
+    *mu = hsum8(_mm256_add_ps(a0, a1)) / (float)d;
+    const __m256 mv = _mm256_set1_ps(*mu);
+    __m256 ac0 = zero, ac1 = zero, ag0 = zero, ag1 = zero, agc0 = zero, agc1 = zero, g, c;
+    for (j = 0; j + 16 <= d; j += 16) {
+        lnb_load(x, gm, dy, j, d, mv, &g, &c);
+        ac0 = _mm256_fmadd_ps(c, c, ac0);
+        ag0 = _mm256_add_ps(ag0, g);
+        agc0 = _mm256_fmadd_ps(g, c, agc0);
+        lnb_load(x, gm, dy, j + 8, d, mv, &g, &c);
+        ac1 = _mm256_fmadd_ps(c, c, ac1);
+        ag1 = _mm256_add_ps(ag1, g);
+        agc1 = _mm256_fmadd_ps(g, c, agc1);
+    }
+    for (; j < d; j += 8) {
+        lnb_load(x, gm, dy, j, d, mv, &g, &c);
+        ac0 = _mm256_fmadd_ps(c, c, ac0);
+        ag0 = _mm256_add_ps(ag0, g);
+        agc0 = _mm256_fmadd_ps(g, c, agc0);
+    }
+    s[0] = hsum8(_mm256_add_ps(ac0, ac1));
+    s[1] = hsum8(_mm256_add_ps(ag0, ag1));
+    s[2] = hsum8(_mm256_add_ps(agc0, agc1));
+}
+
+/* Three passes over a row instead of four (lnb_sums, then dx); rows in pairs, as in the
+ * forward (0.90x the time at d 256, 0.96x at 512), the same bits alone or paired. */
 AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const float *dy, float *dx,
                                       int64_t rows, int64_t d, float eps) {
-    const __m256 zero = _mm256_setzero_ps();
+    float mus[2], sums[2][3];
     for (int64_t r = 0; r < rows; r++, x += d, dy += d, dx += d) {
-        __m256 a0 = zero, a1 = zero;
-        int64_t j = 0;
-        for (; j + 16 <= d; j += 16) {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
+        if (r % 2 == 0) {
+            lnb_sums(x, gm, dy, d, &mus[0], sums[0]);
+            if (r + 1 < rows) lnb_sums(x + d, gm, dy + d, d, &mus[1], sums[1]);
         }
-        for (; j < d; j += 8)
-            a0 = _mm256_add_ps(a0, load0(x, j, d));
-        const __m256 mv = _mm256_set1_ps(hsum8(_mm256_add_ps(a0, a1)) / (float)d);
-        __m256 ac0 = zero, ac1 = zero, ag0 = zero, ag1 = zero, agc0 = zero, agc1 = zero, g, c;
-        for (j = 0; j + 16 <= d; j += 16) {
-            lnb_load(x, gm, dy, j, d, mv, &g, &c);
-            ac0 = _mm256_fmadd_ps(c, c, ac0);
-            ag0 = _mm256_add_ps(ag0, g);
-            agc0 = _mm256_fmadd_ps(g, c, agc0);
-            lnb_load(x, gm, dy, j + 8, d, mv, &g, &c);
-            ac1 = _mm256_fmadd_ps(c, c, ac1);
-            ag1 = _mm256_add_ps(ag1, g);
-            agc1 = _mm256_fmadd_ps(g, c, agc1);
-        }
-        for (; j < d; j += 8) {
-            lnb_load(x, gm, dy, j, d, mv, &g, &c);
-            ac0 = _mm256_fmadd_ps(c, c, ac0);
-            ag0 = _mm256_add_ps(ag0, g);
-            agc0 = _mm256_fmadd_ps(g, c, agc0);
-        }
-        const float rs = 1.0f / sqrtf(hsum8(_mm256_add_ps(ac0, ac1)) / (float)d + eps);
+        const float *s = sums[r % 2];
+        const __m256 mv = _mm256_set1_ps(mus[r % 2]);
+        const float rs = 1.0f / sqrtf(s[0] / (float)d + eps);
         const __m256 rv = _mm256_set1_ps(rs);
-        const __m256 sg = _mm256_set1_ps(hsum8(_mm256_add_ps(ag0, ag1)) / (float)d);
+        const __m256 sg = _mm256_set1_ps(s[1] / (float)d);
         /* xh sgx with xh = c rs and sgx = rs sum(g c) / d: c (rs^2 sum(g c) / d) */
-        const __m256 sgc = _mm256_set1_ps(rs * rs * (hsum8(_mm256_add_ps(agc0, agc1)) / (float)d));
-        for (j = 0; j < d; j += 8) {
+        const __m256 sgc = _mm256_set1_ps(rs * rs * (s[2] / (float)d));
+        __m256 g, c;
+        for (int64_t j = 0; j < d; j += 8) {
             lnb_load(x, gm, dy, j, d, mv, &g, &c);
             store_row(dx, j, d, _mm256_mul_ps(rv, _mm256_fnmadd_ps(c, sgc, _mm256_sub_ps(g, sg))));
         }
