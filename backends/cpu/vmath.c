@@ -771,39 +771,50 @@ row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
         sqrtf(hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) / (float)d + eps);
 }
 
-/* Rows in pairs: both rows' statistics first, then each row normalised. A row's passes are
- * chains of dependent adds, two horizontal sums, a division and a square root, which one row
- * at a time left the core waiting on (~260 cycles a row at d 256, a third of a copy's rate);
- * two rows' chains side by side overlap (0.84x the time at d 256, 0.92x at 512;
- * docs/results.md §4). Each row's operations are its own, in its order: a row gives the same
+/* y = (x - mu) rstd gamma + beta over the row's vectors from j on (gamma, beta or both may be
+ * absent; lanes past d neither read nor written) */
+AVX2 static inline void ln_normalize(const float *x, const float *gm, const float *bt, float *y,
+                                     int64_t j, int64_t d, __m256 mv, __m256 rv) {
+    for (; j < d; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
+        if (gm && bt) {
+            v = _mm256_fmadd_ps(v, load0(gm, j, d), load0(bt, j, d));
+        } else {
+            if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
+            if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
+        }
+        store_row(y, j, d, v);
+    }
+}
+
+/* Rows in pairs: both rows' statistics side by side, then both rows normalised in one pass
+ * over gamma and beta. A row's statistics are chains of dependent adds, two horizontal sums, a
+ * division and a square root, which one row at a time left the core waiting on (~260 cycles a
+ * row at d 256, a third of a copy's rate); two rows' chains side by side overlap, and the
+ * normalising pass loads gamma and beta once for both: 0.81x the time at d 256, 0.88x at 512
+ * (docs/results.md §4). Each row's operations are its own, in its order: a row gives the same
  * bits alone or paired, wherever a thread's share of rows starts. */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
-    float mus[2], rss[2];
-    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
-        if (r % 2 == 0) {
-            row_stats_avx2(x, d, eps, &mus[0], &rss[0]);
-            if (r + 1 < rows) row_stats_avx2(x + d, d, eps, &mus[1], &rss[1]);
-        }
-        const float mu = mus[r % 2], rs = rss[r % 2];
-        const __m256 mv = _mm256_set1_ps(mu), rv = _mm256_set1_ps(rs);
+    for (int64_t r = 0; r < rows; r += 2, x += 2 * d, y += 2 * d) {
+        const bool two = r + 1 < rows;
+        float mu[2], rs[2];
+        row_stats_avx2(x, d, eps, &mu[0], &rs[0]);
+        if (two) row_stats_avx2(x + d, d, eps, &mu[1], &rs[1]);
+        const __m256 mv0 = _mm256_set1_ps(mu[0]), rv0 = _mm256_set1_ps(rs[0]);
+        const __m256 mv1 = _mm256_set1_ps(two ? mu[1] : 0.0f),
+                     rv1 = _mm256_set1_ps(two ? rs[1] : 0.0f);
         int64_t j = 0;
-        if (gm && bt) /* the usual case: whole vectors without the tail's tests, one FMA */
+        if (gm && bt && two) /* the usual case: whole vectors without the tail's tests */
             for (; j + 8 <= d; j += 8) {
-                __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv), rv);
-                _mm256_storeu_ps(
-                    y + j, _mm256_fmadd_ps(v, _mm256_loadu_ps(gm + j), _mm256_loadu_ps(bt + j)));
+                const __m256 g = _mm256_loadu_ps(gm + j), b = _mm256_loadu_ps(bt + j);
+                __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv0), rv0);
+                __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + d + j), mv1), rv1);
+                _mm256_storeu_ps(y + j, _mm256_fmadd_ps(v0, g, b));
+                _mm256_storeu_ps(y + d + j, _mm256_fmadd_ps(v1, g, b));
             }
-        for (; j < d; j += 8) {
-            __m256 v = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
-            if (gm && bt) {
-                v = _mm256_fmadd_ps(v, load0(gm, j, d), load0(bt, j, d));
-            } else {
-                if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
-                if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
-            }
-            store_row(y, j, d, v);
-        }
+        ln_normalize(x, gm, bt, y, j, d, mv0, rv0);
+        if (two) ln_normalize(x + d, gm, bt, y + d, j, d, mv1, rv1);
     }
 }
 
