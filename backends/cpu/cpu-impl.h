@@ -78,12 +78,21 @@ int64_t tg__cpu_fine_runs(tg_backend *b);
 
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without
- * a buffer, operands gathered for broadcasting, and each member's values over the tile. */
+ * a buffer, operands gathered for broadcasting, and each member's values over the tile. What a
+ * gathered buffer holds, when it is the same for every row (a bias broadcast over the rows):
+ * the operand, the member it was gathered for, the tile's first column and its length — a
+ * later tile with the same key finds it there instead of gathering it again. */
+typedef struct {
+    const tg_tensor *src, *t;
+    int64_t col, len;
+} tg_gathered_key;
+
 typedef struct {
     tg_tensor *m[TG_CHAIN_MAX];
     int k;
     _Alignas(32) float tmp[TG_CHAIN_MAX][TG_CHAIN_TILE];
     _Alignas(32) float gathered[2][TG_CHAIN_TILE];
+    tg_gathered_key gathered_key[2];
     const float *val[TG_CHAIN_MAX];
 } tg_chain_tiles;
 /* c->m[0..c->k) = the chain ending at t, head first, t last when with_t (a row op ending a
