@@ -17,6 +17,7 @@
  * call for all rows (vmath.c takes them two at a time) against one call per row (each row
  * alone, as every row went before: the same bits, one more call per row), and memcpy of the
  * forward's bytes (read x, write y) as the in-cache bandwidth they are compared with. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,19 @@ static void run(int c, const float *x, const float *y, const float *g, float *o,
             else tg_cpu_vsoftmax_back_rows(y + r * d, g + r * d, o + r * d, k, d);
         }
     }
+}
+
+/* The next width of a comma-separated list at *p (the option's value, all of it in list),
+ * *p moved past it; false, with a message, if there is none. */
+static bool next_width(const char **p, long *d, const char *option, const char *list) {
+    char *end;
+    *d = strtol(*p, &end, 10);
+    if (end == *p || *d < 1) {
+        fprintf(stderr, "bench_rows: bad %s '%s'\n", option, list);
+        return false;
+    }
+    *p = *end == ',' ? end + 1 : end;
+    return true;
 }
 
 /* Layer norm's contenders, timed in turn as the softmax's are; GB/s over the bytes each reads
@@ -76,14 +90,9 @@ static int bench_ln(const char *ds, long reps) {
     printf("\nlayer norm, %d floats per call; GB/s of the best of %ld calls\n", FLOATS, reps);
     printf("%5s %6s | %9s %9s %7s | %9s %9s %7s | %9s\n", "d", "rows", "fwd", "1 by 1", "gain",
            "back", "1 by 1", "gain", "memcpy");
+    long d;
     for (const char *p = ds; *p;) {
-        char *end;
-        long d = strtol(p, &end, 10);
-        if (end == p || d < 1) {
-            fprintf(stderr, "bench_rows: bad --ln '%s'\n", ds);
-            return 2;
-        }
-        p = *end == ',' ? end + 1 : end;
+        if (!next_width(&p, &d, "--ln", ds)) return 2;
         const int64_t rows = FLOATS / d > 0 ? FLOATS / d : 1, n = rows * d;
         float *x = malloc(sizeof(float) * (size_t)n), *dy = malloc(sizeof(float) * (size_t)n);
         float *o = malloc(sizeof(float) * (size_t)n), *gm = malloc(sizeof(float) * (size_t)d);
@@ -133,14 +142,9 @@ int main(int argc, char **argv) {
     printf("vmath %s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(), reps, floats);
     printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd block", "1 by 1", "gain", "exp alone",
            "back block", "1 by 1", "gain");
+    long d;
     for (const char *p = ds; *p;) {
-        char *end;
-        long d = strtol(p, &end, 10);
-        if (end == p || d < 1) {
-            fprintf(stderr, "bench_rows: bad --d '%s'\n", ds);
-            return 2;
-        }
-        p = *end == ',' ? end + 1 : end;
+        if (!next_width(&p, &d, "--d", ds)) return 2;
         int64_t rows = floats / d > 0 ? floats / d : 1, n = rows * d;
         float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
         float *g = malloc(sizeof(float) * (size_t)n), *o = malloc(sizeof(float) * (size_t)n);
