@@ -330,14 +330,15 @@ static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, 
     if (s->dtype == TG_DTYPE_F32 && tg_tensor_numel(s) == tg_tensor_numel(t)) return F32(s) + e0;
     int nd = t->ndim;
     int64_t inner = nd ? t->shape[nd - 1] : 1;
-    if (key->src == s && key->t == t && key->col == e0 % inner && key->len == n) return buf;
+    if (inner > 0 && key->src == s && key->t == t && key->col == e0 % inner && key->len == n)
+        return buf;
     int64_t st[TG_MAX_DIMS];
     tg__geom_bcast_strides(s, t, st);
     int64_t is = nd ? st[nd - 1] : 0;
     bool same_rows = true;
     for (int i = 0; i < nd - 1; i++)
         same_rows = same_rows && st[i] == 0;
-    *key = same_rows ? (tg_gathered_key){s, t, e0 % inner, n} : (tg_gathered_key){0};
+    *key = same_rows && inner > 0 ? (tg_gathered_key){s, t, e0 % inner, n} : (tg_gathered_key){0};
     for (int64_t k = 0; k < n;) {
         int64_t e = e0 + k, c = e % inner, len = inner - c < n - k ? inner - c : n - k;
         int64_t off = row_offset(e / inner, nd, t->shape, st) + c * is;

@@ -789,8 +789,8 @@ AVX2 static inline void ln_normalize(const float *x, const float *gm, const floa
 
 /* Rows in pairs: both rows' statistics side by side, then both rows normalised in one pass
  * over gamma and beta. A row's statistics are chains of dependent adds, two horizontal sums, a
- * division and a square root, which one row at a time left the core waiting on (~260 cycles a
- * row at d 256, a third of a copy's rate); two rows' chains side by side overlap, and the
+ * division and a square root, which one row at a time left the core waiting on (~200 cycles a
+ * row at d 256, 0.38 of a copy's rate in cache); two rows' chains side by side overlap, and the
  * normalising pass loads gamma and beta once for both: 0.81x the time at d 256, 0.88x at 512
  * (docs/results.md §4). Each row's operations are its own, in its order: a row gives the same
  * bits alone or paired, wherever a thread's share of rows starts. */
