@@ -615,6 +615,28 @@ START_TEST(test_sum_to_patterns) {
 }
 END_TEST
 
+/* A bias gradient's column sums ([R, C] -> [C]): each column's rows added in order, in float —
+ * over whole blocks of 64 columns (kept in vector registers) and a narrower last block alike. */
+START_TEST(test_sum_to_columns_in_order) {
+    enum { R = 37, C = 200 };
+    float *x = malloc(sizeof(float) * R * C); /* values whose sums round: order shows */
+    ck_assert_ptr_nonnull(x);
+    for (int e = 0; e < R * C; e++)
+        x[e] = (float)sin(0.37 * e + 0.1) * 3.1f;
+    tg_tensor *y = tg_keep(tg_sum_to(IN(x, R, C), 1, SHAPE(C)));
+    run_ok();
+    double want[C];
+    for (int c = 0; c < C; c++) {
+        float s = 0.0f;
+        for (int r = 0; r < R; r++)
+            s += x[r * C + c];
+        want[c] = s;
+    }
+    expect_vals(y, want, C, 0.0, 0.0, "column sums");
+    free(x);
+}
+END_TEST
+
 START_TEST(test_expand) {
     float a[3] = {1, 2, 3}, b[4] = {5, 6, 7, 8}, s = 4;
     tg_tensor *ya = tg_keep(tg_expand(IN(a, 3, 1), 3, SHAPE(2, 3, 2)));
@@ -1490,6 +1512,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_sum_all_mean_all);
     tcase_add_test(tc, test_sum_all_large);
     tcase_add_loop_test(tc, test_sum_to_patterns, 0, NSUMTO);
+    tcase_add_test(tc, test_sum_to_columns_in_order);
     tcase_add_test(tc, test_expand);
     suite_add_tcase(s, tc);
 
