@@ -781,6 +781,7 @@ AVX2 static inline void ln_normalize(const float *x, const float *gm, const floa
             v = _mm256_fmadd_ps(v, load0(gm, j, d), load0(bt, j, d));
         } else {
             if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
+            __asm__("" : "+x"(v)); /* rounded before beta's add (as lnb_load's g) */
             if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
         }
         store_row(y, j, d, v);
@@ -819,10 +820,13 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
 }
 
 /* g = dy gamma and c = x - mu of the vector at j (lanes past d: 0, as load0 and vmask give) */
+/* g is rounded (mul_rounded) before anything adds it: the compiler may otherwise fuse the product
+ * into the add or subtract that uses it (GCC contracts by default), in some inlined copies and
+ * not others — a row paired or alone then differed in its last bits under the sanitizers' -O2. */
 AVX2 static inline void lnb_load(const float *x, const float *gm, const float *dy, int64_t j,
                                  int64_t d, __m256 mv, __m256 *g, __m256 *c) {
     *g = load0(dy, j, d);
-    if (gm) *g = _mm256_mul_ps(*g, load0(gm, j, d));
+    if (gm) *g = mul_rounded(*g, load0(gm, j, d));
     *c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
 }
 
@@ -910,8 +914,8 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
         if (gm && two) /* the usual case: whole vectors, gamma loaded once for both rows */
             for (; j + 8 <= d; j += 8) {
                 const __m256 gv = _mm256_loadu_ps(gm + j);
-                __m256 g0 = _mm256_mul_ps(_mm256_loadu_ps(dy + j), gv);
-                __m256 g1 = _mm256_mul_ps(_mm256_loadu_ps(dy + d + j), gv);
+                __m256 g0 = mul_rounded(_mm256_loadu_ps(dy + j), gv);
+                __m256 g1 = mul_rounded(_mm256_loadu_ps(dy + d + j), gv);
                 __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), k0.mv);
                 __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + d + j), k1.mv);
                 _mm256_storeu_ps(dx + j, lnb_dx(g0, c0, k0));
