@@ -819,8 +819,8 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
     }
 }
 
-/* g = dy gamma and c = x - mu of the vector at j (lanes past d: 0, as load0 and vmask give) */
-/* g is rounded (mul_rounded) before anything adds it: the compiler may otherwise fuse the product
+/* g = dy gamma and c = x - mu of the vector at j (lanes past d: 0, as load0 and vmask give). g
+ * is rounded (mul_rounded) before anything adds it: the compiler may otherwise fuse the product
  * into the add or subtract that uses it (GCC contracts by default), in some inlined copies and
  * not others — a row paired or alone then differed in its last bits under the sanitizers' -O2. */
 AVX2 static inline void lnb_load(const float *x, const float *gm, const float *dy, int64_t j,
