@@ -11,11 +11,15 @@
 # the benchmark all succeeded. Sized for about 10 minutes on one H200 with 16 cores; every
 # step has its own time limit so that the report is written whatever happens.
 #
+# Then every other attention kind (one step against the CPU), and PyTorch's nn.Transformer on
+# the same GPU and shapes (benchmarks/peer/nn_transformer_step.py --device cuda) when the
+# machine's python3 has torch with CUDA.
+#
 # Missing build dependencies (OpenBLAS; Check is optional) can travel as Debian packages in
 # <repo>/.debs, unpacked into /tmp/tgdeps, never into /. Prepare them on a Debian 12 machine:
 #   mkdir -p .debs && (cd .debs && apt-get download libopenblas0-pthread \
 #     libopenblas-pthread-dev libopenblas-dev libgfortran5 libquadmath0 check libsubunit0 \
-#     libsubunit-dev) && echo /.debs/ >> .git/info/exclude
+#     libsubunit-dev pkgconf pkgconf-bin libpkgconf3) && echo /.debs/ >> .git/info/exclude
 # TG_GPU_VERIFY_DIRECT=1 forces the direct build; TG_GPU_BUILD sets the build folder.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,6 +79,8 @@ if ls "$ROOT"/.debs/*.deb > /dev/null 2>&1; then
     export LIBRARY_PATH=$ML:$ML/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}
     export CPATH=$D/usr/include:$D/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
     export LDFLAGS="${LDFLAGS:-} -Wl,-rpath-link,$ML -Wl,-rpath-link,$ML/openblas-pthread"
+    # pkg-config, when the machine has none (pkgconf, pkgconf-bin and libpkgconf3 carried)
+    command -v pkg-config > /dev/null || export PATH=$PATH:$D/usr/bin
 fi
 
 # ---- build tools ----
@@ -201,6 +207,29 @@ if [ $BUILD_OK = 1 ] && [ -x "$BENCH_EXE" ]; then
     fi
 fi
 
+# ---- the other attention kinds: each one's first step against the CPU's, then timed ----
+if [ $BUILD_OK = 1 ] && [ -x "$BENCH_EXE" ] && [ $(( $(date +%s) - T0 )) -lt 360 ]; then
+    section "attention kinds on the GPU (bench_gpu g2p-small, --check 1)"
+    for k in fixed_head talking_heads interacting interacting_pairwise; do
+        run 60 "$BENCH_EXE" --config g2p-small --attention $k --steps 10 --warmup-steps 2 --check 1 || BENCH_RC=1
+    done
+fi
+
+# ---- the peer on the same GPU and shapes: PyTorch's nn.Transformer (fp32, then TF32) ----
+PEER="$ROOT/benchmarks/peer/nn_transformer_step.py"
+if [ -x "$BENCH_EXE" ] && [ $(( $(date +%s) - T0 )) -lt 380 ] &&
+    python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' > /dev/null 2>&1; then
+    section "PyTorch nn.Transformer on the same GPU (benchmarks/peer/nn_transformer_step.py --device cuda)"
+    G2P=(--d-model 256 --heads 4 --layers 3 --d-ff 1024 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10 --tgt-len 10)
+    NMT=(--d-model 512 --heads 8 --layers 6 --d-ff 2048 --src-vocab 8000 --tgt-vocab 8000 --batch 32 --src-len 32 --tgt-len 32)
+    run 90 python3 "$PEER" --device cuda "${G2P[@]}" --steps 20 --warmup-steps 3
+    run 90 python3 "$PEER" --device cuda "${NMT[@]}" --steps 10 --warmup-steps 3
+    run 90 python3 "$PEER" --device cuda --tf32 "${NMT[@]}" --steps 10 --warmup-steps 3
+    # tgraph again after the peer, so that each ratio has a tgraph time on either side of it
+    run 60 "$BENCH_EXE" --config g2p-small --steps 20 --warmup-steps 3 --check 0
+    run 60 "$BENCH_EXE" --config nmt-small --steps 10 --warmup-steps 3 --check 0
+fi
+
 # ---- optional: memory checker, only if time is left ----
 if [ $BUILD_OK = 1 ] && [ -x "$TEST_EXE" ] && command -v compute-sanitizer > /dev/null &&
     [ $(( $(date +%s) - T0 )) -lt 400 ]; then
@@ -214,7 +243,8 @@ DIST_RC=skipped
 if [ "$MODE" = meson ] && [ -x "$B/tools/tg" ] && command -v mpirun > /dev/null && \
     grep -q "MPI *: *True" "$LOG" && [ $(( $(date +%s) - T0 )) -lt 450 ]; then
     section "2 MPI ranks on the GPU against 1 process (reverse task, SGD, dropout 0)"
-    DD=$OUT/dist && mkdir -p "$DD" && python3 "$ROOT/datasets/gen_synthetic.py" --tasks reverse \
+    # under the build folder, not $OUT: only a few files come back from there
+    DD=$B/dist && mkdir -p "$DD" && python3 "$ROOT/datasets/gen_synthetic.py" --tasks reverse \
         --train 2000 --dev 100 --test 100 --max-len 12 -q "$DD/data"
     A="--train-src $DD/data/reverse/train.src --train-tgt $DD/data/reverse/train.tgt --dev-src $DD/data/reverse/dev.src
        --dev-tgt $DD/data/reverse/dev.tgt --d-model 64 --heads 4 --enc-layers 2 --dec-layers 2 --d-ff 256 --dropout 0

@@ -16,6 +16,9 @@ Prints one JSON object with the fields of train_step.py (ms_per_step: median wal
 --steps timed steps after --warmup-steps; cpu_ms_per_step; tokens_per_s; peak_rss_mib; ...),
 with "model": "nn.Transformer".
 
+--device cuda runs the same step on a GPU (the peer of benchmarks/bench_gpu; --tf32 for its
+TG_CUDA_TF32=1 run); peak_rss_mib is then the host's, and the time includes waiting for the GPU.
+
 Example (g2p-small):
   python3 benchmarks/peer/nn_transformer_step.py --d-model 256 --heads 4 --layers 3 \\
       --d-ff 1024 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10 --tgt-len 10 --threads 2
@@ -46,6 +49,9 @@ def parse_args(argv):
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--warmup", type=int, default=4000, help="Noam warmup steps")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda to compare with bench_gpu")
+    p.add_argument("--tf32", action="store_true",
+                   help="on cuda, let float32 products use TF32 (bench_gpu: TG_CUDA_TF32=1)")
     return p.parse_args(argv)
 
 
@@ -62,6 +68,10 @@ def main():
     from torch import nn
 
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)
     d = args.d_model
@@ -94,7 +104,7 @@ def main():
                         tgt_mask=self.causal)
             return self.out(h)
 
-    model = Model()
+    model = Model().to(dev)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                            foreach=True)
@@ -108,7 +118,7 @@ def main():
         src = torch.randint(4, args.src_vocab, (args.batch, args.src_len), generator=gen)
         tgt_in = torch.randint(4, args.tgt_vocab, (args.batch, args.tgt_len), generator=gen)
         tgt_out = torch.randint(4, args.tgt_vocab, (args.batch, args.tgt_len), generator=gen)
-        pool.append((src, tgt_in, tgt_out))
+        pool.append((src.to(dev), tgt_in.to(dev), tgt_out.to(dev)))
 
     def step(batch):
         src, tgt_in, tgt_out = batch
@@ -118,7 +128,7 @@ def main():
         loss.backward()
         opt.step()
         sched.step()
-        return float(loss)
+        return float(loss)  # waits for the GPU: a step's time is its whole work
 
     times, cpu_times, losses = timed_steps(step, pool, args.warmup_steps, args.steps)
     med = statistics.median(times)
@@ -132,7 +142,8 @@ def main():
         "src_vocab": args.src_vocab, "tgt_vocab": args.tgt_vocab, "batch": args.batch,
         "src_len": args.src_len, "tgt_len": args.tgt_len, "dropout": args.dropout,
         "label_smoothing": args.label_smoothing, "threads": args.threads,
-        "adam_foreach": "on", "warmup": args.warmup,
+        "adam_foreach": "on", "warmup": args.warmup, "device": args.device,
+        "tf32": bool(args.tf32 and dev.type == "cuda"),
         "params": sum(p.numel() for p in model.parameters()),
         "steps": args.steps, "warmup_steps": args.warmup_steps,
         "ms_per_step": med * 1e3,
