@@ -101,6 +101,11 @@ two_cmd="mpirun --allow-run-as-root --oversubscribe $mpirun_args -np 2 $tg train
 rep_cmd="$tg train $common --replicas 2"
 
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
+# the round trip of a cache line between the first two CPUs, where bench_cores is built: the
+# host may hold the cores near each other or far apart, and the 1x2 runs' speed follows
+# (docs/results.md §4)
+cores=$(dirname "$tg")/../benchmarks/bench_cores
+rtt() { [ -x "$cores" ] && "$cores" | head -n 1 | sed -n 's/.*"round_trip_ns": \([0-9.]*\).*/, core round trip \1 ns/p'; }
 echo "host: $(nproc) cores; data: $data; $steps steps, $rounds round(s)"
 echo "1x2: $one_cmd --out DIR"
 echo "2x1: $two_cmd --out DIR"
@@ -117,7 +122,7 @@ while [ "$r" -le "$rounds" ]; do
             tail -n 15 "$out.log" >&2
             exit 1
         fi
-        echo "round $r $c done (load $(load))"
+        echo "round $r $c done (load $(load)$(rtt))"
     done
     r=$((r + 1))
 done

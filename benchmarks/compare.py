@@ -890,6 +890,9 @@ def run_bench(o, out, results, save):
                         "params": recs[0].get("params"),
                         "loadavg_1min": [round(r["loadavg_1min"], 2) for r in recs],
                     }
+                    # where the host held the cores (bench_step: before and after the steps)
+                    if any("core_rtt_ns" in r for r in recs):
+                        row[impl]["core_rtt_ns"] = [r.get("core_rtt_ns") for r in recs]
             if "tgraph" in row and "pytorch" in row:
                 row["ratio_ms"] = row["tgraph"]["ms_per_step"] / row["pytorch"]["ms_per_step"]
                 row["ratio_peak"] = row["tgraph"]["peak_bytes"] / row["pytorch"]["peak_bytes"]
