@@ -10,7 +10,14 @@
  * with AVX-512 also fma512_peak_gflops (16-wide FMAs, three bursts after the timed steps, the
  * median) and gflops_of_peak512: tgraph's kernels are AVX2, a peer's may not be.
  * --fusion ab alternates steps with elementwise fusion on and off (tg_graph_set_fusion) and
- * adds both medians and workspaces, and their ratio, measured side by side in one run. */
+ * adds both medians and workspaces, and their ratio, measured side by side in one run.
+ * --split-k on|off|ab: weight gradients cut along k on 2+ threads (backends/cpu/gemm_split_k.c;
+ * off: by rows of C, as before it); ab alternates steps and adds the "off" median and the
+ * ratio, so that both settings meet the host in the same state.
+ * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two
+ * CPUs (benchmarks/core_rtt.h) before the first timed step and after the last — on a virtual
+ * machine the host may hold the cores near each other or far apart, and the step's time
+ * follows (docs/results.md §4). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +25,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "backends/cpu/gemm.h"
+#include "benchmarks/core_rtt.h"
 #include "core/backend-helpers.h"
 #include "core/tg-impl.h"
 #include "tg/model.h"
@@ -162,7 +171,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: bench_step [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --attention mha\n"
                "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
-               "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab]\n");
+               "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab\n"
+               "  --split-k on|off|ab]\n");
         return 0;
     }
     tg_model_config c = tg_model_config_default();
@@ -197,8 +207,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: --fusion must be on, off or ab, not '%s'\n", fusion);
         return 2;
     }
-    if (ab && steps < 2) steps = 2;
-    /* ms[0..]: fused steps (all steps unless ab), ms_off: unfused steps */
+    const char *split_k = sopt(argc, argv, "--split-k", "on");
+    const bool ab_k = !strcmp(split_k, "ab");
+    if ((!ab_k && strcmp(split_k, "on") && strcmp(split_k, "off")) || (ab && ab_k)) {
+        fprintf(stderr,
+                "bench_step: --split-k must be on, off or ab (not with --fusion ab), not '%s'\n",
+                split_k);
+        return 2;
+    }
+    if ((ab || ab_k) && steps < 2) steps = 2;
+    /* ms[0..]: fused (split-k on) steps, all of them unless ab; ms_off: the others */
     double *ms = malloc(sizeof *ms * (size_t)steps),
            *ms_off = malloc(sizeof *ms_off * (size_t)steps),
            *peaks = malloc(sizeof *peaks * (size_t)steps);
@@ -206,7 +224,12 @@ int main(int argc, char **argv) {
     long n_on = 0, n_off = 0;
     size_t ws = 0, ws_off = 0;
     double flops = 0;
+    /* where the host holds the cores, before the timed steps and after them (header) */
+    double rtt[2] = {-1.0, -1.0};
+    int cpu_a, cpu_b;
+    const bool probe_rtt = threads > 1 && core_rtt_first_pair(&cpu_a, &cpu_b);
     for (long step = 0; step < warm + steps; step++) {
+        if (step == warm && probe_rtt) rtt[0] = core_rtt_ns(cpu_a, cpu_b, 20000);
         for (long i = 0; i < B; i++) {
             for (long k = 0; k < S - 1; k++) src[i * S + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.src_vocab - 4);
             for (long k = 0; k < T - 1; k++) tgt[i * T + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.tgt_vocab - 4);
@@ -220,19 +243,22 @@ int main(int argc, char **argv) {
         double t0 = now();
         tg_graph *g = tg_graph_new();
         tg_graph_set_seed(g, (uint64_t)step);
-        bool fused = ab ? step % 2 == 0 : strcmp(fusion, "off") != 0;
+        const bool fused = ab ? step % 2 == 0 : strcmp(fusion, "off") != 0,
+                   split = ab_k ? step % 2 == 0 : strcmp(split_k, "off") != 0,
+                   first = fused && split;
         tg_graph_set_fusion(g, fused);
+        tg__cpu_gemm_split_k(split);
         tg_tensor *loss = tg_keep(tg_model_loss(m, g, &b));
         CHECK(tg_backward(g, loss));
         CHECK(tg_graph_run(g, be));
         float lr = 1e-4f;
         CHECK(tg_optim_step(o, lr));
         CHECK(tg_store_zero_grad(tg_model_store(m)));
-        *(fused ? &ws : &ws_off) = tg_graph_peak_bytes(g);
+        *(first ? &ws : &ws_off) = tg_graph_peak_bytes(g);
         flops = matmul_flops(g);
         tg_graph_free(g);
         if (step >= warm) {
-            if (fused)
+            if (first)
                 ms[n_on++] = 1e3 * (now() - t0);
             else
                 ms_off[n_off++] = 1e3 * (now() - t0);
@@ -240,8 +266,9 @@ int main(int argc, char **argv) {
         tg_batch_free(&b);
         if (step >= warm) peaks[n_peak++] = fma_peak(be->nthreads);
     }
+    if (probe_rtt) rtt[1] = core_rtt_ns(cpu_a, cpu_b, 20000);
     if (getenv("TG_PROFILE")) tg_profile_report(stderr);
-    if (!ab && n_off) { /* --fusion off: report the unfused steps as the steps */
+    if (!ab && !ab_k && n_off) { /* --fusion off or --split-k off: those steps are the steps */
         memcpy(ms, ms_off, sizeof *ms * (size_t)n_off);
         n_on = n_off;
         n_off = 0;
@@ -272,10 +299,15 @@ int main(int argc, char **argv) {
     if (p512[1] > 0)
         printf(", \"fma512_peak_gflops\": %.1f, \"gflops_of_peak512\": %.3f", p512[1],
                gflops / p512[1]);
+    if (rtt[0] > 0 && rtt[1] > 0) printf(", \"core_rtt_ns\": [%.0f, %.0f]", rtt[0], rtt[1]);
     if (ab)
         printf(", \"ms_per_step_unfused\": %.2f, \"workspace_mib_unfused\": %.1f, "
                "\"fused_over_unfused\": %.3f, \"steps_each\": %ld",
                ms_off[n_off / 2], (double)ws_off / 1048576.0, med / ms_off[n_off / 2], n_off);
+    if (ab_k)
+        printf(", \"ms_per_step_split_k_off\": %.2f, \"split_k_on_over_off\": %.3f, "
+               "\"steps_each\": %ld",
+               ms_off[n_off / 2], med / ms_off[n_off / 2], n_off);
     printf("}\n");
     tg_optim_free(o);
     tg_model_free(m);

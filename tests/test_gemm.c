@@ -14,9 +14,11 @@
  * automatic choice ("auto"). */
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
+#include "tg/tg.h"
 #include "tg_check.h"
 
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,16 +529,138 @@ START_TEST(test_packed_shared) {
     const bool pk = tg_cpu_gemm_packed_available();
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 2);
-    g.M = 600, g.K = 1280, g.trans_a = true;
+    g.M = 600, g.K = 1280;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
     g.M = 256;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 4 : 2);
     g.M = 100;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
+    /* a weight gradient (op(A) transposed, K the tokens) is cut along k into one share per
+     * member, also after a contended run (test_split_k); with too few k per share, by rows */
+    g.M = 600, g.trans_a = true;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 3, 12, true), pk ? 9 : 3); /* partials too many */
+    g.M = 256;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 3, 12, true), 3);
+    g.M = 600, g.K = 300;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
+    g.K = 1280, g.trans_a = false;
     g.M = 1280, g.batch = 2;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
     g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 10, .K = 64, .trans_b = true};
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 8);
+}
+END_TEST
+
+/* C by hand as gemm_split_k.c makes it on n shares: share 0's block of k into C with beta,
+ * each other share's into a zeroed temporary with beta 0, added to C in share order. */
+static void split_k_by_hand(const tg_cpu_gemm_args *g, int n, float *c) {
+    const int64_t kb = (g->K + n - 1) / n;
+    float *t = malloc(sizeof(float) * (size_t)(g->M * g->N));
+    ck_assert(t);
+    for (int i = 0; i < n; i++) {
+        const int64_t k0 = i * kb, kl = g->K - k0 < kb ? g->K - k0 : kb;
+        tg_cpu_gemm_args s = *g;
+        s.K = kl, s.a = g->a + k0 * g->lda, s.b = g->trans_b ? g->b + k0 : g->b + k0 * g->ldb;
+        if (i > 0)
+            s.beta = 0.0f, s.c = t, s.ldc = g->N;
+        else
+            s.c = c;
+        tg_cpu_gemm_run(&s, packed_or_blas(), 1);
+        if (i > 0)
+            for (int64_t r = 0; r < g->M; r++)
+                for (int64_t j = 0; j < g->N; j++)
+                    c[r * g->ldc + j] += t[r * g->N + j];
+    }
+    free(t);
+}
+
+/* A weight gradient in a graph run on n shares (gemm_split_k.c): the shares, run one after
+ * another in either order as the graph runner may run them, give the bits of the sum written
+ * out by hand, (beta·C + S_0) + S_1 + ..., are right against the double reference, and leave
+ * C's padding alone; and a graph's Xᵀ·dY on 2 and 3 threads gives those bits too, on every
+ * run, and the 1-thread result to rounding. */
+START_TEST(test_split_k) {
+    for (int n = 2; n <= 3; n++)
+        for (int t = 0; t < 4; t++) {
+            const int64_t M = 96, N = 70, K = 256 * n + 37;
+            const float alpha = t & 1 ? -0.5f : 1.0f, beta = t & 2 ? 1.0f : 0.0f;
+            problem p = make(1, true, t == 3, M, N, K, alpha, beta, 3, 1, 1, beta == 0.0f);
+            ck_assert(tg_cpu_gemm_split_k_fits(&p.g, n));
+            float *want = malloc(p.nc * sizeof(float));
+            ck_assert(want);
+            memcpy(want, p.c0, p.nc * sizeof(float));
+            split_k_by_hand(&p.g, n, want);
+            memcpy(p.c, want, p.nc * sizeof(float)); /* check() compares p.c with the reference */
+            for (int order = 0; order < 2; order++) {
+                memcpy(p.c, p.c0, p.nc * sizeof(float));
+                tg_cpu_shared *_Atomic slot = NULL;
+                for (int k = 0; k < n; k++) {
+                    tg_cpu_par par = {.ith = order ? n - 1 - k : k, .nth = n, .shared = &slot};
+                    tg_cpu_gemm_run_par(&p.g, TG_CPU_GEMM_AUTO, &par);
+                }
+                tg_cpu_shared *s = atomic_load(&slot);
+                ck_assert_ptr_nonnull(s);
+                s->release(s);
+                const long at = first_diff(want, p.c, p.nc);
+                if (at >= 0)
+                    ck_abort_msg("split k on %d shares (order %d, case %d) differs at C[%ld]", n,
+                                 order, t, at);
+            }
+            /* the composition itself against the double reference (and C's padding) */
+            check(&p, ENG_PACKED, 1);
+            free(want);
+            release(&p);
+        }
+
+    /* through a graph: Xᵀ·dY, X [K, M] and dY [K, N] */
+    enum { GM = 64, GN = 48, GK = 1100 };
+    problem p = make(1, true, false, GM, GN, GK, 1.0f, 0.0f, 0, 1, 1, true);
+    float *got = malloc(sizeof(float) * GM * GN), *one = malloc(sizeof(float) * GM * GN),
+          *want = malloc(sizeof(float) * GM * GN);
+    ck_assert(got && one && want);
+    for (int threads = 1; threads <= 3; threads++) {
+        tg_backend *be;
+        ck_assert_int_eq(tg_backend_cpu_new(threads, &be), TG_OK);
+        if (threads > 1) {
+            memset(want, 0, sizeof(float) * GM * GN);
+            split_k_by_hand(&(tg_cpu_gemm_args){.batch = 1,
+                                                .M = GM,
+                                                .N = GN,
+                                                .K = GK,
+                                                .trans_a = true,
+                                                .alpha = 1.0f,
+                                                .a = p.a,
+                                                .lda = GM,
+                                                .b = p.b,
+                                                .ldb = GN,
+                                                .c = want,
+                                                .ldc = GN},
+                            threads, want);
+        }
+        for (int run = 0; run < 3; run++) {
+            tg_graph *g = tg_graph_new();
+            const int64_t xs[2] = {GK, GM}, ys[2] = {GK, GN};
+            tg_tensor *x = tg_input(g, TG_DTYPE_F32, 2, xs, p.a),
+                      *y = tg_input(g, TG_DTYPE_F32, 2, ys, p.b);
+            tg_tensor *c = tg_keep(tg_matmul(x, y, true, false));
+            ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
+            ck_assert_int_eq(tg_tensor_read(c, threads == 1 ? one : got, sizeof(float) * GM * GN),
+                             TG_OK);
+            tg_graph_free(g);
+            if (threads == 1) break;
+            const long at = first_diff(want, got, GM * GN);
+            if (at >= 0)
+                ck_abort_msg("graph on %d threads, run %d: C[%ld] = %.9g, by hand %.9g", threads,
+                             run, at, got[at], want[at]);
+        }
+        if (threads > 1)
+            for (int i = 0; i < GM * GN; i++)
+                ck_assert_float_eq_tol(got[i], one[i], 1e-4f * (1.0f + fabsf(one[i])));
+        tg_backend_free(be);
+    }
+    free(got), free(one), free(want);
+    release(&p);
 }
 END_TEST
 
@@ -849,6 +973,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_blocks);
     tcase_add_test(tc, test_packed_kernel);
     tcase_add_test(tc, test_packed_shared);
+    tcase_add_test(tc, test_split_k);
     tcase_add_test(tc, test_packed_kernel2);
     tcase_add_test(tc, test_packed_rowa);
     tcase_add_test(tc, test_small_wide);

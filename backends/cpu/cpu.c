@@ -254,7 +254,8 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
  * run (CONTENDED_OFFCORE) the single products on the packed path; the other products keep one
  * share per member (tg_cpu_gemm_shares).
  * Every kernel's share computes its own outputs whole, so the results do not depend on the
- * cut. */
+ * cut — except a weight gradient cut along k (gemm_split_k.c), which tg_cpu_gemm_shares
+ * therefore always cuts into nthreads shares, contended or not. */
 enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
 
 static int shares_of(const graph_job *j, const tg_tensor *t) {

@@ -115,9 +115,7 @@ static void packed_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 }
 
 /* How one block of one product is computed: blas_call or packed_call. */
-typedef void (*block_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                         float *c, int64_t ldc);
+typedef tg_cpu_gemm_block_fn block_fn;
 
 /* Product t cut into at most nthreads blocks of rows of C (columns when N > M: each member
  * then re-reads all of op(A) rather than all of op(B), the smaller of the two), one per member.
@@ -220,6 +218,7 @@ static bool rows_shared(const tg_cpu_gemm_args *g) {
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine) {
     const tg_cpu_gemm_path path = tg_cpu_gemm_choose(g, nthreads);
     if (path == TG_CPU_GEMM_SMALL) return most;
+    if (tg_cpu_gemm_split_k_fits(g, nthreads)) return nthreads;
     if (fine && path == TG_CPU_GEMM_PACKED && rows_shared(g)) {
         const int64_t k = tg_cpu_gemm_imin(most, g->M / TG_GEMM_FINE_ROWS);
         return k > nthreads ? (int)k : nthreads;
@@ -233,6 +232,10 @@ static void blocks_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, block_fn call) 
     int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g);
     const double flops = 2.0 * (double)batch * (double)g->M * (double)g->N * (double)g->K;
+    if (!p->team && p->shared && tg_cpu_gemm_split_k_fits(g, p->nth)) {
+        tg_cpu_gemm_split_k_par(g, p, call); /* a weight gradient in a graph run */
+        return;
+    }
     if (call == packed_call && p->nth > 1 && (p->team || p->shared) && rows_shared(g)) {
         packed_rows_shared(g, p);
         return;

@@ -28,10 +28,12 @@
  * a form taking nthreads, for tests and benchmarks, that runs the call on a team of that many
  * threads kept for the purpose.
  *
- * Determinism: for a given thread count every element of C is computed by one thread in a
- * fixed order; there are no atomics and no cross-thread reductions. The small and packed
- * paths are even independent of the thread count (each element's sum runs over k in the same
- * order whatever the partition).
+ * Determinism: for a given thread count every element of C is computed in a fixed order. It is
+ * computed by one thread, except for a weight gradient in a graph run on several threads
+ * (gemm_split_k.c: each share sums over its own block of k, the partial sums then added in
+ * share order): bit-exact for a thread count, not across counts. Elsewhere the small and
+ * packed paths are even independent of the thread count (each element's sum runs over k in the
+ * same order whatever the partition).
  */
 #ifndef TG_CPU_GEMM_H
 #define TG_CPU_GEMM_H
@@ -114,9 +116,11 @@ static inline void tg_cpu_gemm_product(const tg_cpu_gemm_args *g, int64_t t, con
 tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);
 
 /* Into how many shares the graph runner (cpu.c) cuts a call on a team of nthreads, at most
- * `most`: `most` on the small path (tasks of its own); with `fine`, one product on the packed
- * path in blocks of at least 64 rows (they share op(B): gemm_packed.c), at least nthreads;
- * else nthreads (each further block of the BLAS path would pack the shared operand again). */
+ * `most`: `most` on the small path (tasks of its own); nthreads for a product it cuts along k
+ * (tg_cpu_gemm_split_k_fits: its bits depend on the cut); with `fine`, one product on the
+ * packed path in blocks of at least 64 rows (they share op(B): gemm_packed.c), at least
+ * nthreads; else nthreads (each further block of the BLAS path would pack the shared operand
+ * again). */
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine);
 
 /* Rows of a register tile of the packed path's micro-kernel: blocks of rows of C cut at
@@ -125,6 +129,25 @@ int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool f
 /* Columns of one packed panel of op(B) (the 6×16 kernel's tile): a packed op(B) holds its
  * columns rounded up to a multiple of it. */
 #define TG_CPU_GEMM_PACKED_NR 16
+
+/* One block of one product, C = alpha·op(A)·op(B) + beta·C (row-major, as cblas_sgemm):
+ * cblas_sgemm itself, or our packed GEMM falling back to it (gemm.c). */
+typedef void (*tg_cpu_gemm_block_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                     const float *a, int64_t lda, const float *b, int64_t ldb,
+                                     float beta, float *c, int64_t ldc);
+
+/* Whether a graph run on nth shares cuts this call along k (gemm_split_k.c): one product with
+ * op(A) transposed (a weight gradient Xᵀ·dY, K the tokens), at least 256 k per share, whose
+ * partial sums — M·N per extra share, at most 2^21 floats, added by one share at the end — are
+ * at most a quarter of the values of op(A) and op(B), (M + N)·K (on many threads the serial
+ * sum would cost more than the cut saves: then the rows are cut). */
+bool tg_cpu_gemm_split_k_fits(const tg_cpu_gemm_args *g, int nth);
+/* For tests and benchmarks (bench_step --split-k): on (the default), such calls are cut along
+ * k; off, by rows as the others. Returns whether they now are. Not while a graph runs. */
+bool tg__cpu_gemm_split_k(bool on);
+/* Share p->ith of p->nth of such a call (a graph node's share: p->shared is its slot), each
+ * block computed by `call`. */
+void tg_cpu_gemm_split_k_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, tg_cpu_gemm_block_fn call);
 
 /* Run the product on the given path (AUTO: tg_cpu_gemm_choose()). g is borrowed. */
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads);

@@ -1,0 +1,161 @@
+/* Weight gradients cut along k (the tokens) in a graph run: each member sums over the tokens
+ * its own core wrote.
+ *
+ * A weight gradient Xᵀ·dY (op(A) transposed; M, N the layer's widths, K the batch's tokens) cut
+ * into blocks of rows of C, as the other products are, has every member read all K rows of X
+ * and dY — half of them written by the other member, in the other core's cache. On a virtual
+ * machine whose host sometimes holds its two vCPUs on different chiplets (a cache line's round
+ * trip 330–380 ns instead of 55–90: benchmarks/bench_cores), those reads made a g2p-small
+ * step's 36 projection weight gradients 1.35× slower and the whole two-thread step 1.2×
+ * (docs/results.md §4). Cut along k instead, share i of n sums rows [i·kb, (i+1)·kb) of X and
+ * dY, kb = ceil(K / n) — the rows the elementwise and row kernels and the row-cut products
+ * before it gave member i — so only the partial sums cross between cores: M·N values per extra
+ * share instead of (M + N)·K/2.
+ *
+ * Share 0 writes C = beta·C + alpha·S_0 in place; share i > 0 writes alpha·S_i into partial
+ * buffer i; whichever share finishes last adds partials 1, 2, ... in that order into C. So C is
+ * (beta·C + S_0) + S_1 + ... whatever member runs which share and whenever: bit-exact for a
+ * thread count (the graph runner cuts such a product into exactly nthreads shares, also after
+ * a contended run: gemm.c, tg_cpu_gemm_shares), though not equal to one thread's single sum.
+ * Each S_i is one block call (our packed GEMM, or cblas_sgemm where it declines).
+ *
+ * The partial buffers of a product come with the node's shared object (team.h: the graph
+ * runner gives it back when the node is done) from a pool of mapped pages: a step runs a few
+ * such products at once (the look-ahead), each 256 KiB–1 MiB for g2p-small. Where none can be
+ * had, share 0 computes the whole product alone and the others nothing: the same result to
+ * rounding, not the same bits. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "backends/cpu/cpu-impl.h"
+#include "backends/cpu/gemm.h"
+
+/* Fewest k per share, most partial values per product (M·N·(n - 1) floats: 8 MiB). */
+enum { SPLIT_K_MIN_PER_SHARE = 256 };
+#define SPLIT_K_MAX_PARTIAL (1 << 21)
+
+static atomic_bool enabled = true;
+
+bool tg__cpu_gemm_split_k(bool on) {
+    atomic_store(&enabled, on);
+    return on;
+}
+
+bool tg_cpu_gemm_split_k_fits(const tg_cpu_gemm_args *g, int nth) {
+    if (nth < 2 || !g->trans_a || tg_cpu_gemm_count(g) != 1 || !atomic_load(&enabled)) return false;
+    const double m = (double)g->M, n = (double)g->N, k = (double)g->K;
+    return k >= (double)SPLIT_K_MIN_PER_SHARE * nth && m * n * (nth - 1) <= SPLIT_K_MAX_PARTIAL &&
+           4.0 * m * n * (nth - 1) <= (m + n) * k;
+}
+
+typedef struct split_k {
+    tg_cpu_shared base;
+    struct split_k *next; /* the pool's free list */
+    float *part;          /* partials 1 .. n-1, M·N floats each, rows N apart */
+    size_t cap;           /* floats mapped */
+    atomic_int finished;  /* shares done */
+} split_k;
+
+/* Idle objects kept for the next products; more are made while a run holds these. */
+enum { POOL_KEEP = 2 };
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static split_k *pool;
+static int pool_idle;
+
+static void split_k_free(split_k *s) {
+    if (s->part) munmap(s->part, s->cap * sizeof(float));
+    free(s);
+}
+
+static void split_k_release(tg_cpu_shared *base) {
+    split_k *s = (split_k *)base;
+    pthread_mutex_lock(&pool_mu);
+    const bool keep = pool_idle < POOL_KEEP;
+    if (keep) {
+        s->next = pool;
+        pool = s;
+        pool_idle++;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    if (!keep) split_k_free(s);
+}
+
+/* Every share that finds no partial buffers: share 0 does the whole product. */
+static void no_buffers_release(tg_cpu_shared *s) {
+    (void)s;
+}
+static tg_cpu_shared no_buffers = {no_buffers_release};
+
+static split_k *split_k_new(size_t floats) {
+    pthread_mutex_lock(&pool_mu);
+    split_k *s = pool;
+    if (s) {
+        pool = s->next;
+        pool_idle--;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    if (!s && !(s = calloc(1, sizeof *s))) return NULL;
+    s->base.release = split_k_release;
+    if (s->cap < floats) {
+        if (s->part) munmap(s->part, s->cap * sizeof(float));
+        s->cap = 0;
+        void *p = mmap(NULL, floats * sizeof(float), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        s->part = p == MAP_FAILED ? NULL : p;
+        if (!s->part) {
+            split_k_free(s);
+            return NULL;
+        }
+        s->cap = floats;
+    }
+    atomic_store_explicit(&s->finished, 0, memory_order_relaxed);
+    return s;
+}
+
+/* The node's object: made by the first share to get here, stored in the node's slot. */
+static tg_cpu_shared *shared_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
+    if (s) return s;
+    split_k *mine = split_k_new((size_t)g->M * (size_t)g->N * (size_t)(p->nth - 1));
+    tg_cpu_shared *want = mine ? &mine->base : &no_buffers;
+    if (atomic_compare_exchange_strong_explicit(p->shared, &s, want, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return want;
+    if (mine) split_k_release(&mine->base); /* another share stored one first: s */
+    return s;
+}
+
+/* c += x over rows of n (c's rows ldc apart, x's n), in the order of the elements */
+TG_CPU_CLONES static void add_rows(float *c, int64_t ldc, const float *x, int64_t m, int64_t n) {
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < n; j++)
+            c[r * ldc + j] += x[r * n + j];
+}
+
+void tg_cpu_gemm_split_k_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, tg_cpu_gemm_block_fn call) {
+    tg_cpu_shared *sh = shared_of(g, p);
+    if (sh == &no_buffers) {
+        if (p->ith == 0)
+            call(true, g->trans_b, g->M, g->N, g->K, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta,
+                 g->c, g->ldc);
+        return;
+    }
+    split_k *s = (split_k *)sh;
+    const int64_t kb = (g->K + p->nth - 1) / p->nth, k0 = p->ith * kb;
+    const int64_t kl = tg_cpu_gemm_imin(kb, g->K - k0), mn = g->M * g->N;
+    const float *a = g->a + k0 * g->lda, *b = g->trans_b ? g->b + k0 : g->b + k0 * g->ldb;
+    float *part = s->part + (p->ith - 1) * mn; /* not used by share 0 */
+    if (p->ith == 0)
+        call(true, g->trans_b, g->M, g->N, kl, g->alpha, a, g->lda, b, g->ldb, g->beta, g->c,
+             g->ldc);
+    else if (kl > 0)
+        call(true, g->trans_b, g->M, g->N, kl, g->alpha, a, g->lda, b, g->ldb, 0.0f, part, g->N);
+    else /* K short of n blocks (fits() keeps kb >= 256, so only the last could be) */
+        for (int64_t i = 0; i < mn; i++)
+            part[i] = 0.0f;
+    if (atomic_fetch_add_explicit(&s->finished, 1, memory_order_acq_rel) != p->nth - 1) return;
+    for (int q = 1; q < p->nth; q++) /* the last share: every partial, in order */
+        add_rows(g->c, g->ldc, s->part + (q - 1) * mn, g->M, g->N);
+}
