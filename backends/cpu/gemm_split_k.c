@@ -143,18 +143,15 @@ void tg_cpu_gemm_split_k_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, tg_cpu_ge
         return;
     }
     split_k *s = (split_k *)sh;
+    /* every block has k (fits: K >= 256 n) */
     const int64_t kb = (g->K + p->nth - 1) / p->nth, k0 = p->ith * kb;
     const int64_t kl = tg_cpu_gemm_imin(kb, g->K - k0), mn = g->M * g->N;
     const float *a = g->a + k0 * g->lda, *b = g->trans_b ? g->b + k0 : g->b + k0 * g->ldb;
-    float *part = s->part + (p->ith - 1) * mn; /* not used by share 0 */
-    if (p->ith == 0)
-        call(true, g->trans_b, g->M, g->N, kl, g->alpha, a, g->lda, b, g->ldb, g->beta, g->c,
-             g->ldc);
-    else if (kl > 0)
-        call(true, g->trans_b, g->M, g->N, kl, g->alpha, a, g->lda, b, g->ldb, 0.0f, part, g->N);
-    else /* K short of n blocks (fits() keeps kb >= 256, so only the last could be) */
-        for (int64_t i = 0; i < mn; i++)
-            part[i] = 0.0f;
+    float *c = g->c, beta = g->beta;
+    int64_t ldc = g->ldc;
+    if (p->ith > 0) /* into partial ith, rows N apart */
+        c = s->part + (p->ith - 1) * mn, ldc = g->N, beta = 0.0f;
+    call(true, g->trans_b, g->M, g->N, kl, g->alpha, a, g->lda, b, g->ldb, beta, c, ldc);
     if (atomic_fetch_add_explicit(&s->finished, 1, memory_order_acq_rel) != p->nth - 1) return;
     for (int q = 1; q < p->nth; q++) /* the last share: every partial, in order */
         add_rows(g->c, g->ldc, s->part + (q - 1) * mn, g->M, g->N);
