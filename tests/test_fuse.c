@@ -99,6 +99,41 @@ static ffn_t ffn(bool planner) {
     return f;
 }
 
+/* A feed-forward layer with ReLU and no dropout, h = relu(x W1 + b1) W2: the bias add's output
+ * (the pre-activation) needs no buffer, since ReLU's gradient is taken from its output, which
+ * the second product and W2's gradient read anyway; same bits as the planner off. */
+START_TEST(test_relu_preactivation_transient) {
+    for (int threads = 1; threads <= 2; threads++) {
+        tg_backend *b;
+        CK(tg_backend_cpu_new(threads, &b));
+        tg_graph *g[2];
+        tg_tensor *pre[2], *act[2], *grads[2][3];
+        for (int k = 0; k < 2; k++) {
+            g[k] = tg_graph_new();
+            tg_graph_set_planner(g[k], k == 0);
+            int64_t sx[2] = {R, D}, sw1[2] = {D, F}, sb1[1] = {F}, sw2[2] = {F, D};
+            tg_tensor *x = input(g[k], 2, sx, 1, true), *w1 = input(g[k], 2, sw1, 2, true),
+                      *b1 = input(g[k], 1, sb1, 3, true), *w2 = input(g[k], 2, sw2, 4, true);
+            pre[k] = tg_add(tg_matmul(x, w1, false, false), b1);
+            act[k] = tg_relu(pre[k]);
+            tg_tensor *out = tg_matmul(act[k], w2, false, false);
+            CK(tg_backward(g[k], tg_keep(tg_sum_all(tg_mul(out, out)))));
+            grads[k][0] = tg_keep(tg_grad(g[k], x));
+            grads[k][1] = tg_keep(tg_grad(g[k], w1));
+            grads[k][2] = tg_keep(tg_grad(g[k], b1));
+            CK(tg_graph_run(g[k], b));
+        }
+        ck_assert(chained(pre[0]) && transient(pre[0]) && pre[0]->data == NULL);
+        ck_assert(act[0]->chain_prev == pre[0] && !transient(act[0]));
+        for (int i = 0; i < 3; i++)
+            assert_same_bits(grads[0][i], grads[1][i], "relu layer gradient");
+        tg_graph_free(g[0]);
+        tg_graph_free(g[1]);
+        tg_backend_free(b);
+    }
+}
+END_TEST
+
 START_TEST(test_ffn_chains) {
     for (int threads = 1; threads <= 2; threads++) {
         tg_backend *b;
@@ -392,6 +427,7 @@ Suite *tg_test_suite(void) {
     Suite *s = suite_create("fuse");
     TCase *tc = tcase_create("chains");
     tcase_add_test(tc, test_ffn_chains);
+    tcase_add_test(tc, test_relu_preactivation_transient);
     tcase_add_test(tc, test_attention_chain);
     tcase_add_test(tc, test_long_rows_not_fused);
     tcase_add_test(tc, test_reader_before_tail);

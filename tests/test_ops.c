@@ -284,6 +284,25 @@ START_TEST(test_relu) {
 }
 END_TEST
 
+/* ReLU's gradient, taken from its output (core/ops/elementwise.c g_relu): dy where x > 0 and 0
+ * elsewhere, bit for bit — at -0, NaN, the smallest subnormal and its negative too. */
+START_TEST(test_relu_gradient) {
+    float x[8] = {-2.0f, -0.0f, 0.0f, NAN, 1e-45f, -1e-45f, 0.75f, 3.0f};
+    float dy[8] = {1.5f, 2.0f, -3.0f, 4.0f, 0.25f, 5.0f, -0.5f, 7.0f};
+    tg_tensor *xi = tg_requires_grad(IN(x, 8));
+    ck_assert_int_eq(tg_backward(G, tg_sum_all(tg_mul(tg_relu(xi), IN(dy, 8)))), TG_OK);
+    tg_tensor *dx = tg_keep(tg_grad(G, xi));
+    run_ok();
+    float *got = tg_test_read_all(dx);
+    for (int i = 0; i < 8; i++) {
+        const float want = x[i] > 0.0f ? dy[i] : 0.0f;
+        ck_assert_msg(memcmp(&got[i], &want, sizeof want) == 0, "dx[%d] = %g, want %g (x %g)", i,
+                      (double)got[i], (double)want, (double)x[i]);
+    }
+    free(got);
+}
+END_TEST
+
 /* Values from PyTorch 1.13 in float64 (torch.nn.functional.silu, then y.backward(dy) for
  * x.grad), printed with %.9g. */
 START_TEST(test_silu_and_its_gradient) {
@@ -1481,6 +1500,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_rsqrt);
     tcase_add_test(tc, test_tanh);
     tcase_add_test(tc, test_relu);
+    tcase_add_test(tc, test_relu_gradient);
     tcase_add_test(tc, test_gelu_tanh_form);
     tcase_add_test(tc, test_silu_and_its_gradient);
     tcase_add_test(tc, test_masked_fill_f32_mask);

@@ -141,9 +141,12 @@ static void g_rsqrt(tg_tensor *node, tg_tensor *dy) {
 static void g_tanh(tg_tensor *node, tg_tensor *dy) {
     tg__grad_accum(X(0), tg_mul(dy, tg_affine(tg_mul(node, node), -1.0f, 1.0f)));
 }
-/* y = max(x, 0): dx = relu_back(x, dy) = dy (x > 0) */
+/* y = max(x, 0): dx = dy (x > 0) = relu_back(y, dy) = dy (y > 0) — y > 0 exactly where x > 0
+ * (x NaN or -0 gives y 0, as relu_back of x gives 0), so the same bits from the output, which
+ * the next layer keeps anyway: the pre-activation need not outlive the forward pass (a
+ * feed-forward layer's bias + ReLU then never writes it). */
 static void g_relu(tg_tensor *node, tg_tensor *dy) {
-    tg__grad_accum(X(0), tg__op_unary(TG_OP_RELU_BACK, X(0), dy));
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_RELU_BACK, node, dy));
 }
 /* y = gelu(x) = x Phi~(x), u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715:
  * dx = gelu_back(x, dy) = dy (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2)) */
