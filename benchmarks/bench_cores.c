@@ -35,11 +35,8 @@ int main(int argc, char **argv) {
         }
     }
     if (exchanges < 100) exchanges = 100;
-    cpu_set_t s;
-    int cpus[8], n = 0;
-    if (pthread_getaffinity_np(pthread_self(), sizeof s, &s) == 0)
-        for (int c = 0; c < CPU_SETSIZE && n < 8; c++)
-            if (CPU_ISSET(c, &s)) cpus[n++] = c;
+    int cpus[8];
+    const int n = core_rtt_cpus(cpus, 8);
     if (n < 2) {
         printf("bench_cores: fewer than two CPUs to run on\n");
         return 77;

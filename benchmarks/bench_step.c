@@ -226,10 +226,10 @@ int main(int argc, char **argv) {
     double flops = 0;
     /* where the host holds the cores, before the timed steps and after them (header) */
     double rtt[2] = {-1.0, -1.0};
-    int cpu_a, cpu_b;
-    const bool probe_rtt = threads > 1 && core_rtt_first_pair(&cpu_a, &cpu_b);
+    int cpus[2];
+    const bool probe_rtt = threads > 1 && core_rtt_cpus(cpus, 2) == 2;
     for (long step = 0; step < warm + steps; step++) {
-        if (step == warm && probe_rtt) rtt[0] = core_rtt_ns(cpu_a, cpu_b, 20000);
+        if (step == warm && probe_rtt) rtt[0] = core_rtt_ns(cpus[0], cpus[1], 20000);
         for (long i = 0; i < B; i++) {
             for (long k = 0; k < S - 1; k++) src[i * S + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.src_vocab - 4);
             for (long k = 0; k < T - 1; k++) tgt[i * T + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.tgt_vocab - 4);
@@ -266,7 +266,7 @@ int main(int argc, char **argv) {
         tg_batch_free(&b);
         if (step >= warm) peaks[n_peak++] = fma_peak(be->nthreads);
     }
-    if (probe_rtt) rtt[1] = core_rtt_ns(cpu_a, cpu_b, 20000);
+    if (probe_rtt) rtt[1] = core_rtt_ns(cpus[0], cpus[1], 20000);
     if (getenv("TG_PROFILE")) tg_profile_report(stderr);
     if (!ab && !ab_k && n_off) { /* --fusion off or --split-k off: those steps are the steps */
         memcpy(ms, ms_off, sizeof *ms * (size_t)n_off);

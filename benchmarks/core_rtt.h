@@ -86,14 +86,14 @@ static inline double core_rtt_ns(int a, int b, long exchanges) {
     return t[2];
 }
 
-/* The first two CPUs this thread may run on (a pair for core_rtt_ns); false with fewer. */
-static inline int core_rtt_first_pair(int *a, int *b) {
+/* The first `most` CPUs this thread may run on, into cpus; returns how many there are. */
+static inline int core_rtt_cpus(int *cpus, int most) {
     cpu_set_t s;
     if (pthread_getaffinity_np(pthread_self(), sizeof s, &s)) return 0;
     int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &s)) *(n++ ? b : a) = c;
-    return n == 2;
+    for (int c = 0; c < CPU_SETSIZE && n < most; c++)
+        if (CPU_ISSET(c, &s)) cpus[n++] = c;
+    return n;
 }
 
 #endif

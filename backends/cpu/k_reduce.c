@@ -15,9 +15,10 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
     *n = x->shape[axis];
 }
 
-/* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
 /* eight floats as one GCC/Clang vector: a register of AVX2 (two of SSE in the baseline clone) */
 typedef float v8f __attribute__((vector_size(32)));
+
+/* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
 
 TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer,
                                    int64_t n, int64_t inner, bool acc) {
