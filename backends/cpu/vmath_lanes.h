@@ -8,7 +8,8 @@
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
  *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD/VFNMADD(a, b, c)
- *   VADDI(a, b)  32-bit integer add        VSLLI23(a) 32-bit shift left by 23
+ *   VADDI(a, b)  32-bit integer add        VSLLI23(a), VSRLI3(a): 32-bit shifts by 23, 3
+ *   VTAB8(i)     EXP2_T[i mod 8] per lane (i an integer vector)
  *   VASI(x)      float bits as integer     VASF(x)    integer bits as float
  *   VLOAD/VSTORE(p[, v])                   VLOADN(p, k), VSTOREN(p, k, v): lanes [0, k) */
 #define GL_NAME2(a, b) a##_##b
@@ -40,20 +41,19 @@ FN static inline V GL_NAME(exp, SFX)(V x) {
     return VMUL(p, VASF(VADDI(VSLLI23(VASI(t)), VASI(VSET1(1.0f)))));
 }
 
-/* 2^z for z in [-125.9, 125.9] (exp2_scalar's steps): f = z - round(z) is exact, and the
- * exponent is added to p's bits directly (GELU keeps a NaN x NaN by itself). */
+/* 2^z for z in [-125.9, 125.9] (exp2_scalar's steps): z = n + j/8 + r with r exact, 2^r by
+ * the cubic, 2^(j/8) from the table (VTAB8 reads t's low 3 bits, which hold j), and n added to
+ * the exponent bits (GELU keeps a NaN x NaN by itself). */
 FN static inline V GL_NAME(exp2, SFX)(V z) {
-    const V magic = VSET1(12582912.0f);
+    const V magic = VSET1(EXP2_MAGIC);
     V t = VADD(z, magic);
-    V f = VSUB(z, VSUB(t, magic));
-    V p = VSET1(EXP2_P6);
-    p = VFMADD(p, f, VSET1(EXP2_P5));
-    p = VFMADD(p, f, VSET1(EXP2_P4));
-    p = VFMADD(p, f, VSET1(EXP2_P3));
-    p = VFMADD(p, f, VSET1(EXP2_P2));
-    p = VFMADD(p, f, VSET1(EXP2_P1));
-    p = VFMADD(p, f, VSET1(1.0f));
-    return VASF(VADDI(VASI(p), VSLLI23(VASI(t))));
+    V r = VSUB(z, VSUB(t, magic));
+    V p = VSET1(EXP2_C3);
+    p = VFMADD(p, r, VSET1(EXP2_C2));
+    p = VFMADD(p, r, VSET1(EXP2_C1));
+    p = VFMADD(p, r, VSET1(1.0f));
+    p = VMUL(p, VTAB8(VASI(t)));
+    return VASF(VADDI(VASI(p), VSLLI23(VSRLI3(VASI(t)))));
 }
 
 /* e = exp(-2u) = 2^z, and xc: x clamped (vmath.c's header) */
@@ -113,6 +113,8 @@ FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *
 #undef VFNMADD
 #undef VADDI
 #undef VSLLI23
+#undef VSRLI3
+#undef VTAB8
 #undef VASI
 #undef VASF
 #undef VLOAD
