@@ -14,6 +14,8 @@
  * --split-k on|off|ab: weight gradients cut along k on 2+ threads (backends/cpu/gemm_split_k.c;
  * off: by rows of C, as before it); ab alternates steps and adds the "off" median and the
  * ratio, so that both settings meet the host in the same state.
+ * --prefetch on|off|ab: the packed GEMM fetching the next block of op(B) while it computes one
+ * (backends/cpu/gemm_packed.c, next_src); ab as above. One setting at a time may be ab.
  * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two
  * CPUs (benchmarks/core_rtt.h) before the first timed step and after the last — on a virtual
  * machine the host may hold the cores near each other or far apart, and the step's time
@@ -167,12 +169,34 @@ static tg_vocab *vocab(long n) {
         }                                                               \
     } while (0)
 
+/* Settings a run may alternate step by step (ab) to compare them against one state of the host:
+ * the option, how the JSON names the "off" steps' median and the ratio, and the setter. */
+static bool fusion_on = true;
+static void set_fusion(bool on) {
+    fusion_on = on;
+}
+static void set_split_k(bool on) {
+    tg__cpu_gemm_split_k(on);
+}
+static void set_prefetch(bool on) {
+    tg__cpu_gemm_packed_prefetch(on);
+}
+static const struct {
+    const char *flag, *off_ms, *ratio;
+    void (*set)(bool);
+} TOGGLES[] = {
+    {"--fusion", "ms_per_step_unfused", "fused_over_unfused", set_fusion},
+    {"--split-k", "ms_per_step_split_k_off", "split_k_on_over_off", set_split_k},
+    {"--prefetch", "ms_per_step_prefetch_off", "prefetch_on_over_off", set_prefetch},
+};
+enum { NTOGGLES = sizeof TOGGLES / sizeof TOGGLES[0] };
+
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: bench_step [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --attention mha\n"
                "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
                "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab\n"
-               "  --split-k on|off|ab]\n");
+               "  --split-k on|off|ab --prefetch on|off|ab]\n");
         return 0;
     }
     tg_model_config c = tg_model_config_default();
@@ -201,22 +225,28 @@ int main(int argc, char **argv) {
     int32_t *src = malloc(sizeof(int32_t) * (size_t)(B * S)), *tgt = malloc(sizeof(int32_t) * (size_t)(B * T));
     const int32_t **sp = malloc(sizeof *sp * (size_t)B), **tp = malloc(sizeof *tp * (size_t)B);
     int64_t *sn = malloc(sizeof *sn * (size_t)B), *tn = malloc(sizeof *tn * (size_t)B);
-    const char *fusion = sopt(argc, argv, "--fusion", "on");
-    bool ab = !strcmp(fusion, "ab");
-    if (!ab && strcmp(fusion, "on") && strcmp(fusion, "off")) {
-        fprintf(stderr, "bench_step: --fusion must be on, off or ab, not '%s'\n", fusion);
-        return 2;
+    /* each setting on or off for every step, or (at most one) alternating: ab_i */
+    const char *val[NTOGGLES];
+    int ab_i = -1;
+    for (int i = 0; i < NTOGGLES; i++) {
+        val[i] = sopt(argc, argv, TOGGLES[i].flag, "on");
+        const bool ab = !strcmp(val[i], "ab");
+        if (!ab && strcmp(val[i], "on") && strcmp(val[i], "off")) {
+            fprintf(stderr, "bench_step: %s must be on, off or ab, not '%s'\n", TOGGLES[i].flag,
+                    val[i]);
+            return 2;
+        }
+        if (ab && ab_i >= 0) {
+            fprintf(stderr, "bench_step: %s and %s cannot both alternate (ab)\n",
+                    TOGGLES[ab_i].flag, TOGGLES[i].flag);
+            return 2;
+        }
+        if (ab) ab_i = i;
     }
-    const char *split_k = sopt(argc, argv, "--split-k", "on");
-    const bool ab_k = !strcmp(split_k, "ab");
-    if ((!ab_k && strcmp(split_k, "on") && strcmp(split_k, "off")) || (ab && ab_k)) {
-        fprintf(stderr,
-                "bench_step: --split-k must be on, off or ab (not with --fusion ab), not '%s'\n",
-                split_k);
-        return 2;
-    }
-    if ((ab || ab_k) && steps < 2) steps = 2;
-    /* ms[0..]: fused (split-k on) steps, all of them unless ab; ms_off: the others */
+    const char *fusion = val[0];
+    if (ab_i >= 0 && steps < 2) steps = 2;
+    /* ms[0..]: the steps with the alternating setting on (all of them without one); ms_off: the
+     * others. A run with a setting off and none alternating keeps its steps in ms_off. */
     double *ms = malloc(sizeof *ms * (size_t)steps),
            *ms_off = malloc(sizeof *ms_off * (size_t)steps),
            *peaks = malloc(sizeof *peaks * (size_t)steps);
@@ -243,11 +273,13 @@ int main(int argc, char **argv) {
         double t0 = now();
         tg_graph *g = tg_graph_new();
         tg_graph_set_seed(g, (uint64_t)step);
-        const bool fused = ab ? step % 2 == 0 : strcmp(fusion, "off") != 0,
-                   split = ab_k ? step % 2 == 0 : strcmp(split_k, "off") != 0,
-                   first = fused && split;
-        tg_graph_set_fusion(g, fused);
-        tg__cpu_gemm_split_k(split);
+        bool first = true;
+        for (int i = 0; i < NTOGGLES; i++) {
+            const bool on = i == ab_i ? step % 2 == 0 : strcmp(val[i], "off") != 0;
+            TOGGLES[i].set(on);
+            first = first && on;
+        }
+        tg_graph_set_fusion(g, fusion_on);
         tg_tensor *loss = tg_keep(tg_model_loss(m, g, &b));
         CHECK(tg_backward(g, loss));
         CHECK(tg_graph_run(g, be));
@@ -268,7 +300,7 @@ int main(int argc, char **argv) {
     }
     if (probe_rtt) rtt[1] = core_rtt_ns(cpus[0], cpus[1], 20000);
     if (getenv("TG_PROFILE")) tg_profile_report(stderr);
-    if (!ab && !ab_k && n_off) { /* --fusion off or --split-k off: those steps are the steps */
+    if (ab_i < 0 && n_off) { /* a setting off, none alternating: those steps are the steps */
         memcpy(ms, ms_off, sizeof *ms * (size_t)n_off);
         n_on = n_off;
         n_off = 0;
@@ -300,14 +332,10 @@ int main(int argc, char **argv) {
         printf(", \"fma512_peak_gflops\": %.1f, \"gflops_of_peak512\": %.3f", p512[1],
                gflops / p512[1]);
     if (rtt[0] > 0 && rtt[1] > 0) printf(", \"core_rtt_ns\": [%.0f, %.0f]", rtt[0], rtt[1]);
-    if (ab)
-        printf(", \"ms_per_step_unfused\": %.2f, \"workspace_mib_unfused\": %.1f, "
-               "\"fused_over_unfused\": %.3f, \"steps_each\": %ld",
-               ms_off[n_off / 2], (double)ws_off / 1048576.0, med / ms_off[n_off / 2], n_off);
-    if (ab_k)
-        printf(", \"ms_per_step_split_k_off\": %.2f, \"split_k_on_over_off\": %.3f, "
-               "\"steps_each\": %ld",
-               ms_off[n_off / 2], med / ms_off[n_off / 2], n_off);
+    if (ab_i == 0) printf(", \"workspace_mib_unfused\": %.1f", (double)ws_off / 1048576.0);
+    if (ab_i >= 0)
+        printf(", \"%s\": %.2f, \"%s\": %.3f, \"steps_each\": %ld", TOGGLES[ab_i].off_ms,
+               ms_off[n_off / 2], TOGGLES[ab_i].ratio, med / ms_off[n_off / 2], n_off);
     printf("}\n");
     tg_optim_free(o);
     tg_model_free(m);

@@ -220,6 +220,11 @@ void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, co
  * Returns the previous setting. Not for use while a product runs. */
 bool tg__cpu_gemm_packed_rowa(bool on);
 
+/* For benchmarks (bench_step --prefetch): on (the default), while the packed path computes one
+ * block of op(B) it fetches the next block's source into the core's cache; off, it does not.
+ * Returns the previous setting. Not for use while a product runs. */
+bool tg__cpu_gemm_packed_prefetch(bool on);
+
 /* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F and isa.h's
  * switch leaves it on; tests turn it off with tg__cpu_isa_avx512). */
 bool tg_cpu_gemm_packed_is_wide(void);

@@ -8,7 +8,8 @@
  *     for each block of KC values of k: pack op(B)[KC × NC] into 16-column panels (512 KiB)
  *       for each block of <= MC rows:  pack op(A)[MC × KC] into 6-row panels    (144 KiB, L2)
  *         for each 16-column panel of B (16 KiB: stays in L1 while it meets every A panel)
- *           for each 6-row panel of A: the 6×16 micro-kernel over KC values of k
+ *           for each 6-row panel of A: the 6×16 micro-kernel over KC values of k,
+ *             then a few lines of the next op(B) block's source fetched (next_src)
  *
  * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
  * their layout or transposition — row by row where a panel's values lie along the stored rows
@@ -368,6 +369,59 @@ pack_block(const float *x, int64_t ld, bool along, int64_t kc, int64_t n, const 
                                      buf + q * kc);
 }
 
+/* The next block of op(B) (the next k block of this column block, else the next column block's
+ * first) fetched into this core's cache a few lines after each kernel call of the current one,
+ * so that its packing reads L2 rather than memory. A weight gradient's op(B) is the layer's
+ * input, saved by the forward pass and cold by its backward: its packing took 7 % of its
+ * products' time at ~1 cycle per float, the first of five k blocks aside (g2p-small, one
+ * thread); the weights, written by the last optimizer step, are as cold. The fetches change no
+ * value. */
+typedef struct next_src {
+    const char *row; /* the block's first source row */
+    int64_t ld, rows, row_bytes;
+    int64_t r, off; /* the next line: row r, byte off */
+    int per_call;   /* lines fetched after each kernel call */
+} next_src;
+
+static bool prefetch_on = true;
+
+bool tg__cpu_gemm_packed_prefetch(bool on) {
+    const bool was = prefetch_on;
+    prefetch_on = on;
+    return was;
+}
+
+/* The block after (jc, pc) of op(B) (n × k, transposed: tb), spread over `calls` kernel calls */
+static next_src next_src_of(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k, int64_t jc,
+                            int64_t pc, int64_t calls) {
+    next_src ns = {0};
+    int64_t jn = jc, pn = pc + KC;
+    if (pn >= k) {
+        jn = jc + NC;
+        pn = 0;
+    }
+    if (!prefetch_on || jn >= n) return ns;
+    const int64_t kn = tg_cpu_gemm_imin(KC, k - pn), nn = tg_cpu_gemm_imin(NC, n - jn);
+    ns.row = (const char *)(tb ? b + jn * ldb + pn : b + pn * ldb + jn);
+    ns.ld = ldb * (int64_t)sizeof(float);
+    ns.rows = tb ? nn : kn;
+    ns.row_bytes = (tb ? kn : nn) * (int64_t)sizeof(float);
+    const int64_t lines = ns.rows * ((ns.row_bytes + 63) / 64);
+    ns.per_call = (int)((lines + calls - 1) / calls);
+    return ns;
+}
+
+static inline void next_src_fetch(next_src *ns) {
+    for (int i = 0; i < ns->per_call && ns->r < ns->rows; i++) {
+        __builtin_prefetch(ns->row + ns->r * ns->ld + ns->off);
+        ns->off += 64;
+        if (ns->off >= ns->row_bytes) {
+            ns->off = 0;
+            ns->r++;
+        }
+    }
+}
+
 /* Tests and benchmarks: the 6×32 kernel reading op(A) in place where it can (the default), or
  * always on packed panels. */
 static bool rowa_on = true;
@@ -595,6 +649,10 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
             else
                 pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR,
                            buf->b);
+            /* kernel calls in this block: row blocks × column steps × row tiles (about) */
+            next_src ns = next_src_of(tb, b, ldb, n, k, jc, pc,
+                                      (m + mcb - 1) / mcb * ((nc + 2 * NR - 1) / (2 * NR)) *
+                                          ((mcb + MR - 1) / MR));
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
@@ -632,6 +690,7 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                         } else {
                             edge_tile(kc, ap, bp, ct, ldc, mr, nr, add);
                         }
+                        next_src_fetch(&ns);
                     }
                 }
             }
