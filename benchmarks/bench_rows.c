@@ -16,7 +16,11 @@
  * floats per call (a [640, 256] share of g2p-small's [1280, 256] on one of 2 threads): as one
  * call for all rows (vmath.c takes them two at a time) against one call per row (each row
  * alone, as every row went before: the same bits, one more call per row), and memcpy of the
- * forward's bytes (read x, write y) as the in-cache bandwidth they are compared with. */
+ * forward's bytes (read x, write y) as the in-cache bandwidth they are compared with.
+ *
+ * Last GELU and its derivative (dx = dy gelu'(x)) over 65,536 floats per call (in L2; x over
+ * [-6, 6]): ns per element and GB/s (read x, write y; backward read x and dy, write dx) of the
+ * best of --reps calls, interleaved with memcpy of the forward's bytes. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +128,40 @@ static int bench_ln(const char *ds, long reps) {
     return 0;
 }
 
+static void bench_gelu(long reps) {
+    enum { N = 65536, GELU, GELU_BACK, COPY, GNC };
+    float *x = malloc(sizeof(float) * N), *dy = malloc(sizeof(float) * N),
+          *o = malloc(sizeof(float) * N);
+    if (!x || !dy || !o) return;
+    for (int64_t i = 0; i < N; i++) {
+        x[i] = -6.0f + 12.0f * (float)((i * 7919) % N) / (float)N;
+        dy[i] = (float)((i * 13) % 19 - 9) * 0.17f;
+    }
+    double best[GNC];
+    for (int c = GELU; c < GNC; c++)
+        best[c] = 1e30;
+    for (long rep = 0; rep < reps; rep++)
+        for (int c = GELU; c < GNC; c++) {
+            double t0 = now();
+            if (c == GELU)
+                tg_cpu_vgelu(x, o, N);
+            else if (c == GELU_BACK)
+                tg_cpu_vgelu_back(x, dy, o, N);
+            else
+                memcpy(o, x, sizeof(float) * N);
+            double t = now() - t0;
+            best[c] = t < best[c] ? t : best[c];
+        }
+    printf("\nGELU, %d floats per call (x in [-6, 6]); the best of %ld calls\n", N, reps);
+    printf("  gelu   %.3f ns per element  %6.1f GB/s\n", 1e9 * best[GELU] / N,
+           8e-9 * N / best[GELU]);
+    printf("  gelu'  %.3f ns per element  %6.1f GB/s\n", 1e9 * best[GELU_BACK] / N,
+           12e-9 * N / best[GELU_BACK]);
+    printf("  memcpy %.3f ns per element  %6.1f GB/s\n", 1e9 * best[COPY] / N,
+           8e-9 * N / best[COPY]);
+    free(x), free(dy), free(o);
+}
+
 int main(int argc, char **argv) {
     const char *ds = "8,10,12,16,20,24,32", *lns = "256,512,1024";
     long floats = 51200, reps = 300;
@@ -168,5 +206,8 @@ int main(int argc, char **argv) {
                1e6 * best[BACK_ROWS], best[BACK_ROWS] / best[BACK_BLOCK]);
         free(x), free(y), free(g), free(o);
     }
-    return bench_ln(lns, reps);
+    const int ln = bench_ln(lns, reps);
+    if (ln) return ln;
+    bench_gelu(reps);
+    return 0;
 }
