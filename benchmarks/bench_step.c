@@ -273,11 +273,12 @@ int main(int argc, char **argv) {
         double t0 = now();
         tg_graph *g = tg_graph_new();
         tg_graph_set_seed(g, (uint64_t)step);
-        bool first = true;
+        /* first: the alternating setting's "on" step, or without one, every setting on */
+        bool first = ab_i < 0 || step % 2 == 0;
         for (int i = 0; i < NTOGGLES; i++) {
             const bool on = i == ab_i ? step % 2 == 0 : strcmp(val[i], "off") != 0;
             TOGGLES[i].set(on);
-            first = first && on;
+            if (ab_i < 0) first = first && on;
         }
         tg_graph_set_fusion(g, fusion_on);
         tg_tensor *loss = tg_keep(tg_model_loss(m, g, &b));
