@@ -7,28 +7,10 @@
 
 #include "core/tg-impl.h"
 
-/* Per-op time of runs while TG_PROFILE is set in the environment (printed by
- * tg_profile_report): where a step's time goes, without an external profiler. */
-static double prof_sec[TG_OP_COUNT];
-static int64_t prof_calls[TG_OP_COUNT];
-static int prof_on = -1;
-
 static double now_sec(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void tg_profile_report(void *out_) {
-    FILE *out = out_;
-    double total = 0;
-    for (int op = 0; op < TG_OP_COUNT; op++) total += prof_sec[op];
-    if (total <= 0) return;
-    fprintf(out, "%-20s %10s %10s %7s\n", "op", "calls", "ms", "share");
-    for (int op = 0; op < TG_OP_COUNT; op++)
-        if (prof_calls[op])
-            fprintf(out, "%-20s %10lld %10.1f %6.1f%%\n", tg_op_name((tg_op)op), (long long)prof_calls[op],
-                    1e3 * prof_sec[op], 100.0 * prof_sec[op] / total);
 }
 
 tg_status tg__exec_plan(tg_graph *g, tg_backend *b);
@@ -49,9 +31,7 @@ static void after_node(void *ctx, int64_t i) {
     tg_tensor *t = r->list[i];
     if (r->prof && !(t->flags & (TG_TF_INPUT | TG_TF_FUSED))) {
         r->b->vt->sync(r->b);
-        double now = now_sec();
-        prof_sec[t->op] += now - r->t0;
-        prof_calls[t->op]++;
+        tg__profile_node(t, now_sec() - r->t0);
     }
     if (t->op == TG_OP_GRAD_ACC && r->g->grad_hook) r->g->grad_hook(r->g->grad_hook_ctx, t->store, t->param);
     if (r->prof) r->t0 = now_sec();
@@ -157,8 +137,8 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
               (t->flags & (TG_TF_FUSED | TG_TF_CHAINED))))
             list[n++] = t;
     }
-    if (prof_on < 0) prof_on = getenv("TG_PROFILE") != NULL;
-    run_ctx r = {.g = g, .b = b, .list = list, .prof = prof_on > 0, .t0 = prof_on > 0 ? now_sec() : 0.0};
+    const bool prof = tg__profile_on();
+    run_ctx r = {.g = g, .b = b, .list = list, .prof = prof, .t0 = prof ? now_sec() : 0.0};
     bool need_after = r.prof || g->grad_hook;
     int64_t failed = 0;
     if (b->vt->run_graph)

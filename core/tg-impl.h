@@ -239,6 +239,10 @@ tg_tensor *tg__grad_take(tg_tensor *t);
  * its rows fit in a tile. */
 #define TG_CHAIN_TILE 1024
 tg_status tg__plan_fuse_chains(tg_graph *g);
+
+/* TG_PROFILE (core/profile.c): whether it is set, and one node's time in seconds */
+bool tg__profile_on(void);
+void tg__profile_node(const tg_tensor *t, double sec);
 /* True when x is a member of the chain that ends at tail (tail itself included). */
 static inline bool tg__chain_has(const tg_tensor *tail, const tg_tensor *x) {
     for (const tg_tensor *m = tail; m; m = m->chain_prev)

@@ -107,7 +107,8 @@ int64_t tg_graph_exec_count(const tg_graph *g);
 tg_status tg_graph_run(tg_graph *g, tg_backend *b);
 
 /* With TG_PROFILE set in the environment, graph runs time every op; this prints the totals per
- * op (calls, milliseconds, share) to `out` (a FILE *). */
+ * op (calls, milliseconds, share) to `out` (a FILE *), then the matrix products by shape (M, N,
+ * K, batch count, transposes: calls, milliseconds, share, GFLOP/s), the slowest first. */
 void tg_profile_report(void *out);
 
 #ifdef __cplusplus
