@@ -35,9 +35,34 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The operands of one section's contenders (each reads what it needs), and the best time of
+ * `reps` calls of each contender c < nc, the contenders called in turn so that the machine's
+ * load hits them alike (the best is what a call costs when the shared machine leaves it alone). */
+typedef struct {
+    const float *x, *y, *g, *gm, *bt;
+    float *o;
+    int64_t rows, d;
+} operands;
+
+static void best_of(long reps, int nc, void (*run)(int c, const operands *a), const operands *a,
+                    double *best) {
+    for (int c = 0; c < nc; c++)
+        best[c] = 1e30;
+    for (long rep = 0; rep < reps; rep++)
+        for (int c = 0; c < nc; c++) {
+            double t0 = now();
+            run(c, a);
+            double t = now() - t0;
+            best[c] = t < best[c] ? t : best[c];
+        }
+}
+
 enum { FWD_BLOCK, FWD_ROWS, EXP, BACK_BLOCK, BACK_ROWS, NC };
 
-static void run(int c, const float *x, const float *y, const float *g, float *o, int64_t rows, int64_t d) {
+static void run(int c, const operands *a) {
+    const float *x = a->x, *y = a->y, *g = a->g;
+    float *o = a->o;
+    const int64_t rows = a->rows, d = a->d;
     switch (c) {
     case FWD_BLOCK: tg_cpu_vsoftmax_rows(x, o, rows, d, false); break;
     case BACK_BLOCK: tg_cpu_vsoftmax_back_rows(y, g, o, rows, d); break;
@@ -68,8 +93,10 @@ static bool next_width(const char **p, long *d, const char *option, const char *
  * and writes (forward x and y, backward x, dy and dx). */
 enum { LN_FWD, LN_FWD_ROWS, LN_BACK, LN_BACK_ROWS, LN_COPY, LN_NC };
 
-static void run_ln(int c, const float *x, const float *gm, const float *bt, const float *dy,
-                   float *o, int64_t rows, int64_t d) {
+static void run_ln(int c, const operands *a) {
+    const float *x = a->x, *gm = a->gm, *bt = a->bt, *dy = a->g;
+    float *o = a->o;
+    const int64_t rows = a->rows, d = a->d;
     switch (c) {
     case LN_FWD:
         tg_cpu_vlayer_norm_rows(x, gm, bt, o, rows, d, 1e-5f);
@@ -109,15 +136,9 @@ static int bench_ln(const char *ds, long reps) {
         for (int64_t j = 0; j < d; j++)
             gm[j] = 1.0f + 0.01f * (float)j, bt[j] = 0.02f * (float)j;
         double best[LN_NC];
-        for (int c = 0; c < LN_NC; c++)
-            best[c] = 1e30;
-        for (long rep = 0; rep < reps; rep++)
-            for (int c = 0; c < LN_NC; c++) {
-                double t0 = now();
-                run_ln(c, x, gm, bt, dy, o, rows, d);
-                double t = now() - t0;
-                best[c] = t < best[c] ? t : best[c];
-            }
+        best_of(reps, LN_NC, run_ln,
+                &(operands){.x = x, .g = dy, .gm = gm, .bt = bt, .o = o, .rows = rows, .d = d},
+                best);
         const double fb = 8e-9 * (double)n, bb = 12e-9 * (double)n; /* GB per call */
         printf("%5ld %6lld | %9.1f %9.1f %6.2fx | %9.1f %9.1f %6.2fx | %9.1f\n", d, (long long)rows,
                fb / best[LN_FWD], fb / best[LN_FWD_ROWS], best[LN_FWD_ROWS] / best[LN_FWD],
@@ -128,8 +149,19 @@ static int bench_ln(const char *ds, long reps) {
     return 0;
 }
 
+enum { GELU, GELU_BACK, GELU_COPY, GELU_NC };
+
+static void run_gelu(int c, const operands *a) {
+    if (c == GELU)
+        tg_cpu_vgelu(a->x, a->o, a->rows);
+    else if (c == GELU_BACK)
+        tg_cpu_vgelu_back(a->x, a->g, a->o, a->rows);
+    else
+        memcpy(a->o, a->x, sizeof(float) * (size_t)a->rows);
+}
+
 static void bench_gelu(long reps) {
-    enum { N = 65536, GELU, GELU_BACK, COPY, GNC };
+    enum { N = 65536 };
     float *x = malloc(sizeof(float) * N), *dy = malloc(sizeof(float) * N),
           *o = malloc(sizeof(float) * N);
     if (!x || !dy || !o) return;
@@ -137,28 +169,15 @@ static void bench_gelu(long reps) {
         x[i] = -6.0f + 12.0f * (float)((i * 7919) % N) / (float)N;
         dy[i] = (float)((i * 13) % 19 - 9) * 0.17f;
     }
-    double best[GNC];
-    for (int c = GELU; c < GNC; c++)
-        best[c] = 1e30;
-    for (long rep = 0; rep < reps; rep++)
-        for (int c = GELU; c < GNC; c++) {
-            double t0 = now();
-            if (c == GELU)
-                tg_cpu_vgelu(x, o, N);
-            else if (c == GELU_BACK)
-                tg_cpu_vgelu_back(x, dy, o, N);
-            else
-                memcpy(o, x, sizeof(float) * N);
-            double t = now() - t0;
-            best[c] = t < best[c] ? t : best[c];
-        }
+    double best[GELU_NC];
+    best_of(reps, GELU_NC, run_gelu, &(operands){.x = x, .g = dy, .o = o, .rows = N, .d = 1}, best);
     printf("\nGELU, %d floats per call (x in [-6, 6]); the best of %ld calls\n", N, reps);
     printf("  gelu   %.3f ns per element  %6.1f GB/s\n", 1e9 * best[GELU] / N,
            8e-9 * N / best[GELU]);
     printf("  gelu'  %.3f ns per element  %6.1f GB/s\n", 1e9 * best[GELU_BACK] / N,
            12e-9 * N / best[GELU_BACK]);
-    printf("  memcpy %.3f ns per element  %6.1f GB/s\n", 1e9 * best[COPY] / N,
-           8e-9 * N / best[COPY]);
+    printf("  memcpy %.3f ns per element  %6.1f GB/s\n", 1e9 * best[GELU_COPY] / N,
+           8e-9 * N / best[GELU_COPY]);
     free(x), free(dy), free(o);
 }
 
@@ -193,14 +212,8 @@ int main(int argc, char **argv) {
         }
         tg_cpu_vsoftmax_rows(x, y, rows, d, false);
         double best[NC];
-        for (int c = 0; c < NC; c++) best[c] = 1e30;
-        for (long rep = 0; rep < reps; rep++)
-            for (int c = 0; c < NC; c++) {
-                double t0 = now();
-                run(c, x, y, g, o, rows, d);
-                double t = now() - t0;
-                best[c] = t < best[c] ? t : best[c];
-            }
+        best_of(reps, NC, run, &(operands){.x = x, .y = y, .g = g, .o = o, .rows = rows, .d = d},
+                best);
         printf("%4ld %8lld | %9.1f %9.1f %6.2fx %9.1f | %9.1f %9.1f %6.2fx\n", d, (long long)rows, 1e6 * best[FWD_BLOCK],
                1e6 * best[FWD_ROWS], best[FWD_ROWS] / best[FWD_BLOCK], 1e6 * best[EXP], 1e6 * best[BACK_BLOCK],
                1e6 * best[BACK_ROWS], best[BACK_ROWS] / best[BACK_BLOCK]);
