@@ -260,6 +260,7 @@ int main(int argc, char **argv) {
     const bool probe_rtt = threads > 1 && core_rtt_cpus(cpus, 2) == 2;
     for (long step = 0; step < warm + steps; step++) {
         if (step == warm && probe_rtt) rtt[0] = core_rtt_ns(cpus[0], cpus[1], 20000);
+        if (step == warm) tg_profile_reset(); /* TG_PROFILE: the timed steps only */
         for (long i = 0; i < B; i++) {
             for (long k = 0; k < S - 1; k++) src[i * S + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.src_vocab - 4);
             for (long k = 0; k < T - 1; k++) tgt[i * T + k] = 4 + (int32_t)tg_rng_below(&r, (uint64_t)c.tgt_vocab - 4);

@@ -4,6 +4,7 @@
  * thread sees them (core/exec.c calls tg__profile_node in order). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/backend-helpers.h"
 #include "core/tg-impl.h"
@@ -55,6 +56,12 @@ void tg__profile_node(const tg_tensor *t, double sec) {
 static int by_time(const void *a, const void *b) {
     const double x = ((const mm_shape *)a)->sec, y = ((const mm_shape *)b)->sec;
     return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void tg_profile_reset(void) {
+    memset(op_sec, 0, sizeof op_sec);
+    memset(op_calls, 0, sizeof op_calls);
+    nshapes = 0;
 }
 
 void tg_profile_report(void *out_) {

@@ -110,6 +110,10 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b);
  * op (calls, milliseconds, share) to `out` (a FILE *), then the matrix products by shape (M, N,
  * K, batch count, transposes: calls, milliseconds, share, GFLOP/s), the slowest first. */
 void tg_profile_report(void *out);
+/* Forget what the profile has counted so far: a benchmark calls it after its warm-up runs,
+ * whose first-touch page faults (a graph's buffers are fresh pages on its first run) land on
+ * whichever nodes write those buffers first — the forward products, mostly. */
+void tg_profile_reset(void);
 
 #ifdef __cplusplus
 }
