@@ -1,6 +1,6 @@
 /* bench_ops: tgraph's ops, run through graphs, against the machine's raw ceilings.
  *
- *   bench_ops [--threads 2] [--quick] [--only 1|2|3|4|5]    (sections below)
+ *   bench_ops [--threads 2] [--quick] [--only 1|2|3|4|5|6]    (sections below)
  *
  * 1. matmul (tg_matmul in a graph, run again and again) against ONE cblas_sgemm call on the
  *    same shapes with OpenBLAS on the same number of threads; target >= 0.9x.
@@ -17,6 +17,8 @@
  *    backward; g2p-small shapes) as a % of running it; target < 2 %.
  * 5. fused elementwise chains (core/fuse.c): the same graph with fusion on and off
  *    (tg_graph_set_fusion), alternately, and the fused one's bytes against the triad.
+ * 6. section 3's softmax, layer norm and GELU kernels, forward and backward, over ~128 MiB
+ *    tensors (from DRAM, as STREAM sizes its arrays) against the triad over the same bytes.
  *
  * Timing: each contender runs in blocks (OpenBLAS's thread count set for the block, one
  * warm-up call, then samples of enough calls to last >= 2 ms); blocks of the two contenders
@@ -605,6 +607,28 @@ static void section_memory(void) {
     bench_backward("dropout (back)  g2p [1280,1024]", M_DROPOUT, TG_OP_DROPOUT, 2, ff_g, 2);
 }
 
+/* ---- 6. the same kernels from memory ---- */
+
+/* Section 3's kernels over tensors of ~128 MiB each, four times the 32 MiB L3 (STREAM's rule
+ * for its arrays), so that every call streams its operands from DRAM, against a triad over the
+ * same bytes: section 3 measures them at the models' own sizes, which the caches hold, and
+ * there exp's arithmetic bounds softmax and GELU (docs/results.md §4); here they meet the
+ * memory's bandwidth. Bytes as in STREAM: each tensor read or written once, no write-allocate
+ * counted (a kernel that reads one tensor and writes one moves 1.5x the bytes it is credited
+ * with, a triad 1.33x: one bound by DRAM reads ~0.9x the triad, not 1x). */
+static void section_from_memory(void) {
+    printf("\n6. section 3's kernels from memory (~128 MiB per tensor) vs triad, same bytes, "
+           "%d threads\n",
+           NT);
+    const int64_t att[3] = {327680, 10, 10}, act[2] = {131072, 256}, ff[2] = {32768, 1024};
+    bench_forward_kernel("softmax (kernel) [327680,10,10]", M_SOFTMAX, 3, att, 2);
+    bench_forward_kernel("layer_norm (kernel) [131072,256]", M_LAYER_NORM, 2, act, 2);
+    bench_forward_kernel("gelu (kernel)    [32768,1024]", M_GELU, 2, ff, 2);
+    bench_backward("softmax_back    [327680,10,10]", M_SOFTMAX, TG_OP_SOFTMAX_BACK, 3, att, 3);
+    bench_backward("layer_norm_back [131072,256]", M_LAYER_NORM, TG_OP_LAYER_NORM_BACK, 2, act, 3);
+    bench_backward("gelu_back       [32768,1024]", M_GELU, TG_OP_GELU_BACK, 2, ff, 3);
+}
+
 /* ---- 5. fused chains ---- */
 
 typedef enum { C_FFN, C_RESIDUAL, C_MASKS, C_FFN_BACK } chain_kind;
@@ -696,7 +720,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             ONLY = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_ops [--threads N] [--quick] [--only 1|2|3|4|5]\n");
+            fprintf(stderr, "usage: bench_ops [--threads N] [--quick] [--only 1|2|3|4|5|6]\n");
             return 2;
         }
     }
@@ -712,6 +736,7 @@ int main(int argc, char **argv) {
         bench_build_plan();
     }
     if (!ONLY || ONLY == 5) section_chains();
+    if (!ONLY || ONLY == 6) section_from_memory();
     printf("\n%d of %d comparisons meet their target\n", npass, npass + nfail);
     tg_backend_free(BK);
     return 0;
