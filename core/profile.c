@@ -2,6 +2,7 @@
  * shape (tg_profile_report prints both) — where a step's time goes, without an external
  * profiler. A node's time runs from the previous node's completion to its own, as the calling
  * thread sees them (core/exec.c calls tg__profile_node in order). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,9 @@
 #include "core/backend-helpers.h"
 #include "core/tg-impl.h"
 
+/* One lock for the counts: the replicas of `tg train --replicas N` run graphs in threads side by
+ * side, each calling tg__profile_node. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static double op_sec[TG_OP_COUNT];
 static int64_t op_calls[TG_OP_COUNT];
 
@@ -48,9 +52,11 @@ static void add_shape(const tg_tensor *t, double sec) {
 }
 
 void tg__profile_node(const tg_tensor *t, double sec) {
+    pthread_mutex_lock(&mu);
     op_sec[t->op] += sec;
     op_calls[t->op]++;
     if (t->op == TG_OP_MATMUL) add_shape(t, sec);
+    pthread_mutex_unlock(&mu);
 }
 
 static int by_time(const void *a, const void *b) {
@@ -59,13 +65,14 @@ static int by_time(const void *a, const void *b) {
 }
 
 void tg_profile_reset(void) {
+    pthread_mutex_lock(&mu);
     memset(op_sec, 0, sizeof op_sec);
     memset(op_calls, 0, sizeof op_calls);
     nshapes = 0;
+    pthread_mutex_unlock(&mu);
 }
 
-void tg_profile_report(void *out_) {
-    FILE *out = out_;
+static void report(FILE *out) {
     double total = 0;
     for (int op = 0; op < TG_OP_COUNT; op++)
         total += op_sec[op];
@@ -89,4 +96,10 @@ void tg_profile_report(void *out_) {
                 s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (long long)s->calls, 1e3 * s->sec,
                 100.0 * s->sec / total, s->sec > 0 ? flops / s->sec * 1e-9 : 0.0);
     }
+}
+
+void tg_profile_report(void *out) {
+    pthread_mutex_lock(&mu);
+    report(out);
+    pthread_mutex_unlock(&mu);
 }

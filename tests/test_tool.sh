@@ -79,6 +79,13 @@ check "plain progress lines off a terminal" grep -q "^step 2 epoch 0 loss" err.t
 # shellcheck disable=SC2086
 expect "train: heads above h_max warns" 0 "warning: 8 heads > h_max" train --train-src train.src --train-tgt train.tgt \
     --out W --steps 1 $small --heads 8
+# TG_PROFILE: the run's steps after its first, by op and by product shape, at the end
+export TG_PROFILE=1
+# shellcheck disable=SC2086
+expect "train with TG_PROFILE reports steps 2-3" 0 "TG_PROFILE: steps 2-3 of this run" train \
+    --train-src train.src --train-tgt train.tgt --out P --steps 3 $small
+unset TG_PROFILE
+check "the report has the products by shape" grep -q "^matmul by shape:" err.txt
 # the same 6 steps as 3 + resume 3: identical checkpoint bytes
 # shellcheck disable=SC2086
 expect "train 3 steps" 0 "done at step 3" train --train-src train.src --train-tgt train.tgt \

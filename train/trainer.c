@@ -664,6 +664,9 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
         if (flags & 2) break;
         st = tg_trainer_step(t, &si);
         if (st) break;
+        /* TG_PROFILE: from the run's second step on (the first writes its graph's buffers into
+         * fresh pages, and the page faults would land on its first nodes) */
+        if (t->step == t->steps_at_start + 1) tg_profile_reset();
         t->win_comm_s += si.comm_s;
         t->win_steps++;
         t->win_loss += si.grad.loss * (double)si.grad.tgt_tokens;
@@ -693,6 +696,12 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
         st = tg_dist_agree(t->cfg.dist, tg_trainer_eval(t, NULL));
     if (st == TG_OK && t->out_dir && last_save != t->step) st = save_all(t);
     end_bar(t);
+    if (tg__profile_on() && t->writer && t->step > t->steps_at_start + 1) {
+        fprintf(log_stream(t),
+                "TG_PROFILE: steps %lld-%lld of this run (with the evaluations among them)\n",
+                (long long)t->steps_at_start + 2, (long long)t->step);
+        tg_profile_report(log_stream(t));
+    }
     if (t->metrics) {
         if (st == TG_OK) {
             fprintf(t->metrics, "{\"event\":\"%s\",\"step\":%lld,\"epoch\":%lld", interrupted ? "interrupted" : "end",
