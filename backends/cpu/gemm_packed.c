@@ -149,8 +149,9 @@ static pack_bufs *bufs_get(void) {
 /* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) by
  * PF: prefetchw in the 512-bit kernels, which brings the lines in to be written, so storing the
  * tile needs no second request for them (every CPU with AVX-512F has it; a g2p-small step took
- * a median 0.99× the time it took with prefetcht0, 11 of 14 pairs of runs faster: docs/results.md
- * §4), prefetcht0 in the 6×16 kernel, whose AVX2 CPUs may lack PREFETCHW */
+ * 0.983–0.995× the time it took with prefetcht0 with the cores on two chiplets, 0.98–1.03× with
+ * them near: docs/results.md §4), prefetcht0 in the 6×16 kernel, whose AVX2 CPUs may lack
+ * PREFETCHW */
 #define PK_PFROW(PF, LAST) PF " (%[t])\n " PF " " LAST "(%[t])\n add %[ldc],%[t]\n"
 #define PK_ROWS(OP, R, W)                                                                          \
     OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
