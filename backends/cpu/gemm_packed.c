@@ -149,8 +149,8 @@ static pack_bufs *bufs_get(void) {
 /* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) by
  * PF: prefetchw in the 512-bit kernels, which brings the lines in to be written, so storing the
  * tile needs no second request for them (every CPU with AVX-512F has it; a g2p-small step took
- * 0.983–0.995× the time it took with prefetcht0 with the cores on two chiplets, 0.98–1.03× with
- * them near: docs/results.md §4), prefetcht0 in the 6×16 kernel, whose AVX2 CPUs may lack
+ * 0.983–0.995× the time it took with prefetcht0 with the cores on two chiplets, 6 pairs of
+ * runs of 6; unchanged with them near: docs/results.md §4), prefetcht0 in the 6×16 kernel, whose AVX2 CPUs may lack
  * PREFETCHW */
 #define PK_PFROW(PF, LAST) PF " (%[t])\n " PF " " LAST "(%[t])\n add %[ldc],%[t]\n"
 #define PK_ROWS(OP, R, W)                                                                          \
