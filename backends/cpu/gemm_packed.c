@@ -146,13 +146,8 @@ static pack_bufs *bufs_get(void) {
     "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
 #define PK_STROW(R, W, x, y)                                                                       \
     "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
-/* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) by
- * PF: prefetchw in the 512-bit kernels, which brings the lines in to be written, so storing the
- * tile needs no second request for them (every CPU with AVX-512F has it; a g2p-small step took
- * 0.983–0.995× the time it took with prefetcht0 with the cores on two chiplets, 6 pairs of
- * runs of 6; unchanged with them near: docs/results.md §4), prefetcht0 in the 6×16 kernel, whose AVX2 CPUs may lack
- * PREFETCHW */
-#define PK_PFROW(PF, LAST) PF " (%[t])\n " PF " " LAST "(%[t])\n add %[ldc],%[t]\n"
+/* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) */
+#define PK_PFROW(LAST) "prefetcht0 (%[t])\n prefetcht0 " LAST "(%[t])\n add %[ldc],%[t]\n"
 #define PK_ROWS(OP, R, W)                                                                          \
     OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
     OP(R, W, "8", "9") OP(R, W, "10", "11")
@@ -180,14 +175,14 @@ static pack_bufs *bufs_get(void) {
 #define PK_AT_ADV(n) PK_AT_ADV_##n
 #define PK_AT_ADV_4 "lea (%[a0],%[lda],4),%[a0]\n lea (%[a3],%[lda],4),%[a3]\n"
 #define PK_AT_ADV_1 "add %[lda],%[a0]\n add %[lda],%[a3]\n"
-#define PK_KERNEL(R, W, LAST, PF, ZOP, B1, BADV, END)                                              \
-    PK_KERNEL_A(R, W, LAST, PF, ZOP, B1, BADV, END, PK_STEP, PK_APK_PF, PK_APK_ADV)
-#define PK_KERNEL_A(R, W, LAST, PF, ZOP, B1, BADV, END, STEP, APF, AADV)                           \
+#define PK_KERNEL(R, W, LAST, ZOP, B1, BADV, END)                                                  \
+    PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, PK_STEP, PK_APK_PF, PK_APK_ADV)
+#define PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, STEP, APF, AADV)                               \
     PK_ZERO(ZOP, R, "0") PK_ZERO(ZOP, R, "1") PK_ZERO(ZOP, R, "2") PK_ZERO(ZOP, R, "3")            \
     PK_ZERO(ZOP, R, "4") PK_ZERO(ZOP, R, "5") PK_ZERO(ZOP, R, "6") PK_ZERO(ZOP, R, "7")            \
     PK_ZERO(ZOP, R, "8") PK_ZERO(ZOP, R, "9") PK_ZERO(ZOP, R, "10") PK_ZERO(ZOP, R, "11")          \
-    "mov %[c],%[t]\n" PK_PFROW(PF, LAST) PK_PFROW(PF, LAST) PK_PFROW(PF, LAST)                     \
-    PK_PFROW(PF, LAST) PK_PFROW(PF, LAST) PK_PFROW(PF, LAST)                                       \
+    "mov %[c],%[t]\n" PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST)                  \
+    PK_PFROW(LAST) PK_PFROW(LAST)                                                                  \
     "test %[k4],%[k4]\n jz 2f\n"                                                                   \
     /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */                      \
     "1:\n" APF                                                                                    \
@@ -214,7 +209,7 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
                                bool add) {
     long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
     __asm__ volatile(
-        PK_KERNEL("ymm", "32", "63", "prefetcht0", "vxorps", PK_B1_HALF, PK_BADV1, "")
+        PK_KERNEL("ymm", "32", "63", "vxorps", PK_B1_HALF, PK_BADV1, "")
         : [a] "+r"(a), [b0] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
         : [ldc] "r"(ldcb), [acc] "r"(acc)
         : PK_CLOBBERS);
@@ -230,12 +225,11 @@ bool tg_cpu_gemm_packed_available(void) {
 void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
                                 float *c, int64_t ldc, bool add) {
     long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    __asm__ volatile(
-        PK_KERNEL("zmm", "64", "127", "prefetchw", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n")
-        : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c),
-          [t] "=&r"(t)
-        : [ldc] "r"(ldcb), [acc] "r"(acc)
-        : PK_CLOBBERS);
+    __asm__ volatile(PK_KERNEL("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n")
+                     : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1),
+                       [c] "+r"(c), [t] "=&r"(t)
+                     : [ldc] "r"(ldcb), [acc] "r"(acc)
+                     : PK_CLOBBERS);
 }
 
 /* The 6×32 kernel with op(A) read in place, by its step STEP and advance AADV (a0, a3 = a0 + 3
@@ -247,8 +241,8 @@ void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, con
         long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
              ldab = (long)lda * 4, acc = add, t;                                                   \
         const float *a3 = a + 3 * lda;                                                             \
-        __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "prefetchw", "vpxord", PK_B1_NEXT,        \
-                                     PK_BADV2, "vzeroupper\n", STEP, PK_AX_PF, AADV)               \
+        __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2,           \
+                                     "vzeroupper\n", STEP, PK_AX_PF, AADV)                         \
                          : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),              \
                            [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
                          : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)                        \
