@@ -59,7 +59,7 @@ static bool read_report(shape_row rows[8], int *nrows, long long *matmul_calls) 
 }
 
 /* Each of the five shapes of the graph below on one line of its own with `calls` calls, and the
- * op line matmul 5 × calls. */
+ * op line matmul 5 × calls (want's own calls field is unused: 0). */
 static void check_shapes(long long calls) {
     static const shape_row want[5] = {{4, 6, 5, 1, 0, "NT"},
                                       {4, 6, 5, 1, 0, "NN"},
