@@ -1,6 +1,7 @@
 /* Parameter gradients through the store: values against closed forms, accumulation over
  * runs, and the planner's fused accumulation (a matmul / sum_to writing straight into the
  * store's gradient) against the unfused path (forced by keeping the gradient tensor). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/tg-impl.h"
@@ -132,6 +133,88 @@ START_TEST(test_unused_param_gradient_stays_zero) {
 }
 END_TEST
 
+/* Column sums over many rows (backends/cpu/k_reduce.c): the rows in blocks of 128, each
+ * block's rows added in order from 0 and the block sums in block order from 0 — the same bits
+ * on 1, 2 and 3 threads, whether a graph run's shares cut the rows (a bias gradient [R, C] ->
+ * [C]) or the columns, and with the planner's fused accumulation into the store gradient (and
+ * without it: keep_grads). R = 1000 rows: 7 whole blocks and one of 104; C = 200 columns: 3 of
+ * the kernel's 64-column steps and a narrower one. loss = sum((x + b) * Rm) gives db = the
+ * column sums of Rm, added to the starting gradient -1. Fails if the rows are summed in one
+ * run, in another block order, or a share's blocks are left out. */
+enum { SR = 1000, SC = 200, SUM_ROWS = 128 };
+
+static void column_sums_by_hand(const float *x, float *want) {
+    for (int c = 0; c < SC; c++) {
+        float sum = 0.0f;
+        for (int k0 = 0; k0 < SR; k0 += SUM_ROWS) {
+            float blk = 0.0f;
+            for (int k = k0; k < SR && k < k0 + SUM_ROWS; k++)
+                blk += x[k * SC + c];
+            sum += blk;
+        }
+        want[c] = sum;
+    }
+}
+
+START_TEST(test_column_sums_in_row_blocks) {
+    float *x = malloc(sizeof(float) * SR * SC), *rm = malloc(sizeof(float) * SR * SC);
+    ck_assert(x && rm);
+    for (int e = 0; e < SR * SC; e++) { /* values whose sums round: the order shows */
+        x[e] = (float)sin(0.37 * e + 0.1) * 3.1f;
+        rm[e] = (float)cos(0.11 * e) * 1.7f + 0.01f * (float)(e % 13);
+    }
+    float want[SC], wantb[SC], got[SC];
+    column_sums_by_hand(x, want);
+    column_sums_by_hand(rm, wantb);
+    for (int c = 0; c < SC; c++)
+        wantb[c] = -1.0f + wantb[c];
+    const int64_t sx[2] = {SR, SC}, sb[1] = {SC};
+    for (int threads = 1; threads <= 3; threads++) {
+        tg_backend *be;
+        ck_assert_int_eq(tg_backend_cpu_new(threads, &be), TG_OK);
+        for (int run = 0; run < 2; run++) { /* the forward op */
+            tg_graph *g = tg_graph_new();
+            tg_tensor *y = tg_keep(tg_sum_to(tg_input(g, TG_DTYPE_F32, 2, sx, x), 1, sb));
+            ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
+            ck_assert_int_eq(tg_tensor_read(y, got, sizeof got), TG_OK);
+            tg_graph_free(g);
+            for (int c = 0; c < SC; c++)
+                ck_assert_msg(got[c] == want[c], "%d threads: sum %d = %.9g, by hand %.9g", threads,
+                              c, got[c], want[c]);
+        }
+        for (int keep = 0; keep <= 1; keep++) { /* a bias gradient, accumulated */
+            tg_store *s;
+            ck_assert_int_eq(tg_store_new(be, &s), TG_OK);
+            ck_assert_int_eq(tg_store_add(s, "b", 1, sb, NULL, true), TG_OK);
+            float g0[SC];
+            for (int c = 0; c < SC; c++)
+                g0[c] = -1.0f;
+            ck_assert_int_eq(tg_store_write_grad(s, 0, g0, SC), TG_OK);
+            tg_graph *g = tg_graph_new();
+            tg_tensor *b = tg_param(g, s, "b");
+            tg_tensor *y = tg_add(tg_input(g, TG_DTYPE_F32, 2, sx, x), b);
+            tg_tensor *loss = tg_sum_all(tg_mul(y, tg_input(g, TG_DTYPE_F32, 2, sx, rm)));
+            ck_assert_int_eq(tg_backward(g, loss), TG_OK);
+            if (keep) ck_assert_ptr_nonnull(tg_grad(g, b));
+            ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
+            bool fused = false;
+            for (int64_t i = 0; i < g->n; i++)
+                if (g->nodes[i]->op == TG_OP_SUM_TO && (g->nodes[i]->flags & TG_TF_ACCUM))
+                    fused = true;
+            ck_assert_int_eq(fused, !keep);
+            tg_graph_free(g);
+            ck_assert_int_eq(tg_store_read_grad(s, 0, got, SC), TG_OK);
+            for (int c = 0; c < SC; c++)
+                ck_assert_msg(got[c] == wantb[c], "%d threads, keep %d: db %d = %.9g, by hand %.9g",
+                              threads, keep, c, got[c], wantb[c]);
+            tg_store_free(s);
+        }
+        tg_backend_free(be);
+    }
+    free(x), free(rm);
+}
+END_TEST
+
 /* The CPU allocator's cache of freed blocks stays bounded (1 GiB) however many different sizes
  * come and go (bucketed batches give workspaces of many sizes), and reuses a fitting block. */
 START_TEST(test_allocator_cache_is_bounded) {
@@ -160,6 +243,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_unused_param_gradient_stays_zero);
     tcase_add_test(tc, test_slice_gradients_gathered);
     tcase_add_test(tc, test_allocator_cache_is_bounded);
+    tcase_add_test(tc, test_column_sums_in_row_blocks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,8 @@
 /* CPU kernels of the reductions. Each output element is summed in a fixed order, so results
  * do not depend on the thread count. */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu-impl.h"
@@ -18,7 +20,133 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
 /* eight floats as one GCC/Clang vector: a register of AVX2 (two of SSE in the baseline clone) */
 typedef float v8f __attribute__((vector_size(32)));
 
+/* Column sums ([outer, n, inner] over n, inner > 1) take the rows in blocks of SUM_ROWS: each
+ * block's rows are added in order starting from 0, and the block sums in block order starting
+ * from 0. Every column's sum is then the same bits whoever sums which block — by blocks of
+ * columns, each task over all rows (column_sums_by_columns), or in a graph run by blocks of
+ * rows, each share over all columns (column_sums_by_rows) — and on any thread count. */
+enum { SUM_ROWS = 128 };
+
 /* acc: add the sums into o (a fused gradient accumulation) instead of overwriting it */
+
+enum { CB = 64 }; /* columns per task of column_sums_by_columns, per step of a block's sums */
+
+/* b[c - c0] = the sum of rows [k0, k1) of columns [c0, c1) (c1 - c0 <= CB), rows in order from
+ * 0: a whole block of CB columns in eight vector registers */
+static inline __attribute__((always_inline)) void block_sums(const float *x, int64_t inner,
+                                                             int64_t k0, int64_t k1, int64_t c0,
+                                                             int64_t c1, float *b) {
+    if (c1 - c0 == CB) {
+        v8f s[CB / 8] = {0};
+        for (int64_t k = k0; k < k1; k++) {
+            const float *xk = x + k * inner + c0;
+            for (int v = 0; v < CB / 8; v++) {
+                v8f t;
+                memcpy(&t, xk + 8 * v, sizeof t);
+                s[v] += t;
+            }
+        }
+        memcpy(b, s, sizeof s);
+        return;
+    }
+    for (int64_t c = c0; c < c1; c++)
+        b[c - c0] = 0.0f;
+    for (int64_t k = k0; k < k1; k++)
+        for (int64_t c = c0; c < c1; c++)
+            b[c - c0] += x[k * inner + c];
+}
+
+/* Parallel over (outer, column blocks). Blocks of 64 columns: a bias gradient ([tokens, 256]
+ * summed to [256]) is then 4 tasks, not one that a single member ran while the other waited
+ * (~7 ms of a g2p-small step). Each column's sum is the same whatever the block width. */
+TG_CPU_CLONES static void column_sums_by_columns(tg_cpu_par *p, const float *x, float *o,
+                                                 int64_t outer, int64_t n, int64_t inner,
+                                                 bool acc) {
+    int64_t nblk = (inner + CB - 1) / CB;
+    TG_CPU_FOR(p, w, outer * nblk, outer * n * inner > TG_PAR_MIN) {
+        int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
+        float *orow = o + r * inner, sum[CB] = {0}, b[CB];
+        for (int64_t k0 = 0; k0 < n; k0 += SUM_ROWS) {
+            block_sums(x + r * n * inner, inner, k0, k0 + SUM_ROWS < n ? k0 + SUM_ROWS : n, c0, c1,
+                       b);
+            for (int64_t c = 0; c < c1 - c0; c++)
+                sum[c] += b[c];
+        }
+        for (int64_t c = c0; c < c1; c++)
+            orow[c] = acc ? orow[c] + sum[c - c0] : sum[c - c0];
+    }
+}
+
+/* A graph run's shares of a column sum over many rows, cut by rows: share i sums the blocks of
+ * rows [i·B/k, (i+1)·B/k) (B blocks, k shares) — the rows the kernels and products before it
+ * gave member i, so each member reads only what its own core wrote — into one row of partial
+ * sums per block, and whichever share finishes last adds them up in block order. Cut by
+ * columns instead, every member read every row: on a host that puts the two vCPUs on different
+ * chiplets, half of them from the other chiplet's cache (`sum_to` took 2.3x its time with the
+ * cores near; docs/results.md §4). The partial rows live in the node's shared object (team.h). */
+enum { ROW_SUMS_MAX = 1 << 20 }; /* most partial values: 4 MiB */
+
+typedef struct {
+    tg_cpu_shared base;
+    atomic_int finished; /* shares done */
+    float part[];        /* block b's sums at part[b·inner] */
+} row_sums;
+
+static void row_sums_free(tg_cpu_shared *s) {
+    free(s);
+}
+static void no_row_sums_release(tg_cpu_shared *s) {
+    (void)s;
+}
+static tg_cpu_shared no_row_sums = {no_row_sums_release}; /* no memory: cut by columns */
+
+/* The node's partial rows: made by the first share to get here, found by the others. */
+static row_sums *row_sums_of(tg_cpu_par *p, int64_t floats) {
+    tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
+    if (!s) {
+        row_sums *mine = malloc(sizeof *mine + (size_t)floats * sizeof(float));
+        tg_cpu_shared *want = mine ? &mine->base : &no_row_sums;
+        if (mine) {
+            mine->base.release = row_sums_free;
+            atomic_init(&mine->finished, 0);
+        }
+        if (atomic_compare_exchange_strong_explicit(p->shared, &s, want, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            s = want;
+        else
+            free(mine); /* another share stored its own first: s */
+    }
+    return s == &no_row_sums ? NULL : (row_sums *)s;
+}
+
+/* Returns false (and does nothing) where the cut by rows does not apply. */
+TG_CPU_CLONES static bool column_sums_by_rows(tg_cpu_par *p, const float *x, float *o, int64_t n,
+                                              int64_t inner, bool acc) {
+    const int64_t nblk = (n + SUM_ROWS - 1) / SUM_ROWS;
+    if (!p->shared || p->nth < 2 || nblk < p->nth || n * inner <= TG_PAR_MIN ||
+        nblk * inner > ROW_SUMS_MAX)
+        return false;
+    row_sums *s = row_sums_of(p, nblk * inner);
+    if (!s) return false;
+    for (int64_t b = nblk * p->ith / p->nth; b < nblk * (p->ith + 1) / p->nth; b++) {
+        const int64_t k1 = (b + 1) * SUM_ROWS < n ? (b + 1) * SUM_ROWS : n;
+        for (int64_t c0 = 0; c0 < inner; c0 += CB)
+            block_sums(x, inner, b * SUM_ROWS, k1, c0, c0 + CB < inner ? c0 + CB : inner,
+                       s->part + b * inner + c0);
+    }
+    if (atomic_fetch_add_explicit(&s->finished, 1, memory_order_acq_rel) != p->nth - 1) return true;
+    /* the last share: the block sums in order, CB columns at a time */
+    for (int64_t c0 = 0; c0 < inner; c0 += CB) {
+        const int64_t w = inner - c0 < CB ? inner - c0 : CB;
+        float sum[CB] = {0};
+        for (int64_t b = 0; b < nblk; b++)
+            for (int64_t c = 0; c < w; c++)
+                sum[c] += s->part[b * inner + c0 + c];
+        for (int64_t c = 0; c < w; c++)
+            o[c0 + c] = acc ? o[c0 + c] + sum[c] : sum[c];
+    }
+    return true;
+}
 
 TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer,
                                    int64_t n, int64_t inner, bool acc) {
@@ -31,34 +159,8 @@ TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int6
         }
         return;
     }
-    /* column sums: parallel over (outer, column blocks), rows added in order. Blocks of 64
-     * columns: a bias gradient ([tokens, 256] summed to [256]) is then 4 tasks, not one that a
-     * single member ran while the other waited (~7 ms of a g2p-small step). Each column's sum
-     * is the same whatever the block width. */
-    enum { CB = 64 };
-    int64_t nblk = (inner + CB - 1) / CB;
-    TG_CPU_FOR(p, w, outer * nblk, outer * n * inner > TG_PAR_MIN) {
-        int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
-        float *orow = o + r * inner, part[CB];
-        const float *xr = x + r * n * inner;
-        for (int64_t c = c0; c < c1; c++) part[c - c0] = 0.0f;
-        if (c1 - c0 == CB) { /* a whole block: the sums in eight vector registers */
-            v8f s[CB / 8] = {0};
-            for (int64_t k = 0; k < n; k++) {
-                const float *xk = xr + k * inner + c0;
-                for (int v = 0; v < CB / 8; v++) {
-                    v8f t;
-                    memcpy(&t, xk + 8 * v, sizeof t);
-                    s[v] += t;
-                }
-            }
-            memcpy(part, s, sizeof s);
-        } else
-            for (int64_t k = 0; k < n; k++)
-                for (int64_t c = c0; c < c1; c++)
-                    part[c - c0] += xr[k * inner + c];
-        for (int64_t c = c0; c < c1; c++) orow[c] = acc ? orow[c] + part[c - c0] : part[c - c0];
-    }
+    if (outer == 1 && column_sums_by_rows(p, x, o, n, inner, acc)) return;
+    column_sums_by_columns(p, x, o, outer, n, inner, acc);
 }
 
 /* sum_to: reduce x to t's shape. Common cases (leading or trailing dims summed) become one
