@@ -388,6 +388,71 @@ START_TEST(test_grad_norm_large) {
 }
 END_TEST
 
+/* A parameter big enough for the store maths to run on the team (backends/cpu/cpu.c: run_vec,
+ * shares taken by their owners first, then by whoever is free; zeroing in 4 KiB chunks): on 1,
+ * 2 and 3 threads every element takes each Adam step exactly once (against the double
+ * reference; a share run twice or never moves some weights wrongly), the weights are the same
+ * bits on every count, and zero_grad leaves no element of the gradient, nor anything of the
+ * parameter's neighbour, changed but the gradients. N is not a whole number of chunks or shares. */
+START_TEST(test_store_maths_on_the_team) {
+    enum { N = 3 * 16384 + 4099 };
+    float *g = malloc(N * sizeof *g), *w = malloc(N * sizeof *w), *w1 = malloc(N * sizeof *w1);
+    ck_assert(g && w && w1);
+    for (int threads = 1; threads <= 3; threads++) {
+        tg_backend *be;
+        CK(tg_backend_cpu_new(threads, &be));
+        tg_store *s;
+        CK(tg_store_new(be, &s));
+        int64_t sh[1] = {N}, sb[1] = {NB};
+        CK(tg_store_add(s, "big", 1, sh, NULL, true));
+        CK(tg_store_add(s, "b", 1, sb, B0, true));
+        tg_optim_config c = tg_optim_defaults(TG_OPTIM_ADAM);
+        tg_optim *o;
+        CK(tg_optim_new(s, &c, &o));
+        for (int t = 1; t <= 2; t++) {
+            for (int i = 0; i < N; i++)
+                g[i] = gradv(0, i, t);
+            CK(tg_store_write_grad(s, 0, g, N));
+            CK(tg_optim_step(o, 0.01f));
+        }
+        CK(tg_store_read(s, 0, w, N));
+        for (int i = 0; i < N; i++) {
+            /* two Adam steps from 0, in double, for element i */
+            double m = 0, v = 0, x = 0;
+            for (int t = 1; t <= 2; t++) {
+                double gi = gradv(0, i, t);
+                m = c.beta1 * m + (1 - c.beta1) * gi;
+                v = c.beta2 * v + (1 - c.beta2) * gi * gi;
+                x -= (double)0.01f * (m / (1 - pow(c.beta1, t))) /
+                     (sqrt(v / (1 - pow(c.beta2, t))) + c.eps);
+            }
+            ck_assert_msg(fabs(w[i] - x) <= 1e-6 + 1e-5 * fabs(x),
+                          "%d threads: w[%d] = %.9g, reference %.9g", threads, i, (double)w[i], x);
+        }
+        if (threads == 1)
+            memcpy(w1, w, N * sizeof *w);
+        else
+            ck_assert_msg(memcmp(w, w1, N * sizeof *w) == 0, "%d threads: not 1 thread's bits",
+                          threads);
+        CK(tg_store_zero_grad(s));
+        CK(tg_store_read_grad(s, 0, g, N));
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(g[i] == 0.0f, "%d threads: gradient %d = %g after zero_grad", threads, i,
+                          (double)g[i]);
+        float b[NB];
+        CK(tg_store_read(s, 1, b, NB));
+        for (int i = 0; i < NB; i++) /* its gradient was zero: Adam leaves it */
+            ck_assert_float_eq(b[i], B0[i]);
+        CK(tg_store_read(s, 0, g, N));
+        ck_assert(memcmp(g, w, N * sizeof *w) == 0);
+        tg_optim_free(o);
+        tg_store_free(s);
+        tg_backend_free(be);
+    }
+    free(g), free(w), free(w1);
+}
+END_TEST
+
 START_TEST(test_zero_grad) {
     tg_store *s = make_store();
     set_grads(s, 1);
@@ -677,6 +742,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(st, test_clip_grad);
     tcase_add_test(st, test_grad_norm_large);
     tcase_add_test(st, test_zero_grad);
+    tcase_add_test(st, test_store_maths_on_the_team);
     tcase_add_test(st, test_store_api);
     tcase_add_test(st, test_store_graph_gradient);
     suite_add_tcase(s, st);

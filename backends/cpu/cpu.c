@@ -96,9 +96,33 @@ static tg_status cpu_copy(tg_backend *b, void *dst, const void *src, size_t byte
     return TG_OK;
 }
 
+/* Zeroing a buffer (a store's gradients between steps): on the team, in the store maths' shares
+ * (run_vec, below), so that each member zeroes the same part of each gradient every step. By
+ * the caller alone, the gradients that the other member wrote last (its shares of the weight
+ * gradients' sums) came across from its cache line by line: on a host that puts the two vCPUs
+ * on different chiplets, zeroing g2p-small's 22 MB of gradients took 2.9 ms instead of 1.0
+ * (docs/results.md §4). */
+enum { ZERO_CHUNK = 4096 };
+
+typedef struct {
+    char *dst;
+    size_t bytes;
+} zero_job;
+
+static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
+
+static void zero_member(void *ctx, tg_cpu_par *p) {
+    const zero_job *z = ctx;
+    const int64_t nch = (int64_t)((z->bytes + ZERO_CHUNK - 1) / ZERO_CHUNK);
+    TG_CPU_FOR(p, c, nch, true) {
+        const size_t lo = (size_t)c * ZERO_CHUNK;
+        memset(z->dst + lo, 0, z->bytes - lo < ZERO_CHUNK ? z->bytes - lo : ZERO_CHUNK);
+    }
+}
+
 static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
-    (void)b;
-    if (bytes) memset(dst, 0, bytes);
+    zero_job z = {.dst = dst, .bytes = bytes};
+    if (bytes) run_vec(b, (int64_t)(bytes / sizeof(float)), zero_member, &z);
     return TG_OK;
 }
 
@@ -578,17 +602,23 @@ TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
 }
 
 /* Store maths over a buffer of n floats: fn's loop cut into static shares (fn called with
- * (share, shares), no team), taken in order by whichever members are free
- * (tg_cpu_team_offer), so a member held off its core delays only a share it has started.
+ * (share, shares), no team). Member m first takes its own shares — the m-th run of them, the
+ * same elements on every call — then any share still untaken, from the end (tg_cpu_team_offer:
+ * a member asleep or held off its core owns nothing it must be waited for). So each member
+ * keeps updating the same weights and the same optimizer moments step after step, in its own
+ * core's cache: taken in order by whichever member came first, they changed hands between
+ * steps, and with the host's two vCPUs on different chiplets the optimizer step (Adam and the
+ * gradients' zeroing) of g2p-small took 7.0-7.5 ms instead of 3.9 (docs/results.md §4).
  * Buffers below TG_PAR_MIN (biases, norms) are done by the caller alone. The results do not
  * depend on the cut (element-wise updates, or fixed chunks: sumsq). */
-enum { VEC_SHARES_PER_THREAD = 4 };
+enum { VEC_SHARES_PER_THREAD = 4, VEC_SHARES_MAX = 256 };
 
 typedef struct {
     void (*fn)(void *ctx, tg_cpu_par *p);
     void *ctx;
-    int shares;
-    _Atomic int next, done;
+    int shares, nth;
+    _Atomic unsigned char taken[VEC_SHARES_MAX];
+    _Atomic int done;
     tg_cpu_event finished;
 } store_shares;
 
@@ -597,13 +627,20 @@ static bool vec_all_done(void *ctx) {
     return atomic_load(&v->done) == v->shares;
 }
 
+static void vec_share(store_shares *v, int c) {
+    unsigned char untaken = 0;
+    if (!atomic_compare_exchange_strong(&v->taken[c], &untaken, 1)) return;
+    tg_cpu_par share = {.team = NULL, .ith = c, .nth = v->shares};
+    v->fn(v->ctx, &share);
+    if (atomic_fetch_add(&v->done, 1) + 1 == v->shares) tg_cpu_event_signal(&v->finished);
+}
+
 static void vec_member(void *ctx, tg_cpu_par *p) {
     store_shares *v = ctx;
-    for (int c; (c = atomic_fetch_add(&v->next, 1)) < v->shares;) {
-        tg_cpu_par share = {.team = NULL, .ith = c, .nth = v->shares};
-        v->fn(v->ctx, &share);
-        if (atomic_fetch_add(&v->done, 1) + 1 == v->shares) tg_cpu_event_signal(&v->finished);
-    }
+    for (int c = 0; c < v->shares; c++)
+        if ((int)((int64_t)c * v->nth / v->shares) == p->ith) vec_share(v, c);
+    for (int c = v->shares - 1; c >= 0; c--)
+        vec_share(v, c);
     if (p->ith == 0) tg_cpu_event_wait(&v->finished, vec_all_done, v);
 }
 
@@ -613,7 +650,13 @@ static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *
         fn(ctx, &one);
         return;
     }
-    store_shares v = {.fn = fn, .ctx = ctx, .shares = b->nthreads * VEC_SHARES_PER_THREAD};
+    const int shares = b->nthreads * VEC_SHARES_PER_THREAD;
+    store_shares v = {.fn = fn,
+                      .ctx = ctx,
+                      .shares = shares < VEC_SHARES_MAX ? shares : VEC_SHARES_MAX,
+                      .nth = b->nthreads};
+    for (int c = 0; c < v.shares; c++)
+        atomic_init(&v.taken[c], 0);
     tg_cpu_team *team = team_of(b);
     v.finished.yield_ns = tg_cpu_team_yield_ns(team);
     tg_cpu_team_offer(team, vec_member, &v);
