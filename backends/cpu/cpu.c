@@ -601,16 +601,16 @@ TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
     }
 }
 
-/* Store maths over a buffer of n floats: fn's loop cut into static shares (fn called with
- * (share, shares), no team). Member m first takes its own shares — the m-th run of them, the
- * same elements on every call — then any share still untaken, from the end (tg_cpu_team_offer:
- * a member asleep or held off its core owns nothing it must be waited for). So each member
- * keeps updating the same weights and the same optimizer moments step after step, in its own
- * core's cache: taken in order by whichever member came first, they changed hands between
- * steps, and with the host's two vCPUs on different chiplets the optimizer step (Adam and the
- * gradients' zeroing) of g2p-small took 7.0-7.5 ms instead of 3.9 (docs/results.md §4).
- * Buffers below TG_PAR_MIN (biases, norms) are done by the caller alone. The results do not
- * depend on the cut (element-wise updates, or fixed chunks: sumsq). */
+/* Store maths over a buffer of n floats (optimizer update, gradient norm and scale, zeroing):
+ * fn's loop cut into static shares (fn called with (share, shares), no team). Member m first
+ * takes its own shares — the m-th run of them, the same elements on every call — then any
+ * share still untaken, from the end (tg_cpu_team_offer: a member asleep or held off its core
+ * owns nothing it must be waited for). So each member keeps the same part of every weight, its
+ * optimizer moments and its gradient step after step, rather than whichever part it came first
+ * to (Adam's update measured the same either way, ~3 ms a g2p-small step in both placements;
+ * the zeroing is what gained: cpu_memset0 above). Buffers below TG_PAR_MIN (biases, norms) are
+ * done by the caller alone. The results do not depend on the cut (element-wise updates, or
+ * fixed chunks: sumsq). */
 enum { VEC_SHARES_PER_THREAD = 4, VEC_SHARES_MAX = 256 };
 
 typedef struct {
