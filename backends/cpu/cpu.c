@@ -96,36 +96,6 @@ static tg_status cpu_copy(tg_backend *b, void *dst, const void *src, size_t byte
     return TG_OK;
 }
 
-/* Zeroing a buffer (a store's gradients between steps): on the team, in the store maths' shares
- * (run_vec, below), so that each member zeroes the same part of each gradient every step. By
- * the caller alone, the gradients that the other member wrote last (its shares of the weight
- * gradients' sums) came across from its cache line by line: on a host that puts the two vCPUs
- * on different chiplets, zeroing g2p-small's 22 MB of gradients took 2.9 ms instead of 1.0
- * (docs/results.md §4). */
-enum { ZERO_CHUNK = 4096 };
-
-typedef struct {
-    char *dst;
-    size_t bytes;
-} zero_job;
-
-static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
-
-static void zero_member(void *ctx, tg_cpu_par *p) {
-    const zero_job *z = ctx;
-    const int64_t nch = (int64_t)((z->bytes + ZERO_CHUNK - 1) / ZERO_CHUNK);
-    TG_CPU_FOR(p, c, nch, true) {
-        const size_t lo = (size_t)c * ZERO_CHUNK;
-        memset(z->dst + lo, 0, z->bytes - lo < ZERO_CHUNK ? z->bytes - lo : ZERO_CHUNK);
-    }
-}
-
-static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
-    zero_job z = {.dst = dst, .bytes = bytes};
-    if (bytes) run_vec(b, (int64_t)(bytes / sizeof(float)), zero_member, &z);
-    return TG_OK;
-}
-
 /* Every op's CPU kernel, assembled once from the kernel files' tables (k_*.c); NULL where
  * there is none (leaves and views run no kernel). supports_op answers from it, so an op added
  * without a CPU kernel is refused before a graph runs (tg_graph_run names it) instead of
@@ -608,7 +578,7 @@ TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
  * owns nothing it must be waited for). So each member keeps the same part of every weight, its
  * optimizer moments and its gradient step after step, rather than whichever part it came first
  * to (Adam's update measured the same either way, ~3 ms a g2p-small step in both placements;
- * the zeroing is what gained: cpu_memset0 above). Buffers below TG_PAR_MIN (biases, norms) are
+ * the zeroing is what gained: cpu_memset0 below). Buffers below TG_PAR_MIN (biases, norms) are
  * done by the caller alone. The results do not depend on the cut (element-wise updates, or
  * fixed chunks: sumsq). */
 enum { VEC_SHARES_PER_THREAD = 4, VEC_SHARES_MAX = 256 };
@@ -660,6 +630,34 @@ static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *
     tg_cpu_team *team = team_of(b);
     v.finished.yield_ns = tg_cpu_team_yield_ns(team);
     tg_cpu_team_offer(team, vec_member, &v);
+}
+
+/* Zeroing a buffer (a store's gradients between steps): on the team, in the store maths' shares
+ * (run_vec, above), so that each member zeroes the same part of each gradient every step. By
+ * the caller alone, the gradients that the other member wrote last (its shares of the weight
+ * gradients' sums) came across from its cache line by line: on a host that puts the two vCPUs
+ * on different chiplets, zeroing g2p-small's 22 MB of gradients took 2.9 ms instead of 1.0
+ * (docs/results.md §4). */
+enum { ZERO_CHUNK = 4096 };
+
+typedef struct {
+    char *dst;
+    size_t bytes;
+} zero_job;
+
+static void zero_member(void *ctx, tg_cpu_par *p) {
+    const zero_job *z = ctx;
+    const int64_t nch = (int64_t)((z->bytes + ZERO_CHUNK - 1) / ZERO_CHUNK);
+    TG_CPU_FOR(p, c, nch, true) {
+        const size_t lo = (size_t)c * ZERO_CHUNK;
+        memset(z->dst + lo, 0, z->bytes - lo < ZERO_CHUNK ? z->bytes - lo : ZERO_CHUNK);
+    }
+}
+
+static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
+    zero_job z = {.dst = dst, .bytes = bytes};
+    if (bytes) run_vec(b, (int64_t)(bytes / sizeof(float)), zero_member, &z);
+    return TG_OK;
 }
 
 static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,

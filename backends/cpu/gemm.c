@@ -161,13 +161,7 @@ static tg_cpu_shared *shared_b_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
     if (!p->shared) return NULL;
     tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
     if (s) return s;
-    tg_cpu_shared *mine = tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, g->N, g->K);
-    if (!mine) return NULL;
-    if (atomic_compare_exchange_strong_explicit(p->shared, &s, mine, memory_order_acq_rel,
-                                                memory_order_acquire))
-        return mine;
-    mine->release(mine); /* another share stored one first: s */
-    return s;
+    return tg_cpu_shared_publish(p, tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, g->N, g->K));
 }
 
 /* One product on the packed path cut into p->nth blocks of rows of C, whole 6-row panels each

@@ -119,12 +119,7 @@ static tg_cpu_shared *shared_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
     tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
     if (s) return s;
     split_k *mine = split_k_new((size_t)g->M * (size_t)g->N * (size_t)(p->nth - 1));
-    tg_cpu_shared *want = mine ? &mine->base : &no_buffers;
-    if (atomic_compare_exchange_strong_explicit(p->shared, &s, want, memory_order_acq_rel,
-                                                memory_order_acquire))
-        return want;
-    if (mine) split_k_release(&mine->base); /* another share stored one first: s */
-    return s;
+    return tg_cpu_shared_publish(p, mine ? &mine->base : &no_buffers);
 }
 
 /* c += x over rows of n (c's rows ldc apart, x's n), in the order of the elements */

@@ -105,16 +105,11 @@ static row_sums *row_sums_of(tg_cpu_par *p, int64_t floats) {
     tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
     if (!s) {
         row_sums *mine = malloc(sizeof *mine + (size_t)floats * sizeof(float));
-        tg_cpu_shared *want = mine ? &mine->base : &no_row_sums;
         if (mine) {
             mine->base.release = row_sums_free;
             atomic_init(&mine->finished, 0);
         }
-        if (atomic_compare_exchange_strong_explicit(p->shared, &s, want, memory_order_acq_rel,
-                                                    memory_order_acquire))
-            s = want;
-        else
-            free(mine); /* another share stored its own first: s */
+        s = tg_cpu_shared_publish(p, mine ? &mine->base : &no_row_sums);
     }
     return s == &no_row_sums ? NULL : (row_sums *)s;
 }

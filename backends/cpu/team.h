@@ -22,7 +22,9 @@
 #ifndef TG_CPU_TEAM_H
 #define TG_CPU_TEAM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct tg_cpu_team tg_cpu_team;
@@ -46,6 +48,19 @@ typedef struct tg_cpu_par {
     void *solo_slot;
     tg_cpu_shared *_Atomic *shared;
 } tg_cpu_par;
+
+/* The node's shared object for share p (p->shared set), given mine — made by the caller after
+ * finding the slot empty: mine stored now, or the one another share stored first (mine is
+ * then released). NULL (the caller could not make one): nothing stored, NULL returned. */
+static inline tg_cpu_shared *tg_cpu_shared_publish(tg_cpu_par *p, tg_cpu_shared *mine) {
+    tg_cpu_shared *s = NULL;
+    if (!mine) return NULL;
+    if (atomic_compare_exchange_strong_explicit(p->shared, &s, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    mine->release(mine);
+    return s;
+}
 
 /* A team of n >= 1 threads (n - 1 of them created here). NULL (and errno) when a thread cannot
  * be started. */
