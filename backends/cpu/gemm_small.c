@@ -341,11 +341,15 @@ static inline __attribute__((always_inline)) TG_AVX2 __m128 fold4(__m256 s0, __m
 static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m128 r, int cnt,
                                                                  float beta) {
     if (beta == 0.0f) {
+        /* plain stores of 1, 2 or 3 floats: a masked store (vmaskmovps) is microcoded on AMD
+         * and made Q·Kᵀ over 10 keys slower than over 12 */
         if (cnt == 4) {
             _mm_storeu_ps(cr, r);
+        } else if (cnt == 1) {
+            _mm_store_ss(cr, r);
         } else {
-            const __m128i lanes = _mm_setr_epi32(0, 1, 2, 3);
-            _mm_maskstore_ps(cr, _mm_cmpgt_epi32(_mm_set1_epi32(cnt), lanes), r);
+            _mm_storel_pi((__m64 *)cr, r);
+            if (cnt == 3) _mm_store_ss(cr + 2, _mm_movehl_ps(r, r));
         }
         return;
     }
@@ -357,7 +361,8 @@ static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m1
 
 /* Two query rows × four keys at a time: 8 accumulators, each k step two loads of the queries,
  * four of the keys and 8 FMAs (a missing row or key reads a present one; its sums are not
- * stored). */
+ * stored). The last one or two keys of a row (N = 10: keys 8 and 9) take two keys' loads and
+ * FMAs only, the same sums in the same order: Q·Kᵀ over 10 keys ran slower than over 12. */
 static inline __attribute__((always_inline)) TG_AVX2 void
 dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc, float alpha, float beta) {
@@ -373,18 +378,30 @@ dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const
             const float *k3 = cnt > 3 ? k0 + 3 * ldb : k0;
             __m256 s00 = _mm256_setzero_ps(), s01 = s00, s02 = s00, s03 = s00;
             __m256 s10 = s00, s11 = s00, s12 = s00, s13 = s00;
-            for (int v = 0; v < kv; v++) {
-                const __m256 x0 = _mm256_loadu_ps(q0 + 8 * v), x1 = _mm256_loadu_ps(q1 + 8 * v);
-                const __m256 y0 = _mm256_loadu_ps(k0 + 8 * v), y1 = _mm256_loadu_ps(k1 + 8 * v);
-                const __m256 y2 = _mm256_loadu_ps(k2 + 8 * v), y3 = _mm256_loadu_ps(k3 + 8 * v);
-                s00 = _mm256_fmadd_ps(x0, y0, s00);
-                s01 = _mm256_fmadd_ps(x0, y1, s01);
-                s02 = _mm256_fmadd_ps(x0, y2, s02);
-                s03 = _mm256_fmadd_ps(x0, y3, s03);
-                s10 = _mm256_fmadd_ps(x1, y0, s10);
-                s11 = _mm256_fmadd_ps(x1, y1, s11);
-                s12 = _mm256_fmadd_ps(x1, y2, s12);
-                s13 = _mm256_fmadd_ps(x1, y3, s13);
+            if (cnt <= 2) {
+                for (int v = 0; v < kv; v++) {
+                    const __m256 x0 = _mm256_loadu_ps(q0 + 8 * v), x1 = _mm256_loadu_ps(q1 + 8 * v);
+                    const __m256 y0 = _mm256_loadu_ps(k0 + 8 * v), y1 = _mm256_loadu_ps(k1 + 8 * v);
+                    s00 = _mm256_fmadd_ps(x0, y0, s00);
+                    s01 = _mm256_fmadd_ps(x0, y1, s01);
+                    s10 = _mm256_fmadd_ps(x1, y0, s10);
+                    s11 = _mm256_fmadd_ps(x1, y1, s11);
+                }
+                s02 = s03 = s00, s12 = s13 = s10; /* folded with the rest, never stored */
+            } else {
+                for (int v = 0; v < kv; v++) {
+                    const __m256 x0 = _mm256_loadu_ps(q0 + 8 * v), x1 = _mm256_loadu_ps(q1 + 8 * v);
+                    const __m256 y0 = _mm256_loadu_ps(k0 + 8 * v), y1 = _mm256_loadu_ps(k1 + 8 * v);
+                    const __m256 y2 = _mm256_loadu_ps(k2 + 8 * v), y3 = _mm256_loadu_ps(k3 + 8 * v);
+                    s00 = _mm256_fmadd_ps(x0, y0, s00);
+                    s01 = _mm256_fmadd_ps(x0, y1, s01);
+                    s02 = _mm256_fmadd_ps(x0, y2, s02);
+                    s03 = _mm256_fmadd_ps(x0, y3, s03);
+                    s10 = _mm256_fmadd_ps(x1, y0, s10);
+                    s11 = _mm256_fmadd_ps(x1, y1, s11);
+                    s12 = _mm256_fmadd_ps(x1, y2, s12);
+                    s13 = _mm256_fmadd_ps(x1, y3, s13);
+                }
             }
             if (plain && cnt == 4 && two) {
                 /* both rows' four sums in one vector: the same folding steps per score */
