@@ -166,6 +166,10 @@ static const struct {
     {4, 4, {2, 1, 3, 1}, {1, 2, 1, 4}, {2, 2, 3, 4}, 4},
     {2, 1, {3, 4}, {1}, {3, 4}, 2},
     {3, 3, {1, 1, 6}, {2, 3, 1}, {2, 3, 6}, 3},
+    /* several tiles of TG_CHAIN_TILE (1024) elements, the later ones starting inside a row of
+     * 13: the gathering walks the broadcast rows from wherever a tile starts */
+    {4, 4, {3, 1, 7, 13}, {1, 5, 1, 13}, {3, 5, 7, 13}, 4},
+    {4, 3, {3, 5, 7, 13}, {5, 1, 1}, {3, 5, 7, 13}, 4},
 };
 #define NBCAST ((int)(sizeof bcast_cases / sizeof bcast_cases[0]))
 
@@ -381,6 +385,35 @@ START_TEST(test_masked_fill_3d_mask_broadcast) {
                 want[e] = m[b * 4 + c] != 0 ? -5 : e;
             }
     expect_vals(y, want, 24, 0, 0, "masked_fill");
+}
+END_TEST
+
+/* An i32 mask over several tiles, the later ones starting inside a row: a padding-like mask
+ * [3,1,1,13] and a causal-like one [1,1,7,13] (each row of a tile gathered from its own mask row),
+ * and a per-row one [3,5,7,1] (its last dim broadcast: one value strided across the row). */
+START_TEST(test_masked_fill_i32_masks_across_tiles) {
+    enum { B = 3, H = 5, N = 7, D = 13, E = B * H * N * D };
+    static const int64_t shapes[3][4] = {{B, 1, 1, D}, {1, 1, N, D}, {B, H, N, 1}};
+    const int64_t os[4] = {B, H, N, D};
+    float *x = pattern(E, 3);
+    for (int k = 0; k < 3; k++) {
+        int64_t nm = shapes[k][0] * shapes[k][1] * shapes[k][2] * shapes[k][3];
+        int32_t *m = malloc((size_t)nm * sizeof *m);
+        ck_assert_ptr_nonnull(m);
+        for (int64_t i = 0; i < nm; i++)
+            m[i] = (int32_t)((i * 5 + k) % 3) - 1; /* -1, 0, 1 */
+        tg_tensor *y = tg_keep(tg_masked_fill(tg_input(G, TG_DTYPE_F32, 4, os, x),
+                                              tg_input(G, TG_DTYPE_I32, 4, shapes[k], m), -9.0f));
+        run_ok();
+        double *want = malloc(E * sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        for (int64_t e = 0; e < E; e++)
+            want[e] = m[bcast_index(e, 4, os, 4, shapes[k])] != 0 ? -9.0 : x[e];
+        expect_vals(y, want, E, 0, 0, "masked_fill");
+        free(want);
+        free(m);
+    }
+    free(x);
 }
 END_TEST
 
@@ -1507,6 +1540,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_masked_fill_i32_broadcast_row);
     tcase_add_test(tc, test_masked_fill_neg_inf_column_mask);
     tcase_add_test(tc, test_masked_fill_3d_mask_broadcast);
+    tcase_add_test(tc, test_masked_fill_i32_masks_across_tiles);
     tcase_add_test(tc, test_full_and_chain);
     suite_add_tcase(s, tc);
 

@@ -20,14 +20,34 @@
 #define TG_DROPOUT_AVX2 0
 #endif
 
-/* Offset in x of the first element of output row r (rows = all dims but the last). */
-static inline int64_t row_offset(int64_t r, int nd, const int64_t *shape, const int64_t *st) {
-    int64_t off = 0;
+/* The output rows (all dims but the last) of a broadcast operand, walked in order: idx is
+ * row r's index over dims [0, nd - 1), off the offset in x of its first element. Dividing r
+ * into idx once and stepping it from row to row costs a few compares per row; dividing every
+ * row (three 64-bit divisions for attention's [B, h, n, n]) cost more than the masked fill
+ * or bias add the values feed. */
+typedef struct rows_walk {
+    int nd;
+    const int64_t *shape, *st;
+    int64_t idx[TG_MAX_DIMS], off;
+} rows_walk;
+
+static void rows_walk_start(rows_walk *w, int64_t r, int nd, const int64_t *shape,
+                            const int64_t *st) {
+    w->nd = nd, w->shape = shape, w->st = st, w->off = 0;
     for (int i = nd - 2; i >= 0; i--) {
-        off += (r % shape[i]) * st[i];
+        w->idx[i] = r % shape[i];
+        w->off += w->idx[i] * st[i];
         r /= shape[i];
     }
-    return off;
+}
+
+static inline void rows_walk_next(rows_walk *w) {
+    for (int i = w->nd - 2; i >= 0; i--) {
+        w->off += w->st[i];
+        if (++w->idx[i] < w->shape[i]) return;
+        w->off -= w->idx[i] * w->st[i];
+        w->idx[i] = 0;
+    }
 }
 
 /* ---- tile functions: o[i] = f(a[i], b[i]) for element e0 + i, i < n ---- */
@@ -339,11 +359,16 @@ static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, 
     for (int i = 0; i < nd - 1; i++)
         same_rows = same_rows && st[i] == 0;
     *key = same_rows && inner > 0 ? (tg_gathered_key){s, t, e0 % inner, n} : (tg_gathered_key){0};
-    for (int64_t k = 0; k < n;) {
-        int64_t e = e0 + k, c = e % inner, len = inner - c < n - k ? inner - c : n - k;
-        int64_t off = row_offset(e / inner, nd, t->shape, st) + c * is;
+    rows_walk w;
+    rows_walk_start(&w, e0 / inner, nd, t->shape, st);
+    for (int64_t k = 0, c = e0 % inner; k < n; c = 0, rows_walk_next(&w)) {
+        const int64_t len = inner - c < n - k ? inner - c : n - k, off = w.off + c * is;
         float *dst = buf + k;
-        if (s->dtype == TG_DTYPE_I32) {
+        if (s->dtype == TG_DTYPE_I32 && is == 1) {
+            const int32_t *src = I32(s) + off;
+            for (int64_t j = 0; j < len; j++)
+                dst[j] = src[j] != 0 ? 1.0f : 0.0f;
+        } else if (s->dtype == TG_DTYPE_I32) {
             const int32_t *src = I32(s) + off;
             for (int64_t j = 0; j < len; j++)
                 dst[j] = src[j * is] != 0 ? 1.0f : 0.0f;
