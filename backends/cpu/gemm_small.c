@@ -362,7 +362,9 @@ static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m1
 /* Two query rows × four keys at a time: 8 accumulators, each k step two loads of the queries,
  * four of the keys and 8 FMAs (a missing row or key reads a present one; its sums are not
  * stored). The last one or two keys of a row (N = 10: keys 8 and 9) take two keys' loads and
- * FMAs only, the same sums in the same order: Q·Kᵀ over 10 keys ran slower than over 12. */
+ * FMAs only, the same sums in the same order: Q·Kᵀ over 10 keys ran slower than over 12. (The
+ * two loops are written out: one helper over an array of accumulators compiled to a 4-key loop
+ * 0.93× as fast.) */
 static inline __attribute__((always_inline)) TG_AVX2 void
 dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc, float alpha, float beta) {
