@@ -608,7 +608,7 @@ static void vec_share(store_shares *v, int c) {
 static void vec_member(void *ctx, tg_cpu_par *p) {
     store_shares *v = ctx;
     for (int c = 0; c < v->shares; c++)
-        if ((int)((int64_t)c * v->nth / v->shares) == p->ith) vec_share(v, c);
+        if (owner(c, v->shares, v->nth) == p->ith) vec_share(v, c);
     for (int c = v->shares - 1; c >= 0; c--)
         vec_share(v, c);
     if (p->ith == 0) tg_cpu_event_wait(&v->finished, vec_all_done, v);
