@@ -4,13 +4,14 @@
  *   bench_gemm_packed [rounds]      (default 5)
  *
  * tg_cpu_gemm_packed_block() — our packed GEMM: op(B) packed into 16-column panels KC = 256
- * values of k at a time, op(A) into 6-row panels 120 rows at a time, an inline-assembly 6×16
- * micro-kernel — against OpenBLAS's cblas_sgemm on one thread, at the shapes one member of a
- * 2-thread team gets in g2p-small and nmt-small (tokens / 2 rows; dX = dY·Wᵀ, dW = Xᵀ·dY; the
- * nmt logits over a vocabulary of 8000 and their gradients). If BLIS is installed (Debian
- * libblis4: libblis.so.4), its cblas_sgemm is timed too, loaded with dlopen, as the reference
- * of a tuned packed implementation. The micro-kernel alone (operands in L1/L2, no packing, no
- * C traffic) is timed first: what the loop nest around it loses is the rest.
+ * values of k at a time, op(A) into 6-row panels up to 144 rows at a time, inline-assembly
+ * micro-kernels (6×16; where the CPU has AVX-512F 6×64 and 6×32) — against OpenBLAS's cblas_sgemm
+ * on one thread, at the shapes one member of a 2-thread team gets in g2p-small and nmt-small
+ * (tokens / 2 rows; dX = dY·Wᵀ, dW = Xᵀ·dY; the nmt logits over a vocabulary of 8000 and their
+ * gradients). If BLIS is installed (Debian libblis4: libblis.so.4), its cblas_sgemm is timed too,
+ * loaded with dlopen, as the reference of a tuned packed implementation. Each micro-kernel alone
+ * (operands in L1/L2, no packing, no C traffic) is timed first: what the loop nest around them
+ * loses is the rest.
  *
  * Every contender runs in turn within each round (interleaved, so the machine's noise hits all
  * alike); a timing repeats the call for ~30 ms. Printed: GFLOP/s (2·M·N·K per call) of the
@@ -71,14 +72,23 @@ static int cmp(const void *x, const void *y) {
 
 static float *abuf, *bbuf;
 
-/* Seconds per call of the micro-kernel alone: 20 A panels (L2) against one B panel (L1). */
-static double kernel_alone(void) {
-    float t[MR * NR];
+/* Seconds per call of a micro-kernel alone, 16·w columns wide (w panels: 1 the 6×16 kernel,
+ * 2 and 4 the 512-bit 6×32 and 6×64 ones): 20 A panels (L2) against w B panels (L1; four are
+ * 64 KiB, which L2 holds where L1 does not). */
+static double kernel_alone(int w) {
+    float t[MR * 4 * NR];
     double t0 = now();
     long calls = 0;
     do {
-        for (int r = 0; r < 20; r++)
-            tg_cpu_gemm_packed_kernel(KC, abuf + r * MR * KC, bbuf, t, NR, false);
+        for (int r = 0; r < 20; r++) {
+            const float *a = abuf + r * MR * KC;
+            if (w == 4)
+                tg_cpu_gemm_packed_kernel4(KC, a, bbuf, t, 4 * NR, false);
+            else if (w == 2)
+                tg_cpu_gemm_packed_kernel2(KC, a, bbuf, bbuf + NR * KC, t, 2 * NR, false);
+            else
+                tg_cpu_gemm_packed_kernel(KC, a, bbuf, t, NR, false);
+        }
         calls += 20;
     } while (now() - t0 < 0.03);
     return (now() - t0) / (double)calls;
@@ -111,13 +121,13 @@ int main(int argc, char **argv) {
     float *a = malloc(big * 4), *b = malloc(big * 4), *ref = malloc(big * 4);
     C = malloc(big * 4);
     abuf = aligned_alloc(64, 20 * MR * KC * sizeof(float));
-    bbuf = aligned_alloc(64, NR * KC * sizeof(float));
+    bbuf = aligned_alloc(64, 4 * NR * KC * sizeof(float));
     if (!a || !b || !ref || !C || !abuf || !bbuf) return 1;
     for (size_t i = 0; i < big; i++)
         a[i] = (float)(i % 13) * 0.1f - 0.6f, b[i] = (float)(i % 7) * 0.1f - 0.3f;
     for (size_t i = 0; i < 20 * MR * KC; i++)
         abuf[i] = 0.01f * (float)(i % 17);
-    for (size_t i = 0; i < NR * KC; i++)
+    for (size_t i = 0; i < 4 * NR * KC; i++)
         bbuf[i] = 0.01f * (float)(i % 19);
     A = a, B = b;
 
@@ -140,10 +150,12 @@ int main(int argc, char **argv) {
             }
         }
     }
-    double *kt = malloc(sizeof(double) * (size_t)rounds),
+    const int nk = tg_cpu_gemm_packed_is_wide() ? 3 : 1; /* kernels timed alone: 1, 2, 4 panels */
+    double *kt = malloc(sizeof(double) * (size_t)(3 * rounds)),
            *t = malloc(sizeof(double) * (size_t)(ns * 3 * rounds));
     for (int r = 0; r < rounds; r++) {
-        kt[r] = kernel_alone();
+        for (int w = 0; w < nk; w++)
+            kt[w * rounds + r] = kernel_alone(1 << w);
         for (int s = 0; s < ns; s++)
             for (int w = 0; w < nc; w++) {
                 double t0 = now();
@@ -154,9 +166,13 @@ int main(int argc, char **argv) {
                 t[(s * 3 + w) * rounds + r] = (now() - t0) / (double)calls;
             }
     }
-    qsort(kt, (size_t)rounds, sizeof *kt, cmp);
-    printf("micro-kernel alone (A panel in L2, B panel in L1, no packing): %.1f GFLOP/s\n",
-           2.0 * MR * NR * KC / kt[rounds / 2] * 1e-9);
+    for (int w = 0; w < nk; w++) {
+        double *v = kt + w * rounds;
+        qsort(v, (size_t)rounds, sizeof *v, cmp);
+        printf("micro-kernel 6x%d alone (A panels in L2, B panels in L1 or L2, no packing): %.1f "
+               "GFLOP/s\n",
+               NR << w, 2.0 * MR * (NR << w) * KC / v[rounds / 2] * 1e-9);
+    }
     printf("%-13s %5s %5s %5s  %s  %-6s  %8s %8s %8s  %7s %7s\n", "product", "M", "N", "K", "op",
            "rule", "OpenBLAS", "packed", "BLIS", "pk/OB", "BLIS/OB");
     double lr[2] = {0, 0}, lr_rule = 0;

@@ -836,6 +836,52 @@ START_TEST(test_packed_rowa) {
 }
 END_TEST
 
+/* The 6×64 kernels (four 16-column panels) give the bits of the 6×32 kernel on each half — on
+ * a packed panel of A, and on A read in place row-major or transposed (NaN around) — for every
+ * k remainder, storing or adding, columns past the tile untouched. (Whole products with them
+ * and without: test_packed_kernel2 and test_packed_rowa, whose shapes have 64-column steps.) */
+START_TEST(test_packed_kernel4) {
+    if (!tg_cpu_gemm_packed_available() || !tg_cpu_gemm_packed_is_wide()) return;
+    enum { LDC = 70, LDA = 261 };
+    float *a = malloc(6 * LDA * sizeof(float)), *ap = aligned_alloc(64, 6 * 256 * sizeof(float)),
+          *b = aligned_alloc(64, 64 * 256 * sizeof(float)),
+          *at_ = malloc(256 * LDA * sizeof(float));
+    ck_assert(a && ap && b && at_);
+    static const int64_t kcs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 256};
+    for (int ki = 0; ki < 11; ki++)
+        for (int add = 0; add < 2; add++) {
+            const int64_t kc = kcs[ki];
+            for (int64_t x = 0; x < 6 * LDA; x++)
+                a[x] = NAN;
+            for (int64_t x = 0; x < 256 * LDA; x++)
+                at_[x] = NAN;
+            for (int64_t i = 0; i < 6; i++)
+                for (int64_t q = 0; q < kc; q++)
+                    ap[q * 6 + i] = a[i * LDA + q] = at_[q * LDA + 3 + i] = frand();
+            for (int64_t x = 0; x < 64 * kc; x++)
+                b[x] = frand();
+            float c[3][6 * LDC], want[6 * LDC];
+            for (int x = 0; x < 6 * LDC; x++)
+                c[0][x] = c[1][x] = c[2][x] = want[x] = frand();
+            tg_cpu_gemm_packed_kernel4(kc, ap, b, c[0], LDC, add);
+            tg_cpu_gemm_packed_kernel4_rowa(kc, a, LDA, b, c[1], LDC, add);
+            tg_cpu_gemm_packed_kernel4_cola(kc, at_ + 3, LDA, b, c[2], LDC, add);
+            tg_cpu_gemm_packed_kernel2(kc, ap, b, b + 16 * kc, want, LDC, add);
+            tg_cpu_gemm_packed_kernel2(kc, ap, b + 32 * kc, b + 48 * kc, want + 32, LDC, add);
+            static const char *const how[] = {"a packed panel", "row-major A in place",
+                                              "transposed A in place"};
+            for (int v = 0; v < 3; v++) {
+                const long at = first_diff(want, c[v], 6 * LDC);
+                if (at >= 0)
+                    ck_abort_msg("6x64 kernel on %s, kc %lld add %d: C[%ld] = %.9g, 6x32 kernels "
+                                 "%.9g",
+                                 how[v], (long long)kc, add, at, c[v][at], want[at]);
+            }
+        }
+    free(a), free(ap), free(b), free(at_);
+}
+END_TEST
+
 /* Two batch levels (tg_cpu_gemm_batched2): the heads of [Bo, n, h, dk] tensors, as attention
  * reads them through strided views: product (o, i) = sequence o, head i; rows of every
  * operand h·width floats apart. Also an outer stride 0 (one matrix per head, shared by all
@@ -986,6 +1032,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_shared);
     tcase_add_test(tc, test_split_k);
     tcase_add_test(tc, test_packed_kernel2);
+    tcase_add_test(tc, test_packed_kernel4);
     tcase_add_test(tc, test_packed_rowa);
     tcase_add_test(tc, test_small_wide);
     tcase_add_test(tc, test_small_dot);

@@ -215,6 +215,16 @@ void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, co
 void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
                                      const float *b1, float *c, int64_t ldc, bool add);
 
+/* The same three for a 6×64 tile whose four 16-column quarters are consecutive packed panels
+ * (b, b + 16·kc, b + 32·kc, b + 48·kc): the 6×32 kernels' bits on each half, from 24 zmm
+ * accumulators. Only where tg_cpu_gemm_packed_is_wide() (elsewhere two 6×32 calls). */
+void tg_cpu_gemm_packed_kernel4(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                                bool add);
+void tg_cpu_gemm_packed_kernel4_rowa(int64_t kc, const float *a, int64_t lda, const float *b,
+                                     float *c, int64_t ldc, bool add);
+void tg_cpu_gemm_packed_kernel4_cola(int64_t kc, const float *a, int64_t lda, const float *b,
+                                     float *c, int64_t ldc, bool add);
+
 /* For tests and benchmarks: on (the default), the packed path's 6×32 tiles read op(A) in place,
  * row-major or transposed (alpha 1, N a multiple of 32); off, always from packed panels.
  * Returns the previous setting. Not for use while a product runs. */

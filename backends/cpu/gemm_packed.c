@@ -21,7 +21,9 @@
  * of 12 zmm accumulators (tg_cpu_gemm_packed_kernel2): the same FMAs in the same order per
  * element, so the same bits, at twice the width — on a Zen 5-class host 1.7–1.95× the 6×16
  * kernel's rate over the projections and their gradients, and a g2p-small step 0.60–0.63× the
- * time (docs/results.md §4). The panels and their packing are unchanged. When op(A) is
+ * time (docs/results.md §4) — and four at a time through a 6×64 kernel of 24
+ * (tg_cpu_gemm_packed_kernel4, below; an Intel Xeon's step 0.94× the time). The panels and
+ * their packing are unchanged. When op(A) is
  * row-major (a forward projection X·Wᵀ, a dX = dY·W) and every column falls in such tiles,
  * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa)
  * instead of packing them with the 8×8 transposes (3–4 % of such a product's time): 1.00–1.04×
@@ -253,6 +255,86 @@ PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_rowa, PK_STEPX, PK_AX_ADV)
 /* transposed op(A): value p of k for the tile's six rows at a[p·lda], ..., a[p·lda + 5] */
 PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
 
+/* 6×64: four consecutive panels (b0, b0 + ps, b2 = b0 + 2·ps, b2 + ps; ps = 16·kc floats, in
+ * bytes here), 24 zmm accumulators (row i's four vectors in zmm 4i..4i+3), B's row u in
+ * zmm24–27, A's values broadcast into zmm28 and zmm29 in turn. Per value of k 4 loads of B and
+ * 6 broadcasts for 24 FMAs, where the 6×32 kernel has 2 and 6 for 12: on an Intel Xeon with two
+ * 512-bit FMA units the broadcasts beside the FMAs held that kernel to ~83 % of the FMA peak
+ * (178 of 214 GFLOP/s on one core, A in L2, B in L1), this one runs at ~88 % (186–194), with B
+ * (64 KiB at kc 256) from L2 (docs/results.md §4). The same FMAs in the same order per element
+ * as the 6×16 kernel: the same bits. */
+/* clang-format off */
+#define PK4_ROW(ADDR, s, r0, r1, r2, r3)                                                           \
+    "vbroadcastss " ADDR ",%%zmm" s "\n"                                                           \
+    "vfmadd231ps %%zmm24,%%zmm" s ",%%zmm" r0 "\n vfmadd231ps %%zmm25,%%zmm" s ",%%zmm" r1 "\n"    \
+    "vfmadd231ps %%zmm26,%%zmm" s ",%%zmm" r2 "\n vfmadd231ps %%zmm27,%%zmm" s ",%%zmm" r3 "\n"
+#define PK4_STEP(A_AT, u)                                                                          \
+    "vmovaps " #u "*64(%[b0]),%%zmm24\n vmovaps " #u "*64(%[b0],%[ps],1),%%zmm25\n"                \
+    "vmovaps " #u "*64(%[b2]),%%zmm26\n vmovaps " #u "*64(%[b2],%[ps],1),%%zmm27\n"                \
+    PK4_ROW(A_AT(u, 0), "28", "0", "1", "2", "3") PK4_ROW(A_AT(u, 1), "29", "4", "5", "6", "7")    \
+    PK4_ROW(A_AT(u, 2), "28", "8", "9", "10", "11") PK4_ROW(A_AT(u, 3), "29", "12", "13", "14", "15") \
+    PK4_ROW(A_AT(u, 4), "28", "16", "17", "18", "19") PK4_ROW(A_AT(u, 5), "29", "20", "21", "22", "23")
+#define PK4_Z(r) "vpxord %%zmm" r ",%%zmm" r ",%%zmm" r "\n"
+#define PK4_Z4(a, b, c, d) PK4_Z(a) PK4_Z(b) PK4_Z(c) PK4_Z(d)
+#define PK4_ADDROW(a, b, c, d)                                                                     \
+    "vaddps (%[c]),%%zmm" a ",%%zmm" a "\n vaddps 64(%[c]),%%zmm" b ",%%zmm" b "\n"                 \
+    "vaddps 128(%[c]),%%zmm" c ",%%zmm" c "\n vaddps 192(%[c]),%%zmm" d ",%%zmm" d "\n"             \
+    PK4_STROW(a, b, c, d)
+#define PK4_STROW(a, b, c, d)                                                                      \
+    "vmovups %%zmm" a ",(%[c])\n vmovups %%zmm" b ",64(%[c])\n"                                    \
+    "vmovups %%zmm" c ",128(%[c])\n vmovups %%zmm" d ",192(%[c])\n add %[ldc],%[c]\n"
+#define PK4_ROWS(OP)                                                                               \
+    OP("0", "1", "2", "3") OP("4", "5", "6", "7") OP("8", "9", "10", "11")                         \
+    OP("12", "13", "14", "15") OP("16", "17", "18", "19") OP("20", "21", "22", "23")
+/* the C tile's row: 256 bytes, maybe over one more line */
+#define PK4_PFROW                                                                                  \
+    "prefetcht0 (%[t])\n prefetcht0 64(%[t])\n prefetcht0 128(%[t])\n prefetcht0 192(%[t])\n"     \
+    "prefetcht0 255(%[t])\n add %[ldc],%[t]\n"
+#define PK4_KERNEL(A_AT, APF, AADV)                                                                \
+    PK4_ROWS(PK4_Z4)                                                                               \
+    "mov %[c],%[t]\n" PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW                  \
+    "test %[k4],%[k4]\n jz 2f\n"                                                                   \
+    "1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1) PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)             \
+    AADV(4) "add $256,%[b0]\n add $256,%[b2]\n dec %[k4]\n jnz 1b\n"                               \
+    "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
+    "3:\n" PK4_STEP(A_AT, 0) AADV(1) "add $64,%[b0]\n add $64,%[b2]\n dec %[k1]\n jnz 3b\n"        \
+    "4:\n test %[acc],%[acc]\n jz 6f\n" PK4_ROWS(PK4_ADDROW) "jmp 7f\n"                            \
+    "6:\n" PK4_ROWS(PK4_STROW) "7:\n vzeroupper\n"
+#define PK4_CLOBBERS                                                                               \
+    PK_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",  \
+        "xmm25", "xmm26", "xmm27", "xmm28", "xmm29"
+/* clang-format on */
+#define AVX512_FN __attribute__((target("avx512f")))
+
+AVX512_FN void tg_cpu_gemm_packed_kernel4(int64_t kc, const float *a, const float *b, float *c,
+                                          int64_t ldc, bool add) {
+    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
+    long ps = (long)(NR * kc * 4);
+    const float *b2 = b + 2 * NR * kc;
+    __asm__ volatile(PK4_KERNEL(PK_AT_PACKED, PK_APK_PF, PK_APK_ADV)
+                     : [a] "+r"(a), [b0] "+r"(b), [b2] "+r"(b2), [k4] "+r"(k4), [k1] "+r"(k1),
+                       [c] "+r"(c), [t] "=&r"(t)
+                     : [ldc] "r"(ldcb), [ps] "r"(ps), [acc] "r"(acc)
+                     : PK4_CLOBBERS);
+}
+
+/* The 6×64 kernel with op(A) in place, as PK_KERNEL2_INPLACE */
+#define PK_KERNEL4_INPLACE(NAME, A_AT, AADV)                                                       \
+    AVX512_FN void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,         \
+                        int64_t ldc, bool add) {                                                   \
+        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
+             ldab = (long)lda * 4, acc = add, t, ps = (long)(NR * kc * 4);                         \
+        const float *a3 = a + 3 * lda, *b2 = b + 2 * NR * kc;                                      \
+        __asm__ volatile(PK4_KERNEL(A_AT, PK_AX_PF, AADV)                                          \
+                         : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b), [b2] "+r"(b2),               \
+                           [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
+                         : [ldc] "r"(ldcb), [lda] "r"(ldab), [ps] "r"(ps), [acc] "r"(acc)          \
+                         : PK4_CLOBBERS);                                                          \
+    }
+PK_KERNEL4_INPLACE(tg_cpu_gemm_packed_kernel4_rowa, PK_AT_ROWS, PK_AX_ADV)
+PK_KERNEL4_INPLACE(tg_cpu_gemm_packed_kernel4_cola, PK_AT_COLS, PK_AT_ADV)
+#undef AVX512_FN
+
 /* Whether the block uses the 512-bit kernel (isa.h: the CPU has AVX-512F, not switched off) */
 static bool wide(void) {
     return tg_cpu_isa_avx512();
@@ -302,6 +384,24 @@ void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, co
     kernel2_strided(kc, a, 1, lda, b0, b1, c, ldc, add);
 }
 
+void tg_cpu_gemm_packed_kernel4(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                                bool add) {
+    tg_cpu_gemm_packed_kernel2(kc, a, b, b + NR * kc, c, ldc, add);
+    tg_cpu_gemm_packed_kernel2(kc, a, b + 2 * NR * kc, b + 3 * NR * kc, c + 2 * NR, ldc, add);
+}
+
+void tg_cpu_gemm_packed_kernel4_rowa(int64_t kc, const float *a, int64_t lda, const float *b,
+                                     float *c, int64_t ldc, bool add) {
+    kernel2_strided(kc, a, lda, 1, b, b + NR * kc, c, ldc, add);
+    kernel2_strided(kc, a, lda, 1, b + 2 * NR * kc, b + 3 * NR * kc, c + 2 * NR, ldc, add);
+}
+
+void tg_cpu_gemm_packed_kernel4_cola(int64_t kc, const float *a, int64_t lda, const float *b,
+                                     float *c, int64_t ldc, bool add) {
+    kernel2_strided(kc, a, 1, lda, b, b + NR * kc, c, ldc, add);
+    kernel2_strided(kc, a, 1, lda, b + 2 * NR * kc, b + 3 * NR * kc, c + 2 * NR, ldc, add);
+}
+
 static bool wide(void) {
     return false;
 }
@@ -313,17 +413,24 @@ bool tg_cpu_gemm_packed_is_wide(void) {
 
 /* --------------------------------------------------------------------- the block ---- */
 
-/* A tile of C that is not a whole 6×16 one (the last rows or columns of a block): the kernel
- * on a local tile holding what is there, and the part that exists copied back. */
-static void edge_tile(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+/* A tile of C that is not whole (the last rows or columns of a block): the kernel of its width
+ * (np panels: 1, 2 or 4, the wider two only where they run) on a local tile holding what is
+ * there, and the part that exists copied back. The packed A panel is zero-padded past mr. */
+static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, float *c, int64_t ldc,
                       int64_t mr, int64_t nr, bool add) {
-    float t[MR * NR];
+    float t[MR * 4 * NR];
+    const int64_t w = np * NR;
     for (int64_t i = 0; i < MR; i++)
-        for (int64_t j = 0; j < NR; j++)
-            t[i * NR + j] = add && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
-    tg_cpu_gemm_packed_kernel(kc, ap, bp, t, NR, add);
+        for (int64_t j = 0; j < w; j++)
+            t[i * w + j] = add && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
+    if (np == 4)
+        tg_cpu_gemm_packed_kernel4(kc, ap, bp, t, w, add);
+    else if (np == 2)
+        tg_cpu_gemm_packed_kernel2(kc, ap, bp, bp + NR * kc, t, w, add);
+    else
+        tg_cpu_gemm_packed_kernel(kc, ap, bp, t, w, add);
     for (int64_t i = 0; i < mr; i++)
-        memcpy(c + i * ldc, t + i * NR, (size_t)nr * sizeof *t);
+        memcpy(c + i * ldc, t + i * w, (size_t)nr * sizeof *t);
 }
 
 /* kc rows of a row-major matrix (row p at src + p·ld), columns [0, n), into panels w wide
@@ -608,6 +715,13 @@ static void shared_b_block(shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int
     }
 }
 
+/* Column steps of the kernels over nc columns: 64, then 32, then 16 at a time where the
+ * 512-bit kernels run, else 16 */
+static int64_t col_steps(int64_t nc, bool wide_ok) {
+    if (!wide_ok) return (nc + NR - 1) / NR;
+    return nc / (4 * NR) + (nc % (4 * NR) >= 2 * NR) + (nc % (2 * NR) + NR - 1) / NR;
+}
+
 bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                                      const float *a, int64_t lda, const float *b, int64_t ldb,
                                      float beta, float *c, int64_t ldc, tg_cpu_shared *shared) {
@@ -622,9 +736,9 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
      * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
     const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
     const bool wide_ok = wide();
-    /* alpha 1 and every column in 6×32 tiles: the kernel reads op(A) in place — a row-major
-     * one's rows (packing them cost ~3–4 % of a projection's time: the 8×8 transposes), or a
-     * transposed one's six values per row of A (a weight gradient's Xᵀ) where A's rows are at
+    /* alpha 1 and every column in 6×64 and 6×32 tiles: the kernels read op(A) in place — a
+     * row-major one's rows (packing them cost ~3–4 % of a projection's time: the 8×8 transposes),
+     * or a transposed one's six values per row of A (a weight gradient's Xᵀ) where A's rows are at
      * most 1 KiB apart: 0.94–0.97× the time of copying them for 256-wide layers, but 1.08–1.16×
      * with rows 4 or 8 KiB apart, whose kc lines fall in a few sets of L1 and L2 (2 KiB: 0.99–1.00)
      * — and only a last partial panel of each block is packed (for its edge tiles) */
@@ -650,9 +764,9 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                 pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR,
                            buf->b);
             /* kernel calls in this block: row blocks × column steps × row tiles (about) */
-            next_src ns = next_src_of(tb, b, ldb, n, k, jc, pc,
-                                      (m + mcb - 1) / mcb * ((nc + 2 * NR - 1) / (2 * NR)) *
-                                          ((mcb + MR - 1) / MR));
+            next_src ns =
+                next_src_of(tb, b, ldb, n, k, jc, pc,
+                            (m + mcb - 1) / mcb * col_steps(nc, wide_ok) * ((mcb + MR - 1) / MR));
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
@@ -663,10 +777,14 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                 if (alpha != 1.0f)
                     for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
                         buf->a[q] *= alpha;
-                /* two whole B panels at a time with the 512-bit kernel where the CPU has it
-                 * (pairs start at multiples of 32 columns: never across a CHUNK), else one */
+                /* four whole B panels at a time with the 512-bit kernels where the CPU has
+                 * them, then two, else one (quads start at multiples of 64 columns and pairs
+                 * of 32: never across a CHUNK) */
                 for (int64_t jr = 0, step; jr < nc; jr += step) {
-                    step = wide_ok && nc - jr >= 2 * NR ? 2 * NR : NR;
+                    step = !wide_ok            ? NR
+                           : nc - jr >= 4 * NR ? 4 * NR
+                           : nc - jr >= 2 * NR ? 2 * NR
+                                               : NR;
                     const float *bp =
                         sb ? chunk_at[jr / CHUNK] + jr % CHUNK * kc : buf->b + jr * kc;
                     const int64_t nr = tg_cpu_gemm_imin(NR, nc - jr);
@@ -674,21 +792,29 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                         const float *ap = buf->a + ir * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
                         const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir);
-                        if (step == 2 * NR && mr == MR && inplace && ta) {
-                            tg_cpu_gemm_packed_kernel2_cola(kc, a + pc * lda + ic + ir, lda, bp,
-                                                            bp + NR * kc, ct, ldc, add);
-                        } else if (step == 2 * NR && mr == MR && inplace) {
-                            tg_cpu_gemm_packed_kernel2_rowa(kc, a + (ic + ir) * lda + pc, lda, bp,
-                                                            bp + NR * kc, ct, ldc, add);
-                        } else if (step == 2 * NR && mr == MR) {
+                        const int np = (int)(step / NR); /* panels: 1, 2 or 4 */
+                        if (mr < MR || nr < NR) {
+                            edge_tile(kc, ap, bp, np, ct, ldc, mr, np > 1 ? step : nr, add);
+                        } else if (inplace && ta) { /* np 2 or 4: n is a multiple of 32 */
+                            const float *at = a + pc * lda + ic + ir;
+                            if (np == 4)
+                                tg_cpu_gemm_packed_kernel4_cola(kc, at, lda, bp, ct, ldc, add);
+                            else
+                                tg_cpu_gemm_packed_kernel2_cola(kc, at, lda, bp, bp + NR * kc, ct,
+                                                                ldc, add);
+                        } else if (inplace) {
+                            const float *ar = a + (ic + ir) * lda + pc;
+                            if (np == 4)
+                                tg_cpu_gemm_packed_kernel4_rowa(kc, ar, lda, bp, ct, ldc, add);
+                            else
+                                tg_cpu_gemm_packed_kernel2_rowa(kc, ar, lda, bp, bp + NR * kc, ct,
+                                                                ldc, add);
+                        } else if (np == 4) {
+                            tg_cpu_gemm_packed_kernel4(kc, ap, bp, ct, ldc, add);
+                        } else if (np == 2) {
                             tg_cpu_gemm_packed_kernel2(kc, ap, bp, bp + NR * kc, ct, ldc, add);
-                        } else if (step == 2 * NR) {
-                            edge_tile(kc, ap, bp, ct, ldc, mr, NR, add);
-                            edge_tile(kc, ap, bp + NR * kc, ct + NR, ldc, mr, NR, add);
-                        } else if (mr == MR && nr == NR) {
-                            tg_cpu_gemm_packed_kernel(kc, ap, bp, ct, ldc, add);
                         } else {
-                            edge_tile(kc, ap, bp, ct, ldc, mr, nr, add);
+                            tg_cpu_gemm_packed_kernel(kc, ap, bp, ct, ldc, add);
                         }
                         next_src_fetch(&ns);
                     }
