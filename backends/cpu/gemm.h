@@ -225,8 +225,9 @@ void tg_cpu_gemm_packed_kernel4_rowa(int64_t kc, const float *a, int64_t lda, co
 void tg_cpu_gemm_packed_kernel4_cola(int64_t kc, const float *a, int64_t lda, const float *b,
                                      float *c, int64_t ldc, bool add);
 
-/* For tests and benchmarks: on (the default), the packed path's 6×32 tiles read op(A) in place,
- * row-major or transposed (alpha 1, N a multiple of 32); off, always from packed panels.
+/* For tests and benchmarks: on (the default), the packed path's 6×64 and 6×32 tiles read op(A)
+ * in place, row-major or transposed (alpha 1, N a multiple of 32); off, always from packed
+ * panels.
  * Returns the previous setting. Not for use while a product runs. */
 bool tg__cpu_gemm_packed_rowa(bool on);
 

@@ -260,7 +260,7 @@ PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
  * zmm24–27, A's values broadcast into zmm28 and zmm29 in turn. Per value of k 4 loads of B and
  * 6 broadcasts for 24 FMAs, where the 6×32 kernel has 2 and 6 for 12: on an Intel Xeon with two
  * 512-bit FMA units the broadcasts beside the FMAs held that kernel to ~83 % of the FMA peak
- * (178 of 214 GFLOP/s on one core, A in L2, B in L1), this one runs at ~88 % (186–194), with B
+ * (178 of 214 GFLOP/s on one core, A in L2, B in L1), this one at 85–90 % (183–194) with B
  * (64 KiB at kc 256) from L2 (docs/results.md §4). The same FMAs in the same order per element
  * as the 6×16 kernel: the same bits. */
 /* clang-format off */
@@ -529,7 +529,7 @@ static inline void next_src_fetch(next_src *ns) {
     }
 }
 
-/* Tests and benchmarks: the 6×32 kernel reading op(A) in place where it can (the default), or
+/* Tests and benchmarks: the 512-bit kernels reading op(A) in place where they can (the default), or
  * always on packed panels. */
 static bool rowa_on = true;
 
