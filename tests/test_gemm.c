@@ -763,15 +763,17 @@ END_TEST
 
 /* The 6×32 kernel reading op(A) in place — row-major (rows lda apart) or transposed (six values
  * of each of A's rows), NaN around — gives the bits of the same kernel on A packed into a
- * panel, for every k remainder, storing or adding; and whole products on the packed path —
+ * panel, for every k remainder, storing or adding; the three 6×64 kernels (four panels: packed
+ * A, and A in place both ways) give the bits of two 6×32 calls, columns past the tile
+ * untouched; and whole products on the packed path —
  * each op(A) (transposed: rows up to 1 KiB apart in place, 2.4 KiB packed), N a multiple of 32,
  * K over one block (the in-place rows start at pc), rows not a multiple of 6 (the packed edge
  * panel), each op(B), on 1 and 2 threads — give the same bits with it and without it. */
 START_TEST(test_packed_rowa) {
     if (!tg_cpu_gemm_packed_available() || !tg_cpu_gemm_packed_is_wide()) return;
-    enum { LDC = 36, LDA = 261 };
+    enum { LDC = 70, LDA = 261 };
     float *a = malloc(6 * LDA * sizeof(float)), *ap = aligned_alloc(64, 6 * 256 * sizeof(float)),
-          *b = aligned_alloc(64, 32 * 256 * sizeof(float)),
+          *b = aligned_alloc(64, 64 * 256 * sizeof(float)),
           *at_ = malloc(256 * LDA * sizeof(float));
     ck_assert(a && ap && b && at_);
     static const int64_t kcs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 256};
@@ -784,7 +786,7 @@ START_TEST(test_packed_rowa) {
             for (int64_t i = 0; i < 6; i++)
                 for (int64_t q = 0; q < kc; q++)
                     ap[q * 6 + i] = a[i * LDA + q] = frand();
-            for (int64_t x = 0; x < 32 * kc; x++)
+            for (int64_t x = 0; x < 64 * kc; x++)
                 b[x] = frand();
             for (int x = 0; x < 6 * LDC; x++)
                 c[x] = want[x] = frand();
@@ -807,6 +809,23 @@ START_TEST(test_packed_rowa) {
                                  "a packed panel %.9g",
                                  tr ? "transposed" : "row-major", (long long)kc, add, at, got[at],
                                  want[at]);
+            }
+            float c4[3][6 * LDC];
+            for (int x = 0; x < 6 * LDC; x++)
+                c4[0][x] = c4[1][x] = c4[2][x] = want[x] = frand();
+            tg_cpu_gemm_packed_kernel4(kc, ap, b, c4[0], LDC, add);
+            tg_cpu_gemm_packed_kernel4_rowa(kc, a, LDA, b, c4[1], LDC, add);
+            tg_cpu_gemm_packed_kernel4_cola(kc, at_ + 3, LDA, b, c4[2], LDC, add);
+            tg_cpu_gemm_packed_kernel2(kc, ap, b, b + 16 * kc, want, LDC, add);
+            tg_cpu_gemm_packed_kernel2(kc, ap, b + 32 * kc, b + 48 * kc, want + 32, LDC, add);
+            static const char *const how[] = {"a packed panel", "row-major A in place",
+                                              "transposed A in place"};
+            for (int v = 0; v < 3; v++) {
+                const long at = first_diff(want, c4[v], 6 * LDC);
+                if (at >= 0)
+                    ck_abort_msg("6x64 kernel on %s, kc %lld add %d: C[%ld] = %.9g, 6x32 kernels "
+                                 "%.9g",
+                                 how[v], (long long)kc, add, at, c4[v][at], want[at]);
             }
         }
     free(a), free(ap), free(b), free(at_);
@@ -833,52 +852,6 @@ START_TEST(test_packed_rowa) {
             free(ref);
             release(&p);
         }
-}
-END_TEST
-
-/* The 6×64 kernels (four 16-column panels) give the bits of the 6×32 kernel on each half — on
- * a packed panel of A, and on A read in place row-major or transposed (NaN around) — for every
- * k remainder, storing or adding, columns past the tile untouched. (Whole products with them
- * and without: test_packed_kernel2 and test_packed_rowa, whose shapes have 64-column steps.) */
-START_TEST(test_packed_kernel4) {
-    if (!tg_cpu_gemm_packed_available() || !tg_cpu_gemm_packed_is_wide()) return;
-    enum { LDC = 70, LDA = 261 };
-    float *a = malloc(6 * LDA * sizeof(float)), *ap = aligned_alloc(64, 6 * 256 * sizeof(float)),
-          *b = aligned_alloc(64, 64 * 256 * sizeof(float)),
-          *at_ = malloc(256 * LDA * sizeof(float));
-    ck_assert(a && ap && b && at_);
-    static const int64_t kcs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 256};
-    for (int ki = 0; ki < 11; ki++)
-        for (int add = 0; add < 2; add++) {
-            const int64_t kc = kcs[ki];
-            for (int64_t x = 0; x < 6 * LDA; x++)
-                a[x] = NAN;
-            for (int64_t x = 0; x < 256 * LDA; x++)
-                at_[x] = NAN;
-            for (int64_t i = 0; i < 6; i++)
-                for (int64_t q = 0; q < kc; q++)
-                    ap[q * 6 + i] = a[i * LDA + q] = at_[q * LDA + 3 + i] = frand();
-            for (int64_t x = 0; x < 64 * kc; x++)
-                b[x] = frand();
-            float c[3][6 * LDC], want[6 * LDC];
-            for (int x = 0; x < 6 * LDC; x++)
-                c[0][x] = c[1][x] = c[2][x] = want[x] = frand();
-            tg_cpu_gemm_packed_kernel4(kc, ap, b, c[0], LDC, add);
-            tg_cpu_gemm_packed_kernel4_rowa(kc, a, LDA, b, c[1], LDC, add);
-            tg_cpu_gemm_packed_kernel4_cola(kc, at_ + 3, LDA, b, c[2], LDC, add);
-            tg_cpu_gemm_packed_kernel2(kc, ap, b, b + 16 * kc, want, LDC, add);
-            tg_cpu_gemm_packed_kernel2(kc, ap, b + 32 * kc, b + 48 * kc, want + 32, LDC, add);
-            static const char *const how[] = {"a packed panel", "row-major A in place",
-                                              "transposed A in place"};
-            for (int v = 0; v < 3; v++) {
-                const long at = first_diff(want, c[v], 6 * LDC);
-                if (at >= 0)
-                    ck_abort_msg("6x64 kernel on %s, kc %lld add %d: C[%ld] = %.9g, 6x32 kernels "
-                                 "%.9g",
-                                 how[v], (long long)kc, add, at, c[v][at], want[at]);
-            }
-        }
-    free(a), free(ap), free(b), free(at_);
 }
 END_TEST
 
@@ -1032,7 +1005,6 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_shared);
     tcase_add_test(tc, test_split_k);
     tcase_add_test(tc, test_packed_kernel2);
-    tcase_add_test(tc, test_packed_kernel4);
     tcase_add_test(tc, test_packed_rowa);
     tcase_add_test(tc, test_small_wide);
     tcase_add_test(tc, test_small_dot);
