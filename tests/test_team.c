@@ -9,7 +9,8 @@
  * every time while shares did run ahead. An idle team sleeps: its members use no CPU once the
  * yield phase of their wait is over, which is short in a team with more members than CPUs.
  * A member's CPU clock tells one at work from one off its core, and the runner's waits on a
- * holder off its core run ahead or sleep and still end with the same bits. Speed is never
+ * holder off its core run ahead or sleep (lending a pinned holder the sleeper's CPU) and still
+ * end with the same bits. Speed is never
  * asserted. */
 #include <math.h>
 #include <sched.h>
@@ -530,12 +531,25 @@ START_TEST(test_offcore_waits_sleep) {
             ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "%d threads, run %d differs",
                           threads, rep);
         }
-        const int64_t waits = tg__cpu_waits_offcore(sleepy), slept = tg__cpu_waits_slept(sleepy);
+        /* a team with one member per CPU pins them: a sleeper lends a holder other than member
+         * 0 its CPU (runs on, to see one), and the holder pins itself back at its next node */
+        const bool pinned = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) &&
+                            threads <= CPU_SETSIZE && !getenv("TG_CPU_BIND");
+        for (; pinned && rep < 400 && tg__cpu_waits_lent(sleepy) == 0; rep++) {
+            branches_grads(sleepy, vals, got);
+            ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "%d threads, run %d differs",
+                          threads, rep);
+        }
+        const int64_t waits = tg__cpu_waits_offcore(sleepy), slept = tg__cpu_waits_slept(sleepy),
+                      lent = tg__cpu_waits_lent(sleepy);
         printf("%d threads, %d runs: %lld waits on a holder off its core, %lld ran ahead, %lld "
-               "slept\n",
-               threads, rep, (long long)waits, (long long)(waits - slept), (long long)slept);
+               "slept, %lld of them lending the holder the sleeper's CPU\n",
+               threads, rep, (long long)waits, (long long)(waits - slept), (long long)slept,
+               (long long)lent);
         ck_assert_int_ge(waits, 10);
         ck_assert_int_gt(waits - slept, 0);
+        ck_assert_int_le(lent, slept);
+        if (pinned) ck_assert_int_gt(lent, 0);
         tg_backend_free(plain);
         tg_backend_free(sleepy);
     }
@@ -665,6 +679,64 @@ START_TEST(test_members_pinned) {
 }
 END_TEST
 
+/* A member lent every CPU of its team (tg_cpu_team_lend: a holder off its core, whose partner
+ * is about to sleep) runs with the whole team's mask until it pins itself again
+ * (tg_cpu_team_repin, which the graph runner calls at each node); member 0 — the caller, whose
+ * mask is the program's — is never lent, nor is a member of a team that does not pin. */
+typedef struct {
+    masks before, after;
+} lend_masks;
+
+static void read_lent_masks(void *ctx, tg_cpu_par *p) {
+    lend_masks *m = ctx;
+    read_masks(&m->before, p);
+    tg_cpu_team_repin(p);
+    read_masks(&m->after, p);
+}
+
+START_TEST(test_member_lent) {
+#if defined(__linux__)
+    cpu_set_t all;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    const int n = CPU_COUNT(&all);
+    if (n < 2 || n > 7) return; /* as test_members_pinned */
+    int cpus[8], k = 0;
+    for (int c = 0; c < CPU_SETSIZE && k < n; c++)
+        if (CPU_ISSET(c, &all)) cpus[k++] = c;
+    tg_cpu_team *t = tg_cpu_team_new(n);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(!tg_cpu_team_lend(t, 0));
+    ck_assert(!tg_cpu_team_lend(t, n));
+    for (int round = 0; round < 2; round++) { /* lent again once pinned back */
+        ck_assert(tg_cpu_team_lend(t, n - 1));
+        ck_assert(!tg_cpu_team_lend(t, n - 1)); /* already lent */
+        lend_masks m;
+        memset(&m, 0, sizeof m);
+        tg_cpu_team_run(t, read_lent_masks, &m);
+        for (int i = 0; i < n; i++) {
+            const int want_before = i == n - 1 ? n : 1;
+            ck_assert_msg(m.before.ncpu[i] == want_before && m.after.ncpu[i] == 1 &&
+                              m.after.first[i] == cpus[i],
+                          "round %d member %d: %d CPUs, then %d from CPU %d (its CPU %d)", round, i,
+                          m.before.ncpu[i], m.after.ncpu[i], m.after.first[i], cpus[i]);
+        }
+    }
+    tg_cpu_team_free(t);
+    /* a team that does not pin: one member too many, or TG_CPU_BIND=0 */
+    t = tg_cpu_team_new(n + 1);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(!tg_cpu_team_lend(t, 1));
+    tg_cpu_team_free(t);
+    setenv("TG_CPU_BIND", "0", 1);
+    t = tg_cpu_team_new(n);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(!tg_cpu_team_lend(t, 1));
+    tg_cpu_team_free(t);
+    unsetenv("TG_CPU_BIND");
+#endif
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("team");
     TCase *tc = tcase_create("team");
@@ -682,6 +754,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_offcore_waits_sleep);
     tcase_add_test(tc, test_contended_fine_cut);
     tcase_add_test(tc, test_members_pinned);
+    tcase_add_test(tc, test_member_lent);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -70,6 +70,9 @@ int64_t tg__cpu_shares_run_ahead(tg_backend *b);
  * made; and, for tests, every holder taken to be off its core (at the wait's first reading). */
 int64_t tg__cpu_waits_offcore(tg_backend *b);
 int64_t tg__cpu_waits_slept(tg_backend *b);
+/* Of the waits slept through, how many lent the holder the sleeper's CPU (team.h:
+ * tg_cpu_team_lend; only in a team that pins its members, and never member 0). */
+int64_t tg__cpu_waits_lent(tg_backend *b);
 void tg__cpu_all_offcore(tg_backend *b, bool on);
 
 /* How many graph runs of b cut the packed products finer, after a run that found members off

@@ -28,6 +28,7 @@ typedef struct {
     atomic_llong ahead; /* shares the graph runner ran ahead of their node's turn */
     atomic_llong offcore; /* waits on a share whose holder was off its core */
     atomic_llong slept;   /* of those, slept through (nothing to run ahead) */
+    atomic_llong lent;    /* of those, the holder lent the sleeper's CPU (tg_cpu_team_lend) */
     atomic_bool contended;  /* the last graph run found members off their cores (run_job) */
     atomic_llong fine_runs; /* graph runs made with the finer cut that follows */
     bool all_offcore;   /* tests: every holder taken to be off its core */
@@ -174,13 +175,17 @@ enum { STEAL_NS = 100 * 1000 };
  * look-ahead's rule, but past the nodes it must leave and over shares of both members). When
  * there is none it sleeps until the node is done instead of spinning and yielding on its own
  * core: nothing it can do there brings the share nearer, and the kernel may give the core to
- * the holder or to the other process. Beside one busy process a g2p-small step then takes
- * ~6 % less time and tgraph 16-19 % less CPU, which the other process gets (docs/results.md
- * §4); a holder at work (an idle machine, a partner merely late, a nice-19 neighbour) keeps the
- * spin-yield wait. (Computing such a share again, from a private copy of C, was tried: no
- * faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a cost of
- * its own: a woken member tends to be placed on its waker's CPU, and beside a busy process the
- * two members share one core 72-74 % of the time while the other process has the other; 45 %
+ * the holder or to the other process — to the holder at once where the team pins its members:
+ * the sleeper first lends the holder every CPU of the team (tg_cpu_team_lend; the holder pins
+ * itself again at its next node), else a pinned holder waits out the other process's time
+ * slice on its own core while the sleeper's stays idle (beside a busy process on a Xeon host
+ * a g2p-small step 0.96x the time: docs/results.md §4). Beside one busy process a g2p-small step
+ * then takes ~6 % less time and tgraph 16-19 % less CPU, which the other process gets
+ * (docs/results.md §4); a holder at work (an idle machine, a partner merely late, a nice-19
+ * neighbour) keeps the spin-yield wait. (Computing such a share again, from a private copy of C,
+ * was tried: no faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a
+ * cost of its own: a woken member tends to be placed on its waker's CPU, and beside a busy process
+ * the two members share one core 72-74 % of the time while the other process has the other; 45 %
  * without these sleeps: benchmarks/placement.py, docs/results.md §4.) */
 enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 
@@ -429,6 +434,8 @@ static void probe(graph_job *j, tg_cpu_par *p, node_wait *w) {
         w->probe_m = -1;
         if (!j->after && run_ahead(j, p, w->i)) return;
         atomic_fetch_add_explicit(&j->impl->slept, 1, memory_order_relaxed);
+        if (tg_cpu_team_lend(p->team, holder))
+            atomic_fetch_add_explicit(&j->impl->lent, 1, memory_order_relaxed);
         tg_cpu_event_sleep(&j->progress, node_done_ctx, w);
         return;
     }
@@ -438,6 +445,7 @@ static void probe(graph_job *j, tg_cpu_par *p, node_wait *w) {
 static void graph_member(void *ctx, tg_cpu_par *p) {
     graph_job *j = ctx;
     for (int64_t i = 0; i < j->n; i++) {
+        tg_cpu_team_repin(p); /* lent while off its core (probe): its own CPU again */
         tg_tensor *t = j->nodes[i];
         if (!(t->flags & TG_TF_FUSED)) {
             const int k = node_shares(j, i);
@@ -763,6 +771,10 @@ int64_t tg__cpu_waits_slept(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->slept);
 }
 
+int64_t tg__cpu_waits_lent(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->lent);
+}
+
 void tg__cpu_all_offcore(tg_backend *b, bool on) {
     ((cpu_impl *)b->impl)->all_offcore = on;
 }
@@ -792,6 +804,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     atomic_init(&c->ahead, 0);
     atomic_init(&c->offcore, 0);
     atomic_init(&c->slept, 0);
+    atomic_init(&c->lent, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

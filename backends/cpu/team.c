@@ -97,6 +97,7 @@ struct tg_cpu_team {
     pthread_t *threads;
     tg_cpu_par *pars;
     _Atomic unsigned *joined; /* per member: the number of the last job it joined */
+    atomic_bool *lent;        /* per member: let run on every team CPU (tg_cpu_team_lend) */
 };
 
 static int64_t ns_of(const struct timespec *ts) {
@@ -314,6 +315,45 @@ static void bind_members(tg_cpu_team *t) {
 #endif
 }
 
+/* A preempted member lent the idle CPU (team.h). Beside one busy process the kernel keeps a
+ * member that the process holds off its core queued on that core, pinned there, while its
+ * partner, with nothing left to run, sleeps and leaves its own core idle — for the rest of the
+ * other process's time slice (1.5–3 ms on Linux 6.x), ~15 times a g2p-small step. Let run on
+ * every CPU of the team, the member is pulled onto the idle one at once; back at its next node
+ * it pins itself again, so that the team keeps one member per CPU (a member left unpinned until
+ * its next job made the step slower, as unpinned teams are). The member's mask is widened
+ * before the flag is set: a member that reads the flag has been widened, and one widened after
+ * it last read the flag reads it at its next node. Member 0 is never lent: its mask is the
+ * program's. */
+bool tg_cpu_team_lend(tg_cpu_team *t, int m) {
+#if TG_TEAM_PIN
+    if (!t || !t->cpu || m < 1 || m >= t->n ||
+        atomic_load_explicit(&t->lent[m], memory_order_relaxed))
+        return false;
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int i = 0; i < t->n; i++)
+        CPU_SET(t->cpu[i], &all);
+    if (pthread_setaffinity_np(t->threads[m], sizeof all, &all) != 0) return false;
+    atomic_store_explicit(&t->lent[m], true, memory_order_release);
+    return true;
+#else
+    (void)t, (void)m;
+    return false;
+#endif
+}
+
+void tg_cpu_team_repin(const tg_cpu_par *p) {
+#if TG_TEAM_PIN
+    const tg_cpu_team *t = p->team;
+    if (t && t->cpu && p->ith > 0 && atomic_load_explicit(&t->lent[p->ith], memory_order_relaxed) &&
+        atomic_exchange_explicit(&t->lent[p->ith], false, memory_order_acquire))
+        pin_to(t->cpu[p->ith]);
+#else
+    (void)p;
+#endif
+}
+
 /* A member other than 0: wait for a job to be posted, join it, do it, leave. A member that wakes
  * late finds an offered job (tg_cpu_team_offer) closed, done without it, and waits for the
  * next; a job for everyone (tg_cpu_team_run) is never closed before every member has joined
@@ -359,10 +399,12 @@ tg_cpu_team *tg_cpu_team_new(int n) {
     t->threads = calloc((size_t)n, sizeof *t->threads);
     t->pars = calloc((size_t)n, sizeof *t->pars);
     t->joined = calloc((size_t)n, sizeof *t->joined);
-    if (!t->threads || !t->pars || !t->joined) {
+    t->lent = calloc((size_t)n, sizeof *t->lent);
+    if (!t->threads || !t->pars || !t->joined || !t->lent) {
         free(t->threads);
         free(t->pars);
         free((void *)t->joined);
+        free((void *)t->lent);
         free(t);
         return NULL;
     }
@@ -406,6 +448,7 @@ void tg_cpu_team_free(tg_cpu_team *t) {
     free(t->threads);
     free(t->pars);
     free((void *)t->joined);
+    free((void *)t->lent);
     free(t->cpu);
     free(t);
 }

@@ -94,6 +94,16 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
  * no team or the clock cannot be read. */
 int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
 
+/* Member m (not 0) holds a share while another process has its CPU, and the caller, waiting on
+ * that share with nothing else to run, is about to sleep: m may now run on every CPU of the
+ * team, so that the one the caller leaves idle takes it at once (team.c says why). Returns
+ * whether m was lent: not member 0, nor in a team that does not pin its members. */
+bool tg_cpu_team_lend(tg_cpu_team *t, int m);
+
+/* Member p, if it was lent, pins itself to its own CPU again: the graph runner calls it at each
+ * node (a relaxed load when it was not). */
+void tg_cpu_team_repin(const tg_cpu_par *p);
+
 /* Wait until every member has arrived. Also resets the dynamic counter (tg_cpu_next): a
  * dynamically scheduled loop must be separated from the next one by a barrier. */
 void tg_cpu_barrier(tg_cpu_par *p);
