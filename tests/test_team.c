@@ -705,6 +705,8 @@ START_TEST(test_member_lent) {
         if (CPU_ISSET(c, &all)) cpus[k++] = c;
     tg_cpu_team *t = tg_cpu_team_new(n);
     ck_assert_ptr_nonnull(t);
+    masks started; /* a job for everyone: every member has started and pinned itself */
+    tg_cpu_team_run(t, read_masks, &started);
     ck_assert(!tg_cpu_team_lend(t, 0));
     ck_assert(!tg_cpu_team_lend(t, n));
     for (int round = 0; round < 2; round++) { /* lent again once pinned back */
