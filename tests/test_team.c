@@ -681,14 +681,23 @@ END_TEST
 
 /* A member lent every CPU of its team (tg_cpu_team_lend: a holder off its core, whose partner
  * is about to sleep) runs with the whole team's mask until it pins itself again
- * (tg_cpu_team_repin, which the graph runner calls at each node); member 0 — the caller, whose
- * mask is the program's — is never lent, nor is a member of a team that does not pin. */
+ * (tg_cpu_team_repin: the graph runner calls it at each node, a member at each job it joins);
+ * member 0 — the caller, whose mask is the program's — is never lent, nor is a member of a team
+ * that does not pin. */
 typedef struct {
     masks before, after;
+    bool lent, again;
 } lend_masks;
 
-static void read_lent_masks(void *ctx, tg_cpu_par *p) {
+/* member 0 lends the last member during the job; every member reads its mask, pins itself back
+ * if it was lent, and reads it again */
+static void lend_in_job(void *ctx, tg_cpu_par *p) {
     lend_masks *m = ctx;
+    if (p->ith == 0) {
+        m->lent = tg_cpu_team_lend(p->team, p->nth - 1);
+        m->again = tg_cpu_team_lend(p->team, p->nth - 1); /* already lent: no */
+    }
+    tg_cpu_barrier(p);
     read_masks(&m->before, p);
     tg_cpu_team_repin(p);
     read_masks(&m->after, p);
@@ -710,11 +719,10 @@ START_TEST(test_member_lent) {
     ck_assert(!tg_cpu_team_lend(t, 0));
     ck_assert(!tg_cpu_team_lend(t, n));
     for (int round = 0; round < 2; round++) { /* lent again once pinned back */
-        ck_assert(tg_cpu_team_lend(t, n - 1));
-        ck_assert(!tg_cpu_team_lend(t, n - 1)); /* already lent */
         lend_masks m;
         memset(&m, 0, sizeof m);
-        tg_cpu_team_run(t, read_lent_masks, &m);
+        tg_cpu_team_run(t, lend_in_job, &m);
+        ck_assert(m.lent && !m.again);
         for (int i = 0; i < n; i++) {
             const int want_before = i == n - 1 ? n : 1;
             ck_assert_msg(m.before.ncpu[i] == want_before && m.after.ncpu[i] == 1 &&
@@ -723,6 +731,13 @@ START_TEST(test_member_lent) {
                           m.before.ncpu[i], m.after.ncpu[i], m.after.first[i], cpus[i]);
         }
     }
+    /* lent between jobs: pinned back as it joins the next one */
+    ck_assert(tg_cpu_team_lend(t, n - 1));
+    masks m;
+    memset(&m, 0, sizeof m);
+    tg_cpu_team_run(t, read_masks, &m);
+    ck_assert_msg(m.ncpu[n - 1] == 1 && m.first[n - 1] == cpus[n - 1],
+                  "member %d joined with %d CPUs from %d", n - 1, m.ncpu[n - 1], m.first[n - 1]);
     tg_cpu_team_free(t);
     /* a team that does not pin: one member too many, or TG_CPU_BIND=0 */
     t = tg_cpu_team_new(n + 1);

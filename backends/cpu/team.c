@@ -319,9 +319,9 @@ static void bind_members(tg_cpu_team *t) {
  * member that the process holds off its core queued on that core, pinned there, while its
  * partner, with nothing left to run, sleeps and leaves its own core idle — for the rest of the
  * other process's time slice (1.5–3 ms on Linux 6.x), ~15 times a g2p-small step. Let run on
- * every CPU of the team, the member is pulled onto the idle one at once; back at its next node
- * it pins itself again, so that the team keeps one member per CPU (a member left unpinned until
- * its next job made the step slower, as unpinned teams are). The member's mask is widened
+ * every CPU of the team, the member is pulled onto the idle one at once; at its next node (or
+ * job) it pins itself again, so that the team keeps one member per CPU (a member left unpinned
+ * until its next job made the step slower, as unpinned teams are). The member's mask is widened
  * before the flag is set: a member that reads the flag has been widened, and one widened after
  * it last read the flag reads it at its next node. Member 0 is never lent: its mask is the
  * program's. */
@@ -370,6 +370,7 @@ static void *member_main(void *arg) {
         w.seen = (unsigned)(atomic_load_explicit(&t->job, memory_order_acquire) >> 32);
         if (!join(t, w.seen)) continue;
         atomic_store_explicit(&t->joined[p->ith], w.seen, memory_order_release);
+        tg_cpu_team_repin(p); /* lent in an earlier job and not back at a node since */
         bool quit = t->quit, everyone = t->everyone;
         if (!quit) {
             p->solo_next = 0;

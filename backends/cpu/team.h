@@ -101,7 +101,7 @@ int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
 bool tg_cpu_team_lend(tg_cpu_team *t, int m);
 
 /* Member p, if it was lent, pins itself to its own CPU again: the graph runner calls it at each
- * node (a relaxed load when it was not). */
+ * node, and a member at each job it joins (a relaxed load when it was not lent). */
 void tg_cpu_team_repin(const tg_cpu_par *p);
 
 /* Wait until every member has arrived. Also resets the dynamic counter (tg_cpu_next): a
