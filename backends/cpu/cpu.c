@@ -179,8 +179,8 @@ enum { STEAL_NS = 100 * 1000 };
  * the sleeper first lends the holder every CPU of the team (tg_cpu_team_lend; the holder pins
  * itself again at its next node), else a pinned holder waits out the other process's time
  * slice on its own core while the sleeper's stays idle (beside a busy process on a Xeon host
- * a g2p-small step 0.96x the time: docs/results.md §4). Beside one busy process a g2p-small step
- * then takes ~6 % less time and tgraph 16-19 % less CPU, which the other process gets
+ * a g2p-small step 0.96-0.98x the time: docs/results.md §4). Beside one busy process a g2p-small
+ * step then takes ~6 % less time and tgraph 16-19 % less CPU, which the other process gets
  * (docs/results.md §4); a holder at work (an idle machine, a partner merely late, a nice-19
  * neighbour) keeps the spin-yield wait. (Computing such a share again, from a private copy of C,
  * was tried: no faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a
