@@ -589,6 +589,56 @@ START_TEST(test_contended_fine_cut) {
 }
 END_TEST
 
+/* A graph run's waits keep the core (spin through the yield phase instead of yielding: cpu.c,
+ * KEEP_CORE) on a team pinned one member per CPU after an uncontended run; not in a run that
+ * follows a contended one (here every wait's holder taken to be off its core: those runs are
+ * cut fine), nor on a team with more members than CPUs, nor with TG_CPU_BIND=0. The bits are
+ * a plain run's either way. */
+START_TEST(test_waits_keep_core) {
+    const int n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 2 || getenv("TG_CPU_BIND")) return;
+    enum { NV = TOK * WID + 100 * (BR + 1) + WID * WID, NG = TOK * WID + BR * WID * WID };
+    float *vals = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++)
+        vals[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *ref = malloc(sizeof(float) * NG), *got = malloc(sizeof(float) * NG);
+    tg_backend *b;
+    CK(tg_backend_cpu_new(n, &b));
+    branches_grads(b, vals, ref);
+    /* each graph run follows a contended run (cut fine, yielding) or an uncontended one
+     * (keeping its core), never both: the runs of a call, counted by either */
+    const int64_t runs = tg__cpu_runs_keeping_core(b) + tg__cpu_fine_runs(b);
+    ck_assert_int_gt(runs, 0);
+    /* idle, runs keep their core (on a loaded machine some may follow contended ones) */
+    for (int rep = 0; rep < 50 && tg__cpu_runs_keeping_core(b) == 0; rep++)
+        branches_grads(b, vals, got);
+    ck_assert_int_gt(tg__cpu_runs_keeping_core(b), 0);
+    /* every wait's holder taken to be off its core: runs follow contended ones */
+    tg__cpu_all_offcore(b, true);
+    for (int rep = 0; rep < 6 || (rep < 100 && tg__cpu_fine_runs(b) < 3); rep++) {
+        const int64_t kept0 = tg__cpu_runs_keeping_core(b), fine0 = tg__cpu_fine_runs(b);
+        branches_grads(b, vals, got);
+        ck_assert(memcmp(got, ref, sizeof(float) * NG) == 0);
+        ck_assert_int_eq(tg__cpu_runs_keeping_core(b) - kept0 + tg__cpu_fine_runs(b) - fine0, runs);
+    }
+    ck_assert_int_ge(tg__cpu_fine_runs(b), 3);
+    tg_backend_free(b);
+    /* unpinned teams keep yielding */
+    for (int mode = 0; mode < 2; mode++) {
+        if (mode == 1) setenv("TG_CPU_BIND", "0", 1);
+        CK(tg_backend_cpu_new(mode == 0 ? n + 1 : n, &b));
+        branches_grads(b, vals, got);
+        ck_assert(memcmp(got, ref, sizeof(float) * NG) == 0);
+        ck_assert_int_eq(tg__cpu_runs_keeping_core(b), 0);
+        tg_backend_free(b);
+        unsetenv("TG_CPU_BIND");
+    }
+    free(vals);
+    free(ref);
+    free(got);
+}
+END_TEST
+
 #if defined(__linux__)
 /* Each member's CPU mask during a job: one CPU (pinned) or the whole process's. */
 typedef struct {
@@ -689,10 +739,11 @@ typedef struct {
     bool lent, again;
 } lend_masks;
 
-/* member 0 lends the last member during the job; every member reads its mask, pins itself back
- * if it was lent, and reads it again */
+/* once every member has joined, member 0 lends the last member; every member reads its mask,
+ * pins itself back if it was lent, and reads it again */
 static void lend_in_job(void *ctx, tg_cpu_par *p) {
     lend_masks *m = ctx;
+    tg_cpu_barrier(p); /* every member has joined (and pinned itself back if it was lent) */
     if (p->ith == 0) {
         m->lent = tg_cpu_team_lend(p->team, p->nth - 1);
         m->again = tg_cpu_team_lend(p->team, p->nth - 1); /* already lent: no */
@@ -770,6 +821,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_member_cpu_clock);
     tcase_add_test(tc, test_offcore_waits_sleep);
     tcase_add_test(tc, test_contended_fine_cut);
+    tcase_add_test(tc, test_waits_keep_core);
     tcase_add_test(tc, test_members_pinned);
     tcase_add_test(tc, test_member_lent);
     suite_add_tcase(s, tc);

@@ -79,6 +79,10 @@ void tg__cpu_all_offcore(tg_backend *b, bool on);
  * their cores (cpu.c: CONTENDED_OFFCORE), since b was made: for tests. */
 int64_t tg__cpu_fine_runs(tg_backend *b);
 
+/* How many graph runs of b spun through their waits' yield phase instead of yielding (cpu.c:
+ * KEEP_CORE: a team pinned one member per CPU, after an uncontended run), since b was made. */
+int64_t tg__cpu_runs_keeping_core(tg_backend *b);
+
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without
  * a buffer, operands gathered for broadcasting, and each member's values over the tile. What a

@@ -31,6 +31,7 @@ typedef struct {
     atomic_llong lent;    /* of those, the holder lent the sleeper's CPU (tg_cpu_team_lend) */
     atomic_bool contended;  /* the last graph run found members off their cores (run_job) */
     atomic_llong fine_runs; /* graph runs made with the finer cut that follows */
+    atomic_llong kept;      /* graph runs whose waits kept their core (KEEP_CORE) */
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
@@ -203,6 +204,17 @@ enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
  * (16 rounds), taking at once another 0.97× (22 rounds); alone and beside a nice-19 loop the
  * same within the noise. */
 enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
+
+/* KEEP_CORE. The waits of a graph run that follows an uncontended one, on a team that pins its
+ * members one per CPU, spin through the yield phase (the pause instruction) instead of calling
+ * sched_yield(): on an EEVDF kernel (Linux 6.6 and later) a yield hands the core to any other
+ * runnable task that is eligible — a nice-19 loop gets a whole time slice (~1.5–3 ms) at the
+ * moment the member's partner finishes the share it waited on, and the next node waits for
+ * the yielder instead. Pinned members never share a core, so a spinning member holds up no
+ * partner; a team with more members than CPUs, or unpinned, keeps yielding, and so does a run
+ * after a contended one (a busy process of equal priority), where yielding measured as fast or
+ * faster (team.c: tg_cpu_event_wait; docs/results.md §4: beside a nice-19 loop 0.95x the step
+ * time on a Xeon host, beside a busy one and idle the same). */
 
 /* A run of fewer nodes binds the caller to member 0's CPU only when it is not there already
  * (team.h: tg_cpu_team_offer_short): a one-node run of the g2p-small step's softmax took
@@ -499,6 +511,10 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->progress.yield_ns = tg_cpu_team_yield_ns(team);
     const int64_t offcore = atomic_load(&j->impl->offcore);
     j->contended = atomic_load_explicit(&j->impl->contended, memory_order_relaxed);
+    /* waits keep the core (spin through the yield phase) unless another process has been
+     * taking it (KEEP_CORE above) */
+    j->progress.keep_core = !j->contended && tg_cpu_team_pinned(team) && !j->progress.yield_ns;
+    if (j->progress.keep_core) atomic_fetch_add_explicit(&j->impl->kept, 1, memory_order_relaxed);
     if (j->contended) atomic_fetch_add_explicit(&j->impl->fine_runs, 1, memory_order_relaxed);
     if (j->n >= SHORT_RUN_NODES) tg_cpu_team_offer(team, graph_member, j);
     else tg_cpu_team_offer_short(team, graph_member, j);
@@ -771,6 +787,10 @@ int64_t tg__cpu_waits_slept(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->slept);
 }
 
+int64_t tg__cpu_runs_keeping_core(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->kept);
+}
+
 int64_t tg__cpu_waits_lent(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->lent);
 }
@@ -805,6 +825,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     atomic_init(&c->offcore, 0);
     atomic_init(&c->slept, 0);
     atomic_init(&c->lent, 0);
+    atomic_init(&c->kept, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

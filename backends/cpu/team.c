@@ -28,8 +28,12 @@
  * free beside a lowest-priority process either: an EEVDF kernel (Linux 6.6 and later) hands
  * it the core on a yield (two threads yielding in a loop left a nice-19 loop 95 % of a core on
  * Linux 6.18), and beside a g2p-small step it got a quarter of one. Spinning through the yield
- * phase instead kept it off, but made the step no faster there and ~6 % slower beside a nice-0
- * process; nor did choosing spin or yield per member from its CPU clock or its CPU (§4).
+ * phase instead kept it off, but on a Zen 4 host made the step no faster there and ~6 % slower
+ * beside a nice-0 process; nor did choosing spin or yield per member from its CPU clock or its
+ * CPU (§4). An event may keep the core (keep_core: the yield phase spins with the pause
+ * instruction): the graph runner's node waits do on a pinned team after an uncontended run
+ * (cpu.c: KEEP_CORE) — beside a nice-19 loop on a Xeon host 0.95× the step time, beside a
+ * nice-0 one, which makes the runs contended and so keeps the yields, the same.
  * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
  * moved", the graph runner's (cpu.c) "every share of this node is done"; tg_cpu_event_sleep is
  * the third alone, for the graph runner's member whose partner is off its core (cpu.c: a
@@ -145,7 +149,11 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
     const int64_t yield_ns = tg_cpu_event_yield_ns(e);
     while (tg_cpu_now_ns() - start < yield_ns) {
         if (cond(ctx)) return;
-        sched_yield();
+        if (e->keep_core)
+            for (int i = 0; i < 64; i++)
+                cpu_relax();
+        else
+            sched_yield();
     }
     tg_cpu_event_sleep(e, cond, ctx);
 }
@@ -341,6 +349,10 @@ bool tg_cpu_team_lend(tg_cpu_team *t, int m) {
     (void)t, (void)m;
     return false;
 #endif
+}
+
+bool tg_cpu_team_pinned(const tg_cpu_team *t) {
+    return t && t->cpu;
 }
 
 void tg_cpu_team_repin(const tg_cpu_par *p) {

@@ -100,6 +100,9 @@ int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
  * whether m was lent: not member 0, nor in a team that does not pin its members. */
 bool tg_cpu_team_lend(tg_cpu_team *t, int m);
 
+/* Whether the team pins its members, one per CPU (team.c: bind_members). */
+bool tg_cpu_team_pinned(const tg_cpu_team *t);
+
 /* Member p, if it was lent, pins itself to its own CPU again: the graph runner calls it at each
  * node, and a member at each job it joins (a relaxed load when it was not lent). */
 void tg_cpu_team_repin(const tg_cpu_par *p);
@@ -124,6 +127,7 @@ typedef struct tg_cpu_event {
     _Atomic unsigned seq;
     _Atomic int sleepers;
     int64_t yield_ns; /* end of the yield phase; 0: TG_CPU_YIELD_NS (tg_cpu_team_yield_ns) */
+    bool keep_core;   /* the yield phase spins on instead of yielding (cpu.c: run_job) */
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
