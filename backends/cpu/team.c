@@ -28,9 +28,9 @@
  * free beside a lowest-priority process either: an EEVDF kernel (Linux 6.6 and later) hands
  * it the core on a yield (two threads yielding in a loop left a nice-19 loop 95 % of a core on
  * Linux 6.18), and beside a g2p-small step it got a quarter of one. Spinning through the yield
- * phase instead kept it off, but on a Zen 4 host made the step no faster there and ~6 % slower
- * beside a nice-0 process; nor did choosing spin or yield per member from its CPU clock or its
- * CPU (§4). An event may keep the core (keep_core: the yield phase spins with the pause
+ * phase instead kept it off, but on the host of 2026-12-02 made the step no faster there and ~6 %
+ * slower beside a nice-0 process; nor did choosing spin or yield per member from its CPU clock or
+ * its CPU (§4). An event may keep the core (keep_core: the yield phase spins with the pause
  * instruction): the graph runner's node waits do on a pinned team after an uncontended run
  * (cpu.c: KEEP_CORE) — beside a nice-19 loop on a Xeon host 0.95× the step time, beside a
  * nice-0 one, which makes the runs contended and so keeps the yields, the same.
