@@ -507,6 +507,20 @@ START_TEST(test_member_cpu_clock) {
 }
 END_TEST
 
+/* How many members a team needs for the library to pin them one per CPU (team.c:
+ * bind_members: the CPUs of the process's mask, Linux only, not with TG_CPU_BIND=0); 0 where
+ * no team is pinned. */
+static int pinning_cpus(void) {
+#if defined(__linux__)
+    const char *env = getenv("TG_CPU_BIND");
+    cpu_set_t set;
+    if ((env && strcmp(env, "0") == 0) || sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    return CPU_COUNT(&set);
+#else
+    return 0;
+#endif
+}
+
 /* A member waiting on a partner off its core runs ahead — untaken shares of later independent
  * nodes, whoever owns them — or else sleeps until the node is done (cpu.c: PROBE_NS): with
  * every partner taken to be off its core, waits on started shares do both (the branches are
@@ -533,8 +547,7 @@ START_TEST(test_offcore_waits_sleep) {
         }
         /* a team with one member per CPU pins them: a sleeper lends a holder other than member
          * 0 its CPU (runs on, to see one), and the holder pins itself back at its next node */
-        const bool pinned = threads == (int)sysconf(_SC_NPROCESSORS_ONLN) &&
-                            threads <= CPU_SETSIZE && !getenv("TG_CPU_BIND");
+        const bool pinned = threads == pinning_cpus();
         for (; pinned && rep < 400 && tg__cpu_waits_lent(sleepy) == 0; rep++) {
             branches_grads(sleepy, vals, got);
             ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "%d threads, run %d differs",
@@ -595,8 +608,8 @@ END_TEST
  * cut fine), nor on a team with more members than CPUs, nor with TG_CPU_BIND=0. The bits are
  * a plain run's either way. */
 START_TEST(test_waits_keep_core) {
-    const int n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 2 || getenv("TG_CPU_BIND")) return;
+    const int n = pinning_cpus();
+    if (n < 2) return;
     enum { NV = TOK * WID + 100 * (BR + 1) + WID * WID, NG = TOK * WID + BR * WID * WID };
     float *vals = malloc(sizeof(float) * NV);
     for (int i = 0; i < NV; i++)

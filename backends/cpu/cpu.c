@@ -180,9 +180,9 @@ enum { STEAL_NS = 100 * 1000 };
  * the sleeper first lends the holder every CPU of the team (tg_cpu_team_lend; the holder pins
  * itself again at its next node), else a pinned holder waits out the other process's time
  * slice on its own core while the sleeper's stays idle (beside a busy process on a Xeon host
- * a g2p-small step 0.96-0.98x the time: docs/results.md §4). Beside one busy process a g2p-small
- * step then takes ~6 % less time and tgraph 16-19 % less CPU, which the other process gets
- * (docs/results.md §4); a holder at work (an idle machine, a partner merely late, a nice-19
+ * a g2p-small step 0.96-0.98x the time: docs/results.md §4). Sleeping rather than spinning,
+ * beside one busy process a g2p-small step takes ~6 % less time and tgraph 16-19 % less CPU,
+ * which the other process gets (docs/results.md §4); a holder at work (an idle machine, a partner merely late, a nice-19
  * neighbour) keeps the spin-yield wait. (Computing such a share again, from a private copy of C,
  * was tried: no faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a
  * cost of its own: a woken member tends to be placed on its waker's CPU, and beside a busy process
@@ -211,8 +211,8 @@ enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
  * runnable task that is eligible — a nice-19 loop gets a whole time slice (~1.5–3 ms) at the
  * moment the member's partner finishes the share it waited on, and the next node waits for
  * the yielder instead. Pinned members never share a core, so a spinning member holds up no
- * partner; a team with more members than CPUs, or unpinned, keeps yielding, and so does a run
- * after a contended one (a busy process of equal priority), where yielding measured as fast or
+ * partner; an unpinned team (also any with more members than CPUs) keeps yielding, and so does a
+ * run after a contended one (a busy process of equal priority), where yielding measured as fast or
  * faster (team.c: tg_cpu_event_wait; docs/results.md §4: beside a nice-19 loop 0.95x the step
  * time on a Xeon host, beside a busy one and idle the same). */
 
@@ -513,7 +513,7 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->contended = atomic_load_explicit(&j->impl->contended, memory_order_relaxed);
     /* waits keep the core (spin through the yield phase) unless another process has been
      * taking it (KEEP_CORE above) */
-    j->progress.keep_core = !j->contended && tg_cpu_team_pinned(team) && !j->progress.yield_ns;
+    j->progress.keep_core = !j->contended && tg_cpu_team_pinned(team);
     if (j->progress.keep_core) atomic_fetch_add_explicit(&j->impl->kept, 1, memory_order_relaxed);
     if (j->contended) atomic_fetch_add_explicit(&j->impl->fine_runs, 1, memory_order_relaxed);
     if (j->n >= SHORT_RUN_NODES) tg_cpu_team_offer(team, graph_member, j);
