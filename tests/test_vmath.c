@@ -160,6 +160,9 @@ START_TEST(test_softmax_rows) {
                 for (int j = 0; j < d; j++) x[3 * d + j] = -INFINITY;  /* all masked: block */
                 for (int j = 0; j < d; j++) x[18 * d + j] = -INFINITY; /* all masked: single */
                 x[12 * d + d / 2] = 5.5f;                              /* a new row maximum */
+                for (int j = 0; j < d;
+                     j++) /* exps down to and past exp's clamp at -87.3 (2^-126) */
+                    x[20 * d + j] = 1.0f - 9.71f * (float)j;
                 tg_cpu_vsoftmax_rows_path(x, y, ROWS, d, lg, path == 1);
                 for (int r = 0; r < ROWS; r++) {
                     const float *xr = x + r * d, *yr = y + r * d;
@@ -269,9 +272,10 @@ END_TEST
 
 /* softmax's backward, dx = y (dy - sum(dy y)), rows of 1..40 with zero probabilities (masked
  * entries), against double; the scalar and vector paths give the same bits (the AVX2 path takes
- * 8 short rows at a time, the AVX-512 one 16, the scalar one row by row: 37 rows are two blocks
- * of 16 and five single rows, or four of 8 and five), rows alone give the same bits as in a
- * block, and dx may be dy. */
+ * rows under 16 eight at a time, the AVX-512 one those of 9-15 sixteen at a time, the scalar one
+ * row by row: 37 rows are two blocks of 16 and five single rows, or four of 8 and five; longer
+ * rows go one by one in vectors of 8), rows alone give the same bits as in a block, and dx may
+ * be dy or y. */
 START_TEST(test_softmax_back_rows) {
     enum { ROWS = 37 };
     float y[ROWS * 40], dy[ROWS * 40], dx[2][ROWS * 40], z[ROWS * 40];
@@ -301,6 +305,10 @@ START_TEST(test_softmax_back_rows) {
             }
             for (int i = 0; i < ROWS * d; i++) z[i] = dy[i]; /* in place (dx = dy) */
             tg_cpu_vsoftmax_back_rows_path(y, z, z, ROWS, d, path == 1);
+            ck_assert(memcmp(z, dx[path], sizeof(float) * ROWS * d) == 0);
+            for (int i = 0; i < ROWS * d; i++)
+                z[i] = y[i]; /* in place (dx = y) */
+            tg_cpu_vsoftmax_back_rows_path(z, dy, z, ROWS, d, path == 1);
             ck_assert(memcmp(z, dx[path], sizeof(float) * ROWS * d) == 0);
         }
         if (npaths() == 2) ck_assert_msg(memcmp(dx[0], dx[1], sizeof(float) * ROWS * d) == 0, "d %d: paths differ", d);

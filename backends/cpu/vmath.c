@@ -278,6 +278,8 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VFNMADD _mm256_fnmadd_ps
 #define VADDI _mm256_add_epi32
 #define VSLLI23(a) _mm256_slli_epi32(a, 23)
+/* 2^n built in the exponent bits (plus 127 << 23, the bits of 1.0f) and multiplied in */
+#define VSCALE2N(p, t, n) VMUL(p, VASF(VADDI(VSLLI23(VASI(t)), VASI(VSET1(1.0f)))))
 #define VSRLI3(a) _mm256_srli_epi32(a, 3)
 #define VTAB8(i) _mm256_permutevar8x32_ps(_mm256_load_ps(EXP2_T), i)
 #define VASI _mm256_castps_si256
@@ -303,6 +305,9 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VFNMADD _mm512_fnmadd_ps
 #define VADDI _mm512_add_epi32
 #define VSLLI23(a) _mm512_slli_epi32(a, 23)
+/* VSCALEFPS: p·2^n rounded once, as the multiply by 2^n's bits (a normal float for these n)
+ * rounds it: the same bits in one operation instead of three */
+#define VSCALE2N(p, t, n) _mm512_scalef_ps(p, n)
 #define VSRLI3(a) _mm512_srli_epi32(a, 3)
 #define VTAB8(i) _mm512_permutexvar_ps(i, _mm512_load_ps(EXP2_T)) /* 4 index bits: T twice */
 #define VASI _mm512_castps_si512
@@ -386,7 +391,7 @@ AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bo
     for (int64_t j = 0; j < d; j += 8) {
         __m256 v = load_row(x, j, d);
         __m256 e =
-            _mm256_and_ps(exp_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+            _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
         acc = _mm256_add_ps(acc, e);
         if (!log_out) store_row(y, j, d, e);
     }
@@ -478,8 +483,8 @@ AVX2 static INLINE void softmax_8rows_avx2(const float *x, float *y, int64_t d, 
     for (int j = 0; j < d; j++) m = _mm256_max_ps(c[j], m); /* NaN skipped */
     for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
     for (int j = 0; j < d; j++) {
-        __m256 e =
-            _mm256_and_ps(exp_avx2(_mm256_sub_ps(c[j], m)), _mm256_cmp_ps(c[j], ninf, _CMP_NEQ_UQ));
+        __m256 e = _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(c[j], m)),
+                                 _mm256_cmp_ps(c[j], ninf, _CMP_NEQ_UQ));
         acc[j % 8] = _mm256_add_ps(acc[j % 8], e);
         if (!log_out) c[j] = e;
     }
@@ -599,7 +604,7 @@ AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int W)
         acc[k] = _mm512_setzero_ps();
     for (int j = 0; j < d; j++) {
         __mmask16 live = _mm512_cmp_ps_mask(c[j], ninf, _CMP_NEQ_UQ);
-        c[j] = _mm512_maskz_mov_ps(live, exp_avx512(_mm512_sub_ps(c[j], m)));
+        c[j] = _mm512_maskz_mov_ps(live, exp_le0_avx512(_mm512_sub_ps(c[j], m)));
         acc[j % 8] = _mm512_add_ps(acc[j % 8], c[j]);
     }
     __m512 s =
@@ -637,56 +642,116 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
 }
 #undef AVX512
 
-/* softmax backward, 8 short rows at a time transposed as above, the scalar row code's
- * arithmetic operation for operation: products rounded before they are added (no fused
- * multiply-add: the barrier keeps the compiler from contracting them), the serial or j % 8
- * order of the dot product, then y (dy - s). Bit-identical to softmax_back_row_scalar, which
- * takes the rows left over and rows longer than 20 (there two arrays of columns no longer fit
- * the registers, and the blocks measured no faster: docs/results.md §4). */
+/* softmax backward, the scalar row code's arithmetic operation for operation: products rounded
+ * before they are added (no fused multiply-add: the barrier keeps the compiler from contracting
+ * them), the serial (rows under 16) or j % 8 order of the dot product, then y (dy - s).
+ * Bit-identical to softmax_back_row_scalar, which takes the rows a block leaves over. Only the
+ * sums need the rows transposed; dx is computed in memory order (below): 1.4-2.2x the blocks
+ * that transposed y, dy and dx on an Intel Xeon core (docs/results.md §4). */
 AVX2 static INLINE __m256 mul_rounded(__m256 a, __m256 b) {
     __m256 p = _mm256_mul_ps(a, b);
     __asm__("" : "+x"(p));
     return p;
 }
 
-AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy, float *dx, int64_t d, int W) {
-    __m256 cy[SHORT_ROW_MAX], cg[SHORT_ROW_MAX], s = _mm256_setzero_ps();
-    load_cols8(y, d, W, cy);
-    load_cols8(dy, d, W, cg);
-    if (d < DOT_SERIAL_BELOW) {
-        for (int j = 0; j < d; j++) s = _mm256_add_ps(s, mul_rounded(cg[j], cy[j]));
-    } else {
-        __m256 acc[8];
-        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
-        for (int j = 0; j < d; j++) acc[j % 8] = _mm256_add_ps(acc[j % 8], mul_rounded(cg[j], cy[j]));
-        s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[1], acc[5])),
-                          _mm256_add_ps(_mm256_add_ps(acc[2], acc[6]), _mm256_add_ps(acc[3], acc[7])));
+/* Element k of the natural layout's vector (R rows of d, vector k holding values kR..kR+R-1
+ * of the block) lies in row (kR + l) / d: ix[k·R + l], for a permute that spreads the rows'
+ * sums over the block's values. */
+static void row_of_lane(int32_t *ix, int d, int R) {
+    for (int i = 0, row = 0, col = 0; i < d * R; i++) {
+        ix[i] = row;
+        if (++col == d) col = 0, row++;
     }
-    for (int j = 0; j < d; j++) cy[j] = _mm256_mul_ps(cy[j], _mm256_sub_ps(cg[j], s));
-    store_cols8(dx, d, W, cy);
+}
+
+/* Rows shorter than 16, 8 at a time: the products dy·y of each row (one vector per 8 columns,
+ * loaded as load_cols8 loads) are transposed so that lane r holds row r and summed serially
+ * over the columns; then dx = y (dy - s) over the block's 8d values in memory order, each
+ * vector's sums spread to its values' rows by a permute. The scalar row code's operations in
+ * its order: the same bits, with one set of transposes where transposing y, dy and dx took
+ * three. */
+AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy, float *dx,
+                                                int64_t d, int W, const int32_t *ix) {
+    __m256 c[SHORT_ROW_MAX], s = _mm256_setzero_ps();
+    __m256i tm = lanes(d - (W - 8));
+    for (int j = 0; j < W; j += 8) {
+        for (int r = 0; r < 8; r++) {
+            const float *py = y + r * d + j, *pg = dy + r * d + j;
+            __m256 vy = j + 8 < W ? _mm256_loadu_ps(py) : _mm256_maskload_ps(py, tm);
+            __m256 vg = j + 8 < W ? _mm256_loadu_ps(pg) : _mm256_maskload_ps(pg, tm);
+            c[j + r] = mul_rounded(vg, vy);
+        }
+        transpose8(c + j);
+    }
+    for (int j = 0; j < d; j++)
+        s = _mm256_add_ps(s, c[j]);
+    for (int k = 0; k < d; k++) {
+        __m256 sk = _mm256_permutevar8x32_ps(s, _mm256_loadu_si256((const __m256i *)(ix + 8 * k)));
+        __m256 vy = _mm256_loadu_ps(y + 8 * k);
+        _mm256_storeu_ps(dx + 8 * k,
+                         _mm256_mul_ps(vy, _mm256_sub_ps(_mm256_loadu_ps(dy + 8 * k), sk)));
+    }
+}
+
+/* A row of 16 or more values: the scalar row code's accumulators acc[j % 8] are the lanes of
+ * one vector (past the row's end masked loads add 0, which changes no sum: acc is never -0),
+ * combined in its order, ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)): the same bits. */
+AVX2 static inline void softmax_back_row_avx2(const float *y, const float *dy, float *dx,
+                                              int64_t d) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8)
+        acc = _mm256_add_ps(acc, mul_rounded(_mm256_loadu_ps(dy + j), _mm256_loadu_ps(y + j)));
+    if (j < d) {
+        __m256i m = lanes(d - j);
+        acc = _mm256_add_ps(
+            acc, mul_rounded(_mm256_maskload_ps(dy + j, m), _mm256_maskload_ps(y + j, m)));
+    }
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    __m128 u = _mm_add_ps(t, _mm_shuffle_ps(t, t, 0xB1)); /* t0 + t1, _, t2 + t3, _ */
+    const __m256 s = _mm256_set1_ps(_mm_cvtss_f32(_mm_add_ss(u, _mm_movehl_ps(u, u))));
+    for (j = 0; j + 8 <= d; j += 8)
+        _mm256_storeu_ps(dx + j, _mm256_mul_ps(_mm256_loadu_ps(y + j),
+                                               _mm256_sub_ps(_mm256_loadu_ps(dy + j), s)));
+    if (j < d) {
+        __m256i m = lanes(d - j);
+        __m256 v = _mm256_mul_ps(_mm256_maskload_ps(y + j, m),
+                                 _mm256_sub_ps(_mm256_maskload_ps(dy + j, m), s));
+        _mm256_maskstore_ps(dx + j, m, v);
+    }
 }
 
 AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
     int64_t r = 0;
+    if (d >= DOT_SERIAL_BELOW) {
+        for (; r < rows; r++)
+            softmax_back_row_avx2(y + r * d, dy + r * d, dx + r * d, d);
+        return;
+    }
+    int32_t ix[8 * DOT_SERIAL_BELOW];
+    if (rows >= 8) row_of_lane(ix, (int)d, 8);
 #define BLOCKS(D)                                                                                  \
     case D:                                                                                        \
         for (; r + 8 <= rows; r += 8)                                                              \
-            softmax_back_8rows_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8);        \
+            softmax_back_8rows_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8, ix);    \
         break
     switch (d) {
         BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
-        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
-        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); /* longer: no faster than row by row */
+        BLOCKS(9);
+        BLOCKS(10);
+        BLOCKS(11);
+        BLOCKS(12);
+        BLOCKS(13);
+        BLOCKS(14);
+        BLOCKS(15);
     default: break;
     }
 #undef BLOCKS
     for (; r < rows; r++) softmax_back_row_scalar(y + r * d, dy + r * d, dx + r * d, d);
 }
 
-/* With AVX-512F, the backward's rows of 9-16 values 16 at a time, transposed as the forward's
- * 16-row blocks, each step softmax_back_8rows_avx2's with twice the lanes: the same bits
- * (1.05-1.17x the 8-row blocks on one Zen 4 core; rows of 17-32, two vectors each, 0.6-1.15x:
- * they stay on the AVX2 path, docs/results.md §4). */
+/* With AVX-512F, the backward's rows of 9-15 values 16 at a time, each row's products one
+ * 16-lane vector: softmax_back_8rows_avx2's steps with twice the lanes, the same bits. */
 #define AVX512 __attribute__((target("avx2,fma,avx512f")))
 AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
     __m512 p = _mm512_mul_ps(a, b);
@@ -695,40 +760,35 @@ AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
 }
 
 AVX512 static INLINE void softmax_back_16rows(const float *y, const float *dy, float *dx, int d,
-                                              int W) {
-    __m512 cy[SHORT_ROW_MAX], cg[SHORT_ROW_MAX], s = _mm512_setzero_ps();
-    load_cols16(y, d, W, cy);
-    load_cols16(dy, d, W, cg);
-    if (d < DOT_SERIAL_BELOW) {
-        for (int j = 0; j < d; j++)
-            s = _mm512_add_ps(s, mul_rounded16(cg[j], cy[j]));
-    } else {
-        __m512 acc[8];
-        for (int k = 0; k < 8; k++)
-            acc[k] = _mm512_setzero_ps();
-        for (int j = 0; j < d; j++)
-            acc[j % 8] = _mm512_add_ps(acc[j % 8], mul_rounded16(cg[j], cy[j]));
-        s = _mm512_add_ps(
-            _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[1], acc[5])),
-            _mm512_add_ps(_mm512_add_ps(acc[2], acc[6]), _mm512_add_ps(acc[3], acc[7])));
-    }
+                                              const int32_t *ix) {
+    __m512 c[16], s = _mm512_setzero_ps();
+    for (int r = 0; r < 16; r++)
+        c[r] = mul_rounded16(load16(dy, d, r, 0), load16(y, d, r, 0));
+    transpose16(c);
     for (int j = 0; j < d; j++)
-        cy[j] = _mm512_mul_ps(cy[j], _mm512_sub_ps(cg[j], s));
-    store_cols16(dx, d, W, cy);
+        s = _mm512_add_ps(s, c[j]);
+    for (int k = 0; k < d; k++) {
+        __m512 sk = _mm512_permutexvar_ps(_mm512_loadu_si512(ix + 16 * k), s);
+        __m512 vy = _mm512_loadu_ps(y + 16 * k);
+        _mm512_storeu_ps(dx + 16 * k,
+                         _mm512_mul_ps(vy, _mm512_sub_ps(_mm512_loadu_ps(dy + 16 * k), sk)));
+    }
 }
 
 AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, float *dx,
                                             int64_t rows, int64_t d) {
     int64_t r = 0;
+    int32_t ix[16 * DOT_SERIAL_BELOW];
+    if (rows >= 16 && d >= 9 && d < DOT_SERIAL_BELOW) row_of_lane(ix, (int)d, 16);
 #define BLOCKS16(D)                                                                                \
     case D:                                                                                        \
         for (; r + 16 <= rows; r += 16)                                                            \
-            softmax_back_16rows(y + r * D, dy + r * D, dx + r * D, D, (D + 15) / 16 * 16);         \
+            softmax_back_16rows(y + r * D, dy + r * D, dx + r * D, D, ix);                         \
         break
     switch (d) {
         /* clang-format off */
         BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
-        BLOCKS16(15); BLOCKS16(16);
+        BLOCKS16(15);
         /* clang-format on */
     default:
         break;
@@ -950,7 +1010,7 @@ AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *s
     const __m256 mv = _mm256_set1_ps(hmax8(vm));
     for (int64_t j = 0; j < n; j += 8) {
         __m256 v = load_row(x, j, n);
-        acc = _mm256_add_ps(acc, _mm256_and_ps(exp_avx2(_mm256_sub_ps(v, mv)),
+        acc = _mm256_add_ps(acc, _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v, mv)),
                                                _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ)));
         accx = _mm256_add_ps(accx, load0(x, j, n));
     }
@@ -966,7 +1026,7 @@ AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, flo
     for (int64_t j = 0; j < n; j += 8) {
         __m256 v = load_row(x, j, n);
         __m256 e =
-            _mm256_and_ps(exp_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
+            _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
         store_row(y, j, n, _mm256_mul_ps(sc, _mm256_sub_ps(_mm256_mul_ps(e, iv), b)));
     }
 }

@@ -22,10 +22,10 @@
  *             over [-20, 20]   [1.0e-8, 8.6e-8]
  * The AVX2 path uses fused multiply-adds, so its results differ from the scalar path's in the
  * last bits; for a given CPU they are fixed (no dependence on threads or alignment). GELU,
- * GELU', softmax rows of 9-32 values and their backward's of 9-16 run 16 lanes at a time where
+ * GELU', softmax rows of 9-32 values and their backward's of 9-15 run 16 lanes at a time where
  * the CPU has AVX-512F (isa.h), with the AVX2 path's operations: the same bits; on a Zen 4 core
- * GELU 1.5-1.7x, softmax 1.3-1.6x, its backward 1.02-1.17x the AVX2 path's speed
- * (docs/results.md §4).
+ * GELU 1.5-1.7x and softmax 1.3-1.6x the AVX2 path's speed (docs/results.md §4). The softmax
+ * backward's vector paths give the scalar path's bits (no fused multiply-adds).
  */
 #ifndef TG_CPU_VMATH_H
 #define TG_CPU_VMATH_H
@@ -47,8 +47,8 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n);
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out);
 /* Its backward, dx = y (dy - sum(dy y)) over rows × d (dx may be y or dy); sum(dy y) serially
  * for rows shorter than 16, else in 8 lane accumulators (element j in lane j % 8). Both paths
- * give the same bits (no fused multiply-add); the AVX2 path takes rows of up to 20 eight at a
- * time, transposed. */
+ * give the same bits (no fused multiply-add); the AVX2 path takes rows shorter than 16 eight
+ * at a time (their products transposed for the sums), longer ones a vector of 8 at a time. */
 void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d);
 
 /* Layer norm over rows × d (y = (x - mean) / sqrt(var + eps) * gamma + beta; gamma, beta may

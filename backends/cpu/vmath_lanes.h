@@ -10,6 +10,7 @@
  *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD/VFNMADD(a, b, c)
  *   VADDI(a, b)  32-bit integer add        VSLLI23(a), VSRLI3(a): 32-bit shifts by 23, 3
  *   VTAB8(i)     EXP2_T[i mod 8] per lane (i an integer vector)
+ *   VSCALE2N(p, t, n)  p·2^n for an integer n in [-126, 127] (t: n in its low mantissa bits)
  *   VASI(x)      float bits as integer     VASF(x)    integer bits as float
  *   VLOAD/VSTORE(p[, v])                   VLOADN(p, k), VSTOREN(p, k, v): lanes [0, k) */
 #define GL_NAME2(a, b) a##_##b
@@ -21,12 +22,11 @@ FN static inline V GL_NAME(clamp, SFX)(V x, float lo, float hi) {
     return VMAX(VSET1(lo), VMIN(VSET1(hi), x));
 }
 
-/* tg_fast_expf's steps: n from the rounding by 1.5 * 2^23, whose sum t holds n in its low
- * mantissa bits, so that t << 23 is n in the exponent field (mod 2^32) without a conversion
- * (plus 127 << 23, the bits of 1.0f); 2^n is then multiplied in, so that a NaN stays NaN. */
-FN static inline V GL_NAME(exp, SFX)(V x) {
+/* tg_fast_expf's steps on x already clamped to [-87.3, 88.37]: n from the rounding by
+ * 1.5 * 2^23, whose sum t holds n in its low mantissa bits, r = x - n ln 2 in two steps, the
+ * polynomial, then p·2^n (VSCALE2N), so that a NaN stays NaN. */
+FN static inline V GL_NAME(exp_clamped, SFX)(V x) {
     const V magic = VSET1(12582912.0f);
-    x = GL_NAME(clamp, SFX)(x, -87.3f, 88.37f);
     V t = VFMADD(x, VSET1(1.44269504088896341f), magic);
     V n = VSUB(t, magic);
     V r = VFNMADD(n, VSET1(0.693359375f), x);
@@ -38,7 +38,17 @@ FN static inline V GL_NAME(exp, SFX)(V x) {
     p = VFMADD(p, r, VSET1(TG_EXP_P1));
     p = VFMADD(p, r, VSET1(1.0f));
     p = VFMADD(p, r, VSET1(1.0f));
-    return VMUL(p, VASF(VADDI(VSLLI23(VASI(t)), VASI(VSET1(1.0f)))));
+    return VSCALE2N(p, t, n);
+}
+
+FN static inline V GL_NAME(exp, SFX)(V x) {
+    return GL_NAME(exp_clamped, SFX)(GL_NAME(clamp, SFX)(x, -87.3f, 88.37f));
+}
+
+/* exp of x <= 0 or NaN (softmax's x - max): the upper clamp cannot bind, the same bits without it
+ */
+FN static inline V GL_NAME(exp_le0, SFX)(V x) {
+    return GL_NAME(exp_clamped, SFX)(VMAX(VSET1(-87.3f), x));
 }
 
 /* 2^z for z in [-125.9, 125.9] (exp2_scalar's steps): z = n + j/8 + r with r exact, 2^r by
@@ -113,6 +123,7 @@ FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *
 #undef VFNMADD
 #undef VADDI
 #undef VSLLI23
+#undef VSCALE2N
 #undef VSRLI3
 #undef VTAB8
 #undef VASI
