@@ -24,6 +24,7 @@
  * shows GFLOP/s (2·batch·M·N·K flops per call) of the median round, ours / peer, and the same
  * for the best round (what the code does when the shared machine leaves it alone). */
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -207,9 +208,11 @@ int main(int argc, char **argv) {
     if (argc > 2) filter = argv[2];
     const char *wait = getenv("OMP_WAIT_POLICY");
     const int cpu = pin_like_a_graph_run();
-    printf("bench_gemm: %d threads, kernel %s, %d interleaved timings of ~%.0f ms, operands "
+    printf("bench_gemm: %d threads, kernel %s%s, %d interleaved timings of ~%.0f ms, operands "
            "64-byte aligned, OMP_WAIT_POLICY=%s\n",
-           NTHREADS, tg_cpu_gemm_small_isa(), ROUNDS, budget * 1e3, wait ? wait : "(unset)");
+           NTHREADS, tg_cpu_gemm_small_isa(),
+           tg_cpu_isa_avx512() ? " (512-bit tiles: AVX-512F)" : "", ROUNDS, budget * 1e3,
+           wait ? wait : "(unset)");
     if (cpu >= 0)
         printf("calling thread on CPU %d for the whole run (as member 0 of a graph's run)\n", cpu);
     else

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/vmath.h"
 
 static double now(void) {
@@ -196,7 +197,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    printf("vmath %s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(), reps, floats);
+    printf("vmath %s%s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(),
+           tg_cpu_isa_avx512() ? " (blocks of 16 rows: AVX-512F)" : "", reps, floats);
     printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd block", "1 by 1", "gain", "exp alone",
            "back block", "1 by 1", "gain");
     long d;
