@@ -1,7 +1,8 @@
 /* bench_rows: the CPU backend's softmax kernels over short rows (attention over n keys) in
  * blocks of rows (vmath.c's transposed blocks: 8 rows with AVX2, 16 with AVX-512F where vmath.c
- * has them) against the same rows one by one (calls of 7 rows, which vmath.c takes row by row:
- * the path every row took before the blocks), and
+ * has them; the backward's rows of 16 or more go one by one in vectors of 8 either way) against
+ * the same rows one by one (calls of 7 rows, which vmath.c takes row by row: the path every row
+ * took before the blocks), and
  * against exp alone over the same floats (the floor: softmax computes one exp per element).
  *
  *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300] [--ln 256,512,1024]
