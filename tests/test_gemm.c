@@ -12,6 +12,7 @@
  * path forced onto the portable kernel ("portable"), the BLAS path ("blas"), the packed path
  * ("packed": our packed GEMM per block; OpenBLAS where the CPU lacks AVX2+FMA) and the
  * automatic choice ("auto"). */
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
 #include "tg/tg.h"
@@ -546,13 +547,26 @@ START_TEST(test_packed_shared) {
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 4 : 2);
     g.M = 100;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
-    /* a weight gradient (op(A) transposed, K the tokens) is cut along k into one share per
-     * member, also after a contended run (test_split_k); with too few k per share, by rows */
+    /* a weight gradient (op(A) transposed, K the tokens) is cut along k into one block per
+     * member; cut fine, each of those into up to most / nthreads blocks of C of 64 or more rows
+     * (where C has more rows than columns) or columns (test_split_k); with too few k per
+     * share, by rows */
     g.M = 600, g.trans_a = true;
-    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 4); /* 2 blocks of 2^16+ values */
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 2);
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 3, 12, true), pk ? 9 : 3); /* partials too many */
     g.M = 256;
-    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 3, 12, true), 3);
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 3, 12, true), 3); /* 256 × 256: one block */
+    g.N = 1024;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 8); /* 4 blocks of 256 columns */
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 2);
+    g.M = 1024, g.N = 256;
+    ck_assert_int_eq(tg_cpu_gemm_split_k_blocks(&g, 4), 4); /* rows */
+    g.N = 1024;
+    ck_assert_int_eq(tg_cpu_gemm_split_k_blocks(&g, 20), 8); /* 16 of 64 columns: at most 8 */
+    g.M = 2048, g.N = 48;
+    ck_assert_int_eq(tg_cpu_gemm_split_k_blocks(&g, 8), 1); /* 2^16 values at least */
+    g.N = 256;
     g.M = 600, g.K = 300;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
     g.K = 1280, g.trans_a = false;
@@ -586,15 +600,16 @@ static void split_k_by_hand(const tg_cpu_gemm_args *g, int n, float *c) {
     free(t);
 }
 
-/* A weight gradient in a graph run on n shares (gemm_split_k.c): the shares, run one after
- * another in either order as the graph runner may run them, give the bits of the sum written
- * out by hand, (beta·C + S_0) + S_1 + ..., are right against the double reference, and leave
- * C's padding alone; and a graph's Xᵀ·dY on 2 and 3 threads gives those bits too, on every
- * run, and the 1-thread result to rounding. */
+/* A weight gradient in a graph run on n blocks of k (gemm_split_k.c), each cut again into nb
+ * blocks of C (rows where C has more rows, else columns; nb 1 uncut): the n·nb shares, run one
+ * after another in any order as the graph runner may run them, give the bits of the sum
+ * written out by hand, (beta·C + S_0) + S_1 + ..., are right against the double reference,
+ * and leave C's padding alone; and a graph's Xᵀ·dY on 2 and 3 threads gives those bits too,
+ * on every run, and the 1-thread result to rounding. */
 START_TEST(test_split_k) {
     for (int n = 2; n <= 3; n++)
-        for (int t = 0; t < 4; t++) {
-            const int64_t M = 96, N = 70, K = 256 * n + 37;
+        for (int t = 0; t < 6; t++) {
+            const int64_t M = t < 4 ? 96 : 40, N = t < 4 ? 70 : 150, K = 256 * n + 37;
             const float alpha = t & 1 ? -0.5f : 1.0f, beta = t & 2 ? 1.0f : 0.0f;
             problem p = make(1, true, t == 3, M, N, K, alpha, beta, 3, 1, 1, beta == 0.0f);
             ck_assert(tg_cpu_gemm_split_k_fits(&p.g, n));
@@ -603,21 +618,29 @@ START_TEST(test_split_k) {
             memcpy(want, p.c0, p.nc * sizeof(float));
             split_k_by_hand(&p.g, n, want);
             memcpy(p.c, want, p.nc * sizeof(float)); /* check() compares p.c with the reference */
-            for (int order = 0; order < 2; order++) {
-                memcpy(p.c, p.c0, p.nc * sizeof(float));
-                tg_cpu_shared *_Atomic slot = NULL;
-                for (int k = 0; k < n; k++) {
-                    tg_cpu_par par = {.ith = order ? n - 1 - k : k, .nth = n, .shared = &slot};
-                    tg_cpu_gemm_run_par(&p.g, TG_CPU_GEMM_AUTO, &par);
+            for (int nb = 1; nb <= 3; nb++)
+                for (int order = 0; order < 3; order++) {
+                    memcpy(p.c, p.c0, p.nc * sizeof(float));
+                    tg_cpu_shared *_Atomic slot = NULL;
+                    const int shares = n * nb;
+                    for (int k = 0; k < shares; k++) {
+                        /* ascending, descending, or the odd shares first */
+                        const int c = order == 0       ? k
+                                      : order == 1     ? shares - 1 - k
+                                      : k < shares / 2 ? 2 * k + 1
+                                                       : 2 * (k - shares / 2);
+                        tg_cpu_par par = {.ith = c, .nth = shares, .shared = &slot, .team_size = n};
+                        tg_cpu_gemm_run_par(&p.g, TG_CPU_GEMM_AUTO, &par);
+                    }
+                    tg_cpu_shared *s = atomic_load(&slot);
+                    ck_assert_ptr_nonnull(s);
+                    s->release(s);
+                    const long at = first_diff(want, p.c, p.nc);
+                    if (at >= 0)
+                        ck_abort_msg("split k on %d x %d shares (order %d, case %d) differs at "
+                                     "C[%ld]",
+                                     n, nb, order, t, at);
                 }
-                tg_cpu_shared *s = atomic_load(&slot);
-                ck_assert_ptr_nonnull(s);
-                s->release(s);
-                const long at = first_diff(want, p.c, p.nc);
-                if (at >= 0)
-                    ck_abort_msg("split k on %d shares (order %d, case %d) differs at C[%ld]", n,
-                                 order, t, at);
-            }
             /* the composition itself against the double reference (and C's padding) */
             check(&p, ENG_PACKED, 1);
             free(want);
@@ -672,6 +695,52 @@ START_TEST(test_split_k) {
     }
     free(got), free(one), free(want);
     release(&p);
+
+    /* after contended runs (every wait's holder taken to be off its core: cpu.c) a product of
+     * 256 × 512 is cut along k and each block into 2 blocks of columns: the bits by hand */
+    enum { CM = 256, CN = 512, CK = 1100 };
+    problem q = make(1, true, false, CM, CN, CK, 1.0f, 0.0f, 0, 1, 1, true);
+    tg_cpu_gemm_args cg = {.batch = 1,
+                           .M = CM,
+                           .N = CN,
+                           .K = CK,
+                           .trans_a = true,
+                           .alpha = 1.0f,
+                           .a = q.a,
+                           .lda = CM,
+                           .b = q.b,
+                           .ldb = CN,
+                           .ldc = CN};
+    ck_assert_int_eq(tg_cpu_gemm_shares(&cg, 2, 8, true), 4);
+    float *cwant = calloc(CM * CN, sizeof(float)), *cgot = malloc(sizeof(float) * CM * CN);
+    ck_assert(cwant && cgot);
+    cg.c = cwant;
+    split_k_by_hand(&cg, 2, cwant);
+    tg_backend *busy;
+    ck_assert_int_eq(tg_backend_cpu_new(2, &busy), TG_OK);
+    tg__cpu_all_offcore(busy, true);
+    for (int run = 0; run < 4 || (run < 100 && tg__cpu_fine_runs(busy) < 2); run++) {
+        tg_graph *g = tg_graph_new();
+        const int64_t xs[2] = {CK, CM}, ys[2] = {CK, CN};
+        /* enough nodes that the run counts as contended (cpu.c: CONTENDED_MIN_NODES) */
+        tg_tensor *x = tg_input(g, TG_DTYPE_F32, 2, xs, q.a),
+                  *y = tg_input(g, TG_DTYPE_F32, 2, ys, q.b);
+        for (int i = 0; i < 16; i++)
+            x = tg_scale(x, 1.0f), y = tg_scale(y, 1.0f);
+        tg_tensor *c = tg_keep(tg_matmul(x, y, true, false));
+        tg_graph_set_fusion(g, false);
+        ck_assert_int_eq(tg_graph_run(g, busy), TG_OK);
+        ck_assert_int_eq(tg_tensor_read(c, cgot, sizeof(float) * CM * CN), TG_OK);
+        tg_graph_free(g);
+        const long at = first_diff(cwant, cgot, CM * CN);
+        if (at >= 0)
+            ck_abort_msg("contended run %d (%lld cut fine): C[%ld] = %.9g, by hand %.9g", run,
+                         (long long)tg__cpu_fine_runs(busy), at, cgot[at], cwant[at]);
+    }
+    ck_assert_int_ge(tg__cpu_fine_runs(busy), 2);
+    tg_backend_free(busy);
+    free(cwant), free(cgot);
+    release(&q);
 }
 END_TEST
 

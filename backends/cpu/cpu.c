@@ -308,7 +308,8 @@ static void release_shared(graph_job *j, int64_t i) {
 
 static void run_share(graph_job *j, int64_t i, int c, int k) {
     tg_tensor *t = j->nodes[i];
-    tg_cpu_par share = {.team = NULL, .ith = c, .nth = k, .shared = &j->shared[i]};
+    tg_cpu_par share = {
+        .team = NULL, .ith = c, .nth = k, .shared = &j->shared[i], .team_size = j->nthreads};
     if (t->flags & TG_TF_INPUT) {
         copy_in_share(&share, t);
     } else {

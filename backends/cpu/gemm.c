@@ -212,7 +212,8 @@ static bool rows_shared(const tg_cpu_gemm_args *g) {
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine) {
     const tg_cpu_gemm_path path = tg_cpu_gemm_choose(g, nthreads);
     if (path == TG_CPU_GEMM_SMALL) return most;
-    if (tg_cpu_gemm_split_k_fits(g, nthreads)) return nthreads;
+    if (tg_cpu_gemm_split_k_fits(g, nthreads))
+        return fine ? nthreads * tg_cpu_gemm_split_k_blocks(g, most / nthreads) : nthreads;
     if (fine && path == TG_CPU_GEMM_PACKED && rows_shared(g)) {
         const int64_t k = tg_cpu_gemm_imin(most, g->M / TG_GEMM_FINE_ROWS);
         return k > nthreads ? (int)k : nthreads;
@@ -226,7 +227,9 @@ static void blocks_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, block_fn call) 
     int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g);
     const double flops = 2.0 * (double)batch * (double)g->M * (double)g->N * (double)g->K;
-    if (!p->team && p->shared && tg_cpu_gemm_split_k_fits(g, p->nth)) {
+    const int kcuts = tg_cpu_gemm_split_k_cuts(p);
+    if (!p->team && p->shared && p->nth % kcuts == 0 &&
+        p->nth / kcuts <= TG_CPU_GEMM_SPLIT_K_BLOCKS && tg_cpu_gemm_split_k_fits(g, kcuts)) {
         tg_cpu_gemm_split_k_par(g, p, call); /* a weight gradient in a graph run */
         return;
     }

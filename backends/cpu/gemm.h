@@ -117,8 +117,9 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);
 
 /* Into how many shares the graph runner (cpu.c) cuts a call on a team of nthreads, at most
  * `most`: `most` on the small path (tasks of its own); nthreads for a product it cuts along k
- * (tg_cpu_gemm_split_k_fits: its bits depend on the cut); with `fine`, one product on the
- * packed path in blocks of at least 64 rows (they share op(B): gemm_packed.c), at least
+ * (tg_cpu_gemm_split_k_fits: its bits depend on that cut), with `fine` each of those cut again
+ * into up to most / nthreads blocks of C (tg_cpu_gemm_split_k_blocks); with `fine`, one product
+ * on the packed path in blocks of at least 64 rows (they share op(B): gemm_packed.c), at least
  * nthreads; else nthreads (each further block of the BLAS path would pack the shared operand
  * again). */
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine);
@@ -145,9 +146,20 @@ bool tg_cpu_gemm_split_k_fits(const tg_cpu_gemm_args *g, int nth);
 /* For tests and benchmarks (bench_step --split-k): on (the default), such calls are cut along
  * k; off, by rows as the others. Returns whether they now are. Not while a graph runs. */
 bool tg__cpu_gemm_split_k(bool on);
+/* Into how many blocks of C each block of k of such a call is cut again, at most `most`, after
+ * a contended run (tg_cpu_gemm_shares: `fine`): blocks of at least 64 columns, or of rows where
+ * C has more rows than columns, and of at least 2^16 values. The cut along k, and so the bits,
+ * stay the same. */
+int tg_cpu_gemm_split_k_blocks(const tg_cpu_gemm_args *g, int most);
 /* Share p->ith of p->nth of such a call (a graph node's share: p->shared is its slot), each
- * block computed by `call`. */
+ * block computed by `call`: p->team_size (else p->nth) blocks of k, each cut into p->nth /
+ * that blocks of C, at most TG_CPU_GEMM_SPLIT_K_BLOCKS. */
+#define TG_CPU_GEMM_SPLIT_K_BLOCKS 8
 void tg_cpu_gemm_split_k_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, tg_cpu_gemm_block_fn call);
+/* The blocks of k that share p's call is cut into (p->team_size, else p->nth) */
+static inline int tg_cpu_gemm_split_k_cuts(const tg_cpu_par *p) {
+    return p->team_size > 0 ? p->team_size : p->nth;
+}
 
 /* Run the product on the given path (AUTO: tg_cpu_gemm_choose()). g is borrowed. */
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads);

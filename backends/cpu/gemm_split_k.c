@@ -15,9 +15,19 @@
  * Share 0 writes C = beta·C + alpha·S_0 in place; share i > 0 writes alpha·S_i into partial
  * buffer i; whichever share finishes last adds partials 1, 2, ... in that order into C. So C is
  * (beta·C + S_0) + S_1 + ... whatever member runs which share and whenever: bit-exact for a
- * thread count (the graph runner cuts such a product into exactly nthreads shares, also after
- * a contended run: gemm.c, tg_cpu_gemm_shares), though not equal to one thread's single sum.
- * Each S_i is one block call (our packed GEMM, or cblas_sgemm where it declines).
+ * thread count (the graph runner cuts such a product along k into exactly nthreads blocks, also
+ * after a contended run: gemm.c, tg_cpu_gemm_shares), though not equal to one thread's single
+ * sum. Each S_i is one block call (our packed GEMM, or cblas_sgemm where it declines).
+ *
+ * After a contended run (cpu.c: CONTENDED_OFFCORE) each block of k is cut again into a few
+ * blocks of C (columns, or rows where C has more rows than columns), one share each, so that
+ * the member another process holds off its core holds up one of those and its partner takes
+ * the rest; each block of C is finished, partials added, by the last of its nthreads shares.
+ * An element of S_i is summed in the same order in any block of C (the packed path's and
+ * cblas_sgemm's sums do not depend on the block), so the bits are the same as uncut. One
+ * static cut of k per member left the slower member's half of a feed-forward weight gradient
+ * to finish alone: beside a busy process those products took 1.61-1.70x their idle time, the
+ * others ~1.45x (docs/results.md §4).
  *
  * The partial buffers of a product come with the node's shared object (team.h: the graph
  * runner gives it back when the node is done) from a pool of mapped pages: a step runs a few
@@ -55,7 +65,7 @@ typedef struct split_k {
     struct split_k *next; /* the pool's free list */
     float *part;          /* partials 1 .. n-1, M·N floats each, rows N apart */
     size_t cap;           /* floats mapped */
-    atomic_int finished;  /* shares done */
+    atomic_int finished[TG_CPU_GEMM_SPLIT_K_BLOCKS]; /* per block of C: its shares done */
 } split_k;
 
 /* Idle objects kept for the next products; more are made while a run holds these. */
@@ -110,27 +120,57 @@ static split_k *split_k_new(size_t floats) {
         }
         s->cap = floats;
     }
-    atomic_store_explicit(&s->finished, 0, memory_order_relaxed);
+    for (int b = 0; b < TG_CPU_GEMM_SPLIT_K_BLOCKS; b++)
+        atomic_store_explicit(&s->finished[b], 0, memory_order_relaxed);
     return s;
 }
 
 /* The node's object: made by the first share to get here, stored in the node's slot. */
-static tg_cpu_shared *shared_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+static tg_cpu_shared *shared_of(const tg_cpu_gemm_args *g, tg_cpu_par *p, int kcuts) {
     tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
     if (s) return s;
-    split_k *mine = split_k_new((size_t)g->M * (size_t)g->N * (size_t)(p->nth - 1));
+    split_k *mine = split_k_new((size_t)g->M * (size_t)g->N * (size_t)(kcuts - 1));
     return tg_cpu_shared_publish(p, mine ? &mine->base : &no_buffers);
 }
 
-/* c += x over rows of n (c's rows ldc apart, x's n), in the order of the elements */
-TG_CPU_CLONES static void add_rows(float *c, int64_t ldc, const float *x, int64_t m, int64_t n) {
+/* c += x over m rows of n (c's rows ldc apart, x's ldx), in the order of the elements */
+TG_CPU_CLONES static void add_rows(float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m,
+                                   int64_t n) {
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < n; j++)
-            c[r * ldc + j] += x[r * n + j];
+            c[r * ldc + j] += x[r * ldx + j];
+}
+
+/* Fewest columns (or rows) per block of C of a cut block of k: the 6×64 kernel's width; and
+ * fewest values: each block streams all of its block of k of the other operand, so blocks of
+ * an attention projection's 256 × 256 gradient made those products slower beside a busy
+ * process (docs/results.md §4) */
+enum { SPLIT_K_MIN_BLOCK = 64, SPLIT_K_MIN_BLOCK_VALUES = 1 << 16 };
+
+static bool blocks_by_rows(const tg_cpu_gemm_args *g) {
+    return g->M > g->N;
+}
+
+int tg_cpu_gemm_split_k_blocks(const tg_cpu_gemm_args *g, int most) {
+    const int64_t side = blocks_by_rows(g) ? g->M : g->N;
+    int64_t n = tg_cpu_gemm_imin(most, side / SPLIT_K_MIN_BLOCK);
+    n = tg_cpu_gemm_imin(n, g->M * g->N / SPLIT_K_MIN_BLOCK_VALUES);
+    n = tg_cpu_gemm_imin(n, TG_CPU_GEMM_SPLIT_K_BLOCKS);
+    return n > 1 ? (int)n : 1;
+}
+
+/* Block b of nb of C's rows (by_rows) or columns: [*lo, *lo + *len), whole register tiles
+ * (6 rows, 64 columns) but the last; empty where the earlier blocks cover the side. */
+static void c_block(int64_t side, bool by_rows, int nb, int b, int64_t *lo, int64_t *len) {
+    const int64_t unit = by_rows ? TG_CPU_GEMM_PACKED_MR : SPLIT_K_MIN_BLOCK;
+    const int64_t per = ((side + nb - 1) / nb + unit - 1) / unit * unit;
+    *lo = tg_cpu_gemm_imin(b * per, side);
+    *len = tg_cpu_gemm_imin(per, side - *lo);
 }
 
 void tg_cpu_gemm_split_k_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, tg_cpu_gemm_block_fn call) {
-    tg_cpu_shared *sh = shared_of(g, p);
+    const int kcuts = tg_cpu_gemm_split_k_cuts(p), nb = p->nth / kcuts;
+    tg_cpu_shared *sh = shared_of(g, p, kcuts);
     if (sh == &no_buffers) {
         if (p->ith == 0)
             call(true, g->trans_b, g->M, g->N, g->K, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta,
@@ -138,16 +178,28 @@ void tg_cpu_gemm_split_k_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, tg_cpu_ge
         return;
     }
     split_k *s = (split_k *)sh;
-    /* every block has k (fits: K >= 256 n) */
-    const int64_t kb = (g->K + p->nth - 1) / p->nth, k0 = p->ith * kb;
+    /* block ik of k (every block has k: fits, K >= 256 kcuts), block ib of C (the member that
+     * owns block ik of k owns its shares: cpu.c, owner) */
+    const int ik = p->ith / nb, ib = p->ith % nb;
+    const int64_t kb = (g->K + kcuts - 1) / kcuts, k0 = ik * kb;
     const int64_t kl = tg_cpu_gemm_imin(kb, g->K - k0), mn = g->M * g->N;
-    const float *a = g->a + k0 * g->lda, *b = g->trans_b ? g->b + k0 : g->b + k0 * g->ldb;
-    float *c = g->c, beta = g->beta;
+    const bool by_rows = blocks_by_rows(g);
+    int64_t lo, len;
+    c_block(by_rows ? g->M : g->N, by_rows, nb, ib, &lo, &len);
+    const int64_t r0 = by_rows ? lo : 0, m = by_rows ? len : g->M;
+    const int64_t c0 = by_rows ? 0 : lo, n = by_rows ? g->N : len;
+    float *c = g->c + r0 * g->ldc + c0, beta = g->beta;
     int64_t ldc = g->ldc;
-    if (p->ith > 0) /* into partial ith, rows N apart */
-        c = s->part + (p->ith - 1) * mn, ldc = g->N, beta = 0.0f;
-    call(true, g->trans_b, g->M, g->N, kl, g->alpha, a, g->lda, b, g->ldb, beta, c, ldc);
-    if (atomic_fetch_add_explicit(&s->finished, 1, memory_order_acq_rel) != p->nth - 1) return;
-    for (int q = 1; q < p->nth; q++) /* the last share: every partial, in order */
-        add_rows(g->c, g->ldc, s->part + (q - 1) * mn, g->M, g->N);
+    if (ik > 0) /* into partial ik, rows N apart */
+        c = s->part + (ik - 1) * mn + r0 * g->N + c0, ldc = g->N, beta = 0.0f;
+    if (m > 0 && n > 0) {
+        /* op(A) = Aᵀ: its rows r0.. are A's columns; op(B)'s columns c0.. */
+        const float *a = g->a + k0 * g->lda + r0;
+        const float *b = g->trans_b ? g->b + c0 * g->ldb + k0 : g->b + k0 * g->ldb + c0;
+        call(true, g->trans_b, m, n, kl, g->alpha, a, g->lda, b, g->ldb, beta, c, ldc);
+    }
+    if (atomic_fetch_add_explicit(&s->finished[ib], 1, memory_order_acq_rel) != kcuts - 1) return;
+    for (int q = 1; q < kcuts && m > 0 && n > 0; q++) /* the block's last share: every partial */
+        add_rows(g->c + r0 * g->ldc + c0, g->ldc, s->part + (q - 1) * mn + r0 * g->N + c0, g->N, m,
+                 n);
 }

@@ -40,13 +40,16 @@ struct tg_cpu_shared {
 
 /* One member's view of the running team. solo_next is the dynamic counter of a team of one
  * (team NULL): kernels can be called without a team, on the calling thread alone. shared: the
- * node's slot when the graph runner runs one share of a node (team NULL), else NULL. */
+ * node's slot when the graph runner runs one share of a node (team NULL), else NULL. team_size:
+ * there, the team's size (0: nth), which fixes how a weight gradient is cut along k whatever
+ * number of shares the node is cut into (gemm_split_k.c). */
 typedef struct tg_cpu_par {
     tg_cpu_team *team;
     int ith, nth;
     int64_t solo_next;
     void *solo_slot;
     tg_cpu_shared *_Atomic *shared;
+    int team_size;
 } tg_cpu_par;
 
 /* The node's shared object for share p (p->shared set), given mine — made by the caller after
