@@ -670,9 +670,9 @@ AVX2 static INLINE __m256 mul_rounded(__m256 a, __m256 b) {
     return p;
 }
 
-/* Element k of the natural layout's vector (R rows of d, vector k holding values kR..kR+R-1
- * of the block) lies in row (kR + l) / d: ix[k·R + l], for a permute that spreads the rows'
- * sums over the block's values. */
+/* A block of R rows of d in memory order is d vectors of R values; lane l of vector k holds
+ * value kR + l, of row (kR + l) / d = ix[kR + l]: the indices of a permute that spreads the
+ * rows' sums (lane r: row r) over the block's values. */
 static void row_of_lane(int32_t *ix, int d, int R) {
     for (int i = 0, row = 0, col = 0; i < d * R; i++) {
         ix[i] = row;
