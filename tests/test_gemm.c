@@ -572,6 +572,13 @@ START_TEST(test_packed_shared) {
     g.K = 1280, g.trans_a = false;
     g.M = 1280, g.batch = 2;
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), 2);
+    /* one product cut by columns (N > M) whose op(B) is too big to share: cut fine, into
+     * blocks of 512 columns or more */
+    g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 8000, .K = 512, .trans_b = true};
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 8 : 2);
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 2);
+    g.N = 1536;
+    ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, true), pk ? 3 : 2);
     g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 10, .K = 64, .trans_b = true};
     ck_assert_int_eq(tg_cpu_gemm_shares(&g, 2, 8, false), 8);
 }
@@ -697,8 +704,25 @@ START_TEST(test_split_k) {
     release(&p);
 
     /* after contended runs (every wait's holder taken to be off its core: cpu.c) a product of
-     * 256 × 512 is cut along k and each block into 2 blocks of columns: the bits by hand */
-    enum { CM = 256, CN = 512, CK = 1100 };
+     * 256 × 512 is cut along k and each block into 2 blocks of columns: the bits by hand; and
+     * a product of 128 × 1536 over 512 (op(B) too big to share) into 3 blocks of columns: the
+     * bits of an uncontended run */
+    enum { CM = 256, CN = 512, CK = 1100, WM = 128, WN = 1536, WK = 512 };
+    problem w = make(1, false, false, WM, WN, WK, 1.0f, 0.0f, 0, 1, 1, true);
+    float *wplain = malloc(sizeof(float) * WM * WN), *wgot = malloc(sizeof(float) * WM * WN);
+    ck_assert(wplain && wgot);
+    const int64_t was[2] = {WM, WK}, wbs[2] = {WK, WN};
+    {
+        tg_backend *plain;
+        ck_assert_int_eq(tg_backend_cpu_new(2, &plain), TG_OK);
+        tg_graph *g = tg_graph_new();
+        tg_tensor *c = tg_keep(tg_matmul(tg_input(g, TG_DTYPE_F32, 2, was, w.a),
+                                         tg_input(g, TG_DTYPE_F32, 2, wbs, w.b), false, false));
+        ck_assert_int_eq(tg_graph_run(g, plain), TG_OK);
+        ck_assert_int_eq(tg_tensor_read(c, wplain, sizeof(float) * WM * WN), TG_OK);
+        tg_graph_free(g);
+        tg_backend_free(plain);
+    }
     problem q = make(1, true, false, CM, CN, CK, 1.0f, 0.0f, 0, 1, 1, true);
     tg_cpu_gemm_args cg = {.batch = 1,
                            .M = CM,
@@ -728,19 +752,27 @@ START_TEST(test_split_k) {
         for (int i = 0; i < 16; i++)
             x = tg_scale(x, 1.0f), y = tg_scale(y, 1.0f);
         tg_tensor *c = tg_keep(tg_matmul(x, y, true, false));
+        tg_tensor *wc = tg_keep(tg_matmul(tg_input(g, TG_DTYPE_F32, 2, was, w.a),
+                                          tg_input(g, TG_DTYPE_F32, 2, wbs, w.b), false, false));
         tg_graph_set_fusion(g, false);
         ck_assert_int_eq(tg_graph_run(g, busy), TG_OK);
         ck_assert_int_eq(tg_tensor_read(c, cgot, sizeof(float) * CM * CN), TG_OK);
+        ck_assert_int_eq(tg_tensor_read(wc, wgot, sizeof(float) * WM * WN), TG_OK);
         tg_graph_free(g);
-        const long at = first_diff(cwant, cgot, CM * CN);
+        long at = first_diff(cwant, cgot, CM * CN);
         if (at >= 0)
             ck_abort_msg("contended run %d (%lld cut fine): C[%ld] = %.9g, by hand %.9g", run,
                          (long long)tg__cpu_fine_runs(busy), at, cgot[at], cwant[at]);
+        at = first_diff(wplain, wgot, WM * WN);
+        if (at >= 0)
+            ck_abort_msg("contended run %d (%lld cut fine), by columns: C[%ld] = %.9g, plain %.9g",
+                         run, (long long)tg__cpu_fine_runs(busy), at, wgot[at], wplain[at]);
     }
     ck_assert_int_ge(tg__cpu_fine_runs(busy), 2);
     tg_backend_free(busy);
-    free(cwant), free(cgot);
+    free(cwant), free(cgot), free(wplain), free(wgot);
     release(&q);
+    release(&w);
 }
 END_TEST
 

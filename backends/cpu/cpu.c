@@ -193,8 +193,9 @@ enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 /* A graph run of at least CONTENDED_MIN_NODES nodes in which members waited CONTENDED_OFFCORE
  * times or more on a holder off its core says another process competes for the cores (a
  * g2p-small step: 0-1 such waits alone, 0-4 beside a nice-19 loop, 10-14 beside a nice-0 one),
- * and the next run is cut for it: the packed products into shares of 64 rows (gemm.h:
- * tg_cpu_gemm_shares) instead of one per member, so that a member the other process holds off
+ * and the next run is cut for it: the packed products into shares of 64 rows, or 512 columns
+ * (gemm.h: tg_cpu_gemm_shares), weight gradients' blocks of k into blocks of C
+ * (gemm_split_k.c), instead of one per member, so that a member the other process holds off
  * its core holds up a small block and its partner takes the rest; and a member done with its
  * own shares takes its partner's untaken ones at once, without STEAL_NS's grace (which keeps a
  * member's shares on its own core's cache when both are at work). The finer cut has a price

@@ -206,8 +206,12 @@ static bool rows_shared(const tg_cpu_gemm_args *g) {
            packed_b <= TG_GEMM_SHARED_MAX_B && tg_cpu_gemm_packed_available();
 }
 
-/* Rows of C per share of a packed product cut finer than one share per member. */
+/* Rows of C per share of a packed product cut finer than one share per member; columns per
+ * share of one cut by columns (N > M) whose op(B) is too big to share: the packed path packs
+ * op(A) once per 512 columns of C anyway (gemm_packed.c: NC), so such blocks pack nothing
+ * twice. */
 #define TG_GEMM_FINE_ROWS 64
+#define TG_GEMM_FINE_COLS 512
 
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine) {
     const tg_cpu_gemm_path path = tg_cpu_gemm_choose(g, nthreads);
@@ -216,6 +220,10 @@ int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool f
         return fine ? nthreads * tg_cpu_gemm_split_k_blocks(g, most / nthreads) : nthreads;
     if (fine && path == TG_CPU_GEMM_PACKED && rows_shared(g)) {
         const int64_t k = tg_cpu_gemm_imin(most, g->M / TG_GEMM_FINE_ROWS);
+        return k > nthreads ? (int)k : nthreads;
+    }
+    if (fine && path == TG_CPU_GEMM_PACKED && tg_cpu_gemm_count(g) == 1 && g->N > g->M) {
+        const int64_t k = tg_cpu_gemm_imin(most, g->N / TG_GEMM_FINE_COLS);
         return k > nthreads ? (int)k : nthreads;
     }
     return nthreads;

@@ -119,9 +119,10 @@ tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads);
  * `most`: `most` on the small path (tasks of its own); nthreads for a product it cuts along k
  * (tg_cpu_gemm_split_k_fits: its bits depend on that cut), with `fine` each of those cut again
  * into up to most / nthreads blocks of C (tg_cpu_gemm_split_k_blocks); with `fine`, one product
- * on the packed path in blocks of at least 64 rows (they share op(B): gemm_packed.c), at least
- * nthreads; else nthreads (each further block of the BLAS path would pack the shared operand
- * again). */
+ * on the packed path in blocks of at least 64 rows (they share op(B): gemm_packed.c), or, cut
+ * by columns (N > M) with an op(B) too big to share, of at least 512 columns (op(A) is packed
+ * once per 512 columns anyway), at least nthreads; else nthreads (each further block of the
+ * BLAS path would pack the shared operand again). */
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine);
 
 /* Rows of a register tile of the packed path's micro-kernel: blocks of rows of C cut at
