@@ -245,9 +245,10 @@ int main(int argc, char **argv) {
                 run((shape){"attn P^T dO", B, 1, n, dk, n, true, false}, true, budget);
             }
     /* Heads as strided views: nmt-small (B 32, h 8, n 32, dk 64) and g2p-small (B 128, h 4,
-     * n 10, dk 64) attention, every operand in [B, n, h, dk] (or [B, n, h, n]) layout. */
-    static const int64_t heads[][4] = {{32, 8, 32, 64}, {128, 4, 10, 64}};
-    for (int i = 0; i < 2; i++) {
+     * n 10, dk 64; and with h 32, heads of 8) attention, every operand in [B, n, h, dk] (or
+     * [B, n, h, n]) layout. */
+    static const int64_t heads[][4] = {{32, 8, 32, 64}, {128, 4, 10, 64}, {128, 32, 10, 8}};
+    for (int i = 0; i < 3; i++) {
         const int64_t B = heads[i][0], h = heads[i][1], n = heads[i][2], dk = heads[i][3];
         run((shape){"heads QK^T", B, h, n, n, dk, false, true}, true, budget);
         run((shape){"heads PV", B, h, n, dk, n, false, false}, true, budget);
