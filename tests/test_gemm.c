@@ -607,6 +607,18 @@ static void split_k_by_hand(const tg_cpu_gemm_args *g, int n, float *c) {
     free(t);
 }
 
+/* op(A)·op(B) of A [as0, as1] and B [bs0, bs1] (transposed as ta says) as a graph on be,
+ * its C (n floats) read into out */
+static void matmul_graph(tg_backend *be, const float *a, const int64_t as[2], bool ta,
+                         const float *b, const int64_t bs[2], float *out, int64_t n) {
+    tg_graph *g = tg_graph_new();
+    tg_tensor *c = tg_keep(tg_matmul(tg_input(g, TG_DTYPE_F32, 2, as, a),
+                                     tg_input(g, TG_DTYPE_F32, 2, bs, b), ta, false));
+    ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
+    ck_assert_int_eq(tg_tensor_read(c, out, sizeof(float) * (size_t)n), TG_OK);
+    tg_graph_free(g);
+}
+
 /* A weight gradient in a graph run on n blocks of k (gemm_split_k.c), each cut again into nb
  * blocks of C (rows where C has more rows, else columns; nb 1 uncut): the n·nb shares, run one
  * after another in any order as the graph runner may run them, give the bits of the sum
@@ -665,30 +677,13 @@ START_TEST(test_split_k) {
         ck_assert_int_eq(tg_backend_cpu_new(threads, &be), TG_OK);
         if (threads > 1) {
             memset(want, 0, sizeof(float) * GM * GN);
-            split_k_by_hand(&(tg_cpu_gemm_args){.batch = 1,
-                                                .M = GM,
-                                                .N = GN,
-                                                .K = GK,
-                                                .trans_a = true,
-                                                .alpha = 1.0f,
-                                                .a = p.a,
-                                                .lda = GM,
-                                                .b = p.b,
-                                                .ldb = GN,
-                                                .c = want,
-                                                .ldc = GN},
-                            threads, want);
+            tg_cpu_gemm_args wg = p.g; /* unpadded: lda M, ldb and ldc N */
+            wg.c = want;
+            split_k_by_hand(&wg, threads, want);
         }
         for (int run = 0; run < 3; run++) {
-            tg_graph *g = tg_graph_new();
             const int64_t xs[2] = {GK, GM}, ys[2] = {GK, GN};
-            tg_tensor *x = tg_input(g, TG_DTYPE_F32, 2, xs, p.a),
-                      *y = tg_input(g, TG_DTYPE_F32, 2, ys, p.b);
-            tg_tensor *c = tg_keep(tg_matmul(x, y, true, false));
-            ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
-            ck_assert_int_eq(tg_tensor_read(c, threads == 1 ? one : got, sizeof(float) * GM * GN),
-                             TG_OK);
-            tg_graph_free(g);
+            matmul_graph(be, p.a, xs, true, p.b, ys, threads == 1 ? one : got, GM * GN);
             if (threads == 1) break;
             const long at = first_diff(want, got, GM * GN);
             if (at >= 0)
@@ -702,39 +697,25 @@ START_TEST(test_split_k) {
     }
     free(got), free(one), free(want);
     release(&p);
+}
+END_TEST
 
-    /* after contended runs (every wait's holder taken to be off its core: cpu.c) a product of
-     * 256 × 512 is cut along k and each block into 2 blocks of columns: the bits by hand; and
-     * a product of 128 × 1536 over 512 (op(B) too big to share) into 3 blocks of columns: the
-     * bits of an uncontended run */
+/* After contended runs (every wait's holder taken to be off its core: cpu.c) a weight gradient
+ * of 256 × 512 is cut along k and each block into 2 blocks of columns: the bits by hand; and a
+ * product of 128 × 1536 over 512 (op(B) too big to share) into 3 blocks of columns: the bits of
+ * an uncontended run. */
+START_TEST(test_contended_cuts) {
     enum { CM = 256, CN = 512, CK = 1100, WM = 128, WN = 1536, WK = 512 };
     problem w = make(1, false, false, WM, WN, WK, 1.0f, 0.0f, 0, 1, 1, true);
     float *wplain = malloc(sizeof(float) * WM * WN), *wgot = malloc(sizeof(float) * WM * WN);
     ck_assert(wplain && wgot);
     const int64_t was[2] = {WM, WK}, wbs[2] = {WK, WN};
-    {
-        tg_backend *plain;
-        ck_assert_int_eq(tg_backend_cpu_new(2, &plain), TG_OK);
-        tg_graph *g = tg_graph_new();
-        tg_tensor *c = tg_keep(tg_matmul(tg_input(g, TG_DTYPE_F32, 2, was, w.a),
-                                         tg_input(g, TG_DTYPE_F32, 2, wbs, w.b), false, false));
-        ck_assert_int_eq(tg_graph_run(g, plain), TG_OK);
-        ck_assert_int_eq(tg_tensor_read(c, wplain, sizeof(float) * WM * WN), TG_OK);
-        tg_graph_free(g);
-        tg_backend_free(plain);
-    }
+    tg_backend *plain;
+    ck_assert_int_eq(tg_backend_cpu_new(2, &plain), TG_OK);
+    matmul_graph(plain, w.a, was, false, w.b, wbs, wplain, WM * WN);
+    tg_backend_free(plain);
     problem q = make(1, true, false, CM, CN, CK, 1.0f, 0.0f, 0, 1, 1, true);
-    tg_cpu_gemm_args cg = {.batch = 1,
-                           .M = CM,
-                           .N = CN,
-                           .K = CK,
-                           .trans_a = true,
-                           .alpha = 1.0f,
-                           .a = q.a,
-                           .lda = CM,
-                           .b = q.b,
-                           .ldb = CN,
-                           .ldc = CN};
+    tg_cpu_gemm_args cg = q.g; /* unpadded: lda M, ldb and ldc N */
     ck_assert_int_eq(tg_cpu_gemm_shares(&cg, 2, 8, true), 4);
     float *cwant = calloc(CM * CN, sizeof(float)), *cgot = malloc(sizeof(float) * CM * CN);
     ck_assert(cwant && cgot);
@@ -1105,6 +1086,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_kernel);
     tcase_add_test(tc, test_packed_shared);
     tcase_add_test(tc, test_split_k);
+    tcase_add_test(tc, test_contended_cuts);
     tcase_add_test(tc, test_packed_kernel2);
     tcase_add_test(tc, test_packed_rowa);
     tcase_add_test(tc, test_small_wide);
