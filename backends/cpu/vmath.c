@@ -752,14 +752,10 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
             softmax_back_8rows_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8, ix);    \
         break
     switch (d) {
+        /* clang-format off */
         BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
-        BLOCKS(9);
-        BLOCKS(10);
-        BLOCKS(11);
-        BLOCKS(12);
-        BLOCKS(13);
-        BLOCKS(14);
-        BLOCKS(15);
+        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15);
+        /* clang-format on */
     default: break;
     }
 #undef BLOCKS
