@@ -218,15 +218,13 @@ int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool f
     if (path == TG_CPU_GEMM_SMALL) return most;
     if (tg_cpu_gemm_split_k_fits(g, nthreads))
         return fine ? nthreads * tg_cpu_gemm_split_k_blocks(g, most / nthreads) : nthreads;
-    if (fine && path == TG_CPU_GEMM_PACKED && rows_shared(g)) {
-        const int64_t k = tg_cpu_gemm_imin(most, g->M / TG_GEMM_FINE_ROWS);
-        return k > nthreads ? (int)k : nthreads;
-    }
-    if (fine && path == TG_CPU_GEMM_PACKED && tg_cpu_gemm_count(g) == 1 && g->N > g->M) {
-        const int64_t k = tg_cpu_gemm_imin(most, g->N / TG_GEMM_FINE_COLS);
-        return k > nthreads ? (int)k : nthreads;
-    }
-    return nthreads;
+    int64_t k = nthreads;
+    if (fine && path == TG_CPU_GEMM_PACKED && rows_shared(g))
+        k = g->M / TG_GEMM_FINE_ROWS;
+    else if (fine && path == TG_CPU_GEMM_PACKED && tg_cpu_gemm_count(g) == 1 && g->N > g->M)
+        k = g->N / TG_GEMM_FINE_COLS;
+    k = tg_cpu_gemm_imin(most, k);
+    return k > nthreads ? (int)k : nthreads;
 }
 
 /* The BLAS and packed paths: whole products or blocks of them per member, each by `call`. */

@@ -441,6 +441,12 @@ AVX2 static inline void transpose8(__m256 r[8]) {
  * ~1.3x faster than one generic instance at d 10–16, for ~60 KB of code. */
 #define INLINE inline __attribute__((always_inline))
 
+/* The 8 values at p of a row's segment starting at column j (of W): the last segment masked
+ * to the row's tm lanes */
+AVX2 static INLINE __m256 load_seg8(const float *p, int j, int W, __m256i tm) {
+    return j + 8 < W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tm);
+}
+
 /* c[j] = column j of the 8 rows at x, j < W (columns d..W-1 unused). Whole-segment loads may
  * run into the next rows of the block; the last segment is a masked load, so nothing outside
  * the block's 8d floats (another thread's rows) is read. */
@@ -448,10 +454,8 @@ AVX2 static INLINE void load_cols8(const float *x, int64_t d, int W, __m256 *c) 
     __m256i tm = lanes(d - (W - 8));
     for (int j = 0; j < W; j += 8) {
         __m256 t[8];
-        for (int r = 0; r < 8; r++) {
-            const float *p = x + r * d + j;
-            t[r] = j + 8 < W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tm);
-        }
+        for (int r = 0; r < 8; r++)
+            t[r] = load_seg8(x + r * d + j, j, W, tm);
         transpose8(t);
         for (int k = 0; k < 8; k++) c[j + k] = t[k];
     }
@@ -681,7 +685,7 @@ static void row_of_lane(int32_t *ix, int d, int R) {
 }
 
 /* Rows shorter than 16, 8 at a time: the products dy·y of each row (one vector per 8 columns,
- * loaded as load_cols8 loads) are transposed so that lane r holds row r and summed serially
+ * loaded as load_cols8 loads them) are transposed so that lane r holds row r and summed serially
  * over the columns; then dx = y (dy - s) over the block's 8d values in memory order, each
  * vector's sums spread to its values' rows by a permute. The scalar row code's operations in
  * its order: the same bits, with one set of transposes where transposing y, dy and dx took
@@ -691,12 +695,9 @@ AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy,
     __m256 c[SHORT_ROW_MAX], s = _mm256_setzero_ps();
     __m256i tm = lanes(d - (W - 8));
     for (int j = 0; j < W; j += 8) {
-        for (int r = 0; r < 8; r++) {
-            const float *py = y + r * d + j, *pg = dy + r * d + j;
-            __m256 vy = j + 8 < W ? _mm256_loadu_ps(py) : _mm256_maskload_ps(py, tm);
-            __m256 vg = j + 8 < W ? _mm256_loadu_ps(pg) : _mm256_maskload_ps(pg, tm);
-            c[j + r] = mul_rounded(vg, vy);
-        }
+        for (int r = 0; r < 8; r++)
+            c[j + r] = mul_rounded(load_seg8(dy + r * d + j, j, W, tm),
+                                   load_seg8(y + r * d + j, j, W, tm));
         transpose8(c + j);
     }
     for (int j = 0; j < d; j++)
