@@ -507,15 +507,18 @@ START_TEST(test_member_cpu_clock) {
 }
 END_TEST
 
-/* How many members a team needs for the library to pin them one per CPU (team.c:
- * bind_members: the CPUs of the process's mask, Linux only, not with TG_CPU_BIND=0); 0 where
- * no team is pinned. */
+/* How many members a team needs for the library to pin them one per CPU: one per CPU of the
+ * process's mask, if a team of that many is pinned (team.c decides: not with TG_CPU_BIND=0,
+ * nor off Linux); 0 where no team is pinned. */
 static int pinning_cpus(void) {
 #if defined(__linux__)
-    const char *env = getenv("TG_CPU_BIND");
     cpu_set_t set;
-    if ((env && strcmp(env, "0") == 0) || sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-    return CPU_COUNT(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    const int n = CPU_COUNT(&set);
+    tg_cpu_team *t = tg_cpu_team_new(n);
+    const bool pinned = tg_cpu_team_pinned(t);
+    tg_cpu_team_free(t);
+    return pinned ? n : 0;
 #else
     return 0;
 #endif
@@ -771,7 +774,7 @@ START_TEST(test_member_lent) {
 #if defined(__linux__)
     cpu_set_t all;
     ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
-    const int n = CPU_COUNT(&all);
+    const int n = pinning_cpus(); /* 0 with TG_CPU_BIND=0: nothing is pinned, nothing lent */
     if (n < 2 || n > 7) return; /* as test_members_pinned */
     int cpus[8], k = 0;
     for (int c = 0; c < CPU_SETSIZE && k < n; c++)
