@@ -8,7 +8,8 @@
  * threads each run 12 independent chains of 8-wide FMAs for ~20 ms; the median) with
  * gflops_of_peak = gflops ÷ that peak: a shared or throttled host's clock moves both. On a CPU
  * with AVX-512 also fma512_peak_gflops (16-wide FMAs, three bursts after the timed steps, the
- * median) and gflops_of_peak512: tgraph's kernels are AVX2, a peer's may not be.
+ * median) and gflops_of_peak512: there the packed GEMM's kernels are 512 bits wide, and this is
+ * the peak they run against (each burst's threads pinned one per CPU).
  * --fusion ab alternates steps with elementwise fusion on and off (tg_graph_set_fusion) and
  * adds both medians and workspaces, and their ratio, measured side by side in one run.
  * --split-k on|off|ab: weight gradients cut along k on 2+ threads (backends/cpu/gemm_split_k.c;
@@ -21,6 +22,8 @@
  * machine the host may hold the cores near each other or far apart, and the step's time
  * follows (docs/results.md §4). */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +63,7 @@ enum { FMA_ITERS = 10000000 }; /* 1.92 Gflop per thread: ~20 ms at a Zen 3 core'
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define FMA_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-__attribute__((target("avx2,fma"))) static void *fma_burst(void *out) {
+__attribute__((target("avx2,fma"))) static void fma_burst(float *out) {
     const __m256 b = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
 #define DECL(i) __m256 a##i = _mm256_set1_ps(1.0f + (float)(i));
 #define STEP(i) a##i = _mm256_fmadd_ps(a##i, b, c);
@@ -73,14 +76,13 @@ __attribute__((target("avx2,fma"))) static void *fma_burst(void *out) {
     FMA_CHAINS(SUM)
     float v[8];
     _mm256_storeu_ps(v, s);
-    *(float *)out = v[0]; /* keeps the chains alive */
-    return NULL;
+    *out = v[0]; /* keeps the chains alive */
 }
 
-/* The same 12 chains 16 floats wide, where the CPU has AVX-512: tgraph's kernels are AVX2, so
- * their peak is fma_burst's, but a CPU whose 512-bit FMAs run at full rate (Zen 5, many Xeons)
- * has twice that, which a peer's kernels may reach: reported beside it, not instead. */
-__attribute__((target("avx512f"))) static void *fma512_burst(void *out) {
+/* The same 12 chains 16 floats wide, where the CPU has AVX-512: a CPU whose 512-bit FMAs run at
+ * full rate (Zen 5, many Xeons) has twice fma_burst's peak, which the packed GEMM's 512-bit
+ * kernels (and a peer's) may reach: reported beside it, not instead. */
+__attribute__((target("avx512f"))) static void fma512_burst(float *out) {
     const __m512 b = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
 #define DECL512(i) __m512 a##i = _mm512_set1_ps(1.0f + (float)(i));
 #define STEP512(i) a##i = _mm512_fmadd_ps(a##i, b, c);
@@ -91,35 +93,76 @@ __attribute__((target("avx512f"))) static void *fma512_burst(void *out) {
     }
     __m512 s = _mm512_setzero_ps();
     FMA_CHAINS(SUM512)
-    *(float *)out = _mm512_reduce_add_ps(s); /* keeps the chains alive */
+    *out = _mm512_reduce_add_ps(s); /* keeps the chains alive */
+}
+
+/* One burst thread: it starts when the caller says go (every thread created), so that thread
+ * creation's skew (up to ~1 ms, a tenth of a 512-bit burst) is not timed. */
+typedef struct {
+    void (*burst)(float *sink);
+    _Atomic int *go;
+    float sink;
+    double end;
+} burst_arg;
+
+static void *burst_thread(void *p) {
+    burst_arg *a = p;
+    while (!atomic_load(a->go))
+        sched_yield();
+    a->burst(&a->sink);
+    a->end = now();
     return NULL;
 }
 
-/* GFLOP/s of `threads` threads running burst (wide floats per FMA, iters iterations) at once. */
-static double run_bursts(long threads, void *(*burst)(void *), int wide, long iters) {
+/* GFLOP/s of `threads` threads running burst (wide floats per FMA, iters iterations) at once,
+ * from the go to the last one's end; with `pin`, thread i on the i-th CPU this thread may use
+ * (where there are enough). The 512-bit bursts after the timed steps pin: left to the
+ * scheduler, their two threads sometimes shared one CPU and the peak read 222 or 361 GFLOP/s
+ * instead of ~414 (2 of 11 runs on a 2-vCPU Xeon; a ratio to it of 1.12 instead of 0.60). The
+ * bursts after each step do not: the team's members still wait there (team.c: they yield for
+ * 20 ms after a run), and a burst pinned beside one read 185-194 instead of 223. */
+static double run_bursts(long threads, void (*burst)(float *), int wide, long iters, bool pin) {
     pthread_t th[64];
-    float sink[64];
+    burst_arg arg[64];
+    _Atomic int go = 0;
     if (threads > 64) threads = 64;
-    double t0 = now();
+    int cpus[64];
+    pin = pin && core_rtt_cpus(cpus, 64) >= threads;
     long started = 0;
-    for (; started < threads; started++)
-        if (pthread_create(&th[started], NULL, burst, &sink[started])) break;
-    for (long i = 0; i < started; i++)
+    for (; started < threads; started++) {
+        arg[started] = (burst_arg){.burst = burst, .go = &go};
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (pin) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpus[started], &one);
+            pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+        }
+        const int err = pthread_create(&th[started], &attr, burst_thread, &arg[started]);
+        pthread_attr_destroy(&attr);
+        if (err) break;
+    }
+    const double t0 = now();
+    atomic_store(&go, 1);
+    double end = t0;
+    for (long i = 0; i < started; i++) {
         pthread_join(th[i], NULL);
-    double sec = now() - t0;
-    return (double)started * (double)iters * 12 * wide * 2 / sec * 1e-9;
+        if (arg[i].end > end) end = arg[i].end;
+    }
+    return (double)started * (double)iters * 12 * wide * 2 / (end - t0) * 1e-9;
 }
 
 /* GFLOP/s of `threads` threads running fma_burst at once; 0 without AVX2 + FMA. */
 static double fma_peak(long threads) {
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
-    return run_bursts(threads, fma_burst, 8, FMA_ITERS);
+    return run_bursts(threads, fma_burst, 8, FMA_ITERS, false);
 }
 
 /* The same with 512-bit FMAs; 0 without AVX-512F. */
 static double fma512_peak(long threads) {
     if (!__builtin_cpu_supports("avx512f")) return 0.0;
-    return run_bursts(threads, fma512_burst, 16, FMA_ITERS / 2);
+    return run_bursts(threads, fma512_burst, 16, FMA_ITERS / 2, true);
 }
 #else
 static double fma_peak(long threads) {
@@ -325,7 +368,9 @@ int main(int argc, char **argv) {
            gflops);
     if (peak > 0)
         printf(", \"fma_peak_gflops\": %.1f, \"gflops_of_peak\": %.3f", peak, gflops / peak);
-    /* the 512-bit peak, where there is one: the median of three bursts after the timed steps */
+    /* the 512-bit peak, where there is one: the median of three bursts after the timed steps,
+     * once the team's members sleep (they yield for 20 ms after a run: team.c) */
+    nanosleep(&(struct timespec){.tv_nsec = 30000000}, NULL);
     double p512[3];
     for (int i = 0; i < 3; i++)
         p512[i] = fma512_peak(be->nthreads);

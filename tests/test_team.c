@@ -685,6 +685,11 @@ START_TEST(test_members_pinned) {
     int cpus[8], k = 0;
     for (int c = 0; c < CPU_SETSIZE && k < n; c++)
         if (CPU_ISSET(c, &all)) cpus[k++] = c;
+    /* the modes set TG_CPU_BIND themselves: a value from outside (TG_CPU_BIND=0 in the
+     * environment) would leave mode 0 unpinned; it is restored at the end */
+    const char *outside = getenv("TG_CPU_BIND");
+    char *saved = outside ? strdup(outside) : NULL;
+    unsetenv("TG_CPU_BIND");
     for (int mode = 0; mode < 3; mode++) { /* pinned; TG_CPU_BIND=0; one member too many */
         if (mode == 1) setenv("TG_CPU_BIND", "0", 1);
         tg_cpu_team *t = tg_cpu_team_new(mode == 2 ? n + 1 : n);
@@ -741,6 +746,8 @@ START_TEST(test_members_pinned) {
         tg_cpu_team_free(t);
         unsetenv("TG_CPU_BIND");
     }
+    if (saved) setenv("TG_CPU_BIND", saved, 1);
+    free(saved);
 #endif
 }
 END_TEST
