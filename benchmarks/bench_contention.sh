@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_contention.sh: a training step beside other processes — tgraph (one or more builds) and
-# PyTorch's nn.Transformer, each alone and beside one busy process, alternating, with ratios.
+# PyTorch's nn.Transformer, each alone and beside busy processes, alternating, with ratios.
 #
 #   benchmarks/bench_contention.sh [--build DIR]... [--no-torch] [--rounds N] [--steps N]
 #                                  [--loads "none busy nice19"] [-- bench_step/peer options]
@@ -12,7 +12,8 @@
 # --rounds N    rounds (default 5); a round runs every contender under every load, in turn
 # --steps N     timed steps per run (default 5, after 2 untimed; PyTorch: max(N/2, 2) after 1)
 # --loads L     from: none (nothing else), busy (one `sh -c 'while :; do :; done'` at nice 0),
-#               nice19 (the same at nice 19); default "none busy nice19"
+#               busy2, busy3 (two, three of them: more busy threads than cores), nice19 (one
+#               at nice 19); default "none busy nice19"
 # Options after -- go to both programs (default: g2p-small, 2 threads:
 #   --d-model 256 --heads 4 --layers 3 --d-ff 1024 --src-vocab 30 --tgt-vocab 45 --batch 128
 #   --src-len 10 --tgt-len 10 --threads 2).
@@ -51,7 +52,7 @@ for b in "${builds[@]}"; do
     [ -x "$b/benchmarks/bench_step" ] || { echo "bench_contention.sh: no $b/benchmarks/bench_step (build it first)" >&2; exit 2; }
 done
 for l in $loads; do
-    case "$l" in none|busy|nice19) ;; *) echo "bench_contention.sh: unknown load '$l'" >&2; exit 2 ;; esac
+    case "$l" in none|busy|busy2|busy3|nice19) ;; *) echo "bench_contention.sh: unknown load '$l'" >&2; exit 2 ;; esac
 done
 if [ $torch = 1 ] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
     echo "bench_contention.sh: PyTorch is missing (tools/install_deps.sh run installs it; or --no-torch)" >&2
@@ -60,21 +61,31 @@ fi
 
 tsteps=$(( steps / 2 > 2 ? steps / 2 : 2 ))
 out=$(mktemp)
-busy_pid=
-cleanup() { if [ -n "$busy_pid" ]; then kill "$busy_pid" 2>/dev/null; fi; rm -f "$out"; }
+busy_pids=()
+cleanup() { if [ ${#busy_pids[@]} -gt 0 ]; then kill "${busy_pids[@]}" 2>/dev/null; fi; rm -f "$out"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start_load() {
+    local n=0 nice=0
     case "$1" in
-    none) busy_pid= ;;
-    busy) sh -c 'while :; do :; done' & busy_pid=$! ;;
-    nice19) nice -n 19 sh -c 'while :; do :; done' & busy_pid=$! ;;
+    busy) n=1 ;;
+    busy2) n=2 ;;
+    busy3) n=3 ;;
+    nice19) n=1 nice=19 ;;
     esac
+    for _ in $(seq 1 $n); do
+        nice -n $nice sh -c 'while :; do :; done' &
+        busy_pids+=($!)
+    done
     sleep 0.2
 }
 stop_load() {
-    if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi
+    if [ ${#busy_pids[@]} -gt 0 ]; then
+        kill "${busy_pids[@]}"
+        wait "${busy_pids[@]}" 2>/dev/null || true
+        busy_pids=()
+    fi
 }
 ms() { sed -n 's/.*"ms_per_step": \([0-9.e+-]*\).*/\1/p' | head -1; }
 
