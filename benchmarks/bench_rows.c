@@ -14,10 +14,12 @@
  * rows are when the kernel runs).
  *
  * Then layer norm (with gamma and beta) and its backward over rows of the --ln widths, 163,840
- * floats per call (a [640, 256] share of g2p-small's [1280, 256] on one of 2 threads): as one
- * call for all rows (vmath.c takes them two at a time) against one call per row (each row
- * alone, as every row went before: the same bits, one more call per row), and memcpy of the
- * forward's bytes (read x, write y) as the in-cache bandwidth they are compared with.
+ * floats per call (a [640, 256] share of g2p-small's [1280, 256] on one of 2 threads), the
+ * operands on 64-byte lines as a graph's tensors: as one call for all rows (vmath.c takes them
+ * two at a time, four where AVX-512F runs), the same with the 512-bit code off ("AVX2"), and one
+ * call per row (each row alone, as every row went before: the same bits, one more call per row),
+ * and memcpy of the forward's bytes (read x, write y) as the in-cache bandwidth they are
+ * compared with.
  *
  * Last GELU and its derivative (dx = dy gelu'(x)) over 65,536 floats per call (in L2; x over
  * [-6, 6]): ns per element and GB/s (read x, write y; backward read x and dy, write dx) of the
@@ -93,12 +95,22 @@ static bool next_width(const char **p, long *d, const char *option, const char *
 
 /* Layer norm's contenders, timed in turn as the softmax's are; GB/s over the bytes each reads
  * and writes (forward x and y, backward x, dy and dx). */
-enum { LN_FWD, LN_FWD_ROWS, LN_BACK, LN_BACK_ROWS, LN_COPY, LN_NC };
+enum { LN_FWD, LN_FWD_ROWS, LN_BACK, LN_BACK_ROWS, LN_COPY, LN_FWD8, LN_BACK8, LN_NC };
 
 static void run_ln(int c, const operands *a) {
     const float *x = a->x, *gm = a->gm, *bt = a->bt, *dy = a->g;
     float *o = a->o;
     const int64_t rows = a->rows, d = a->d;
+    if (c == LN_FWD8 || c == LN_BACK8) { /* the AVX2 code, where the 16-lane one would run */
+        const bool was = tg_cpu_isa_avx512();
+        tg__cpu_isa_avx512(false);
+        if (c == LN_FWD8)
+            tg_cpu_vlayer_norm_rows(x, gm, bt, o, rows, d, 1e-5f);
+        else
+            tg_cpu_vlayer_norm_back_rows(x, gm, dy, o, rows, d, 1e-5f);
+        tg__cpu_isa_avx512(was);
+        return;
+    }
     switch (c) {
     case LN_FWD:
         tg_cpu_vlayer_norm_rows(x, gm, bt, o, rows, d, 1e-5f);
@@ -118,18 +130,25 @@ static void run_ln(int c, const operands *a) {
     }
 }
 
+/* n floats on a 64-byte line, as a graph's tensors start (malloc's big blocks start 16 bytes
+ * past one, where every 512-bit load of a row spans two lines) */
+static float *on_line(int64_t n) {
+    return aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
+}
+
 static int bench_ln(const char *ds, long reps) {
     enum { FLOATS = 163840 };
-    printf("\nlayer norm, %d floats per call; GB/s of the best of %ld calls\n", FLOATS, reps);
-    printf("%5s %6s | %9s %9s %7s | %9s %9s %7s | %9s\n", "d", "rows", "fwd", "1 by 1", "gain",
-           "back", "1 by 1", "gain", "memcpy");
+    const bool wide = tg_cpu_isa_avx512();
+    printf("\nlayer norm, %d floats per call; GB/s of the best of %ld calls%s\n", FLOATS, reps,
+           wide ? "; \"AVX2\": the same calls with the 512-bit code off (same bits)" : "");
+    printf("%5s %6s | %9s %9s %9s %7s | %9s %9s %9s %7s | %9s\n", "d", "rows", "fwd", "AVX2",
+           "1 by 1", "gain", "back", "AVX2", "1 by 1", "gain", "memcpy");
     long d;
     for (const char *p = ds; *p;) {
         if (!next_width(&p, &d, "--ln", ds)) return 2;
         const int64_t rows = FLOATS / d > 0 ? FLOATS / d : 1, n = rows * d;
-        float *x = malloc(sizeof(float) * (size_t)n), *dy = malloc(sizeof(float) * (size_t)n);
-        float *o = malloc(sizeof(float) * (size_t)n), *gm = malloc(sizeof(float) * (size_t)d);
-        float *bt = malloc(sizeof(float) * (size_t)d);
+        float *x = on_line(n), *dy = on_line(n), *o = on_line(n), *gm = on_line(d),
+              *bt = on_line(d);
         if (!x || !dy || !o || !gm || !bt) return 1;
         for (int64_t i = 0; i < n; i++) {
             x[i] = (float)((i * 29) % 23 - 11) * 0.45f;
@@ -142,10 +161,10 @@ static int bench_ln(const char *ds, long reps) {
                 &(operands){.x = x, .g = dy, .gm = gm, .bt = bt, .o = o, .rows = rows, .d = d},
                 best);
         const double fb = 8e-9 * (double)n, bb = 12e-9 * (double)n; /* GB per call */
-        printf("%5ld %6lld | %9.1f %9.1f %6.2fx | %9.1f %9.1f %6.2fx | %9.1f\n", d, (long long)rows,
-               fb / best[LN_FWD], fb / best[LN_FWD_ROWS], best[LN_FWD_ROWS] / best[LN_FWD],
-               bb / best[LN_BACK], bb / best[LN_BACK_ROWS], best[LN_BACK_ROWS] / best[LN_BACK],
-               fb / best[LN_COPY]);
+        printf("%5ld %6lld | %9.1f %9.1f %9.1f %6.2fx | %9.1f %9.1f %9.1f %6.2fx | %9.1f\n", d,
+               (long long)rows, fb / best[LN_FWD], fb / best[LN_FWD8], fb / best[LN_FWD_ROWS],
+               best[LN_FWD_ROWS] / best[LN_FWD], bb / best[LN_BACK], bb / best[LN_BACK8],
+               bb / best[LN_BACK_ROWS], best[LN_BACK_ROWS] / best[LN_BACK], fb / best[LN_COPY]);
         free(x), free(dy), free(o), free(gm), free(bt);
     }
     return 0;

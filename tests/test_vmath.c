@@ -392,6 +392,69 @@ START_TEST(test_layer_norm_rows) {
 }
 END_TEST
 
+/* Where the CPU has AVX-512F, layer norm and its backward go four rows at a time, 16 lanes wide
+ * where rows start on 64-byte lines (vmath.c: layer_norm_avx512): the same bits as the AVX2
+ * code, row lengths around every
+ * 16- and 32-value boundary and model widths, with and without gamma and beta, row counts that
+ * leave 0-3 rows to the AVX2 code, in place (y = x, dx = dy) too, and each row alone as among
+ * the others. Pairing each 16-lane half with the wrong AVX2 accumulator, or a tail summed
+ * into another lane group, fails it. */
+START_TEST(test_layer_norm_wide) {
+    if (npaths() < 2 || !tg_cpu_isa_avx512()) return; /* no 16-lane code to compare */
+    enum { ROWS = 11, DMAX = 528 };
+    /* on 64-byte lines as a graph's tensors: rows of a multiple of 16 values take the 16-lane
+     * code, the others (and the rows alone at odd offsets) the AVX2 code */
+#define LINE __attribute__((aligned(64)))
+    static float x[ROWS * DMAX] LINE, g[DMAX] LINE, b[DMAX] LINE, dy[ROWS * DMAX] LINE;
+    static float y[2][ROWS * DMAX] LINE, dx[2][ROWS * DMAX] LINE, z[ROWS * DMAX] LINE;
+#undef LINE
+    const float eps = 1e-5f;
+    const int ds[] = {1,  7,  8,  15, 16,  17,  24,  31,  32,  33,  40, 47,
+                      48, 63, 64, 65, 100, 255, 256, 257, 300, 512, 528};
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (int affine = 0; affine < 4; affine++) /* neither, gamma, beta, both */
+            for (int ri = 0; ri < 5; ri++) {
+                const int d = ds[di], rows = (const int[]){4, 5, 6, 7, ROWS}[ri];
+                for (int i = 0; i < rows * d; i++) {
+                    x[i] = 2.0f + (float)(((i * 53) % 41) - 20) * 0.17f;
+                    dy[i] = (float)(((i * 19) % 23) - 11) * 0.09f;
+                }
+                for (int j = 0; j < d; j++) {
+                    g[j] = 0.7f + 0.013f * (float)(j % 37);
+                    b[j] = -0.3f + 0.007f * (float)(j % 29);
+                }
+                const float *gp = affine & 1 ? g : NULL, *bp = affine & 2 ? b : NULL;
+                for (int wide = 0; wide < 2; wide++) {
+                    tg__cpu_isa_avx512(wide == 1);
+                    tg_cpu_vlayer_norm_rows_path(x, gp, bp, y[wide], rows, d, eps, true);
+                    tg_cpu_vlayer_norm_back_rows_path(x, gp, dy, dx[wide], rows, d, eps, true);
+                }
+                /* tg__cpu_isa_avx512 left on: the rest runs the 16-lane code */
+                ck_assert_msg(memcmp(y[0], y[1], sizeof(float) * rows * d) == 0,
+                              "d %d rows %d affine %d: forward AVX-512 and AVX2 differ", d, rows,
+                              affine);
+                ck_assert_msg(memcmp(dx[0], dx[1], sizeof(float) * rows * d) == 0,
+                              "d %d rows %d affine %d: backward AVX-512 and AVX2 differ", d, rows,
+                              affine);
+                memcpy(z, x, sizeof(float) * rows * d); /* y = x */
+                tg_cpu_vlayer_norm_rows_path(z, gp, bp, z, rows, d, eps, true);
+                ck_assert(memcmp(z, y[1], sizeof(float) * rows * d) == 0);
+                memcpy(z, dy, sizeof(float) * rows * d); /* dx = dy */
+                tg_cpu_vlayer_norm_back_rows_path(x, gp, z, z, rows, d, eps, true);
+                ck_assert(memcmp(z, dx[1], sizeof(float) * rows * d) == 0);
+                for (int r = 0; r < rows; r += 3) {
+                    tg_cpu_vlayer_norm_rows_path(x + r * d, gp, bp, z, 1, d, eps, true);
+                    ck_assert_msg(memcmp(z, y[1] + r * d, sizeof(float) * d) == 0,
+                                  "d %d row %d alone", d, r);
+                    tg_cpu_vlayer_norm_back_rows_path(x + r * d, gp, dy + r * d, z, 1, d, eps,
+                                                      true);
+                    ck_assert_msg(memcmp(z, dx[1] + r * d, sizeof(float) * d) == 0,
+                                  "d %d row %d alone (back)", d, r);
+                }
+            }
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("vmath");
     TCase *tc = tcase_create("vmath");
@@ -402,6 +465,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_softmax_rows);
     tcase_add_test(tc, test_softmax_back_rows);
     tcase_add_test(tc, test_layer_norm_rows);
+    tcase_add_test(tc, test_layer_norm_wide);
     tcase_add_test(tc, test_cross_entropy_rows);
     suite_add_tcase(s, tc);
     return s;
