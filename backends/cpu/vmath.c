@@ -1021,7 +1021,7 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
  * The sums of a row are chains of dependent adds, one chain per 16 lanes: four rows' sums side by
  * side keep the adds busy where two 16-lane chains of one row could not, and the element passes
  * do half the AVX2 code's operations. The output is then written one row after the other: with
- * the four rows' stores interleaved (four store streams) the kernel from memory took 1.1-1.25x
+ * the four rows' stores interleaved (four store streams) the kernel from memory took 1.07-1.28x
  * the AVX2 code's time, and the forward in a training step ~1.06x (docs/results.md §4). Rows
  * left over (fewer than four) go to the AVX2 functions. */
 #define LN512 __attribute__((target("avx2,fma,avx512f")))
