@@ -143,6 +143,7 @@ static double run_bursts(long threads, void (*burst)(float *), int wide, long it
         pthread_attr_destroy(&attr);
         if (err) break;
     }
+    if (started == 0) return 0.0;
     const double t0 = now();
     atomic_store(&go, 1);
     double end = t0;

@@ -1031,8 +1031,8 @@ enum { LN_ROWS = 4 };
  * load spans two, and the four-row code took 1.07-1.18x the AVX2 code's time (which loads such
  * rows as 256-bit halves, one of two across a line) */
 static bool ln_lines(int64_t d, const void *a, const void *b, const void *c, const void *e) {
-    const uintptr_t or = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)e;
-    return d % 16 == 0 && or % 64 == 0;
+    const uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)e;
+    return d % 16 == 0 && bits % 64 == 0;
 }
 
 LN512 static inline __m256 lo256(__m512 v) {
