@@ -394,11 +394,10 @@ END_TEST
 
 /* Where the CPU has AVX-512F, layer norm and its backward go four rows at a time, 16 lanes wide
  * where rows start on 64-byte lines (vmath.c: layer_norm_avx512): the same bits as the AVX2
- * code, row lengths around every
- * 16- and 32-value boundary and model widths, with and without gamma and beta, row counts that
- * leave 0-3 rows to the AVX2 code, in place (y = x, dx = dy) too, and each row alone as among
- * the others. Pairing each 16-lane half with the wrong AVX2 accumulator, or a tail summed
- * into another lane group, fails it. */
+ * code, row lengths around every 16- and 32-value boundary and model widths, with and without
+ * gamma and beta, row counts that leave 0-3 rows to the AVX2 code, in place (y = x, dx = dy)
+ * too, and each row alone as among the others. Pairing each 16-lane half with the wrong AVX2
+ * accumulator, or a tail summed into another lane group, fails it. */
 START_TEST(test_layer_norm_wide) {
     if (npaths() < 2 || !tg_cpu_isa_avx512()) return; /* no 16-lane code to compare */
     enum { ROWS = 11, DMAX = 528 };

@@ -819,6 +819,16 @@ AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
     return j + 8 <= d ? v : _mm256_and_ps(v, _mm256_castsi256_ps(lanes(d - j)));
 }
 
+/* The forward's four accumulators combined, (a0 + a1) + (a2 + a3), then across lanes; and
+ * 1/sqrt(var + eps) from the sum of squares: one place for each, so that the 16-lane code
+ * (layer_norm_avx512) ends its sums as the AVX2 code does */
+AVX2 static inline float ln_sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+static inline float ln_rstd(float sum_sq, int64_t d, float eps) {
+    return 1.0f / sqrtf(sum_sq / (float)d + eps);
+}
+
 /* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
  * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and
  * with two a [1280, 256] layer norm measured 1.3x slower (docs/results.md §4). Always inlined:
@@ -834,7 +844,7 @@ row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
         a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + j + 24));
     }
     for (; j < d; j += 8) a0 = _mm256_add_ps(a0, load0(x, j, d));
-    float mu = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) / (float)d;
+    float mu = ln_sum4(a0, a1, a2, a3) / (float)d;
     const __m256 mv = _mm256_set1_ps(mu);
     a0 = a1 = a2 = a3 = _mm256_setzero_ps();
     for (j = 0; j + 32 <= d; j += 32) {
@@ -852,9 +862,7 @@ row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
         a0 = _mm256_fmadd_ps(c, c, a0);
     }
     *mean = mu;
-    *rstd =
-        1.0f /
-        sqrtf(hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) / (float)d + eps);
+    *rstd = ln_rstd(ln_sum4(a0, a1, a2, a3), d, eps);
 }
 
 /* y = (x - mu) rstd gamma + beta over the row's vectors from j on (gamma, beta or both may be
@@ -964,7 +972,7 @@ typedef struct {
 } lnb_coef;
 
 AVX2 static inline lnb_coef lnb_coefs(float mu, const float s[3], int64_t d, float eps) {
-    const float rs = 1.0f / sqrtf(s[0] / (float)d + eps);
+    const float rs = ln_rstd(s[0], d, eps);
     /* xh sgx with xh = c rs and sgx = rs sum(g c) / d: c (rs^2 sum(g c) / d) */
     return (lnb_coef){_mm256_set1_ps(mu), _mm256_set1_ps(rs), _mm256_set1_ps(s[1] / (float)d),
                       _mm256_set1_ps(rs * rs * (s[2] / (float)d))};
@@ -1058,9 +1066,7 @@ row_stats_avx512(const float *x, int64_t d, float eps, float *mean, float *rstd)
         __m256 a0 = lo256(A[r]);
         for (int64_t j = j0; j < d; j += 8)
             a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
-        mean[r] = hsum8(_mm256_add_ps(_mm256_add_ps(a0, hi256(A[r])),
-                                      _mm256_add_ps(lo256(B[r]), hi256(B[r])))) /
-                  (float)d;
+        mean[r] = ln_sum4(a0, hi256(A[r]), lo256(B[r]), hi256(B[r])) / (float)d;
         A[r] = B[r] = _mm512_setzero_ps();
     }
     for (int64_t j = 0; j + 32 <= d; j += 32)
@@ -1078,10 +1084,7 @@ row_stats_avx512(const float *x, int64_t d, float eps, float *mean, float *rstd)
             __m256 c = vmask(_mm256_sub_ps(load0(x + r * d, j, d), mv), j, d);
             a0 = _mm256_fmadd_ps(c, c, a0);
         }
-        rstd[r] = 1.0f / sqrtf(hsum8(_mm256_add_ps(_mm256_add_ps(a0, hi256(A[r])),
-                                                   _mm256_add_ps(lo256(B[r]), hi256(B[r])))) /
-                                   (float)d +
-                               eps);
+        rstd[r] = ln_rstd(ln_sum4(a0, hi256(A[r]), lo256(B[r]), hi256(B[r])), d, eps);
     }
 }
 
