@@ -423,6 +423,65 @@ START_TEST(test_dropout_tiles) {
 }
 END_TEST
 
+/* The keep test at its boundary: p set to an element's own unit value u keeps it (u >= p), the
+ * next float above u drops it, below and above 1/2 (where p 2^24 is a whole number or not),
+ * every element against the Philox reference; 16- and 8-lane paths. A threshold off by one
+ * word step fails it. */
+static void dropout_at(float p, int64_t n, bool *kept) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(1, &b));
+    tg_graph *g = tg_graph_new();
+    tg_graph_set_seed(g, 0xfeedULL);
+    tg_tensor *dr = tg_keep(tg_dropout(tg_add_scalar(input(g, 1, &n, 11, false), 100.0f), p));
+    CK(tg_graph_run(g, b));
+    ck_assert_uint_eq(dr->p.dropout.stream, 0);
+    float *v = tg_test_read_all(dr);
+    for (int64_t e = 0; e < n; e++)
+        kept[e] = v[e] != 0.0f;
+    free(v);
+    tg_graph_free(g);
+    tg_backend_free(b);
+}
+
+START_TEST(test_dropout_threshold_edge) {
+    enum { N = 4096 };
+    const uint32_t key[2] = {0xfeedu, 0};
+    float u[N];
+    uint32_t low[N];
+    for (int e = 0; e < N; e++) {
+        uint32_t ctr[4] = {(uint32_t)(e / 4), 0, 0, 0}, w[4];
+        tg_philox4x32(ctr, key, w);
+        u[e] = tg_u32_to_unit(w[e % 4]);
+        low[e] = w[e % 4] & 0xffu;
+    }
+    /* an element with u in (0.01, 0.49), one in (0.51, 0.99), each with a word whose low byte
+     * (below the unit value's 24 bits) is 0: at p = u its word equals the threshold exactly */
+    int picks[2] = {-1, -1};
+    for (int e = 0; e < N; e++) {
+        if (low[e] != 0) continue;
+        if (picks[0] < 0 && u[e] > 0.01f && u[e] < 0.49f) picks[0] = e;
+        if (picks[1] < 0 && u[e] > 0.51f && u[e] < 0.99f) picks[1] = e;
+    }
+    ck_assert(picks[0] >= 0 && picks[1] >= 0);
+    static bool kept[N];
+    for (int wide = 1; wide >= 0; wide--) {
+        tg__cpu_isa_avx512(wide);
+        for (int i = 0; i < 2; i++)
+            for (int above = 0; above < 2; above++) {
+                const int pe = picks[i];
+                const float p = above ? nextafterf(u[pe], 1.0f) : u[pe];
+                dropout_at(p, N, kept);
+                ck_assert_msg(kept[pe] == !above, "wide %d: element %d (u %.9g) at p %.9g", wide,
+                              pe, (double)u[pe], (double)p);
+                for (int e = 0; e < N; e++)
+                    ck_assert_msg(kept[e] == (u[e] >= p), "wide %d p %.9g element %d (u %.9g)",
+                                  wide, (double)p, e, (double)u[e]);
+            }
+    }
+    tg__cpu_isa_avx512(true);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("fuse");
     TCase *tc = tcase_create("chains");
@@ -435,6 +494,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_fused_peak);
     tcase_add_test(tc, test_long_chain);
     tcase_add_test(tc, test_dropout_tiles);
+    tcase_add_test(tc, test_dropout_threshold_edge);
     suite_add_tcase(s, tc);
     return s;
 }

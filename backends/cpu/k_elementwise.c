@@ -101,8 +101,8 @@ TILE_FN(masked_fill_tile, float v = t->p.masked_fill.value; EACH2(y != 0.0f ? v 
  * (core/rng.c) on every backend. Element e is kept when tg_u32_to_unit(word) >= p.
  * Philox costs ~5 ns per element as scalar code (7 with a call per group), so x86 CPUs with
  * AVX2 run 16 counters at once in the lanes of AVX registers (dropout_avx2), and CPUs with
- * AVX-512F 32 (dropout_avx512); every path does the same integer and float operations, so their
- * results are identical. */
+ * AVX-512F 32 (dropout_avx512); every path computes the same words and makes the same keep test
+ * (the vector paths as an integer compare: keep_threshold), so their results are identical. */
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
 #define PHILOX_W0 0x9E3779B9u
@@ -123,6 +123,14 @@ static void dropout_scalar(const float *a, float *o, int64_t e0, int64_t e, int6
 }
 
 #if TG_DROPOUT_AVX2
+/* tg_u32_to_unit(r) >= p as an integer test: u = (r >> 8) / 2^24 exactly, so u >= p holds
+ * when r >> 8 >= p 2^24 (exact: a float times a power of two), i.e. r >> 8 >= ceil(p 2^24) = T,
+ * i.e. r >= 256 T; p < 1 (tg_dropout) keeps 256 T below 2^32. One unsigned compare instead of a
+ * shift, a conversion, a multiply and a float compare; the same decisions. */
+static inline uint32_t keep_threshold(float p) {
+    return (uint32_t)ceilf(p * 16777216.0f) << 8;
+}
+
 #define AVX2_FN __attribute__((target("avx2"))) static inline
 
 /* The Philox counters of 8 groups, lane l holding group g + l's words c[0..3]. */
@@ -172,11 +180,10 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float 
     __m256i w[4] = {
         _mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
         _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
+    const __m256i thr = _mm256_set1_epi32((int)keep_threshold(p));
     for (int j = 0; j < 4; j++) {
-        /* tg_u32_to_unit: (float)(r >> 8) / 2^24, exact */
-        __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[j], 8)),
-                                 _mm256_set1_ps(1.0f / 16777216.0f));
-        __m256 keep = _mm256_cmp_ps(u, _mm256_set1_ps(p), _CMP_GE_OQ);
+        /* r >= thr, unsigned: max(r, thr) == r */
+        __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(w[j], thr), w[j]));
         __m256 x = _mm256_loadu_ps(a + 8 * j);
         _mm256_storeu_ps(o + 8 * j, _mm256_and_ps(_mm256_mul_ps(x, _mm256_set1_ps(ks)), keep));
     }
@@ -251,10 +258,13 @@ AVX512_FN void philox16_start(__m512i c[4], int64_t g, uint32_t stream) {
 AVX512_FN void philox16_round(__m512i c[4], uint32_t k0, uint32_t k1) {
     const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
     const __m512i lo = PHILOX_PICK(0), hi = PHILOX_PICK(1);
+    /* the odd lanes moved down by a dword shuffle (0xF5: dwords 1, 1, 3, 3 of each 128-bit
+     * lane; VPMULUDQ reads only each qword's low dword), which runs on the shuffle port beside
+     * the multiplies rather than on theirs as a 64-bit shift does */
     __m512i pe0 = _mm512_mul_epu32(c[0], m0);
-    __m512i po0 = _mm512_mul_epu32(_mm512_srli_epi64(c[0], 32), m0);
+    __m512i po0 = _mm512_mul_epu32(_mm512_shuffle_epi32(c[0], (_MM_PERM_ENUM)0xF5), m0);
     __m512i pe1 = _mm512_mul_epu32(c[2], m1);
-    __m512i po1 = _mm512_mul_epu32(_mm512_srli_epi64(c[2], 32), m1);
+    __m512i po1 = _mm512_mul_epu32(_mm512_shuffle_epi32(c[2], (_MM_PERM_ENUM)0xF5), m1);
     /* 0x96: a ^ b ^ c */
     c[0] = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi32(pe1, hi, po1), c[1],
                                      _mm512_set1_epi32((int)k0), 0x96);
@@ -276,10 +286,9 @@ AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, flo
     __m512i x2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), x3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
     __m512i w[4] = {_mm512_shuffle_i32x4(x0, x1, 0x88), _mm512_shuffle_i32x4(x0, x1, 0xDD),
                     _mm512_shuffle_i32x4(x2, x3, 0x88), _mm512_shuffle_i32x4(x2, x3, 0xDD)};
+    const __m512i thr = _mm512_set1_epi32((int)keep_threshold(p));
     for (int j = 0; j < 4; j++) {
-        __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w[j], 8)),
-                                 _mm512_set1_ps(1.0f / 16777216.0f));
-        __mmask16 keep = _mm512_cmp_ps_mask(u, _mm512_set1_ps(p), _CMP_GE_OQ);
+        __mmask16 keep = _mm512_cmp_epu32_mask(w[j], thr, _MM_CMPINT_NLT);
         _mm512_storeu_ps(
             o + 16 * j, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(a + 16 * j), _mm512_set1_ps(ks)));
     }
