@@ -482,6 +482,77 @@ START_TEST(test_dropout_threshold_edge) {
 }
 END_TEST
 
+/* Broadcast operands gathered tile by tile (k_elementwise.c: operand): x [B, h, n, n] through
+ * a masked fill by an i32 mask and an add of an f32 operand, each broadcast from every shape
+ * of ones and full dims — a padding mask [B, 1, 1, n] (rows that repeat), a causal mask
+ * [1, 1, n, n] (dims merged), [B, 1, n, 1] (the last dim broadcast), ... — at odd sizes, so
+ * that tiles and the members' shares start inside rows and inside runs of repeated rows, on 1
+ * and 2 threads, fused into one chain and not; every element against the broadcast by hand. */
+static int64_t bcast_index(const int64_t *shape, const int64_t *oshape, int64_t e) {
+    int64_t idx = 0, stride = 1;
+    for (int i = 3; i >= 0; i--) {
+        const int64_t c = e % oshape[i];
+        e /= oshape[i];
+        if (shape[i] > 1) idx += c * stride;
+        stride *= shape[i];
+    }
+    return idx;
+}
+
+static void broadcast_operands(int64_t n) {
+    const int64_t B = 3, h = 5, xs[4] = {B, h, n, n}, N = B * h * n * n;
+    float *ref = malloc((size_t)N * sizeof *ref);
+    for (int mask_shape = 0; mask_shape < 16; mask_shape++) {
+        /* bit i of mask_shape: dim i of the operands is full, else 1 */
+        int64_t ms[4];
+        for (int i = 0; i < 4; i++)
+            ms[i] = (mask_shape >> i) & 1 ? xs[i] : 1;
+        const int64_t mn = ms[0] * ms[1] * ms[2] * ms[3];
+        int32_t *mask = malloc((size_t)mn * sizeof *mask);
+        for (int64_t i = 0; i < mn; i++)
+            mask[i] = (int32_t)((i * 7 + 3) % 5 == 0);
+        for (int threads = 1; threads <= 2; threads++)
+            for (int fused = 0; fused < 2; fused++) {
+                tg_backend *b;
+                CK(tg_backend_cpu_new(threads, &b));
+                tg_graph *g = tg_graph_new();
+                tg_graph_set_fusion(g, fused);
+                tg_tensor *x = input(g, 4, xs, 3, false);
+                tg_tensor *y =
+                    tg_keep(tg_add(tg_masked_fill(tg_scale(x, 0.5f),
+                                                  tg_input(g, TG_DTYPE_I32, 4, ms, mask), -7.0f),
+                                   input(g, 4, ms, 5, false)));
+                CK(tg_graph_run(g, b));
+                ck_assert(chained(y->src[0]) == (fused == 1));
+                for (int64_t e = 0; e < N; e++) {
+                    const int64_t k = bcast_index(ms, xs, e);
+                    ref[e] = (mask[k] ? -7.0f : val(e, 3) * 0.5f) + val(k, 5);
+                }
+                float *v = tg_test_read_all(y);
+                for (int64_t e = 0; e < N; e++)
+                    ck_assert_msg(v[e] == ref[e],
+                                  "operands [%lld,%lld,%lld,%lld], %d threads, fused %d: element "
+                                  "%lld is %g, by hand %g",
+                                  (long long)ms[0], (long long)ms[1], (long long)ms[2],
+                                  (long long)ms[3], threads, fused, (long long)e, (double)v[e],
+                                  (double)ref[e]);
+                free(v);
+                tg_graph_free(g);
+                tg_backend_free(b);
+            }
+        free(mask);
+    }
+    free(ref);
+}
+
+/* n 33: tiles start inside rows; n 32: rows of n·n = 1024 values, a tile's, so that tiles meet
+ * the same column and length again and take what the last one gathered where that is right */
+START_TEST(test_broadcast_operands) {
+    broadcast_operands(33);
+    broadcast_operands(32);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("fuse");
     TCase *tc = tcase_create("chains");
@@ -495,6 +566,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_long_chain);
     tcase_add_test(tc, test_dropout_tiles);
     tcase_add_test(tc, test_dropout_threshold_edge);
+    tcase_add_test(tc, test_broadcast_operands);
     suite_add_tcase(s, tc);
     return s;
 }

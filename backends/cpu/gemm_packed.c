@@ -186,8 +186,10 @@ static pack_bufs *bufs_get(void) {
     "mov %[c],%[t]\n" PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST)                  \
     PK_PFROW(LAST) PK_PFROW(LAST)                                                                  \
     "test %[k4],%[k4]\n jz 2f\n"                                                                   \
-    /* 4 values of k per pass; the A panel 16 values of k ahead is fetched */                      \
-    "1:\n" APF                                                                                    \
+    /* 4 values of k per pass; the A panel 16 values of k ahead is fetched. The loop starts on a  \
+     * 64-byte line (.p2align 6): wherever the linker put it, steps of the models ran up to       \
+     * 1.02x slower (docs/results.md §4) */                                                       \
+    ".p2align 6\n1:\n" APF                                                                       \
     STEP(R, B1, 0) STEP(R, B1, 1) STEP(R, B1, 2) STEP(R, B1, 3)                                    \
     AADV(4) BADV("256") "dec %[k4]\n jnz 1b\n"                                                     \
     "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
@@ -294,7 +296,8 @@ PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
     PK4_ROWS(PK4_Z4)                                                                               \
     "mov %[c],%[t]\n" PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW                  \
     "test %[k4],%[k4]\n jz 2f\n"                                                                   \
-    "1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1) PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)             \
+    /* the loop on a 64-byte line, as PK_KERNEL_A's */                                             \
+    ".p2align 6\n1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1) PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)             \
     AADV(4) "add $256,%[b0]\n add $256,%[b2]\n dec %[k4]\n jnz 1b\n"                               \
     "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
     "3:\n" PK4_STEP(A_AT, 0) AADV(1) "add $64,%[b0]\n add $64,%[b2]\n dec %[k1]\n jnz 3b\n"        \

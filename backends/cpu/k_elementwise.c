@@ -345,47 +345,90 @@ static const tile_fn tiles[TG_OP_COUNT] = {
 
 /* ---- the kernel ---- */
 
+/* t's dims merged where s's broadcast strides st let one run cover both (st[i] = st[i+1]·
+ * shape[i+1]: s contiguous across them, or broadcast along both): a causal mask [n, n] under
+ * attention's [B, h, n, n] scores becomes rows of n·n values, and a padding mask [B, 1, 1, n]
+ * [B, h·n, n] with the middle dim broadcast. Returns the number of merged dims. */
+static int merge_dims(const tg_tensor *t, const int64_t *st, int64_t *shape, int64_t *mst) {
+    int m = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (m > 0 && mst[m - 1] == st[i] * t->shape[i]) {
+            shape[m - 1] *= t->shape[i];
+            mst[m - 1] = st[i];
+        } else {
+            shape[m] = t->shape[i];
+            mst[m++] = st[i];
+        }
+    }
+    return m;
+}
+
+/* dst[have .. total) filled with copies of dst[0 .. have), doubling the copied span each time */
+static void repeat_fill(float *dst, int64_t have, int64_t total) {
+    while (have < total) {
+        const int64_t c = have < total - have ? have : total - have;
+        memcpy(dst + have, dst, (size_t)c * sizeof *dst);
+        have += c;
+    }
+}
+
+/* One row's values: len of them from s at off, is apart (an i32 mask as 1.0 / 0.0) */
+static void gather_row(const tg_tensor *s, int64_t off, int64_t is, int64_t len, float *dst) {
+    if (s->dtype == TG_DTYPE_I32) {
+        const int32_t *src = I32(s) + off;
+        if (is == 1)
+            for (int64_t j = 0; j < len; j++)
+                dst[j] = src[j] != 0 ? 1.0f : 0.0f;
+        else
+            for (int64_t j = 0; j < len; j++)
+                dst[j] = src[j * is] != 0 ? 1.0f : 0.0f;
+    } else if (is == 1) {
+        memcpy(dst, F32(s) + off, (size_t)len * sizeof *dst);
+    } else {
+        const float *src = F32(s) + off;
+        for (int64_t j = 0; j < len; j++)
+            dst[j] = src[j * is];
+    }
+}
+
 /* Operand s of node t over t's elements [e0, e0 + n): a pointer into s when s has t's size
- * (f32), else its values gathered into buf through broadcast strides, a run per output row
- * (an i32 mask as 1.0 / 0.0). Where s is the same for every row of t (every stride but the
- * last 0: a bias), the values depend only on the first column and n, and *key records them:
- * a tile that meets the same key (most tiles of a bias add: 1024-element tiles of 256- or
- * 1024-wide rows) takes buf as it is — the gathering had cost more than the add it feeds. */
+ * (f32), else its values gathered into buf through broadcast strides, a run per row of t's
+ * merged dims (merge_dims), rows that repeat (the dim above the rows broadcast: a padding mask
+ * over the heads and query positions) copied from the first by doubling. Attention's masks over
+ * rows of 10 keys had cost ~4 cycles a value gathered row by row, more than the chain they feed
+ * (docs/results.md §4). Where s gives every merged row the same values (a bias; a causal mask,
+ * rows of n·n), they depend only on the first column and n, and *key records them: a tile that
+ * meets the same key (most tiles of a bias add: 1024-element tiles of 256- or 1024-wide rows)
+ * takes buf as it is. */
 static const float *operand(const tg_tensor *s, const tg_tensor *t, int64_t e0, int64_t n,
                             float *buf, tg_gathered_key *key) {
     if (s->dtype == TG_DTYPE_F32 && tg_tensor_numel(s) == tg_tensor_numel(t)) return F32(s) + e0;
-    int nd = t->ndim;
-    int64_t inner = nd ? t->shape[nd - 1] : 1;
-    if (inner > 0 && key->src == s && key->t == t && key->col == e0 % inner && key->len == n)
+    if (t->ndim == 0) {
+        gather_row(s, 0, 0, n, buf);
         return buf;
-    int64_t st[TG_MAX_DIMS];
+    }
+    int64_t st[TG_MAX_DIMS], shape[TG_MAX_DIMS], mst[TG_MAX_DIMS];
     tg__geom_bcast_strides(s, t, st);
-    int64_t is = nd ? st[nd - 1] : 0;
-    bool same_rows = true;
-    for (int i = 0; i < nd - 1; i++)
-        same_rows = same_rows && st[i] == 0;
-    *key = same_rows && inner > 0 ? (tg_gathered_key){s, t, e0 % inner, n} : (tg_gathered_key){0};
-    rows_walk w;
-    rows_walk_start(&w, e0 / inner, nd, t->shape, st);
-    for (int64_t k = 0, c = e0 % inner; k < n; c = 0, rows_walk_next(&w)) {
-        const int64_t len = inner - c < n - k ? inner - c : n - k, off = w.off + c * is;
-        float *dst = buf + k;
-        if (s->dtype == TG_DTYPE_I32 && is == 1) {
-            const int32_t *src = I32(s) + off;
-            for (int64_t j = 0; j < len; j++)
-                dst[j] = src[j] != 0 ? 1.0f : 0.0f;
-        } else if (s->dtype == TG_DTYPE_I32) {
-            const int32_t *src = I32(s) + off;
-            for (int64_t j = 0; j < len; j++)
-                dst[j] = src[j * is] != 0 ? 1.0f : 0.0f;
-        } else if (is == 1) {
-            memcpy(dst, F32(s) + off, (size_t)len * sizeof *dst);
-        } else {
-            const float *src = F32(s) + off;
-            for (int64_t j = 0; j < len; j++)
-                dst[j] = src[j * is];
+    const int m = merge_dims(t, st, shape, mst);
+    const int64_t w = shape[m - 1], is = mst[m - 1];
+    if (w > 0 && key->src == s && key->t == t && key->col == e0 % w && key->len == n) return buf;
+    /* the same row under every row (the merged dims above it broadcast): periodic in w */
+    const bool same_rows = m == 1 || (m == 2 && mst[0] == 0);
+    *key = same_rows && w > 0 ? (tg_gathered_key){s, t, e0 % w, n} : (tg_gathered_key){0};
+    rows_walk rw;
+    rows_walk_start(&rw, e0 / w, m, shape, mst);
+    for (int64_t k = 0, c = e0 % w; k < n; c = 0) {
+        const int64_t len = w - c < n - k ? w - c : n - k;
+        gather_row(s, rw.off + c * is, is, len, buf + k);
+        /* a whole row whose next rows are the same (the dim above broadcast): copies */
+        int64_t rows = 1;
+        if (c == 0 && len == w && m >= 2 && mst[m - 2] == 0) {
+            rows = shape[m - 2] - rw.idx[m - 2];
+            repeat_fill(buf + k, w, rows * w < n - k ? rows * w : n - k);
+            rw.idx[m - 2] += rows - 1; /* the broadcast dim's offset does not move */
         }
-        k += len;
+        k += rows * w - c < n - k ? rows * w - c : n - k;
+        rows_walk_next(&rw);
     }
     return buf;
 }
