@@ -297,7 +297,8 @@ PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
     "mov %[c],%[t]\n" PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW                  \
     "test %[k4],%[k4]\n jz 2f\n"                                                                   \
     /* the loop on a 64-byte line, as PK_KERNEL_A's */                                             \
-    ".p2align 6\n1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1) PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)             \
+    ".p2align 6\n1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1)                                   \
+    PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)                                                            \
     AADV(4) "add $256,%[b0]\n add $256,%[b2]\n dec %[k4]\n jnz 1b\n"                               \
     "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
     "3:\n" PK4_STEP(A_AT, 0) AADV(1) "add $64,%[b0]\n add $64,%[b2]\n dec %[k1]\n jnz 3b\n"        \
