@@ -348,7 +348,7 @@ static const tile_fn tiles[TG_OP_COUNT] = {
 /* t's dims merged where s's broadcast strides st let one run cover both (st[i] = st[i+1]·
  * shape[i+1]: s contiguous across them, or broadcast along both): a causal mask [n, n] under
  * attention's [B, h, n, n] scores becomes rows of n·n values, and a padding mask [B, 1, 1, n]
- * [B, h·n, n] with the middle dim broadcast. Returns the number of merged dims. */
+ * becomes [B, h·n, n] with the middle dim broadcast. Returns the number of merged dims. */
 static int merge_dims(const tg_tensor *t, const int64_t *st, int64_t *shape, int64_t *mst) {
     int m = 0;
     for (int i = 0; i < t->ndim; i++) {
