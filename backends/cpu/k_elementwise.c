@@ -172,7 +172,7 @@ AVX2_FN void philox8_round(__m256i c[4], uint32_t k0, uint32_t k1) {
 /* The 32 elements of 8 groups from their Philox words: the four words transposed into element
  * order (4 x 8 -> 8 x 4; t: pairs of words, u0..u3: groups (0,4), (1,5), (2,6), (3,7)), then
  * kept (scaled) or zeroed. */
-AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float p, float ks) {
+AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, uint32_t thr, float ks) {
     __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]), t1 = _mm256_unpackhi_epi32(c[0], c[1]);
     __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]), t3 = _mm256_unpackhi_epi32(c[2], c[3]);
     __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
@@ -180,16 +180,17 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float 
     __m256i w[4] = {
         _mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
         _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
-    const __m256i thr = _mm256_set1_epi32((int)keep_threshold(p));
+    const __m256i tv = _mm256_set1_epi32((int)thr);
     for (int j = 0; j < 4; j++) {
         /* r >= thr, unsigned: max(r, thr) == r */
-        __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(w[j], thr), w[j]));
+        __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(w[j], tv), w[j]));
         __m256 x = _mm256_loadu_ps(a + 8 * j);
         _mm256_storeu_ps(o + 8 * j, _mm256_and_ps(_mm256_mul_ps(x, _mm256_set1_ps(ks)), keep));
     }
 }
 
-/* Whole groups [g0, g1), g1 - g0 a multiple of L, a[0] and o[0] at element 4 g0: L counters
+/* Whole groups [g0, g1), g1 - g0 a multiple of L, a[0] and o[0] at element 4 g0, an element kept
+ * where its word is at least thr (keep_threshold, computed once per tile): L counters
  * side by side in the lanes of a vector register (VEC: __m256i, L 8 on AVX2; __m512i, L 16 on
  * AVX-512F), and two such blocks of L groups at once: the ten rounds of one block are a chain
  * of ~60 dependent operations that the CPU overlapped little with the next block's, and two
@@ -197,7 +198,7 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float 
  * docs/results.md §4; four chains gained nothing more on Zen 4). */
 #define DROPOUT_FN(NAME, ATTR, VEC, L, START, ROUND, APPLY)                                        \
     ATTR static void NAME(const float *a, float *o, int64_t g0, int64_t g1, uint32_t stream,       \
-                          const uint32_t key[2], float p, float ks) {                              \
+                          const uint32_t key[2], uint32_t thr, float ks) {                         \
         int64_t gi = g0;                                                                           \
         for (; gi + 2 * (L) <= g1; gi += 2 * (L)) {                                                \
             VEC c[2][4];                                                                           \
@@ -209,8 +210,8 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float 
                 ROUND(c[1], k0, k1);                                                               \
             }                                                                                      \
             const int64_t e = (gi - g0) * 4;                                                       \
-            APPLY(c[0], a + e, o + e, p, ks);                                                      \
-            APPLY(c[1], a + e + 4 * (L), o + e + 4 * (L), p, ks);                                  \
+            APPLY(c[0], a + e, o + e, thr, ks);                                                    \
+            APPLY(c[1], a + e + 4 * (L), o + e + 4 * (L), thr, ks);                                \
         }                                                                                          \
         if (gi < g1) { /* a last block of L groups alone */                                        \
             VEC c[4];                                                                              \
@@ -219,7 +220,7 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, float 
             for (int r = 0; r < 10; r++, k0 += PHILOX_W0, k1 += PHILOX_W1)                         \
                 ROUND(c, k0, k1);                                                                  \
             const int64_t e = (gi - g0) * 4;                                                       \
-            APPLY(c, a + e, o + e, p, ks);                                                         \
+            APPLY(c, a + e, o + e, thr, ks);                                                       \
         }                                                                                          \
     }
 DROPOUT_FN(dropout_avx2, __attribute__((target("avx2"))), __m256i, 8, philox8_start, philox8_round,
@@ -279,11 +280,12 @@ AVX512_FN void philox16_round(__m512i c[4], uint32_t k0, uint32_t k1) {
  * transposing into element order (16 shuffles, on the port the rounds' permutes already load),
  * 1.10x the transposing version's rate (docs/results.md §4). A zeroed lane is +0, as in
  * dropout8_apply. */
-AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, float p, float ks) {
-    const __m512i thr = _mm512_set1_epi32((int)keep_threshold(p));
+AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, uint32_t thr,
+                               float ks) {
+    const __m512i tv = _mm512_set1_epi32((int)thr);
     uint64_t keep = 0;
     for (int w = 0; w < 4; w++)
-        keep |= _pdep_u64(_cvtmask16_u32(_mm512_cmp_epu32_mask(c[w], thr, _MM_CMPINT_NLT)),
+        keep |= _pdep_u64(_cvtmask16_u32(_mm512_cmp_epu32_mask(c[w], tv, _MM_CMPINT_NLT)),
                           0x1111111111111111ull << w);
     for (int j = 0; j < 4; j++)
         _mm512_storeu_ps(o + 16 * j,
@@ -309,13 +311,14 @@ static void dropout_tile(const tg_tensor *t, const float *a, const float *b, flo
     int64_t ea = (e0 + 31) / 32 * 32, eb = e1 / 32 * 32;
     if (eb > ea && __builtin_cpu_supports("avx2")) {
         dropout_scalar(a, o, e0, e0, ea, stream, key, p, keep_scale);
+        const uint32_t thr = keep_threshold(p); /* once for the tile's vector blocks */
         int64_t em = ea; /* [ea, em): blocks of 16 groups on AVX-512 */
         if (tg_cpu_isa_avx512() && __builtin_cpu_supports("bmi2")) { /* PDEP */
             em = ea + (eb - ea) / 64 * 64;
-            dropout_avx512(a + (ea - e0), o + (ea - e0), ea / 4, em / 4, stream, key, p,
+            dropout_avx512(a + (ea - e0), o + (ea - e0), ea / 4, em / 4, stream, key, thr,
                            keep_scale);
         }
-        dropout_avx2(a + (em - e0), o + (em - e0), em / 4, eb / 4, stream, key, p, keep_scale);
+        dropout_avx2(a + (em - e0), o + (em - e0), em / 4, eb / 4, stream, key, thr, keep_scale);
         e = eb;
     }
 #endif
