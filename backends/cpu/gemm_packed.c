@@ -12,10 +12,10 @@
  *             then a few lines of the next op(B) block's source fetched (next_src)
  *
  * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
- * their layout or transposition — row by row where a panel's values lie along the stored rows
- * (pack_rows), else with 8×8 AVX transposes (the small path's packer, gemm_small.c) —
- * so the kernel never meets a stride, a page boundary mid-panel or an edge: partial panels are
- * zero-padded and their tiles go through a local 6×16 tile.
+ * their layout or transposition — a few panels at a time, row by row, where a panel's values
+ * lie along the stored rows (pack_rows), else with 8×8 AVX transposes (the small path's packer,
+ * gemm_small.c) — so the kernel never meets a stride, a page boundary mid-panel or an edge: partial
+ * panels are zero-padded and their tiles go through a local 6×16 tile.
  *
  * Where the CPU has AVX-512F, two whole 16-column panels at a time go through a 6×32 kernel
  * of 12 zmm accumulators (tg_cpu_gemm_packed_kernel2): the same FMAs in the same order per
@@ -438,31 +438,42 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
 }
 
 /* kc rows of a row-major matrix (row p at src + p·ld), columns [0, n), into panels w wide
- * (6 or 16), the last one zero-padded: buf[q·w·kc + p·w + j] = src[p·ld + q·w + j]. Row by
- * row, so the source is read in address order whatever ld is: a panel at a time would read a
- * 24- or 64-byte piece of each of kc rows ld apart, and with ld a multiple of 1024 floats
- * (4 KiB) those rows share one set of L1 and a few of L2 and evict each other. Inlined with w
- * constant, so that each copy is a fixed-size move rather than a call of memcpy. Fetching the
- * rows PF_ROWS ahead made a cold weight gradient (256 × 256 × 1280, Xᵀ·dY) 1.03–1.04× faster
- * (a scratch program flushing L3 between calls, alternately with and without). */
+ * (6 or 16), the last one zero-padded: buf[q·w·kc + p·w + j] = src[p·ld + q·w + j].
+ *
+ * A group of G panels at a time (192 or 256 bytes of each source row: every line of the source
+ * read once, whole), row by row within the group. Row by row over all the panels at once wrote
+ * each row's 24 or 64 bytes into n / w panels w·kc floats apart — 16 KiB for op(B)'s panels, so
+ * up to 32 write streams in one set of L1 (12 ways) — a line could leave before it was full;
+ * a panel at a time reads a piece of each of kc rows ld apart, and with ld a multiple of
+ * 1024 floats (4 KiB) those rows share one set of L1 and a few of L2 and evict each other
+ * (1.09× a weight gradient's time). In groups, 1.01–1.05× faster weight gradients and
+ * projections, one thread (bench_gemm_packed), and a g2p-small step 0.99× the time
+ * (docs/results.md §4); groups of 2–8 op(B) panels and 4–16 op(A) panels measured alike.
+ * Inlined with w constant, so that each copy is a fixed-size move rather than a call of memcpy.
+ * Fetching the rows PF_ROWS ahead made a cold weight gradient (256 × 256 × 1280, Xᵀ·dY)
+ * 1.03–1.04× faster (a scratch program flushing L3 between calls, alternately with and
+ * without): the operand comes cold from L3 or memory (a layer input read again by its weight
+ * gradient), and its rows, ld apart, are separate short streams that the hardware prefetcher
+ * picks up late. */
 enum { PF_ROWS = 8 };
 static inline __attribute__((always_inline)) void
 pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {
     const int64_t full = n / w, rem = n % w, panel = w * kc;
-    for (int64_t p = 0; p < kc; p++) {
-        const float *s = src + p * ld;
-        /* the row PF_ROWS ahead, a line at a time: the operand comes cold from L3 or memory
-         * (a layer input read again by its weight gradient), and its rows, ld apart, are
-         * separate short streams that the hardware prefetcher picks up late */
-        if (p + PF_ROWS < kc)
-            for (int64_t x = 0; x < n; x += 16)
-                __builtin_prefetch(s + PF_ROWS * ld + x);
-        float *d = buf + p * w;
-        for (int64_t q = 0; q < full; q++)
-            memcpy(d + q * panel, s + q * w, (size_t)w * sizeof *s);
-        for (int j = 0; rem && j < w; j++)
-            d[full * panel + j] = j < rem ? s[full * w + j] : 0.0f;
+    const int64_t group = w == 6 ? 8 : 4; /* panels: 192 or 256 bytes of a row */
+    for (int64_t q0 = 0; q0 < full; q0 += group) {
+        const int64_t q1 = tg_cpu_gemm_imin(q0 + group, full);
+        for (int64_t p = 0; p < kc; p++) {
+            const float *s = src + p * ld;
+            if (p + PF_ROWS < kc)
+                for (int64_t x = q0 * w; x < q1 * w; x += 16)
+                    __builtin_prefetch(s + PF_ROWS * ld + x);
+            for (int64_t q = q0; q < q1; q++)
+                memcpy(buf + q * panel + p * w, s + q * w, (size_t)w * sizeof *s);
+        }
     }
+    for (int64_t p = 0; rem && p < kc; p++)
+        for (int j = 0; j < w; j++)
+            buf[full * panel + p * w + j] = j < rem ? src[p * ld + full * w + j] : 0.0f;
 }
 
 /* n columns of an operand block, kc values of k each, into panels w wide (16 for op(B), 6 for
