@@ -7,11 +7,13 @@
  * values of k at a time, op(A) into 6-row panels up to 144 rows at a time, inline-assembly
  * micro-kernels (6×16; where the CPU has AVX-512F 6×64 and 6×32) — against OpenBLAS's cblas_sgemm
  * on one thread, at the shapes one member of a 2-thread team gets in g2p-small and nmt-small
- * (tokens / 2 rows; dX = dY·Wᵀ, dW = Xᵀ·dY; the nmt logits over a vocabulary of 8000 and their
- * gradients). If BLIS is installed (Debian libblis4: libblis.so.4), its cblas_sgemm is timed too,
- * loaded with dlopen, as the reference of a tuned packed implementation. Each micro-kernel alone
- * (operands in L1/L2, no packing, no C traffic) is timed first: what the loop nest around them
- * loses is the rest.
+ * (tokens / 2 rows; dX = dY·Wᵀ; dW = Xᵀ·dY over half the tokens where the graph runner cuts it
+ * along k (backends/cpu/gemm_split_k.c: the projections' and g2p's feed-forward weight
+ * gradients), else half its rows; the nmt logits over a vocabulary of 8000 and their gradients). If
+ * BLIS is installed (Debian libblis4: libblis.so.4), its cblas_sgemm is timed too, loaded with
+ * dlopen, as the reference of a tuned packed implementation. Each micro-kernel alone (operands in
+ * L1/L2, no packing, no C traffic) is timed first: what the loop nest around them loses is the
+ * rest.
  *
  * Every contender runs in turn within each round (interleaved, so the machine's noise hits all
  * alike); a timing repeats the call for ~30 ms. Printed: GFLOP/s (2·M·N·K per call) of the
@@ -108,10 +110,10 @@ int main(int argc, char **argv) {
     const shape shapes[] = {
         {"g2p fwd  XW", 640, 256, 256, 0, 0},    {"g2p ffn1 XW", 640, 1024, 256, 0, 0},
         {"g2p ffn2 XW", 640, 256, 1024, 0, 0},   {"g2p dX  dYWt", 640, 256, 1024, 0, 1},
-        {"g2p dX  dYWt", 640, 1024, 256, 0, 1},  {"g2p dW  XtdY", 128, 256, 1280, 1, 0},
-        {"g2p dW  XtdY", 256, 512, 1280, 1, 0},  {"g2p dW  XtdY", 512, 256, 1280, 1, 0},
+        {"g2p dX  dYWt", 640, 1024, 256, 0, 1},  {"g2p dW  XtdY", 256, 256, 640, 1, 0},
+        {"g2p dW  XtdY", 256, 1024, 640, 1, 0},  {"g2p dW  XtdY", 1024, 256, 640, 1, 0},
         {"nmt fwd  XW", 512, 512, 512, 0, 0},    {"nmt ffn1 XW", 512, 2048, 512, 0, 0},
-        {"nmt dX  dYWt", 512, 512, 2048, 0, 1},  {"nmt dW  XtdY", 256, 512, 1024, 1, 0},
+        {"nmt dX  dYWt", 512, 512, 2048, 0, 1},  {"nmt dW  XtdY", 512, 512, 512, 1, 0},
         {"nmt logits", 512, 8000, 512, 0, 1},    {"nmt dX logits", 512, 512, 8000, 0, 0},
         {"nmt dEmb", 8000, 512, 512, 1, 0},      {"1024 fwd XW", 640, 1024, 1024, 0, 0},
         {"1024 dX dYWt", 640, 1024, 1024, 0, 1}, {"1024 dW XtdY", 512, 1024, 1280, 1, 0},
