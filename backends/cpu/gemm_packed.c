@@ -440,21 +440,20 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
 /* kc rows of a row-major matrix (row p at src + p·ld), columns [0, n), into panels w wide
  * (6 or 16), the last one zero-padded: buf[q·w·kc + p·w + j] = src[p·ld + q·w + j].
  *
- * A group of G panels at a time (192 or 256 bytes of each source row: every line of the source
- * read once, whole), row by row within the group. Row by row over all the panels at once wrote
- * each row's 24 or 64 bytes into n / w panels w·kc floats apart — 16 KiB for op(B)'s panels, so
- * up to 32 write streams in one set of L1 (12 ways) — a line could leave before it was full;
- * a panel at a time reads a piece of each of kc rows ld apart, and with ld a multiple of
- * 1024 floats (4 KiB) those rows share one set of L1 and a few of L2 and evict each other
- * (1.09× a weight gradient's time). In groups, 1.01–1.05× faster weight gradients and
- * projections, one thread (bench_gemm_packed), and a g2p-small step 0.99× the time
- * (docs/results.md §4); groups of 2–8 op(B) panels and 4–16 op(A) panels measured alike.
- * Inlined with w constant, so that each copy is a fixed-size move rather than a call of memcpy.
- * Fetching the rows PF_ROWS ahead made a cold weight gradient (256 × 256 × 1280, Xᵀ·dY)
- * 1.03–1.04× faster (a scratch program flushing L3 between calls, alternately with and
- * without): the operand comes cold from L3 or memory (a layer input read again by its weight
- * gradient), and its rows, ld apart, are separate short streams that the hardware prefetcher
- * picks up late. */
+ * A group of panels at a time (4 of op(B)'s, 8 of op(A)'s: 256 or 192 bytes of each source row,
+ * every line of the source read once, whole), row by row within the group. Row by row over all the
+ * panels at once wrote each row's 24 or 64 bytes into n / w panels w·kc floats apart — 16 KiB for
+ * op(B)'s panels, so up to 32 write streams in one set of L1 (12 ways) — a line could leave before
+ * it was full; a panel at a time reads a piece of each of kc rows ld apart, and with ld a multiple
+ * of 1024 floats (4 KiB) those rows share one set of L1 and a few of L2 and evict each other (1.10×
+ * a weight gradient's time). In groups, 1.01–1.05× faster weight gradients and projections, one
+ * thread (bench_gemm_packed), and a g2p-small step 0.98–0.99× the time (docs/results.md §4); groups
+ * of 2–8 op(B) panels and 4–16 op(A) panels measured alike. Inlined with w constant, so that each
+ * copy is a fixed-size move rather than a call of memcpy. Fetching the rows PF_ROWS ahead made a
+ * cold weight gradient (256 × 256 × 1280, Xᵀ·dY) 1.03–1.04× faster (a scratch program flushing L3
+ * between calls, alternately with and without): the operand comes cold from L3 or memory (a layer
+ * input read again by its weight gradient), and its rows, ld apart, are separate short streams that
+ * the hardware prefetcher picks up late. */
 enum { PF_ROWS = 8 };
 static inline __attribute__((always_inline)) void
 pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {
