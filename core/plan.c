@@ -103,14 +103,16 @@ static bool is_storage(const tg_tensor *t) {
            t->op != TG_OP_GRAD_ACC;
 }
 
-/* Gradient-accumulation fusion: a parameter gradient produced by a matmul or sum_to that
- * nothing else reads is written by that op straight into the store's gradient buffer
- * (adding, as grad_acc would), so it needs no workspace and no extra pass. */
+/* Gradient-accumulation fusion: a parameter gradient produced by a matmul, sum_to or
+ * layer_norm_gamma_back that nothing else reads is written by that op straight into the store's
+ * gradient buffer (adding, as grad_acc would), so it needs no workspace and no extra pass. */
 static void fuse_grad_acc(tg_graph *g, const int64_t *readers) {
     for (int64_t p = 0; p < g->nexec; p++) {
         tg_tensor *a = g->nodes[g->order[p]], *s = a->src[0];
         if (a->op != TG_OP_GRAD_ACC || !s || s->base || (s->flags & (TG_TF_KEEP | TG_TF_ACCUM)) ||
-            (s->op != TG_OP_MATMUL && s->op != TG_OP_SUM_TO) || readers[s->id] != 1)
+            (s->op != TG_OP_MATMUL && s->op != TG_OP_SUM_TO &&
+             s->op != TG_OP_LAYER_NORM_GAMMA_BACK) ||
+            readers[s->id] != 1)
             continue;
         s->flags |= TG_TF_ACCUM;
         s->store = a->store;

@@ -127,8 +127,9 @@ typedef struct tg_backend_vtable {
     tg_status (*sumsq)(tg_backend *b, const float *x, int64_t n, double *out);
     tg_status (*scale)(tg_backend *b, float *x, int64_t n, float s);
     void (*destroy)(tg_backend *b);
-    /* matmul and sum_to kernels honour TG_TF_ACCUM (add into their output instead of
-     * overwriting it), so the planner may fuse a parameter's grad_acc into its producer */
+    /* the matmul, sum_to and layer_norm_gamma_back kernels honour TG_TF_ACCUM (add into their
+     * output instead of overwriting it), so the planner may fuse a parameter's grad_acc into
+     * its producer */
     bool accumulates;
     /* the matmul kernel writes its output through the node's strides (batch strides and row
      * stride; the last dim contiguous), so the planner may lay a product out for the copy it

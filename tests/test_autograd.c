@@ -215,6 +215,100 @@ START_TEST(test_column_sums_in_row_blocks) {
 }
 END_TEST
 
+/* Layer norm's dgamma (layer_norm_gamma_back, backends/cpu/k_rows.c): the bits of the unfused
+ * graph sum_to(mul(dy, layer_norm(x))) — which it replaced — on 1, 2 and 3 threads, fused into
+ * the store gradient (ACCUM) and not (keep_grads), for rows of 200 (AVX2 rows, a column tail
+ * past the 64-column steps), 256, 64 (too little work to share) and 4100 (longer than the
+ * xhat scratch: a row at a time), and row counts across the 128-row blocks. loss = sum(LN(x;
+ * gamma, beta) * Rm) gives dgamma = sum over rows of Rm * xhat, added to the starting -1. Fails
+ * if a row, a block or a share is left out or summed out of order, xhat is made otherwise, the
+ * products are contracted into multiply-adds, or the accumulation overwrites. */
+static float *wave(int64_t n, double f, double ph, float amp, float off) {
+    float *v = malloc(sizeof(float) * (size_t)n);
+    ck_assert_ptr_nonnull(v);
+    for (int64_t e = 0; e < n; e++)
+        v[e] = (float)sin(f * (double)e + ph) * amp + off * (float)(e % 7);
+    return v;
+}
+
+START_TEST(test_layer_norm_dgamma_bits) {
+    static const int64_t shapes[][2] = {{1000, 200}, {300, 256}, {20, 64}, {130, 4100}};
+    const float eps = 1e-5f;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t R = shapes[k][0], D = shapes[k][1], sx[2] = {R, D}, sd[1] = {D};
+        float *x = wave(R * D, 0.37, 0.1, 3.1f, 0.2f), *rm = wave(R * D, 0.11, 1.3, 1.7f, 0.01f);
+        float *ref = malloc(sizeof(float) * (size_t)D), *got = malloc(sizeof(float) * (size_t)D);
+        ck_assert(ref && got);
+        { /* the unfused graph, one thread */
+            tg_backend *b1;
+            ck_assert_int_eq(tg_backend_cpu_new(1, &b1), TG_OK);
+            tg_graph *g = tg_graph_new();
+            tg_tensor *xh = tg_layer_norm(tg_input(g, TG_DTYPE_F32, 2, sx, x), NULL, NULL, eps);
+            tg_tensor *y =
+                tg_keep(tg_sum_to(tg_mul(tg_input(g, TG_DTYPE_F32, 2, sx, rm), xh), 1, sd));
+            ck_assert_int_eq(tg_graph_run(g, b1), TG_OK);
+            ck_assert_int_eq(tg_tensor_read(y, ref, sizeof(float) * (size_t)D), TG_OK);
+            tg_graph_free(g);
+            tg_backend_free(b1);
+        }
+        for (int64_t c = 0; c < D; c += 37) { /* and the reference is dgamma (in double) */
+            double want = 0.0;
+            for (int64_t r = 0; r < R; r++) {
+                const float *xr = x + r * D;
+                double mu = 0.0, var = 0.0;
+                for (int64_t j = 0; j < D; j++)
+                    mu += xr[j];
+                mu /= (double)D;
+                for (int64_t j = 0; j < D; j++)
+                    var += (xr[j] - mu) * (xr[j] - mu);
+                want += rm[r * D + c] * (xr[c] - mu) / sqrt(var / (double)D + eps);
+            }
+            ck_assert_msg(fabs(ref[c] - want) <= 1e-4 * (1.0 + fabs(want)),
+                          "[%lld, %lld]: column %lld %.9g, in double %.9g", (long long)R,
+                          (long long)D, (long long)c, (double)ref[c], want);
+        }
+        for (int threads = 1; threads <= 3; threads++) {
+            tg_backend *be;
+            ck_assert_int_eq(tg_backend_cpu_new(threads, &be), TG_OK);
+            for (int keep = 0; keep <= 1; keep++) {
+                tg_store *s;
+                ck_assert_int_eq(tg_store_new(be, &s), TG_OK);
+                ck_assert_int_eq(tg_store_add(s, "g", 1, sd, NULL, true), TG_OK);
+                ck_assert_int_eq(tg_store_add(s, "b", 1, sd, NULL, true), TG_OK);
+                for (int64_t c = 0; c < D; c++)
+                    got[c] = -1.0f;
+                ck_assert_int_eq(tg_store_write_grad(s, 0, got, D), TG_OK);
+                tg_graph *g = tg_graph_new();
+                tg_tensor *gm = tg_param(g, s, "g");
+                tg_tensor *y = tg_layer_norm(tg_input(g, TG_DTYPE_F32, 2, sx, x), gm,
+                                             tg_param(g, s, "b"), eps);
+                tg_tensor *loss = tg_sum_all(tg_mul(y, tg_input(g, TG_DTYPE_F32, 2, sx, rm)));
+                ck_assert_int_eq(tg_backward(g, loss), TG_OK);
+                if (keep) ck_assert_ptr_nonnull(tg_grad(g, gm));
+                ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
+                int ops = 0, fused = 0;
+                for (int64_t i = 0; i < g->n; i++)
+                    if (g->nodes[i]->op == TG_OP_LAYER_NORM_GAMMA_BACK)
+                        ops++, fused += (g->nodes[i]->flags & TG_TF_ACCUM) != 0;
+                ck_assert_int_eq(ops, 1);
+                ck_assert_int_eq(fused, !keep);
+                tg_graph_free(g);
+                ck_assert_int_eq(tg_store_read_grad(s, 0, got, D), TG_OK);
+                for (int64_t c = 0; c < D; c++)
+                    ck_assert_msg(got[c] == -1.0f + ref[c],
+                                  "[%lld, %lld], %d threads, keep %d: dgamma %lld = %.9g, "
+                                  "unfused %.9g",
+                                  (long long)R, (long long)D, threads, keep, (long long)c,
+                                  (double)got[c], (double)(-1.0f + ref[c]));
+                tg_store_free(s);
+            }
+            tg_backend_free(be);
+        }
+        free(x), free(rm), free(ref), free(got);
+    }
+}
+END_TEST
+
 /* The CPU allocator's cache of freed blocks stays bounded (1 GiB) however many different sizes
  * come and go (bucketed batches give workspaces of many sizes), and reuses a fitting block. */
 START_TEST(test_allocator_cache_is_bounded) {
@@ -244,6 +338,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_slice_gradients_gathered);
     tcase_add_test(tc, test_allocator_cache_is_bounded);
     tcase_add_test(tc, test_column_sums_in_row_blocks);
+    tcase_add_test(tc, test_layer_norm_dgamma_bits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -83,6 +83,17 @@ int64_t tg__cpu_fine_runs(tg_backend *b);
  * KEEP_CORE: a team pinned one member per CPU, after an uncontended run), since b was made. */
 int64_t tg__cpu_runs_keeping_core(tg_backend *b);
 
+/* Column sums over the n rows of an inner-column matrix made block by block (k_reduce.c):
+ * rows(ctx, k0, k1, b) writes into b[0, inner) each column's sum over rows [k0, k1), adding
+ * the rows in order starting from 0. The blocks are 128 rows, summed in block order starting
+ * from 0 — sum_to's order, so a column gets sum_to's bits on the rows made whole — into o (or
+ * added to it: acc). Member p's share: in a graph run its own blocks of rows, the last share to
+ * finish adding up; else member 0 all of it. Returns TG_ERR_NOMEM (error set) where a buffer
+ * of 2 inner floats could not be had. */
+typedef void (*tg_cpu_block_sums_fn)(void *ctx, int64_t k0, int64_t k1, float *b);
+tg_status tg__cpu_column_sums(tg_cpu_par *p, tg_cpu_block_sums_fn rows, void *ctx, float *o,
+                              int64_t n, int64_t inner, bool acc);
+
 /* Fused elementwise chains (core/fuse.c), run tile by tile (k_elementwise.c): the members of
  * the chain that ends at a node, head first (the node last), the tiles of the members without
  * a buffer, operands gathered for broadcasting, and each member's values over the tile. What a

@@ -115,20 +115,17 @@ static row_sums *row_sums_of(tg_cpu_par *p, int64_t floats) {
 }
 
 /* Returns false (and does nothing) where the cut by rows does not apply. */
-TG_CPU_CLONES static bool column_sums_by_rows(tg_cpu_par *p, const float *x, float *o, int64_t n,
-                                              int64_t inner, bool acc) {
+static bool column_sums_by_rows(tg_cpu_par *p, tg_cpu_block_sums_fn rows, void *ctx, float *o,
+                                int64_t n, int64_t inner, bool acc) {
     const int64_t nblk = (n + SUM_ROWS - 1) / SUM_ROWS;
     if (!p->shared || p->nth < 2 || nblk < p->nth || n * inner <= TG_PAR_MIN ||
         nblk * inner > ROW_SUMS_MAX)
         return false;
     row_sums *s = row_sums_of(p, nblk * inner);
     if (!s) return false;
-    for (int64_t b = nblk * p->ith / p->nth; b < nblk * (p->ith + 1) / p->nth; b++) {
-        const int64_t k1 = (b + 1) * SUM_ROWS < n ? (b + 1) * SUM_ROWS : n;
-        for (int64_t c0 = 0; c0 < inner; c0 += CB)
-            block_sums(x, inner, b * SUM_ROWS, k1, c0, c0 + CB < inner ? c0 + CB : inner,
-                       s->part + b * inner + c0);
-    }
+    for (int64_t b = nblk * p->ith / p->nth; b < nblk * (p->ith + 1) / p->nth; b++)
+        rows(ctx, b * SUM_ROWS, (b + 1) * SUM_ROWS < n ? (b + 1) * SUM_ROWS : n,
+             s->part + b * inner);
     if (atomic_fetch_add_explicit(&s->finished, 1, memory_order_acq_rel) != p->nth - 1) return true;
     /* the last share: the block sums in order, CB columns at a time */
     for (int64_t c0 = 0; c0 < inner; c0 += CB) {
@@ -143,6 +140,35 @@ TG_CPU_CLONES static bool column_sums_by_rows(tg_cpu_par *p, const float *x, flo
     return true;
 }
 
+tg_status tg__cpu_column_sums(tg_cpu_par *p, tg_cpu_block_sums_fn rows, void *ctx, float *o,
+                              int64_t n, int64_t inner, bool acc) {
+    if (column_sums_by_rows(p, rows, ctx, o, n, inner, acc)) return TG_OK;
+    if (p->ith != 0) return TG_OK; /* one member: the blocks in order */
+    float *sum = calloc(2 * (size_t)inner + 1, sizeof *sum), *b = sum + inner;
+    if (!sum) return tg_error_set(TG_ERR_NOMEM, "column sums: %lld floats", (long long)inner);
+    for (int64_t k0 = 0; k0 < n; k0 += SUM_ROWS) {
+        rows(ctx, k0, k0 + SUM_ROWS < n ? k0 + SUM_ROWS : n, b);
+        for (int64_t c = 0; c < inner; c++)
+            sum[c] += b[c];
+    }
+    for (int64_t c = 0; c < inner; c++)
+        o[c] = acc ? o[c] + sum[c] : sum[c];
+    free(sum);
+    return TG_OK;
+}
+
+/* The plain column sums' blocks (tg_cpu_block_sums_fn) of the matrix x, inner columns */
+typedef struct {
+    const float *x;
+    int64_t inner;
+} plain_rows;
+
+TG_CPU_CLONES static void plain_block_sums(void *ctx, int64_t k0, int64_t k1, float *b) {
+    const plain_rows *m = ctx;
+    for (int64_t c0 = 0; c0 < m->inner; c0 += CB)
+        block_sums(m->x, m->inner, k0, k1, c0, c0 + CB < m->inner ? c0 + CB : m->inner, b + c0);
+}
+
 TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer,
                                    int64_t n, int64_t inner, bool acc) {
     if (inner == 1) {
@@ -154,7 +180,8 @@ TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int6
         }
         return;
     }
-    if (outer == 1 && column_sums_by_rows(p, x, o, n, inner, acc)) return;
+    plain_rows m = {x, inner};
+    if (outer == 1 && column_sums_by_rows(p, plain_block_sums, &m, o, n, inner, acc)) return;
     column_sums_by_columns(p, x, o, outer, n, inner, acc);
 }
 

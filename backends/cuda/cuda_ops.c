@@ -270,6 +270,30 @@ static tg_status layer_norm_back(tg_backend *b, tg_tensor *t) {
                        "layer_norm_back");
 }
 
+/* srcs: x, dy; t [d] = the column sums of dy * xhat — made as the unfused graph makes them
+ * (core/ops/rows.c: g_layer_norm): xhat by the layer norm kernel into a scratch, the products
+ * in place there, then the column sums; the CPU backend does it in one pass (k_rows.c). */
+static tg_status layer_norm_gamma_back(tg_backend *b, tg_tensor *t) {
+    const tg_tensor *x = t->src[0];
+    int64_t d = t->shape[0], n = tg_tensor_numel(x), nr = d ? n / d : 0;
+    size_t bytes = (size_t)n * sizeof(float);
+    float *xh = NULL;
+    if (n > 0 && !(xh = tgcu_alloc(b, bytes)))
+        return tg_error_prefix(TG_ERR_NOMEM, "layer_norm_gamma_back");
+    tgcu_index ix;
+    int64_t st1[1] = {1}, shape[1] = {n};
+    make_index(1, shape, st1, st1, &ix);
+    tg_status st =
+        tgcu_status(tgcu_layer_norm(STREAM(b), F32(x), NULL, NULL, xh, nr, d, t->p.layer_norm.eps),
+                    "layer_norm_gamma_back");
+    if (!st && n > 0)
+        st = tgcu_status(tgcu_binary(STREAM(b), TG_OP_MUL, xh, F32(t->src[1]), xh, &ix, n),
+                         "layer_norm_gamma_back");
+    if (!st) st = sum_axis(b, xh, F32(t), 1, nr, d, "layer_norm_gamma_back");
+    if (xh) tgcu_free(b, xh, bytes); /* reused only by later work on the same stream */
+    return st;
+}
+
 /* ---- matmul (cuBLAS) ---- */
 
 /* Row-major C = op(A) op(B) through column-major cuBLAS: a row-major matrix is the column-major
@@ -475,6 +499,7 @@ static const tgcu_kernel kernels[TG_OP_COUNT] = {
     [TG_OP_LOG_SOFTMAX_BACK] = softmax_back,
     [TG_OP_LAYER_NORM] = layer_norm,
     [TG_OP_LAYER_NORM_BACK] = layer_norm_back,
+    [TG_OP_LAYER_NORM_GAMMA_BACK] = layer_norm_gamma_back,
     [TG_OP_MATMUL] = matmul,
     [TG_OP_EMBEDDING] = embedding,
     [TG_OP_EMBEDDING_BACK] = embedding_back,

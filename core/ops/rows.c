@@ -58,11 +58,15 @@ static void g_log_softmax(tg_tensor *node, tg_tensor *dy) {
 
 /* y = xhat gamma + beta, xhat = (x - mean) rstd, rstd = 1 / sqrt(var + eps), per row of d:
  * dx = layer_norm_back(x, gamma, dy) = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma dy;
- * dgamma = sum_rows(dy xhat), dbeta = sum_rows(dy), with xhat recomputed by an affine-free
- * layer norm (cheaper than keeping it alive). */
+ * dgamma = layer_norm_gamma_back(x, dy) = sum_rows(dy xhat), dbeta = sum_rows(dy). The dgamma
+ * op recomputes xhat row by row where it sums (cheaper than keeping xhat alive, and than
+ * writing it out, multiplying and summing in three passes); its value is exactly that of
+ * sum_to(mul(dy, layer_norm(x, NULL, NULL, eps))), bit for bit on the CPU. */
 static void g_layer_norm(tg_tensor *node, tg_tensor *dy) {
     tg_tensor *x = X(0), *gamma = X(1), *beta = X(2);
     float eps = node->p.layer_norm.eps;
+    dy = tg__op_cont(dy); /* the kernels read whole rows */
+    if (!dy) return;
     if (x->flags & TG_TF_REQ_GRAD) {
         tg_tensor *t =
             tg__graph_new(node->graph, TG_OP_LAYER_NORM_BACK, TG_DTYPE_F32, x->ndim, x->shape);
@@ -73,8 +77,13 @@ static void g_layer_norm(tg_tensor *node, tg_tensor *dy) {
         tg__grad_accum(x, t);
     }
     if (gamma && (gamma->flags & TG_TF_REQ_GRAD)) {
-        tg_tensor *xhat = tg_layer_norm(x, NULL, NULL, eps);
-        tg__grad_accum(gamma, tg_mul(dy, xhat));
+        tg_tensor *t =
+            tg__graph_new(node->graph, TG_OP_LAYER_NORM_GAMMA_BACK, TG_DTYPE_F32, 1, gamma->shape);
+        if (!t) return;
+        tg_tensor *src[2] = {x, dy};
+        tg__graph_set_src(t, 2, src);
+        t->p.layer_norm.eps = eps;
+        tg__grad_accum(gamma, t);
     }
     if (beta) tg__grad_accum(beta, dy);
 }
@@ -87,6 +96,9 @@ TG__OP_FAMILY(rows) = {
     [TG_OP_SOFTMAX_BACK] = {"softmax_back", TG_OPF_BACKWARD_ONLY, NULL},         /* srcs y, dy */
     [TG_OP_LOG_SOFTMAX_BACK] = {"log_softmax_back", TG_OPF_BACKWARD_ONLY, NULL}, /* srcs y, dy */
     [TG_OP_LAYER_NORM] = {"layer_norm", 0, g_layer_norm}, /* srcs x, gamma?, beta? */
-    [TG_OP_LAYER_NORM_BACK] = {"layer_norm_back", TG_OPF_BACKWARD_ONLY, NULL}, /* srcs x, gamma?, dy */
+    [TG_OP_LAYER_NORM_BACK] = {"layer_norm_back", TG_OPF_BACKWARD_ONLY,
+                               NULL}, /* srcs x, gamma?, dy */
+    [TG_OP_LAYER_NORM_GAMMA_BACK] = {"layer_norm_gamma_back", TG_OPF_BACKWARD_ONLY,
+                                     NULL}, /* srcs x, dy */
 };
 TG__OP_FAMILY_CHECK(rows);

@@ -71,6 +71,7 @@ typedef enum tg_op {
     TG_OP_GRAD_ACC,      /* store gradient += g */
     TG_OP_SILU,          /* x * sigmoid(x) */
     TG_OP_SILU_BACK,     /* dy * silu'(x) */
+    TG_OP_LAYER_NORM_GAMMA_BACK, /* layer norm's dgamma: sum over rows of dy (x - mean) rstd */
     TG_OP_COUNT
 } tg_op;
 
