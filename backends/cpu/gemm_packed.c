@@ -453,7 +453,9 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
  * cold weight gradient (256 × 256 × 1280, Xᵀ·dY) 1.03–1.04× faster (a scratch program flushing L3
  * between calls, alternately with and without): the operand comes cold from L3 or memory (a layer
  * input read again by its weight gradient), and its rows, ld apart, are separate short streams that
- * the hardware prefetcher picks up late. */
+ * the hardware prefetcher picks up late. In groups the fetches run within each group (a group's
+ * first PF_ROWS rows unfetched): cold, the weight gradients read 1.01–1.03x the row-by-row loop's
+ * rate, and fetching the next group's first rows too changed nothing (docs/results.md §4). */
 enum { PF_ROWS = 8 };
 static inline __attribute__((always_inline)) void
 pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {
