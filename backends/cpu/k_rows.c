@@ -123,9 +123,9 @@ static tg_status layer_norm(tg_cpu_par *p, tg_tensor *t) {
 /* layer_norm_gamma_back (srcs x, dy; t [d]): dgamma[c] = sum over rows of dy[r][c] xhat[r][c]
  * (core/ops/rows.c: g_layer_norm). Each block of rows is made as the unfused graph makes it —
  * xhat by the layer norm's own row kernel (a few rows at a time into a scratch in L1), each
- * product rounded before it is added (no multiply-add), rows added
- * in order — and the blocks are summed as sum_to sums them, so dgamma has the bits of
- * sum_to(mul(dy, layer_norm(x))) without writing xhat or the products to memory. */
+ * product rounded before it is added (no multiply-add), rows added in order — and the blocks
+ * are summed as sum_to sums them, so dgamma has the bits of sum_to(mul(dy, layer_norm(x)))
+ * without writing xhat or the products to memory. */
 typedef float v8f __attribute__((vector_size(32)));
 enum { XHAT_SCRATCH = 4096, GAMMA_CB = 64 }; /* floats of xhat in L1; columns in registers */
 
@@ -170,8 +170,12 @@ static tg_status layer_norm_gamma_back(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t d, rows = row_count(x, &d);
     _Alignas(64) float scratch[XHAT_SCRATCH];
-    gamma_rows g = {F32(x), F32(t->src[1]),           scratch,
-                    d,      d ? XHAT_SCRATCH / d : 1, t->p.layer_norm.eps};
+    gamma_rows g = {.x = F32(x),
+                    .dy = F32(t->src[1]),
+                    .xhat = scratch,
+                    .d = d,
+                    .rows_per = d ? XHAT_SCRATCH / d : 1,
+                    .eps = t->p.layer_norm.eps};
     if (d > XHAT_SCRATCH) { /* rows longer than the scratch: one at a time */
         g.rows_per = 1;
         if (!(g.xhat = malloc((size_t)d * sizeof(float))))

@@ -96,9 +96,9 @@ TG__OP_FAMILY(rows) = {
     [TG_OP_SOFTMAX_BACK] = {"softmax_back", TG_OPF_BACKWARD_ONLY, NULL},         /* srcs y, dy */
     [TG_OP_LOG_SOFTMAX_BACK] = {"log_softmax_back", TG_OPF_BACKWARD_ONLY, NULL}, /* srcs y, dy */
     [TG_OP_LAYER_NORM] = {"layer_norm", 0, g_layer_norm}, /* srcs x, gamma?, beta? */
-    [TG_OP_LAYER_NORM_BACK] = {"layer_norm_back", TG_OPF_BACKWARD_ONLY,
-                               NULL}, /* srcs x, gamma?, dy */
-    [TG_OP_LAYER_NORM_GAMMA_BACK] = {"layer_norm_gamma_back", TG_OPF_BACKWARD_ONLY,
-                                     NULL}, /* srcs x, dy */
+    /* srcs x, gamma?, dy */
+    [TG_OP_LAYER_NORM_BACK] = {"layer_norm_back", TG_OPF_BACKWARD_ONLY, NULL},
+    /* srcs x, dy */
+    [TG_OP_LAYER_NORM_GAMMA_BACK] = {"layer_norm_gamma_back", TG_OPF_BACKWARD_ONLY, NULL},
 };
 TG__OP_FAMILY_CHECK(rows);
