@@ -467,7 +467,8 @@ static void bench_backward(const char *name, mop op, tg_op back_op, int ndim, co
     if (!node) DIE("no %s node in the backward of %s", tg_op_name(back_op), name);
     node_ctx nc = {node};
     contender c = {run_node, &nc, 1, 0};
-    versus_triad(name, &c, (double)streams * 4.0 * (double)tg_tensor_numel(node));
+    /* bytes by the size of its first input: dgamma's output is one row */
+    versus_triad(name, &c, (double)streams * 4.0 * (double)tg_tensor_numel(node->src[0]));
     tg_graph_free(g);
     tg_store_free(st);
 }
@@ -594,13 +595,17 @@ static void section_memory(void) {
     bench_forward("relu         g2p [1280,1024]", M_RELU, 2, ff_g, 2);
     bench_forward("dropout      g2p [1280,1024]", M_DROPOUT, 2, ff_g, 2);
     bench_forward("dropout      nmt [1024,512]", M_DROPOUT, 2, act_n, 2);
-    printf("  backward kernels (read x or y and dy, write dx)\n");
+    printf("  backward kernels (read x or y and dy, write dx; dgamma writes one row)\n");
     bench_backward("softmax_back    g2p [512,10,10]", M_SOFTMAX, TG_OP_SOFTMAX_BACK, 3, att_g, 3);
     bench_backward("softmax_back    nmt [256,32,32]", M_SOFTMAX, TG_OP_SOFTMAX_BACK, 3, att_n, 3);
     bench_backward("layer_norm_back g2p [1280,256]", M_LAYER_NORM, TG_OP_LAYER_NORM_BACK, 2, act_g,
                    3);
     bench_backward("layer_norm_back nmt [1024,512]", M_LAYER_NORM, TG_OP_LAYER_NORM_BACK, 2, act_n,
                    3);
+    bench_backward("layer_norm_gamma_back g2p [1280,256]", M_LAYER_NORM,
+                   TG_OP_LAYER_NORM_GAMMA_BACK, 2, act_g, 2);
+    bench_backward("layer_norm_gamma_back nmt [1024,512]", M_LAYER_NORM,
+                   TG_OP_LAYER_NORM_GAMMA_BACK, 2, act_n, 2);
     bench_backward("mul (dx = dy*y) g2p [1280,256]", M_MUL, TG_OP_MUL, 2, act_g, 3);
     bench_backward("gelu_back       g2p [1280,1024]", M_GELU, TG_OP_GELU_BACK, 2, ff_g, 3);
     bench_backward("relu_back       g2p [1280,1024]", M_RELU, TG_OP_RELU_BACK, 2, ff_g, 3);
@@ -626,6 +631,8 @@ static void section_from_memory(void) {
     bench_forward_kernel("gelu (kernel)    [32768,1024]", M_GELU, 2, ff, 2);
     bench_backward("softmax_back    [327680,10,10]", M_SOFTMAX, TG_OP_SOFTMAX_BACK, 3, att, 3);
     bench_backward("layer_norm_back [131072,256]", M_LAYER_NORM, TG_OP_LAYER_NORM_BACK, 2, act, 3);
+    bench_backward("layer_norm_gamma_back [131072,256]", M_LAYER_NORM, TG_OP_LAYER_NORM_GAMMA_BACK,
+                   2, act, 2);
     bench_backward("gelu_back       [32768,1024]", M_GELU, TG_OP_GELU_BACK, 2, ff, 3);
 }
 

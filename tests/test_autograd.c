@@ -218,8 +218,8 @@ END_TEST
 /* Layer norm's dgamma (layer_norm_gamma_back, backends/cpu/k_rows.c): the bits of the unfused
  * graph sum_to(mul(dy, layer_norm(x))) — which it replaced — on 1, 2 and 3 threads, fused into
  * the store gradient (ACCUM) and not (keep_grads), for rows of 200 (AVX2 rows, a column tail
- * past the 64-column steps), 256, 64 (too little work to share) and 4100 (longer than the
- * xhat scratch: a row at a time), and row counts across the 128-row blocks. loss = sum(LN(x;
+ * past the 64-column steps), 256, 64 (too little work to share) and 4100 (a row at a time),
+ * and row counts across the 128-row blocks. loss = sum(LN(x;
  * gamma, beta) * Rm) gives dgamma = sum over rows of Rm * xhat, added to the starting -1. Fails
  * if a row, a block or a share is left out or summed out of order, xhat is made otherwise, the
  * products are contracted into multiply-adds, or the accumulation overwrites. */

@@ -454,6 +454,44 @@ START_TEST(test_layer_norm_wide) {
 }
 END_TEST
 
+/* The layer norm's statistics alone (tg_cpu_vlayer_norm_stats, layer norm's dgamma in
+ * backends/cpu/k_rows.c): (x - mean) * rstd, rounded after each step, is the affine-free layer
+ * norm's output bit for bit, on every path (scalar, AVX2, AVX-512 on 64-byte lines and not),
+ * for rows of 1-528 values, 1-11 rows at a time and rows at an odd offset. Fails if a path's
+ * statistics are taken in another order or its four-row blocks mix up rows. */
+START_TEST(test_layer_norm_stats) {
+    enum { ROWS = 11, DMAX = 528 };
+    static float x[ROWS * DMAX + 4] __attribute__((aligned(64))), y[ROWS * DMAX + 4];
+    float mean[ROWS], rstd[ROWS];
+    const float eps = 1e-5f;
+    const int ds[] = {1, 7, 8, 16, 17, 33, 64, 100, 256, 257, 512, 528};
+    for (int path = 0; path < npaths() + (npaths() == 2 && tg_cpu_isa_avx512()); path++) {
+        const bool avx2 = path > 0;
+        tg__cpu_isa_avx512(path == 2);
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+            for (int rows = 1; rows <= ROWS; rows += 2)
+                for (int off = 0; off <= 4; off += 4) { /* on a line; 16 bytes off */
+                    const int d = ds[di];
+                    float *xs = x + off;
+                    for (int i = 0; i < rows * d; i++)
+                        xs[i] = 3.0f + (float)(((i * 53) % 41) - 20) * 0.17f;
+                    tg_cpu_vlayer_norm_rows_path(xs, NULL, NULL, y, rows, d, eps, avx2);
+                    tg_cpu_vlayer_norm_stats_path(xs, rows, d, eps, mean, rstd, avx2);
+                    for (int r = 0; r < rows; r++)
+                        for (int j = 0; j < d; j++) {
+                            const float c = xs[r * d + j] - mean[r], h = c * rstd[r];
+                            ck_assert_msg(h == y[r * d + j],
+                                          "path %d d %d rows %d off %d: [%d][%d] %.9g, layer "
+                                          "norm %.9g",
+                                          path, d, rows, off, r, j, (double)h,
+                                          (double)y[r * d + j]);
+                        }
+                }
+    }
+    tg__cpu_isa_avx512(true);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("vmath");
     TCase *tc = tcase_create("vmath");
@@ -465,6 +503,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_softmax_back_rows);
     tcase_add_test(tc, test_layer_norm_rows);
     tcase_add_test(tc, test_layer_norm_wide);
+    tcase_add_test(tc, test_layer_norm_stats);
     tcase_add_test(tc, test_cross_entropy_rows);
     suite_add_tcase(s, tc);
     return s;

@@ -2,7 +2,6 @@
  * backward kernels. One row per iteration; rows are independent, so threads split rows — but
  * for layer norm's dgamma, a sum over the rows (cut by blocks of rows: k_reduce.c). */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu-impl.h"
@@ -122,16 +121,16 @@ static tg_status layer_norm(tg_cpu_par *p, tg_tensor *t) {
 
 /* layer_norm_gamma_back (srcs x, dy; t [d]): dgamma[c] = sum over rows of dy[r][c] xhat[r][c]
  * (core/ops/rows.c: g_layer_norm). Each block of rows is made as the unfused graph makes it —
- * xhat by the layer norm's own row kernel (a few rows at a time into a scratch in L1), each
+ * xhat = (x - mean) rstd with the layer norm's own statistics (tg_cpu_vlayer_norm_stats), each
  * product rounded before it is added (no multiply-add), rows added in order — and the blocks
  * are summed as sum_to sums them, so dgamma has the bits of sum_to(mul(dy, layer_norm(x)))
- * without writing xhat or the products to memory. */
+ * without writing xhat or the products to memory. A few rows at a time (their x and dy in L1):
+ * their statistics, then one pass over both. */
 typedef float v8f __attribute__((vector_size(32)));
-enum { XHAT_SCRATCH = 4096, GAMMA_CB = 64 }; /* floats of xhat in L1; columns in registers */
+enum { GAMMA_ROWS = 64, GAMMA_CB = 64 }; /* most rows at a time; columns in registers */
 
 typedef struct {
     const float *x, *dy;
-    float *xhat; /* rows_per * d floats */
     int64_t d, rows_per;
     float eps;
 } gamma_rows;
@@ -141,50 +140,51 @@ __attribute__((optimize("fp-contract=off"))) TG_CPU_CLONES static void
 gamma_block_sums(void *ctx, int64_t k0, int64_t k1, float *b) {
     const gamma_rows *g = ctx;
     const int64_t d = g->d;
+    float mean[GAMMA_ROWS], rstd[GAMMA_ROWS];
     for (int64_t c = 0; c < d; c++)
         b[c] = 0.0f;
     for (int64_t r0 = k0; r0 < k1; r0 += g->rows_per) {
         const int64_t nr = k1 - r0 < g->rows_per ? k1 - r0 : g->rows_per;
-        const float *dy = g->dy + r0 * d, *xh = g->xhat;
-        tg_cpu_vlayer_norm_rows(g->x + r0 * d, NULL, NULL, g->xhat, nr, d, g->eps);
+        const float *x = g->x + r0 * d, *dy = g->dy + r0 * d;
+        tg_cpu_vlayer_norm_stats(x, nr, d, g->eps, mean, rstd);
         int64_t c0 = 0;
         for (; c0 + GAMMA_CB <= d; c0 += GAMMA_CB) {
             v8f acc[GAMMA_CB / 8];
             memcpy(acc, b + c0, sizeof acc);
-            for (int64_t r = 0; r < nr; r++)
+            for (int64_t r = 0; r < nr; r++) {
+                const v8f mv = {mean[r], mean[r], mean[r], mean[r],
+                                mean[r], mean[r], mean[r], mean[r]};
+                const v8f rv = {rstd[r], rstd[r], rstd[r], rstd[r],
+                                rstd[r], rstd[r], rstd[r], rstd[r]};
                 for (int v = 0; v < GAMMA_CB / 8; v++) {
                     v8f a, h;
                     memcpy(&a, dy + r * d + c0 + 8 * v, sizeof a);
-                    memcpy(&h, xh + r * d + c0 + 8 * v, sizeof h);
+                    memcpy(&h, x + r * d + c0 + 8 * v, sizeof h);
+                    h = (h - mv) * rv;
                     acc[v] += a * h;
                 }
+            }
             memcpy(b + c0, acc, sizeof acc);
         }
         for (int64_t r = 0; r < nr; r++)
             for (int64_t c = c0; c < d; c++)
-                b[c] += dy[r * d + c] * xh[r * d + c];
+                b[c] += dy[r * d + c] * ((x[r * d + c] - mean[r]) * rstd[r]);
     }
 }
 
 static tg_status layer_norm_gamma_back(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t d, rows = row_count(x, &d);
-    _Alignas(64) float scratch[XHAT_SCRATCH];
+    const int64_t per = d ? 4096 / d : 1; /* 32 KiB of x and dy */
     gamma_rows g = {.x = F32(x),
                     .dy = F32(t->src[1]),
-                    .xhat = scratch,
                     .d = d,
-                    .rows_per = d ? XHAT_SCRATCH / d : 1,
+                    .rows_per = per < 1            ? 1
+                                : per > GAMMA_ROWS ? GAMMA_ROWS
+                                                   : per,
                     .eps = t->p.layer_norm.eps};
-    if (d > XHAT_SCRATCH) { /* rows longer than the scratch: one at a time */
-        g.rows_per = 1;
-        if (!(g.xhat = malloc((size_t)d * sizeof(float))))
-            return tg_error_set(TG_ERR_NOMEM, "layer_norm_gamma_back: a row of %lld", (long long)d);
-    }
-    tg_status st = tg__cpu_column_sums(p, gamma_block_sums, &g, F32(t), rows, d,
-                                       (t->flags & TG_TF_ACCUM) != 0);
-    if (g.xhat != scratch) free(g.xhat);
-    return st;
+    return tg__cpu_column_sums(p, gamma_block_sums, &g, F32(t), rows, d,
+                               (t->flags & TG_TF_ACCUM) != 0);
 }
 
 /* The family's kernels, registered by op. */

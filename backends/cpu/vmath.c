@@ -203,6 +203,12 @@ static void layer_norm_scalar(const float *x, const float *gm, const float *bt, 
     }
 }
 
+static void layer_norm_stats_scalar(const float *x, int64_t rows, int64_t d, float eps, float *mean,
+                                    float *rstd) {
+    for (int64_t r = 0; r < rows; r++)
+        row_stats(x + r * d, d, eps, &mean[r], &rstd[r]);
+}
+
 static void layer_norm_back_scalar(const float *x, const float *gm, const float *dy, float *dx,
                                    int64_t rows, int64_t d, float eps) {
     for (int64_t r = 0; r < rows; r++) {
@@ -1195,6 +1201,21 @@ LN512 static void layer_norm_back_avx512(const float *x, const float *gm, const 
     }
     if (r0 < rows) layer_norm_back_avx2(x, gm, dy, dx, rows - r0, d, eps);
 }
+
+/* The forward's statistics alone (tg_cpu_vlayer_norm_stats): the same calls, so the same bits */
+AVX2 static void layer_norm_stats_avx2(const float *x, int64_t rows, int64_t d, float eps,
+                                       float *mean, float *rstd) {
+    for (int64_t r = 0; r < rows; r++)
+        row_stats_avx2(x + r * d, d, eps, &mean[r], &rstd[r]);
+}
+LN512 static void layer_norm_stats_avx512(const float *x, int64_t rows, int64_t d, float eps,
+                                          float *mean, float *rstd) {
+    int64_t r0 = 0;
+    if (ln_lines(d, x, NULL, NULL, NULL))
+        for (; r0 + LN_ROWS <= rows; r0 += LN_ROWS)
+            row_stats_avx512(x + r0 * d, d, eps, mean + r0, rstd + r0);
+    layer_norm_stats_avx2(x + r0 * d, rows - r0, d, eps, mean + r0, rstd + r0);
+}
 #undef LN512
 
 /* The cross-entropy rows, 8 lanes at a time (lane j sums elements j, j + 8, ... as
@@ -1296,6 +1317,14 @@ void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const floa
 void tg_cpu_vlayer_norm_back_rows_path(const float *x, const float *gamma, const float *dy, float *dx,
                                        int64_t rows, int64_t d, float eps, bool avx2) {
     DISPATCH(WIDEST(layer_norm_back), layer_norm_back_scalar, x, gamma, dy, dx, rows, d, eps);
+}
+void tg_cpu_vlayer_norm_stats_path(const float *x, int64_t rows, int64_t d, float eps, float *mean,
+                                   float *rstd, bool avx2) {
+    DISPATCH(WIDEST(layer_norm_stats), layer_norm_stats_scalar, x, rows, d, eps, mean, rstd);
+}
+void tg_cpu_vlayer_norm_stats(const float *x, int64_t rows, int64_t d, float eps, float *mean,
+                              float *rstd) {
+    tg_cpu_vlayer_norm_stats_path(x, rows, d, eps, mean, rstd, true);
 }
 void tg_cpu_vlayer_norm_rows(const float *x, const float *gamma, const float *beta, float *y,
                              int64_t rows, int64_t d, float eps) {

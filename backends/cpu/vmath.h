@@ -58,6 +58,11 @@ void tg_cpu_vlayer_norm_rows(const float *x, const float *gamma, const float *be
                              int64_t rows, int64_t d, float eps);
 void tg_cpu_vlayer_norm_back_rows(const float *x, const float *gamma, const float *dy, float *dx,
                                   int64_t rows, int64_t d, float eps);
+/* The forward's statistics of each row, mean[r] and rstd[r] = 1 / sqrt(var + eps): the values
+ * tg_cpu_vlayer_norm_rows normalises with (same bits), so that (x - mean) * rstd, rounded after
+ * the subtraction and after the product, is its xhat. */
+void tg_cpu_vlayer_norm_stats(const float *x, int64_t rows, int64_t d, float eps, float *mean,
+                              float *rstd);
 
 /* Rows of the cross-entropy (vocabularies), in 8 lane accumulators (element k in lane k % 8):
  * the row's max (*max) and sum of exp(x[k] - max), returned, and with sum_x its plain sum; and
@@ -84,5 +89,7 @@ void tg_cpu_vce_grad_path(const float *x, int64_t n, float max, float inv, float
                           float *y, bool avx2);
 void tg_cpu_vlayer_norm_back_rows_path(const float *x, const float *gamma, const float *dy, float *dx,
                                        int64_t rows, int64_t d, float eps, bool avx2);
+void tg_cpu_vlayer_norm_stats_path(const float *x, int64_t rows, int64_t d, float eps, float *mean,
+                                   float *rstd, bool avx2);
 
 #endif
