@@ -145,35 +145,9 @@ static bool column_sums_by_rows(tg_cpu_par *p, tg_cpu_block_sums_fn rows, void *
     return true;
 }
 
-/* The same cut for a team's members (p->team: a node run on its own, outside a graph run): the
- * partial rows in a buffer member 0 hands out through the team's slot, and member 0 adds them
- * up after a barrier. Returns false on every member (nothing done) where it does not apply. */
-static bool column_sums_team(tg_cpu_par *p, tg_cpu_block_sums_fn rows, void *ctx, float *o,
-                             int64_t n, int64_t inner, bool acc) {
-    const int64_t nblk = (n + SUM_ROWS - 1) / SUM_ROWS;
-    if (!p->team || p->nth < 2 || nblk < p->nth || n * inner <= TG_PAR_MIN ||
-        nblk * inner > ROW_SUMS_MAX)
-        return false;
-    void **slot = tg_cpu_slot(p);
-    if (p->ith == 0) *slot = malloc((size_t)(nblk * inner) * sizeof(float));
-    tg_cpu_barrier(p);
-    float *part = *slot;
-    if (!part) return false;
-    for (int64_t b = nblk * p->ith / p->nth; b < nblk * (p->ith + 1) / p->nth; b++)
-        rows(ctx, b * SUM_ROWS, (b + 1) * SUM_ROWS < n ? (b + 1) * SUM_ROWS : n, part + b * inner);
-    tg_cpu_barrier(p);
-    if (p->ith == 0) {
-        add_blocks(part, nblk, inner, o, acc);
-        free(part);
-    }
-    return true;
-}
-
 tg_status tg__cpu_column_sums(tg_cpu_par *p, tg_cpu_block_sums_fn rows, void *ctx, float *o,
                               int64_t n, int64_t inner, bool acc) {
-    if (column_sums_by_rows(p, rows, ctx, o, n, inner, acc) ||
-        column_sums_team(p, rows, ctx, o, n, inner, acc))
-        return TG_OK;
+    if (column_sums_by_rows(p, rows, ctx, o, n, inner, acc)) return TG_OK;
     if (p->ith != 0) return TG_OK; /* one member: the blocks in order */
     float *sum = calloc(2 * (size_t)inner + 1, sizeof *sum), *b = sum + inner;
     if (!sum) return tg_error_set(TG_ERR_NOMEM, "column sums: %lld floats", (long long)inner);
