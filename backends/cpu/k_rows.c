@@ -135,9 +135,19 @@ typedef struct {
     float eps;
 } gamma_rows;
 
-/* no contraction even where the build targets a CPU with FMA (meson option native) */
-__attribute__((optimize("fp-contract=off"))) TG_CPU_CLONES static void
-gamma_block_sums(void *ctx, int64_t k0, int64_t k1, float *b) {
+/* No contraction into multiply-adds, even where the build targets a CPU with FMA (meson option
+ * native): GCC contracts across statements unless told, clang within an expression. */
+#if defined(__clang__)
+#define NO_CONTRACT_FN
+#define NO_CONTRACT_BODY _Pragma("clang fp contract(off)")
+#else
+#define NO_CONTRACT_FN __attribute__((optimize("fp-contract=off")))
+#define NO_CONTRACT_BODY
+#endif
+
+NO_CONTRACT_FN TG_CPU_CLONES static void gamma_block_sums(void *ctx, int64_t k0, int64_t k1,
+                                                          float *b) {
+    NO_CONTRACT_BODY
     const gamma_rows *g = ctx;
     const int64_t d = g->d;
     float mean[GAMMA_ROWS], rstd[GAMMA_ROWS];
