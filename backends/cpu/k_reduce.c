@@ -17,9 +17,6 @@ static void split3(const tg_tensor *x, int axis, int64_t *outer, int64_t *n, int
     *n = x->shape[axis];
 }
 
-/* eight floats as one GCC/Clang vector: a register of AVX2 (two of SSE in the baseline clone) */
-typedef float v8f __attribute__((vector_size(32)));
-
 /* Column sums ([outer, n, inner] over n, inner > 1) take the rows in blocks of SUM_ROWS: each
  * block's rows are added in order starting from 0, and the block sums in block order starting
  * from 0. Every column's sum is then the same bits whoever sums which block — by blocks of

@@ -126,7 +126,6 @@ static tg_status layer_norm(tg_cpu_par *p, tg_tensor *t) {
  * are summed as sum_to sums them, so dgamma has the bits of sum_to(mul(dy, layer_norm(x)))
  * without writing xhat or the products to memory. A few rows at a time (their x and dy in L1):
  * their statistics, then one pass over both. */
-typedef float v8f __attribute__((vector_size(32)));
 enum { GAMMA_ROWS = 64, GAMMA_CB = 64 }; /* most rows at a time; columns in registers */
 
 typedef struct {
