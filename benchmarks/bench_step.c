@@ -16,7 +16,11 @@
  * off: by rows of C, as before it); ab alternates steps and adds the "off" median and the
  * ratio, so that both settings meet the host in the same state.
  * --prefetch on|off|ab: the packed GEMM fetching the next block of op(B) while it computes one
- * (backends/cpu/gemm_packed.c, next_src); ab as above. One setting at a time may be ab.
+ * (backends/cpu/gemm_packed.c, next_src); ab as above.
+ * --optim-runs on|off|ab: Adam's step in one pass per run of parameters with the same group
+ * (train/optim.c; off: one per parameter); ab as above. One setting at a time may be ab.
+ * --huge-pages on|off: the workspace and the store's slabs on 2-MiB pages (backends/cpu/cpu.c:
+ * HUGE_MIN; off: from the heap, 4-KiB pages). For the whole run (the store is made once).
  * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two
  * CPUs (benchmarks/core_rtt.h) before the first timed step and after the last — on a virtual
  * machine the host may hold the cores near each other or far apart, and the step's time
@@ -30,6 +34,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
 #include "benchmarks/core_rtt.h"
 #include "core/backend-helpers.h"
@@ -225,6 +230,9 @@ static void set_split_k(bool on) {
 static void set_prefetch(bool on) {
     tg__cpu_gemm_packed_prefetch(on);
 }
+static void set_optim_runs(bool on) {
+    tg__optim_runs(on);
+}
 static const struct {
     const char *flag, *off_ms, *ratio;
     void (*set)(bool);
@@ -232,6 +240,7 @@ static const struct {
     {"--fusion", "ms_per_step_unfused", "fused_over_unfused", set_fusion},
     {"--split-k", "ms_per_step_split_k_off", "split_k_on_over_off", set_split_k},
     {"--prefetch", "ms_per_step_prefetch_off", "prefetch_on_over_off", set_prefetch},
+    {"--optim-runs", "ms_per_step_optim_runs_off", "optim_runs_on_over_off", set_optim_runs},
 };
 enum { NTOGGLES = sizeof TOGGLES / sizeof TOGGLES[0] };
 
@@ -240,7 +249,8 @@ int main(int argc, char **argv) {
         printf("usage: bench_step [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --attention mha\n"
                "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
                "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab\n"
-               "  --split-k on|off|ab --prefetch on|off|ab]\n");
+               "  --split-k on|off|ab --prefetch on|off|ab --optim-runs on|off|ab\n"
+               "  --huge-pages on|off]\n");
         return 0;
     }
     tg_model_config c = tg_model_config_default();
@@ -255,6 +265,12 @@ int main(int argc, char **argv) {
     long T = opt(argc, argv, "--tgt-len", 10), steps = opt(argc, argv, "--steps", 20);
     long warm = opt(argc, argv, "--warmup-steps", 3), threads = opt(argc, argv, "--threads", 2);
     c.max_len = (S > T ? S : T) + 2;
+    const char *huge = sopt(argc, argv, "--huge-pages", "on");
+    if (strcmp(huge, "on") && strcmp(huge, "off")) {
+        fprintf(stderr, "bench_step: --huge-pages must be on or off, not '%s'\n", huge);
+        return 2;
+    }
+    tg__cpu_huge_pages(!strcmp(huge, "on"));
     tg_backend *be;
     CHECK(tg_backend_cpu_new((int)threads, &be));
     tg_model *m;
@@ -359,14 +375,16 @@ int main(int argc, char **argv) {
     double peak = n_peak ? peaks[n_peak / 2] : 0.0, gflops = flops * 1e-9 / (med / 1e3);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
-           "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": "
-           "%lld, "
-           "\"threads\": %ld, \"fusion\": \"%s\", \"gflop_per_step\": %.3f, \"gflops\": %.1f",
-           tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
-           (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,
-           (long long)tg_store_total_numel(tg_model_store(m)), threads, fusion, flops * 1e-9,
-           gflops);
+    printf(
+        "{\"impl\": \"tgraph\", \"attention\": \"%s\", \"heads\": %lld, \"ms_per_step\": %.2f, "
+        "\"tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, \"workspace_mib\": %.1f, \"params\": "
+        "%lld, "
+        "\"threads\": %ld, \"fusion\": \"%s\", \"huge_pages\": \"%s\", \"gflop_per_step\": %.3f, "
+        "\"gflops\": %.1f",
+        tg_attn_kind_name(c.attention), (long long)c.heads, med, (double)(B * T) / (med / 1e3),
+        (double)ru.ru_maxrss / 1024.0, (double)ws / 1048576.0,
+        (long long)tg_store_total_numel(tg_model_store(m)), threads, fusion, huge, flops * 1e-9,
+        gflops);
     if (peak > 0)
         printf(", \"fma_peak_gflops\": %.1f, \"gflops_of_peak\": %.3f", peak, gflops / peak);
     /* the 512-bit peak, where there is one: the median of three bursts after the timed steps,

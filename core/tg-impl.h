@@ -92,14 +92,28 @@ typedef struct tg_param_entry {
     int64_t shape[TG_MAX_DIMS];
     int64_t numel;
     bool trainable;
-    float *data; /* backend memory */
-    float *grad; /* backend memory, NULL if not trainable */
+    float *data;       /* backend memory: slabs[slab].data + off */
+    float *grad;       /* slabs[slab].grad + off, NULL if not trainable */
+    int64_t slab, off; /* off in floats */
 } tg_param_entry;
+
+/* Parameters live in slabs (store.c): runs of them in one backend block, their gradients at the
+ * same offsets in a second. The trainable ones and the frozen ones (no gradients) fill
+ * separate slabs, so the trainable parameters' data, gradients and an optimizer's moments
+ * (train/optim.c, same layout) are each contiguous, parameter after parameter. */
+typedef struct tg_store_slab {
+    float *data, *grad; /* grad NULL in a slab of frozen parameters */
+    int64_t cap, used;  /* floats; [0, used) zeroed but for the parameters' values */
+} tg_store_slab;
 
 struct tg_store {
     tg_backend *backend;
     tg_param_entry *p;
     int64_t n, cap;
+    tg_store_slab *slabs;
+    int64_t nslabs, cap_slabs;
+    int64_t open[2]; /* the slab that takes new parameters, frozen [0] and trainable [1]; -1 none */
+    int made[2];     /* slabs made in each series (their sizes double) */
 };
 
 /* The backend table (a table of function pointers plus a capability query, as ggml's backends). */
@@ -240,6 +254,12 @@ tg_tensor *tg__grad_take(tg_tensor *t);
  * its rows fit in a tile. */
 #define TG_CHAIN_TILE 1024
 tg_status tg__plan_fuse_chains(tg_graph *g);
+
+/* Tests (train/optim.c): an optimizer step in one pass per parameter (off) instead of one per
+ * run of parameters with the same group (on, the default); returns the previous setting */
+bool tg__optim_runs(bool on);
+/* Tests: how many passes over the backend's memory o's last step made */
+int64_t tg__optim_passes(const tg_optim *o);
 
 /* TG_PROFILE (core/profile.c): whether it is set, and one node's time in seconds */
 bool tg__profile_on(void);

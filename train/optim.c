@@ -1,19 +1,42 @@
 /* Optimizers over a store: the update itself runs on the store's backend (one fused pass per
- * parameter); this file owns the state buffers, the step count and the parameter groups (a
- * weight decay and a learning-rate scale per parameter). */
+ * run of parameters, below); this file owns the state buffers, the step count and the
+ * parameter groups (a weight decay and a learning-rate scale per parameter). */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/tg-impl.h"
 
+/* The moments mirror the store's slabs of trainable parameters (core/tg-impl.h): slab k's
+ * moments at ms[k] and vs[k], a parameter's at its offset in its slab. So a run of parameters
+ * with the same weight decay and learning-rate scale is one contiguous range of weights,
+ * gradients and moments, which tg_optim_step updates in one pass: the padding between the
+ * parameters is zero in all four, and an update leaves a zero weight with a zero gradient
+ * and zero moments zero (Adam's step is 0 / (0 + eps); the decay of 0 is 0). */
 struct tg_optim {
     tg_store *store;
+    int64_t n; /* the store's parameters when the optimizer was made: the ones it updates */
     tg_optim_config cfg;
     int64_t steps;
-    float **m, **v; /* per parameter, NULL where unused */
+    float **m, **v;   /* per parameter, NULL where unused */
+    float **ms, **vs; /* per store slab, NULL where unused (frozen slabs) */
+    int64_t nslabs;
     float *wd, *lr_scale; /* per parameter: its group's weight decay and learning-rate scale */
+    int64_t passes;       /* the backend passes of the last step (tests) */
 };
+
+int64_t tg__optim_passes(const tg_optim *o) {
+    return o ? o->passes : 0;
+}
+
+/* Tests: one pass per parameter (off) instead of one per run of them (on, the default) */
+static bool runs_on = true;
+
+bool tg__optim_runs(bool on) {
+    const bool was = runs_on;
+    runs_on = on;
+    return was;
+}
 
 tg_optim_config tg_optim_defaults(tg_optim_kind kind) {
     tg_optim_config c = {.kind = kind, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.98f,
@@ -39,11 +62,13 @@ static tg_status check_config(const tg_optim_config *c) {
 void tg_optim_free(tg_optim *o) {
     if (!o) return;
     tg_backend *b = o->store->backend;
-    for (int64_t i = 0; i < o->store->n; i++) {
-        size_t bytes = (size_t)o->store->p[i].numel * 4;
-        if (o->m && o->m[i]) b->vt->free(b, o->m[i], bytes);
-        if (o->v && o->v[i]) b->vt->free(b, o->v[i], bytes);
+    for (int64_t k = 0; k < o->nslabs; k++) {
+        const size_t bytes = (size_t)o->store->slabs[k].cap * 4;
+        if (o->ms && o->ms[k]) b->vt->free(b, o->ms[k], bytes);
+        if (o->vs && o->vs[k]) b->vt->free(b, o->vs[k], bytes);
     }
+    free(o->ms);
+    free(o->vs);
     free(o->m);
     free(o->v);
     free(o->wd);
@@ -51,10 +76,11 @@ void tg_optim_free(tg_optim *o) {
     free(o);
 }
 
-static float *zeros(tg_backend *b, int64_t n) {
-    float *p = b->vt->alloc(b, (size_t)n * 4);
-    if (p && b->vt->memset0(b, p, (size_t)n * 4) != TG_OK) {
-        b->vt->free(b, p, (size_t)n * 4);
+/* A slab's moments: cap floats, the first `used` zeroed (the rest is never read) */
+static float *zeros(tg_backend *b, int64_t cap, int64_t used) {
+    float *p = b->vt->alloc(b, (size_t)cap * 4);
+    if (p && used && b->vt->memset0(b, p, (size_t)used * 4) != TG_OK) {
+        b->vt->free(b, p, (size_t)cap * 4);
         return NULL;
     }
     return p;
@@ -68,27 +94,38 @@ tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out) 
     tg_optim *o = calloc(1, sizeof *o);
     if (!o) return tg_error_set(TG_ERR_NOMEM, "tg_optim_new: out of memory");
     o->store = s;
+    o->n = s->n;
     o->cfg = *cfg;
-    int64_t n = s->n ? s->n : 1;
+    const int64_t n = s->n ? s->n : 1, ns = s->nslabs ? s->nslabs : 1;
     o->m = calloc((size_t)n, sizeof *o->m);
     o->v = calloc((size_t)n, sizeof *o->v);
+    o->ms = calloc((size_t)ns, sizeof *o->ms);
+    o->vs = calloc((size_t)ns, sizeof *o->vs);
     o->wd = calloc((size_t)n, sizeof *o->wd);
     o->lr_scale = calloc((size_t)n, sizeof *o->lr_scale);
-    if (!o->m || !o->v || !o->wd || !o->lr_scale) {
+    if (!o->m || !o->v || !o->ms || !o->vs || !o->wd || !o->lr_scale) {
         tg_optim_free(o);
         return tg_error_set(TG_ERR_NOMEM, "tg_optim_new: out of memory");
     }
     bool need_m = cfg->kind != TG_OPTIM_SGD || cfg->momentum > 0.0f;
     bool need_v = cfg->kind != TG_OPTIM_SGD;
+    o->nslabs = s->nslabs;
+    for (int64_t k = 0; k < s->nslabs; k++) {
+        const tg_store_slab *sl = &s->slabs[k];
+        if (!sl->grad) continue;
+        if ((need_m && !(o->ms[k] = zeros(s->backend, sl->cap, sl->used))) ||
+            (need_v && !(o->vs[k] = zeros(s->backend, sl->cap, sl->used)))) {
+            tg_optim_free(o);
+            return tg_error_prefix(TG_ERR_NOMEM, "tg_optim_new: moments");
+        }
+    }
     for (int64_t i = 0; i < s->n; i++) {
+        const tg_param_entry *e = &s->p[i];
         o->wd[i] = cfg->weight_decay;
         o->lr_scale[i] = 1.0f;
-        if (!s->p[i].trainable) continue;
-        if ((need_m && !(o->m[i] = zeros(s->backend, s->p[i].numel))) ||
-            (need_v && !(o->v[i] = zeros(s->backend, s->p[i].numel)))) {
-            tg_optim_free(o);
-            return tg_error_prefix(TG_ERR_NOMEM, "tg_optim_new: state of '%s'", s->p[i].name);
-        }
+        if (!e->trainable) continue;
+        if (need_m) o->m[i] = o->ms[e->slab] + e->off;
+        if (need_v) o->v[i] = o->vs[e->slab] + e->off;
     }
     *out = o;
     return TG_OK;
@@ -99,15 +136,30 @@ tg_status tg_optim_step(tg_optim *o, float lr) {
     if (!(lr >= 0.0f) || lr != lr)
         return tg_error_set(TG_ERR_INVALID, "tg_optim_step: learning rate %g must be >= 0", (double)lr);
     o->steps++;
+    o->passes = 0;
     tg_store *s = o->store;
     tg_optim_config c = o->cfg;
-    for (int64_t i = 0; i < s->n; i++) {
+    for (int64_t i = 0, j; i < o->n; i = j) {
         tg_param_entry *e = &s->p[i];
+        j = i + 1;
         if (!e->trainable) continue;
+        /* the run i..j-1: the next trainable parameters in the same slab, with the same group
+         * (the frozen ones between them lie in other slabs), up to the end of the last one */
+        int64_t end = e->off + e->numel;
+        for (int64_t q = j; runs_on && q < o->n; q++) {
+            const tg_param_entry *f = &s->p[q];
+            if (!f->trainable) continue;
+            if (f->slab != e->slab || o->wd[q] != o->wd[i] || o->lr_scale[q] != o->lr_scale[i])
+                break;
+            end = f->off + f->numel;
+            j = q + 1;
+        }
         c.weight_decay = o->wd[i];
-        tg_status st = s->backend->vt->optim_update(s->backend, &c, lr * o->lr_scale[i], o->steps, e->data,
-                                                    e->grad, o->m[i], o->v[i], e->numel);
+        tg_status st =
+            s->backend->vt->optim_update(s->backend, &c, lr * o->lr_scale[i], o->steps, e->data,
+                                         e->grad, o->m[i], o->v[i], end - e->off);
         if (st) return tg_error_prefix(st, "tg_optim_step: '%s'", e->name);
+        o->passes++;
     }
     return TG_OK;
 }
@@ -121,7 +173,7 @@ tg_status tg_optim_set_group(tg_optim *o, const char *pattern, float weight_deca
                             "tg_optim_set_group '%s': weight decay %g and learning-rate scale %g must be finite and >= 0",
                             pattern, (double)weight_decay, (double)lr_scale);
     int64_t k = 0;
-    for (int64_t i = 0; i < o->store->n; i++) {
+    for (int64_t i = 0; i < o->n; i++) {
         if (fnmatch(pattern, o->store->p[i].name, 0) != 0) continue;
         o->wd[i] = weight_decay;
         o->lr_scale[i] = lr_scale;
@@ -135,7 +187,7 @@ tg_status tg_optim_no_decay_on_vectors(tg_optim *o, int64_t *matched) {
     /* keeps each vector's learning-rate scale: only the decay changes */
     if (!o) return tg_error_set(TG_ERR_INVALID, "tg_optim_no_decay_on_vectors: optimizer is NULL");
     int64_t k = 0;
-    for (int64_t i = 0; i < o->store->n; i++)
+    for (int64_t i = 0; i < o->n; i++)
         if (o->store->p[i].ndim < 2) {
             o->wd[i] = 0.0f;
             k++;
@@ -145,7 +197,7 @@ tg_status tg_optim_no_decay_on_vectors(tg_optim *o, int64_t *matched) {
 }
 
 tg_status tg_optim_group_of(const tg_optim *o, int64_t i, float *weight_decay, float *lr_scale) {
-    if (!o || i < 0 || i >= o->store->n)
+    if (!o || i < 0 || i >= o->n)
         return tg_error_set(TG_ERR_INVALID, "tg_optim_group_of: bad parameter index %lld", (long long)i);
     if (weight_decay) *weight_decay = o->wd[i];
     if (lr_scale) *lr_scale = o->lr_scale[i];
@@ -158,7 +210,7 @@ void tg_optim_set_steps(tg_optim *o, int64_t steps) {
 }
 
 static tg_status state_check(const tg_optim *o, int64_t i, int which, int64_t n, float ***arr) {
-    if (!o || i < 0 || i >= o->store->n || which < 0 || which > 1)
+    if (!o || i < 0 || i >= o->n || which < 0 || which > 1)
         return tg_error_set(TG_ERR_INVALID, "tg_optim state: bad parameter index %lld or slot %d",
                             (long long)i, which);
     if (n != o->store->p[i].numel)

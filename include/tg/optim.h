@@ -30,7 +30,8 @@ typedef struct tg_optim tg_optim;
 tg_optim_config tg_optim_defaults(tg_optim_kind kind);
 
 /* An optimizer for every trainable parameter of s (borrowed; must outlive it). State (moments)
- * is allocated on the store's backend. */
+ * is allocated on the store's backend. Parameters added to s afterwards are not its: a step
+ * leaves them as they are. */
 tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out);
 void tg_optim_free(tg_optim *o);
 /* One update with learning rate lr from the gradients in the store (not zeroed here). */

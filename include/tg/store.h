@@ -25,7 +25,9 @@ void tg_store_free(tg_store *s);
 tg_backend *tg_store_backend(const tg_store *s);
 
 /* Add parameter `name` (unique, <= 127 bytes) of the given shape, initialised from `init`
- * (numel floats, copied; NULL = zeros). Trainable parameters get a gradient buffer. */
+ * (numel floats, copied; NULL = zeros). Trainable parameters get a gradient buffer. The
+ * parameters share a few large blocks of backend memory (docs/design.md, "Parameter store"),
+ * each starting on a 64-byte line. */
 tg_status tg_store_add(tg_store *s, const char *name, int ndim, const int64_t *shape,
                        const float *init, bool trainable);
 
