@@ -18,7 +18,9 @@
  * --prefetch on|off|ab: the packed GEMM fetching the next block of op(B) while it computes one
  * (backends/cpu/gemm_packed.c, next_src); ab as above.
  * --optim-runs on|off|ab: Adam's step in one pass per run of parameters with the same group
- * (train/optim.c; off: one per parameter); ab as above. One setting at a time may be ab.
+ * (train/optim.c; off: one per parameter); ab as above.
+ * --step-zero-grad on|off|ab: the gradients zeroed in the update's pass (tg_optim_step_zero_grad;
+ * off: tg_optim_step, then tg_store_zero_grad); ab as above. One setting at a time may be ab.
  * --huge-pages on|off: the workspace and the store's slabs on 2-MiB pages (backends/cpu/cpu.c:
  * HUGE_MIN; off: from the heap, 4-KiB pages). For the whole run (the store is made once).
  * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two
@@ -233,6 +235,10 @@ static void set_prefetch(bool on) {
 static void set_optim_runs(bool on) {
     tg__optim_runs(on);
 }
+static bool step_zero_on = true;
+static void set_step_zero(bool on) {
+    step_zero_on = on;
+}
 static const struct {
     const char *flag, *off_ms, *ratio;
     void (*set)(bool);
@@ -241,6 +247,7 @@ static const struct {
     {"--split-k", "ms_per_step_split_k_off", "split_k_on_over_off", set_split_k},
     {"--prefetch", "ms_per_step_prefetch_off", "prefetch_on_over_off", set_prefetch},
     {"--optim-runs", "ms_per_step_optim_runs_off", "optim_runs_on_over_off", set_optim_runs},
+    {"--step-zero-grad", "ms_per_step_zero_grad_apart", "step_zero_grad_over_apart", set_step_zero},
 };
 enum { NTOGGLES = sizeof TOGGLES / sizeof TOGGLES[0] };
 
@@ -250,7 +257,7 @@ int main(int argc, char **argv) {
                "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
                "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab\n"
                "  --split-k on|off|ab --prefetch on|off|ab --optim-runs on|off|ab\n"
-               "  --huge-pages on|off]\n");
+               "  --step-zero-grad on|off|ab --huge-pages on|off]\n");
         return 0;
     }
     tg_model_config c = tg_model_config_default();
@@ -346,8 +353,12 @@ int main(int argc, char **argv) {
         CHECK(tg_backward(g, loss));
         CHECK(tg_graph_run(g, be));
         float lr = 1e-4f;
-        CHECK(tg_optim_step(o, lr));
-        CHECK(tg_store_zero_grad(tg_model_store(m)));
+        if (step_zero_on) {
+            CHECK(tg_optim_step_zero_grad(o, lr));
+        } else {
+            CHECK(tg_optim_step(o, lr));
+            CHECK(tg_store_zero_grad(tg_model_store(m)));
+        }
         *(first ? &ws : &ws_off) = tg_graph_peak_bytes(g);
         flops = matmul_flops(g);
         tg_graph_free(g);

@@ -135,9 +135,9 @@ typedef struct tg_backend_vtable {
     tg_status (*run_graph)(tg_backend *b, tg_tensor *const *nodes, int64_t n,
                            void (*after)(void *ctx, int64_t i), void *ctx, int64_t *failed);
     tg_status (*sync)(tg_backend *b);
-    /* optimizer and store maths on backend memory */
+    /* optimizer and store maths on backend memory; optim_update with zero_g leaves g zero */
     tg_status (*optim_update)(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
-                              float *w, const float *g, float *m, float *v, int64_t n);
+                              float *w, float *g, float *m, float *v, int64_t n, bool zero_g);
     tg_status (*sumsq)(tg_backend *b, const float *x, int64_t n, double *out);
     tg_status (*scale)(tg_backend *b, float *x, int64_t n, float s);
     void (*destroy)(tg_backend *b);

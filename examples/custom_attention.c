@@ -172,8 +172,7 @@ int main(int argc, char **argv) {
         tg_graph_free(g);
         double lr = 2e-3 * (step < 50 ? step / 50.0 : 1.0);
         CHECK(tg_store_clip_grad(st, 1.0, NULL));
-        CHECK(tg_optim_step(opt, (float)lr));
-        CHECK(tg_store_zero_grad(st));
+        CHECK(tg_optim_step_zero_grad(opt, (float)lr)); /* update, and zero the gradients */
         if (step % 100 == 0 || step == 1) printf("step %4d  loss %.4f\n", step, l);
     }
     /* greedy decoding of 100 held-out sequences (another seed), the whole prefix per step */

@@ -203,8 +203,7 @@ int main(int argc, char **argv) {
         /* linear warmup over 50 steps, then cosine decay to a tenth */
         double lr = 3e-3 * (step < 50 ? step / 50.0 : 0.1 + 0.45 * (1 + cos(M_PI * (step - 50) / (steps - 49))));
         CHECK(tg_store_clip_grad(m.st, 1.0, NULL));
-        CHECK(tg_optim_step(opt, (float)lr));
-        CHECK(tg_store_zero_grad(m.st));
+        CHECK(tg_optim_step_zero_grad(opt, (float)lr)); /* update, and zero the gradients */
         if (step > steps - 20) recent += l / 20.0;
         if (step % 50 == 0 || step == 1) printf("step %4d  loss %.4f\n", step, l);
     }

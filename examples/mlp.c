@@ -79,8 +79,7 @@ int main(int argc, char **argv) {
         tg_graph_free(g);
         double norm;
         CHECK(tg_store_clip_grad(store, 1.0, &norm));
-        CHECK(tg_optim_step(adam, 0.01f));
-        CHECK(tg_store_zero_grad(store));
+        CHECK(tg_optim_step_zero_grad(adam, 0.01f)); /* update, and zero the gradients */
         if (step == 1 || step % 100 == 0)
             printf("step %4d  loss %.4f  gradient norm %.3f\n", step, loss, norm);
     }

@@ -7,6 +7,7 @@
  *   - a step over runs gives the same bits as one pass per parameter, for SGD with momentum,
  *     Adam with L2 decay and AdamW, across group boundaries, frozen parameters and slabs;
  *   - an optimizer leaves the parameters added after it alone;
+ *   - tg_optim_step_zero_grad gives tg_optim_step's bits and leaves every gradient zero;
  *   - big blocks start past a 2-MiB boundary, carry the kernel's huge-page advice ("hg" in
  *     /proc/self/smaps), and go back to the system whether freed, cached or left to the
  *     backend's destruction. */
@@ -279,6 +280,85 @@ START_TEST(test_optim_param_added_later) {
 }
 END_TEST
 
+/* tg_optim_step_zero_grad against tg_optim_step then tg_store_zero_grad: the same weights and
+ * moments, every gradient zero after it — a parameter added after the optimizer's too — and
+ * after an error as well. */
+static void step_zero_pair(tg_optim_kind kind) {
+    tg_store *s[2];
+    tg_optim *o[2];
+    tg_optim_config cfg = tg_optim_defaults(kind);
+    cfg.weight_decay = 0.02f;
+    const float late[3] = {1.0f, 2.0f, 3.0f};
+    int64_t shape[1] = {3};
+    for (int r = 0; r < 2; r++) {
+        s[r] = make_store();
+        CK(tg_optim_new(s[r], &cfg, &o[r]));
+        CK(tg_optim_set_group(o[r], "c", 0.0f, 2.0f, NULL));
+        CK(tg_store_add(s[r], "late", 1, shape, late, true));
+    }
+    float *g = malloc(sizeof(float) * BIG);
+    for (int t = 1; t <= 3; t++)
+        for (int r = 0; r < 2; r++) {
+            for (int i = 0; i <= NP; i++) {
+                const int64_t n = i < NP ? PARAMS[i].n : 3;
+                if (i < NP && !PARAMS[i].trainable) continue;
+                for (int64_t j = 0; j < n; j++)
+                    g[j] = val(i, j, t);
+                CK(tg_store_write_grad(s[r], i, g, n));
+            }
+            if (r == 0) {
+                CK(tg_optim_step_zero_grad(o[0], 1e-2f));
+            } else {
+                CK(tg_optim_step(o[1], 1e-2f));
+                CK(tg_store_zero_grad(s[1]));
+            }
+        }
+    for (int i = 0; i <= NP; i++) {
+        const tg_param_entry *e0 = &s[0]->p[i], *e1 = &s[1]->p[i];
+        ck_assert_msg(!memcmp(e0->data, e1->data, sizeof(float) * (size_t)e0->numel),
+                      "%s: weights differ", e0->name);
+        for (int64_t j = 0; e0->grad && j < e0->numel; j++)
+            ck_assert_msg(e0->grad[j] == 0.0f, "%s's gradient %lld not zeroed", e0->name,
+                          (long long)j);
+        for (int which = 0; which < 2 && i < NP && PARAMS[i].trainable; which++) {
+            float *m0 = malloc(sizeof(float) * (size_t)e0->numel);
+            float *m1 = malloc(sizeof(float) * (size_t)e0->numel);
+            if (tg_optim_read_state(o[0], i, which, m0, e0->numel) == TG_OK) {
+                CK(tg_optim_read_state(o[1], i, which, m1, e0->numel));
+                ck_assert_msg(!memcmp(m0, m1, sizeof(float) * (size_t)e0->numel),
+                              "%s: moment %d differs", e0->name, which);
+            }
+            free(m0);
+            free(m1);
+        }
+    }
+    ck_assert_float_eq(s[0]->p[NP].data[2], 3.0f); /* not the optimizer's: not stepped */
+    /* an error (a negative learning rate) still leaves the gradients zero */
+    for (int64_t j = 0; j < PARAMS[0].n; j++)
+        g[j] = 1.0f;
+    CK(tg_store_write_grad(s[0], 0, g, PARAMS[0].n));
+    ck_assert_int_eq(tg_optim_step_zero_grad(o[0], -1.0f), TG_ERR_INVALID);
+    ck_assert_float_eq(s[0]->p[0].grad[PARAMS[0].n - 1], 0.0f);
+    free(g);
+    for (int r = 0; r < 2; r++) {
+        tg_optim_free(o[r]);
+        tg_store_free(s[r]);
+    }
+}
+
+START_TEST(test_step_zero_grad_sgd) {
+    step_zero_pair(TG_OPTIM_SGD);
+}
+END_TEST
+START_TEST(test_step_zero_grad_adam) {
+    step_zero_pair(TG_OPTIM_ADAM);
+}
+END_TEST
+START_TEST(test_step_zero_grad_adamw) {
+    step_zero_pair(TG_OPTIM_ADAMW);
+}
+END_TEST
+
 /* Whether the mapping that holds p has the kernel's huge-page advice: VmFlags "hg" in
  * /proc/self/smaps. -1 where that file cannot be read. */
 static int advised_huge(const void *p) {
@@ -342,6 +422,9 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_optim_runs_adam);
     tcase_add_test(tc, test_optim_runs_adamw);
     tcase_add_test(tc, test_optim_param_added_later);
+    tcase_add_test(tc, test_step_zero_grad_sgd);
+    tcase_add_test(tc, test_step_zero_grad_adam);
+    tcase_add_test(tc, test_step_zero_grad_adamw);
     tcase_add_test(tc, test_huge_blocks);
     suite_add_tcase(su, tc);
     return su;

@@ -131,10 +131,11 @@ tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out) 
     return TG_OK;
 }
 
-tg_status tg_optim_step(tg_optim *o, float lr) {
-    if (!o) return tg_error_set(TG_ERR_INVALID, "tg_optim_step: optimizer is NULL");
+/* One update; with zero, each run's gradients zeroed in its pass (the backend's zero_g) */
+static tg_status step(tg_optim *o, float lr, bool zero, const char *fn) {
+    if (!o) return tg_error_set(TG_ERR_INVALID, "%s: optimizer is NULL", fn);
     if (!(lr >= 0.0f) || lr != lr)
-        return tg_error_set(TG_ERR_INVALID, "tg_optim_step: learning rate %g must be >= 0", (double)lr);
+        return tg_error_set(TG_ERR_INVALID, "%s: learning rate %g must be >= 0", fn, (double)lr);
     o->steps++;
     o->passes = 0;
     tg_store *s = o->store;
@@ -157,11 +158,29 @@ tg_status tg_optim_step(tg_optim *o, float lr) {
         c.weight_decay = o->wd[i];
         tg_status st =
             s->backend->vt->optim_update(s->backend, &c, lr * o->lr_scale[i], o->steps, e->data,
-                                         e->grad, o->m[i], o->v[i], end - e->off);
-        if (st) return tg_error_prefix(st, "tg_optim_step: '%s'", e->name);
+                                         e->grad, o->m[i], o->v[i], end - e->off, zero);
+        if (st) return tg_error_prefix(st, "%s: '%s'", fn, e->name);
         o->passes++;
     }
     return TG_OK;
+}
+
+tg_status tg_optim_step(tg_optim *o, float lr) {
+    return step(o, lr, false, "tg_optim_step");
+}
+
+tg_status tg_optim_step_zero_grad(tg_optim *o, float lr) {
+    tg_status st = step(o, lr, true, "tg_optim_step_zero_grad");
+    if (!o) return st;
+    /* the gradients no run took: parameters added after the optimizer; all of them after an
+     * error (a run may have stopped half way) */
+    tg_store *s = o->store;
+    for (int64_t i = st == TG_OK ? o->n : 0; i < s->n; i++) {
+        if (!s->p[i].grad) continue;
+        tg_status z = s->backend->vt->memset0(s->backend, s->p[i].grad, (size_t)s->p[i].numel * 4);
+        if (st == TG_OK) st = z;
+    }
+    return st;
 }
 
 tg_status tg_optim_set_group(tg_optim *o, const char *pattern, float weight_decay, float lr_scale,

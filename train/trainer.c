@@ -397,12 +397,12 @@ tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
         if (what[0]) st = diverged(what, tg_lr_at(&t->cfg.lr, t->step + 1));
         if (st) st = tg_error_prefix(st, "step %lld", (long long)(t->step + 1));
     }
-    if (st == TG_OK) {
+    if (st == TG_OK) { /* the update zeroes the gradients in its pass; else zero them here */
         si.lr = tg_lr_at(&t->cfg.lr, t->step + 1);
-        st = tg_optim_step(t->opt, (float)si.lr);
+        st = tg_optim_step_zero_grad(t->opt, (float)si.lr);
+    } else {
+        tg_store_zero_grad(s);
     }
-    tg_status z = tg_store_zero_grad(s);
-    if (st == TG_OK) st = z;
     /* errors after the exchange (clipping, update) are local: agree on them too */
     if (group && agreed) st = tg_dist_agree(t->cfg.dist, st);
     if (st == TG_OK) {

@@ -614,21 +614,23 @@ static tg_status cpu_sync(tg_backend *b) {
 typedef struct {
     const tg_optim_config *cfg;
     float lr, alpha, rc2;
-    float *w, *m, *v;
-    const float *g;
+    float *w, *m, *v, *g;
     int64_t n;
+    bool zero_g; /* g[i] = 0 once read: the gradients zeroed in the update's pass, where the
+                  * line is in the core's cache, rather than in a pass of their own */
 } optim_job;
 
 TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
     const optim_job *o = ctx;
     const tg_optim_config *cfg = o->cfg;
-    float *w = o->w, *m = o->m, *v = o->v, lr = o->lr, wd = cfg->weight_decay;
-    const float *g = o->g;
+    float *w = o->w, *m = o->m, *v = o->v, *g = o->g, lr = o->lr, wd = cfg->weight_decay;
+    const bool zero = o->zero_g; /* loop-invariant: the compiler keeps two loops */
     int64_t n = o->n;
     if (cfg->kind == TG_OPTIM_SGD) {
         float mu = cfg->momentum;
         TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {
             float gi = g[i] + wd * w[i];
+            if (zero) g[i] = 0.0f;
             if (m) {
                 m[i] = mu * m[i] + gi;
                 gi = m[i];
@@ -641,6 +643,7 @@ TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
     bool decoupled = cfg->kind == TG_OPTIM_ADAMW;
     TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) {
         float gi = decoupled ? g[i] : g[i] + wd * w[i];
+        if (zero) g[i] = 0.0f;
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
         v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
         float upd = alpha * m[i] / (sqrtf(v[i]) * rc2 + eps);
@@ -738,8 +741,8 @@ static tg_status cpu_memset0(tg_backend *b, void *dst, size_t bytes) {
 }
 
 static tg_status cpu_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
-                                  float *w, const float *g, float *m, float *v, int64_t n) {
-    optim_job o = {.cfg = cfg, .lr = lr, .w = w, .m = m, .v = v, .g = g, .n = n};
+                                  float *w, float *g, float *m, float *v, int64_t n, bool zero_g) {
+    optim_job o = {.cfg = cfg, .lr = lr, .w = w, .m = m, .v = v, .g = g, .n = n, .zero_g = zero_g};
     if (cfg->kind != TG_OPTIM_SGD) {
         /* bias corrections folded into the step size (Kingma & Ba, Algorithm 1, last lines) */
         double c1 = 1.0 - pow(cfg->beta1, (double)step), c2 = 1.0 - pow(cfg->beta2, (double)step);

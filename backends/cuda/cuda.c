@@ -220,11 +220,9 @@ static tg_status cuda_sync(tg_backend *b) {
     return synchronize(c, "stream synchronize");
 }
 
-static tg_status cuda_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr, int64_t step,
-                                   float *w, const float *g, float *m, float *v, int64_t n) {
-    tgcu_impl *c = b->impl;
-    tg_status st = enter(c);
-    if (st) return st;
+/* the update's kernel, then with zero_g the gradients zeroed on the same stream */
+static tg_status cuda_update(tgcu_impl *c, const tg_optim_config *cfg, float lr, int64_t step,
+                             float *w, const float *g, float *m, float *v, int64_t n) {
     float wd = cfg->weight_decay;
     if (cfg->kind == TG_OPTIM_SGD)
         return tgcu_status(tgcu_sgd(c->stream, w, g, m, n, lr, wd, cfg->momentum), "sgd update");
@@ -235,6 +233,18 @@ static tg_status cuda_optim_update(tg_backend *b, const tg_optim_config *cfg, fl
     return tgcu_status(tgcu_adam(c->stream, w, g, m, v, n, lr, wd, b1, b2, cfg->eps, alpha, rc2,
                                  cfg->kind == TG_OPTIM_ADAMW),
                        "adam update");
+}
+
+static tg_status cuda_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr,
+                                   int64_t step, float *w, float *g, float *m, float *v, int64_t n,
+                                   bool zero_g) {
+    tgcu_impl *c = b->impl;
+    tg_status st = enter(c);
+    if (st == TG_OK) st = cuda_update(c, cfg, lr, step, w, g, m, v, n);
+    if (st == TG_OK && zero_g)
+        st = tgcu_status(cudaMemsetAsync(g, 0, (size_t)n * sizeof(float), c->stream),
+                         "gradient zeroing");
+    return st;
 }
 
 static tg_status cuda_sumsq(tg_backend *b, const float *x, int64_t n, double *out) {

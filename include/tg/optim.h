@@ -36,6 +36,10 @@ tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out);
 void tg_optim_free(tg_optim *o);
 /* One update with learning rate lr from the gradients in the store (not zeroed here). */
 tg_status tg_optim_step(tg_optim *o, float lr);
+/* tg_optim_step, then the store's gradients zero, as after tg_store_zero_grad (also on an
+ * error): the gradients the update reads are zeroed in its own pass over them, which saves
+ * the separate pass of zeroing (the same weights and moments as step then zero_grad). */
+tg_status tg_optim_step_zero_grad(tg_optim *o, float lr);
 /* Number of steps taken. */
 int64_t tg_optim_steps(const tg_optim *o);
 
