@@ -1,6 +1,6 @@
 /* bench_ops: tgraph's ops, run through graphs, against the machine's raw ceilings.
  *
- *   bench_ops [--threads 2] [--quick] [--only 1|2|3|4|5|6]    (sections below)
+ *   bench_ops [--threads 2] [--quick] [--only 1|2|3|4|5|6|7]    (sections below)
  *
  * 1. matmul (tg_matmul in a graph, run again and again) against ONE cblas_sgemm call on the
  *    same shapes with OpenBLAS on the same number of threads; target >= 0.9x.
@@ -19,6 +19,9 @@
  *    (tg_graph_set_fusion), alternately, and the fused one's bytes against the triad.
  * 6. section 3's softmax, layer norm and GELU kernels, forward and backward, over ~128 MiB
  *    tensors (from DRAM, as STREAM sizes its arrays) against the triad over the same bytes.
+ * 7. the store maths of a training step — zeroing the gradients, their norm, Adam's step, the
+ *    step that zeroes the gradients — over g2p-small's parameters, against the triad over the
+ *    bytes each must move.
  *
  * Timing: each contender runs in blocks (OpenBLAS's thread count set for the block, one
  * warm-up call, then samples of enough calls to last >= 2 ms); blocks of the two contenders
@@ -636,6 +639,95 @@ static void section_from_memory(void) {
     bench_backward("gelu_back       [32768,1024]", M_GELU, TG_OP_GELU_BACK, 2, ff, 3);
 }
 
+/* ---- 7. the store maths ---- */
+
+/* A store of g2p-small's parameter shapes in its model's order (3 + 3 layers, d 256, d_ff 1024,
+ * vocabularies 30 and 45: 5.55 M floats), with an Adam over it and its gradients set. */
+typedef struct {
+    tg_store *st;
+    tg_optim *opt;
+    int what; /* 0 zero_grad, 1 grad_norm, 2 Adam's step, 3 the step zeroing the gradients */
+} store_ctx;
+
+static void store_add(tg_store *st, int *k, int ndim, int64_t a, int64_t b) {
+    char name[16];
+    snprintf(name, sizeof name, "p%d", (*k)++);
+    const int64_t shape[2] = {a, b};
+    CK(tg_store_add(st, name, ndim, shape, NULL, true));
+}
+
+static tg_store *g2p_store(void) {
+    tg_store *st;
+    CK(tg_store_new(BK, &st));
+    int k = 0;
+    store_add(st, &k, 2, 30, 256);
+    store_add(st, &k, 2, 45, 256);
+    for (int l = 0; l < 6; l++) {
+        for (int q = 0; q < (l < 3 ? 4 : 8); q++) { /* attention projections, self and cross */
+            store_add(st, &k, 2, 256, 256);
+            store_add(st, &k, 1, 256, 0);
+        }
+        store_add(st, &k, 2, 1024, 256);
+        store_add(st, &k, 1, 1024, 0);
+        store_add(st, &k, 2, 256, 1024);
+        store_add(st, &k, 1, 256, 0);
+        for (int q = 0; q < (l < 3 ? 4 : 6); q++) /* layer norms' gains and biases */
+            store_add(st, &k, 1, 256, 0);
+    }
+    store_add(st, &k, 2, 45, 256);
+    store_add(st, &k, 1, 45, 0);
+    for (int64_t i = 0; i < tg_store_count(st); i++) {
+        const int64_t n = tg_store_numel(st, i);
+        float *g = randbuf(n, 100 + (uint64_t)i);
+        CK(tg_store_write_grad(st, i, g, n));
+        free(g);
+    }
+    return st;
+}
+
+static void run_store(void *p) {
+    store_ctx *c = p;
+    double norm;
+    switch (c->what) {
+    case 0:
+        CK(tg_store_zero_grad(c->st));
+        break;
+    case 1:
+        CK(tg_store_grad_norm(c->st, &norm));
+        break;
+    case 2:
+        CK(tg_optim_step(c->opt, 1e-9f));
+        break;
+    default:
+        CK(tg_optim_step_zero_grad(c->opt, 1e-9f));
+    }
+}
+
+/* Bytes each must move per parameter value: zeroing writes the gradient, the norm reads it,
+ * Adam reads weight, gradient and two moments and writes three of them, the step that zeroes
+ * the gradients writes it as well. */
+static void section_store(void) {
+    printf("\n7. the store maths over g2p-small's parameters (5.55 M floats) vs triad, same bytes, "
+           "%d threads\n",
+           NT);
+    store_ctx c = {.st = g2p_store()};
+    tg_optim_config oc = tg_optim_defaults(TG_OPTIM_ADAM);
+    CK(tg_optim_new(c.st, &oc, &c.opt));
+    const double n = (double)tg_store_total_numel(c.st);
+    const char *names[4] = {"tg_store_zero_grad", "tg_store_grad_norm", "tg_optim_step (Adam)",
+                            "tg_optim_step_zero_grad (Adam)"};
+    const double bytes[4] = {4, 4, 28, 32};
+    store_ctx ctx[4];
+    for (int w = 0; w < 4; w++) {
+        ctx[w] = c;
+        ctx[w].what = w;
+        contender op = {run_store, &ctx[w], 1, 0};
+        versus_triad(names[w], &op, bytes[w] * n);
+    }
+    tg_optim_free(c.opt);
+    tg_store_free(c.st);
+}
+
 /* ---- 5. fused chains ---- */
 
 typedef enum { C_FFN, C_RESIDUAL, C_MASKS, C_FFN_BACK } chain_kind;
@@ -727,7 +819,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             ONLY = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_ops [--threads N] [--quick] [--only 1|2|3|4|5|6]\n");
+            fprintf(stderr, "usage: bench_ops [--threads N] [--quick] [--only 1|2|3|4|5|6|7]\n");
             return 2;
         }
     }
@@ -744,6 +836,7 @@ int main(int argc, char **argv) {
     }
     if (!ONLY || ONLY == 5) section_chains();
     if (!ONLY || ONLY == 6) section_from_memory();
+    if (!ONLY || ONLY == 7) section_store();
     printf("\n%d of %d comparisons meet their target\n", npass, npass + nfail);
     tg_backend_free(BK);
     return 0;

@@ -212,10 +212,11 @@ tg_status tg_store_zero_grad(tg_store *s) {
 tg_status tg_store_grad_norm(tg_store *s, double *norm) {
     if (!s || !norm) return tg_error_set(TG_ERR_INVALID, "tg_store_grad_norm: NULL argument");
     double total = 0.0;
-    for (int64_t i = 0; i < s->n; i++) {
-        if (!s->p[i].grad) continue;
+    for (int64_t i = 0; i < s->nslabs; i++) { /* a slab at a time: its padding is zero */
+        const tg_store_slab *sl = &s->slabs[i];
+        if (!sl->grad || !sl->used) continue;
         double part;
-        tg_status st = s->backend->vt->sumsq(s->backend, s->p[i].grad, s->p[i].numel, &part);
+        tg_status st = s->backend->vt->sumsq(s->backend, sl->grad, sl->used, &part);
         if (st) return st;
         total += part;
     }

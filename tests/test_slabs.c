@@ -8,9 +8,11 @@
  *     Adam with L2 decay and AdamW, across group boundaries, frozen parameters and slabs;
  *   - an optimizer leaves the parameters added after it alone;
  *   - tg_optim_step_zero_grad gives tg_optim_step's bits and leaves every gradient zero;
+ *   - the gradient norm has the bits its summation order defines, on any thread count;
  *   - big blocks start past a 2-MiB boundary, carry the kernel's huge-page advice ("hg" in
  *     /proc/self/smaps), and go back to the system whether freed, cached or left to the
  *     backend's destruction. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,6 +361,60 @@ START_TEST(test_step_zero_grad_adamw) {
 }
 END_TEST
 
+/* The gradient norm's bits, as backends/cpu/cpu.c defines them, in scalar code: per slab, per
+ * chunk of 8192 values, 16 float running sums (lane l: values l, l + 16, ...) added in a tree
+ * (8, 4, 2, 1 apart), the chunks' sums added in double, in order. */
+static double norm_by_the_book(const tg_store *s) {
+    double total = 0.0;
+    for (int64_t k = 0; k < s->nslabs; k++) {
+        const float *g = s->slabs[k].grad;
+        const int64_t n = s->slabs[k].used;
+        double slab = 0.0;
+        for (int64_t c = 0; g && c < n; c += 8192) {
+            float acc[16] = {0.0f};
+            for (int64_t i = c; i < c + 8192 && i < n; i++)
+                acc[(i - c) % 16] += g[i] * g[i];
+            for (int w = 8; w > 0; w /= 2)
+                for (int l = 0; l < w; l++)
+                    acc[l] += acc[l + w];
+            slab += acc[0];
+        }
+        total += slab;
+    }
+    return sqrt(total);
+}
+
+/* The norm on 1, 2 and 3 threads: the same bits, the book's. */
+START_TEST(test_grad_norm_bits) {
+    double first = 0.0;
+    for (int th = 1; th <= 3; th++) {
+        tg_backend *b;
+        CK(tg_backend_cpu_new(th, &b));
+        tg_store *s;
+        CK(tg_store_new(b, &s));
+        const int64_t sizes[] = {20000, 5, 8193, 100003, 1};
+        for (int p = 0; p < 5; p++) {
+            char name[8];
+            snprintf(name, sizeof name, "p%d", p);
+            float *g = malloc(sizeof(float) * (size_t)sizes[p]);
+            for (int64_t i = 0; i < sizes[p]; i++)
+                g[i] = val(p, i, 3) * (1.0f + 1e-3f * (float)(i % 101));
+            CK(tg_store_add(s, name, 1, &sizes[p], NULL, true));
+            CK(tg_store_write_grad(s, p, g, sizes[p]));
+            free(g);
+        }
+        double norm;
+        CK(tg_store_grad_norm(s, &norm));
+        ck_assert_msg(norm == norm_by_the_book(s), "%d threads: norm %.17g, by the book %.17g", th,
+                      norm, norm_by_the_book(s));
+        if (th == 1) first = norm;
+        ck_assert_msg(norm == first, "%d threads: norm %.17g, on 1 thread %.17g", th, norm, first);
+        tg_store_free(s);
+        tg_backend_free(b);
+    }
+}
+END_TEST
+
 /* Whether the mapping that holds p has the kernel's huge-page advice: VmFlags "hg" in
  * /proc/self/smaps. -1 where that file cannot be read. */
 static int advised_huge(const void *p) {
@@ -425,6 +481,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_step_zero_grad_sgd);
     tcase_add_test(tc, test_step_zero_grad_adam);
     tcase_add_test(tc, test_step_zero_grad_adamw);
+    tcase_add_test(tc, test_grad_norm_bits);
     tcase_add_test(tc, test_huge_blocks);
     suite_add_tcase(su, tc);
     return su;

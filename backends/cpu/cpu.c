@@ -764,13 +764,31 @@ typedef struct {
     float s;
 } vec_job;
 
+/* A chunk's sum of squares in 16 running sums (lane l: the chunk's values l, l + 16, ...),
+ * then added in a fixed tree: each lane's adds are its own, so the compiler's vectors give
+ * the same bits as the scalar code, and 16 chains of adds run side by side where one serial
+ * sum waited on each add (a store's gradient norm: 4.4× a zeroing pass's time over the same
+ * memory before). Built for the baseline ISA only (not cloned): with FMA the products would
+ * be contracted into the sums, and the bits would depend on the CPU. */
+static float chunk_sumsq(const float *x, int64_t n) {
+    float acc[16] = {0.0f};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] += x[i + l] * x[i + l];
+    for (int l = 0; i + l < n; l++)
+        acc[l] += x[i + l] * x[i + l];
+    for (int w = 8; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    return acc[0];
+}
+
 static void sumsq_member(void *ctx, tg_cpu_par *p) {
     const vec_job *j = ctx;
     TG_CPU_FOR(p, c, j->nch, j->nch > 4) {
-        int64_t e = (c + 1) * SUMSQ_CH < j->n ? (c + 1) * SUMSQ_CH : j->n;
-        float s = 0.0f;
-        for (int64_t i = c * SUMSQ_CH; i < e; i++) s += j->x[i] * j->x[i];
-        j->part[c] = s;
+        const int64_t e = (c + 1) * SUMSQ_CH < j->n ? (c + 1) * SUMSQ_CH : j->n;
+        j->part[c] = chunk_sumsq(j->x + c * SUMSQ_CH, e - c * SUMSQ_CH);
     }
 }
 
