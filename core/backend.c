@@ -26,6 +26,10 @@ void tg__backend_account(tg_backend *b, ptrdiff_t delta) {
     if (b->in_use > b->peak) b->peak = b->in_use;
 }
 
+void *tg__backend_alloc_lasting(tg_backend *b, size_t bytes) {
+    return b->vt->alloc_lasting ? b->vt->alloc_lasting(b, bytes) : b->vt->alloc(b, bytes);
+}
+
 #ifndef TG_HAVE_CUDA
 bool tg_have_cuda(void) { return false; }
 tg_status tg_backend_cuda_new(int device, tg_backend **out) {

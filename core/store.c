@@ -75,8 +75,8 @@ static int64_t slab_for(tg_store *s, int64_t want, bool trainable) {
     const int64_t next = slab_floats(s->made[trainable]), cap = want > next ? want : next;
     const size_t bytes = (size_t)cap * sizeof(float);
     tg_store_slab sl = {.cap = cap};
-    if (!(sl.data = b->vt->alloc(b, bytes))) return -1;
-    if (trainable && !(sl.grad = b->vt->alloc(b, bytes))) {
+    if (!(sl.data = tg__backend_alloc_lasting(b, bytes))) return -1;
+    if (trainable && !(sl.grad = tg__backend_alloc_lasting(b, bytes))) {
         b->vt->free(b, sl.data, bytes);
         return -1;
     }

@@ -120,6 +120,9 @@ struct tg_store {
 typedef struct tg_backend_vtable {
     const char *name;
     void *(*alloc)(tg_backend *b, size_t bytes); /* NULL + error set on failure */
+    /* Optional (NULL: alloc): memory that lives as long as a store, its slabs (core/store.c) —
+     * the CPU backend maps big blocks of it on huge pages. Freed by free. */
+    void *(*alloc_lasting)(tg_backend *b, size_t bytes);
     void (*free)(tg_backend *b, void *p, size_t bytes);
     tg_status (*copy_in)(tg_backend *b, void *dst, const void *src, size_t bytes);
     tg_status (*copy_out)(tg_backend *b, void *dst, const void *src, size_t bytes);
@@ -273,5 +276,7 @@ static inline bool tg__chain_has(const tg_tensor *tail, const tg_tensor *x) {
 
 /* backend memory accounting helpers (core/backend.c) */
 void tg__backend_account(tg_backend *b, ptrdiff_t delta);
+/* b's alloc_lasting where it has one, else its alloc */
+void *tg__backend_alloc_lasting(tg_backend *b, size_t bytes);
 
 #endif

@@ -78,7 +78,7 @@ void tg_optim_free(tg_optim *o) {
 
 /* A slab's moments: cap floats, the first `used` zeroed (the rest is never read) */
 static float *zeros(tg_backend *b, int64_t cap, int64_t used) {
-    float *p = b->vt->alloc(b, (size_t)cap * 4);
+    float *p = tg__backend_alloc_lasting(b, (size_t)cap * 4);
     if (p && used && b->vt->memset0(b, p, (size_t)used * 4) != TG_OK) {
         b->vt->free(b, p, (size_t)cap * 4);
         return NULL;

@@ -68,10 +68,10 @@ int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine)
  * (cpu.c: look_ahead), since b was made: for tests. */
 int64_t tg__cpu_shares_run_ahead(tg_backend *b);
 
-/* Benchmarks and tests (bench_step --huge-pages): blocks of 8 MiB and more (a graph's
- * workspace, a store's slabs) mapped on 2-MiB boundaries and marked MADV_HUGEPAGE (on, the
- * default; cpu.c: HUGE_MIN), or from the heap (off). Process-wide; returns the previous
- * setting. Blocks keep the way they were made. */
+/* Benchmarks and tests (bench_step --huge-pages): lasting blocks of 8 MiB and more (a store's
+ * slabs, alloc_lasting) mapped on 2-MiB boundaries and marked MADV_HUGEPAGE (on, the default;
+ * cpu.c: HUGE_MIN), or from the heap (off). Process-wide; returns the previous setting. Blocks
+ * keep the way they were made. */
 bool tg__cpu_huge_pages(bool on);
 
 /* How many waits of b's graph runner found the member holding a share off its core (cpu.c:

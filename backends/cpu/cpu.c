@@ -36,15 +36,16 @@ typedef struct {
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
-/* Blocks of HUGE_MIN bytes or more — a store's slabs of weights, gradients and optimizer
- * moments (core/store.c), a graph's workspace — are mapped on 2-MiB boundaries and offered to
- * the kernel's transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode, "madvise",
- * gives them to no other memory). Streams over tens of MiB then take a TLB miss per 2 MiB, not
- * per 4 KiB, and in a virtual machine each miss walks two levels of page tables: on an Intel
- * Xeon VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and the g2p-small
- * and nmt-small steps 0.97–0.98× the time; the workspace's share of that was within the noise
- * (docs/results.md §4). Without THP the advice is ignored and the pages are 4 KiB, as from the
- * heap. A mapping is resident as far as it is touched, in whole huge pages. */
+/* Lasting blocks (alloc_lasting: a store's slabs of weights, gradients and optimizer moments,
+ * core/store.c) of HUGE_MIN bytes or more are mapped on 2-MiB boundaries and offered to the
+ * kernel's transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode, "madvise", gives
+ * them to no other memory). Streams over tens of MiB then take a TLB miss per 2 MiB, not per
+ * 4 KiB, and in a virtual machine each miss walks two levels of page tables: on an Intel Xeon
+ * VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and the g2p-small and
+ * nmt-small steps 0.98× the time. A graph's workspace stays on the heap: mapped so too, it
+ * gained nothing in bench_step, and `tg train`, whose batches change its size, ran 0.95× as
+ * fast — new mappings faulted in 2-MiB pages, zeroed and compacted (docs/results.md §4).
+ * Without THP the advice is ignored and the pages are 4 KiB. */
 enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 
 /* Benchmarks and tests: big blocks mapped so (on, the default) or from the heap (off) */
@@ -79,11 +80,15 @@ static void cache_remove(cpu_impl *c, int i) {
     c->n--;
 }
 
-static void *cpu_alloc(tg_backend *b, size_t bytes) {
+/* A block of `bytes`: from the cache of freed blocks, else new; a lasting one (a store's slab)
+ * of HUGE_MIN bytes or more new, on huge pages. */
+static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
     cpu_impl *c = b->impl;
     size_t want = rounded(bytes);
+    const bool huge = lasting && want + TG_ALIGN >= HUGE_MIN &&
+                      atomic_load_explicit(&huge_on, memory_order_relaxed);
     int best = -1;
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n && !huge; i++)
         if (c->size[i] >= want && c->size[i] <= 2 * want + 4096 && (best < 0 || c->size[i] < c->size[best]))
             best = i;
     if (best >= 0) { /* already counted in in_use while cached */
@@ -95,9 +100,7 @@ static void *cpu_alloc(tg_backend *b, size_t bytes) {
      * block can be larger than what the caller will say when freeing it, and the length of its
      * mapping (0: from the heap) */
     size_t mapped = 0;
-    char *p = want + TG_ALIGN >= HUGE_MIN && atomic_load_explicit(&huge_on, memory_order_relaxed)
-                  ? huge_map(want + TG_ALIGN, &mapped)
-                  : NULL;
+    char *p = huge ? huge_map(want + TG_ALIGN, &mapped) : NULL;
     if (!p) p = aligned_alloc(TG_ALIGN, want + TG_ALIGN);
     if (!p) {
         tg_error_set(TG_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", want);
@@ -107,6 +110,14 @@ static void *cpu_alloc(tg_backend *b, size_t bytes) {
     ((size_t *)p)[1] = mapped;
     tg__backend_account(b, (ptrdiff_t)want);
     return p + TG_ALIGN;
+}
+
+static void *cpu_alloc(tg_backend *b, size_t bytes) {
+    return block_new(b, bytes, false);
+}
+
+static void *cpu_alloc_lasting(tg_backend *b, size_t bytes) {
+    return block_new(b, bytes, true);
 }
 
 /* A block of cpu_alloc's back to the heap or the system */
@@ -829,6 +840,7 @@ static void cpu_destroy(tg_backend *b) {
 static const tg_backend_vtable cpu_vtable = {
     .name = "cpu",
     .alloc = cpu_alloc,
+    .alloc_lasting = cpu_alloc_lasting,
     .free = cpu_free,
     .copy_in = cpu_copy,
     .copy_out = cpu_copy,
