@@ -33,10 +33,11 @@ void tg_store_free(tg_store *s) {
  * offsets. A series' slabs double from 8 MiB to 256 MiB (with the CPU backend's block header;
  * a parameter bigger than the next slab gets one of its own size), so that a small model
  * takes little and a big one a few slabs. Why slabs rather than a block per parameter:
- *   - the CPU backend maps blocks of 8 MiB and more on 2-MiB huge pages (backends/cpu/cpu.c),
- *     so an optimizer's streams over weights, gradients and moments meet 2-MiB pages, not
- *     4-KiB ones, and a hundredth of the TLB misses: Adam's step over g2p-small's 22 MB of
- *     weights took 3.1 ms instead of 3.6 (docs/results.md §4);
+ *   - slabs come from the backend's alloc_lasting, which the CPU backend maps, for blocks of
+ *     8 MiB and more, on 2-MiB huge pages (backends/cpu/cpu.c), so an optimizer's streams over
+ *     weights, gradients and moments meet 2-MiB pages, not 4-KiB ones, and a 512th of the TLB
+ *     misses: Adam's step over g2p-small's 22 MB of weights took 3.1 ms instead of 3.6
+ *     (docs/results.md §4);
  *   - zeroing the gradients, scaling them, and an optimizer's step (train/optim.c) run over a
  *     slab or a run of parameters at a time, not a pass of the backend's thread team per
  *     parameter.

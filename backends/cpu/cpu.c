@@ -42,9 +42,9 @@ typedef struct {
  * them to no other memory). Streams over tens of MiB then take a TLB miss per 2 MiB, not per
  * 4 KiB, and in a virtual machine each miss walks two levels of page tables: on an Intel Xeon
  * VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and the g2p-small and
- * nmt-small steps 0.98× the time. A graph's workspace stays on the heap: mapped so too, it
- * gained nothing in bench_step, and `tg train`, whose batches change its size, ran 0.95× as
- * fast — new mappings faulted in 2-MiB pages, zeroed and compacted (docs/results.md §4).
+ * nmt-small steps 0.98–0.99× the time. A graph's workspace stays on the heap: mapped so too, it
+ * took bench_step's fixed shapes ~1 % further, but `tg train`, whose batches change its size,
+ * ran 0.95× as fast — each new mapping faulted in 2 MiB at a time (docs/results.md §4).
  * Without THP the advice is ignored and the pages are 4 KiB. */
 enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 
