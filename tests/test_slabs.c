@@ -117,6 +117,40 @@ static const float *grad_of(const tg_store *s, int64_t k) {
     return s->slabs[k].grad;
 }
 
+/* Every trainable parameter's gradient set to val(i, j, t) */
+static void write_grads(tg_store *s, int t) {
+    float *g = malloc(sizeof(float) * BIG);
+    for (int64_t i = 0; i < s->n; i++) {
+        if (!s->p[i].trainable) continue;
+        for (int64_t j = 0; j < s->p[i].numel; j++)
+            g[j] = val((int)i, j, t);
+        CK(tg_store_write_grad(s, i, g, s->p[i].numel));
+    }
+    free(g);
+}
+
+/* Two stores stepped by two optimizers: the same weights and moments, bit for bit (a moment
+ * read or refused alike) */
+static void assert_same_state(tg_store *s[2], tg_optim *o[2], const char *how) {
+    for (int64_t i = 0; i < s[0]->n; i++) {
+        const tg_param_entry *e = &s[0]->p[i];
+        const size_t bytes = sizeof(float) * (size_t)e->numel;
+        ck_assert_msg(!memcmp(e->data, s[1]->p[i].data, bytes), "%s: weights differ %s", e->name,
+                      how);
+        for (int which = 0; which < 2; which++) {
+            float *m0 = malloc(bytes), *m1 = malloc(bytes);
+            tg_status st0 = tg_optim_read_state(o[0], i, which, m0, e->numel);
+            tg_status st1 = tg_optim_read_state(o[1], i, which, m1, e->numel);
+            ck_assert_int_eq(st0, st1);
+            if (st0 == TG_OK)
+                ck_assert_msg(!memcmp(m0, m1, bytes), "%s: moment %d differs %s", e->name, which,
+                              how);
+            free(m0);
+            free(m1);
+        }
+    }
+}
+
 START_TEST(test_store_layout) {
     tg_store *s = make_store();
     const tg_param_entry *p = s->p;
@@ -158,14 +192,7 @@ END_TEST
  * not finite) and zeroed: the values change, the padding does not. */
 START_TEST(test_store_grad_maths) {
     tg_store *s = make_store();
-    for (int i = 0; i < NP; i++) {
-        if (!PARAMS[i].trainable) continue;
-        float *g = malloc(sizeof(float) * (size_t)PARAMS[i].n);
-        for (int64_t j = 0; j < PARAMS[i].n; j++)
-            g[j] = val(i, j, 1);
-        CK(tg_store_write_grad(s, i, g, PARAMS[i].n));
-        free(g);
-    }
+    write_grads(s, 1);
     CK(tg_store_scale_grad(s, 0.5f));
     ck_assert_float_eq(s->p[2].grad[3], val(2, 3, 1) * 0.5f);
     ck_assert_float_eq(s->p[3].grad[BIG - 1], val(3, BIG - 1, 1) * 0.5f);
@@ -197,15 +224,9 @@ static void optim_pair(tg_optim_kind kind, float wd, float momentum) {
         CK(tg_optim_set_group(o[r], "d", wd, 0.5f, NULL));
         CK(tg_optim_set_group(o[r], "b", wd * 2.0f + 0.01f, 1.0f, NULL));
     }
-    float *g = malloc(sizeof(float) * BIG);
     for (int t = 1; t <= 4; t++) {
         for (int r = 0; r < 2; r++) {
-            for (int i = 0; i < NP; i++) {
-                if (!PARAMS[i].trainable) continue;
-                for (int64_t j = 0; j < PARAMS[i].n; j++)
-                    g[j] = val(i, j, t);
-                CK(tg_store_write_grad(s[r], i, g, PARAMS[i].n));
-            }
+            write_grads(s[r], t);
             const bool was = tg__optim_runs(r == 0);
             CK(tg_optim_step(o[r], 1e-2f));
             tg__optim_runs(was);
@@ -224,26 +245,10 @@ static void optim_pair(tg_optim_kind kind, float wd, float momentum) {
     CK(tg_optim_step(o[1], 1e-2f));
     tg__optim_runs(was);
     ck_assert_int_eq(tg__optim_passes(o[1]), 5);
-    for (int i = 0; i < NP; i++) {
-        const int64_t n = PARAMS[i].n;
-        ck_assert_msg(!memcmp(s[0]->p[i].data, s[1]->p[i].data, sizeof(float) * (size_t)n),
-                      "%s: weights differ between runs and passes per parameter", PARAMS[i].name);
-        for (int which = 0; which < 2 && PARAMS[i].trainable; which++) {
-            float *m0 = malloc(sizeof(float) * (size_t)n), *m1 = malloc(sizeof(float) * (size_t)n);
-            tg_status st0 = tg_optim_read_state(o[0], i, which, m0, n);
-            tg_status st1 = tg_optim_read_state(o[1], i, which, m1, n);
-            ck_assert_int_eq(st0, st1);
-            if (st0 == TG_OK)
-                ck_assert_msg(!memcmp(m0, m1, sizeof(float) * (size_t)n), "%s: moment %d differs",
-                              PARAMS[i].name, which);
-            free(m0);
-            free(m1);
-        }
-        /* the weights moved */
+    assert_same_state(s, o, "between runs and passes per parameter");
+    for (int i = 0; i < NP; i++) /* the weights moved */
         if (PARAMS[i].trainable) ck_assert_float_ne(s[0]->p[i].data[0], val(i, 0, 0));
-    }
     assert_padding_zero(s[0], data_of, "weights after steps");
-    free(g);
     for (int r = 0; r < 2; r++) {
         tg_optim_free(o[r]);
         tg_store_free(s[r]);
@@ -301,16 +306,9 @@ static void step_zero_pair(tg_optim_kind kind) {
         CK(tg_optim_set_group(o[r], "c", 0.0f, 2.0f, NULL));
         CK(tg_store_add(s[r], "late", 1, shape, late, true));
     }
-    float *g = malloc(sizeof(float) * BIG);
     for (int t = 1; t <= 3; t++)
         for (int r = 0; r < 2; r++) {
-            for (int i = 0; i <= NP; i++) {
-                const int64_t n = i < NP ? PARAMS[i].n : 3;
-                if (i < NP && !PARAMS[i].trainable) continue;
-                for (int64_t j = 0; j < n; j++)
-                    g[j] = val(i, j, t);
-                CK(tg_store_write_grad(s[r], i, g, n));
-            }
+            write_grads(s[r], t);
             if (r == 0) {
                 CK(tg_optim_step_zero_grad(o[0], 1e-2f));
             } else {
@@ -318,33 +316,18 @@ static void step_zero_pair(tg_optim_kind kind) {
                 CK(tg_store_zero_grad(s[1]));
             }
         }
-    for (int i = 0; i <= NP; i++) {
-        const tg_param_entry *e0 = &s[0]->p[i], *e1 = &s[1]->p[i];
-        ck_assert_msg(!memcmp(e0->data, e1->data, sizeof(float) * (size_t)e0->numel),
-                      "%s: weights differ", e0->name);
-        for (int64_t j = 0; e0->grad && j < e0->numel; j++)
-            ck_assert_msg(e0->grad[j] == 0.0f, "%s's gradient %lld not zeroed", e0->name,
+    assert_same_state(s, o, "between step_zero_grad and step then zero_grad");
+    for (int64_t i = 0; i < s[0]->n; i++) {
+        const tg_param_entry *e = &s[0]->p[i];
+        for (int64_t j = 0; e->grad && j < e->numel; j++)
+            ck_assert_msg(e->grad[j] == 0.0f, "%s's gradient %lld not zeroed", e->name,
                           (long long)j);
-        for (int which = 0; which < 2 && i < NP && PARAMS[i].trainable; which++) {
-            float *m0 = malloc(sizeof(float) * (size_t)e0->numel);
-            float *m1 = malloc(sizeof(float) * (size_t)e0->numel);
-            if (tg_optim_read_state(o[0], i, which, m0, e0->numel) == TG_OK) {
-                CK(tg_optim_read_state(o[1], i, which, m1, e0->numel));
-                ck_assert_msg(!memcmp(m0, m1, sizeof(float) * (size_t)e0->numel),
-                              "%s: moment %d differs", e0->name, which);
-            }
-            free(m0);
-            free(m1);
-        }
     }
     ck_assert_float_eq(s[0]->p[NP].data[2], 3.0f); /* not the optimizer's: not stepped */
     /* an error (a negative learning rate) still leaves the gradients zero */
-    for (int64_t j = 0; j < PARAMS[0].n; j++)
-        g[j] = 1.0f;
-    CK(tg_store_write_grad(s[0], 0, g, PARAMS[0].n));
+    write_grads(s[0], 4);
     ck_assert_int_eq(tg_optim_step_zero_grad(o[0], -1.0f), TG_ERR_INVALID);
     ck_assert_float_eq(s[0]->p[0].grad[PARAMS[0].n - 1], 0.0f);
-    free(g);
     for (int r = 0; r < 2; r++) {
         tg_optim_free(o[r]);
         tg_store_free(s[r]);
