@@ -21,7 +21,7 @@
  * (train/optim.c; off: one per parameter); ab as above.
  * --step-zero-grad on|off|ab: the gradients zeroed in the update's pass (tg_optim_step_zero_grad;
  * off: tg_optim_step, then tg_store_zero_grad); ab as above. One setting at a time may be ab.
- * --huge-pages on|off: the store's slabs and the optimizer's moments on 2-MiB pages
+ * --huge-pages on|off: the store's slabs, the optimizer's moments and the workspaces on 2-MiB pages
  * (backends/cpu/cpu.c: HUGE_MIN; off: from the heap, 4-KiB pages). For the whole run (the store
  * is made once).
  * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two

@@ -36,15 +36,19 @@ typedef struct {
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
-/* Lasting blocks (alloc_lasting: a store's slabs of weights, gradients and optimizer moments,
- * core/store.c) of HUGE_MIN bytes or more are mapped on 2-MiB boundaries and offered to the
- * kernel's transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode, "madvise", gives
- * them to no other memory). Streams over tens of MiB then take a TLB miss per 2 MiB, not per
- * 4 KiB, and in a virtual machine each miss walks two levels of page tables: on an Intel Xeon
- * VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and the g2p-small and
- * nmt-small steps 0.98–0.99× the time. A graph's workspace stays on the heap: mapped so too, it
- * took bench_step's fixed shapes ~1 % further, but `tg train`, whose batches change its size,
- * ran 0.95× as fast — each new mapping faulted in 2 MiB at a time (docs/results.md §4).
+/* Blocks of HUGE_MIN bytes or more are mapped on 2-MiB boundaries and offered to the kernel's
+ * transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode, "madvise", gives them to no
+ * other memory): a store's slabs of weights, gradients and optimizer moments (alloc_lasting,
+ * core/store.c) and a graph's workspace. Streams over tens of MiB then take a TLB miss per
+ * 2 MiB, not per 4 KiB, and in a virtual machine each miss walks two levels of page tables: on
+ * an Intel Xeon VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and `tg
+ * train`'s steps 0.96× the time with the workspace so too (docs/results.md §4).
+ *
+ * A new mapping is paid for once, as its pages are first touched (the kernel zeroes 2 MiB at a
+ * time, and a VM's host may back them only then), so a big block that is not lasting is made in
+ * a size class — whole 2-MiB pages, eight classes an octave — and kept in the cache like any
+ * other: `tg train`'s batches, whose workspaces differ by a few MiB, then share a few blocks
+ * instead of mapping one after another. Pages of a class never touched are never resident.
  * Without THP the advice is ignored and the pages are 4 KiB. */
 enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 
@@ -55,9 +59,20 @@ bool tg__cpu_huge_pages(bool on) {
     return atomic_exchange(&huge_on, on);
 }
 
-/* A mapping of at least `bytes`, starting on a HUGE_PAGE boundary; *len its length. */
-static void *huge_map(size_t bytes, size_t *len) {
-    const size_t size = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE, over = size + HUGE_PAGE;
+/* The length a big block of `bytes` (its header included) is mapped with: lasting blocks
+ * (sized by their owner) in whole 2-MiB pages; others in their size class, 1/8 of the octave
+ * below them (at least a page) at a time, so at most 1/8 more than asked. */
+static size_t huge_length(size_t bytes, bool lasting) {
+    size_t step = HUGE_PAGE;
+    if (!lasting)
+        for (size_t octave = HUGE_PAGE; octave < bytes; octave *= 2)
+            if (octave / 8 > step) step = octave / 8;
+    return (bytes + step - 1) / step * step;
+}
+
+/* A mapping of `size` bytes (a multiple of HUGE_PAGE) starting on a HUGE_PAGE boundary */
+static void *huge_map(size_t size) {
+    const size_t over = size + HUGE_PAGE;
     char *m = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
     /* the unaligned head and the tail past `size` go back */
@@ -67,7 +82,6 @@ static void *huge_map(size_t bytes, size_t *len) {
 #ifdef MADV_HUGEPAGE
     madvise(m + head, size, MADV_HUGEPAGE);
 #endif
-    *len = size;
     return m + head;
 }
 
@@ -80,15 +94,15 @@ static void cache_remove(cpu_impl *c, int i) {
     c->n--;
 }
 
-/* A block of `bytes`: from the cache of freed blocks, else new; a lasting one (a store's slab)
- * of HUGE_MIN bytes or more new, on huge pages. */
+/* A block of `bytes`: from the cache of freed blocks, else new; a big one on huge pages, and a
+ * big lasting one (a store's slab) always so, never a cached block from the heap. */
 static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
     cpu_impl *c = b->impl;
     size_t want = rounded(bytes);
-    const bool huge = lasting && want + TG_ALIGN >= HUGE_MIN &&
-                      atomic_load_explicit(&huge_on, memory_order_relaxed);
+    const bool huge =
+        want + TG_ALIGN >= HUGE_MIN && atomic_load_explicit(&huge_on, memory_order_relaxed);
     int best = -1;
-    for (int i = 0; i < c->n && !huge; i++)
+    for (int i = 0; i < c->n && !(huge && lasting); i++)
         if (c->size[i] >= want && c->size[i] <= 2 * want + 4096 && (best < 0 || c->size[i] < c->size[best]))
             best = i;
     if (best >= 0) { /* already counted in in_use while cached */
@@ -96,12 +110,17 @@ static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
         cache_remove(c, best);
         return p;
     }
-    /* a header of TG_ALIGN bytes in front of each block records its real size, since a reused
-     * block can be larger than what the caller will say when freeing it, and the length of its
-     * mapping (0: from the heap) */
-    size_t mapped = 0;
-    char *p = huge ? huge_map(want + TG_ALIGN, &mapped) : NULL;
-    if (!p) p = aligned_alloc(TG_ALIGN, want + TG_ALIGN);
+    /* a header of TG_ALIGN bytes in front of each block records its size (a mapped block's:
+     * all it can hold), since a reused block can be larger than what the caller will say when
+     * freeing it, and the length of its mapping (0: from the heap) */
+    size_t mapped = huge ? huge_length(want + TG_ALIGN, lasting) : 0;
+    char *p = huge ? huge_map(mapped) : NULL;
+    if (p) {
+        want = mapped - TG_ALIGN;
+    } else { /* not big, huge pages off, or no mapping to be had: the heap */
+        mapped = 0;
+        p = aligned_alloc(TG_ALIGN, want + TG_ALIGN);
+    }
     if (!p) {
         tg_error_set(TG_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", want);
         return NULL;
