@@ -97,12 +97,17 @@ static void cache_remove(cpu_impl *c, int i) {
     c->n--;
 }
 
+/* The header of TG_ALIGN bytes in front of a block (block_new): [0] the bytes it holds, [1] the
+ * length of its mapping (0: from the heap) */
+static size_t *header(void *p) {
+    return (size_t *)((char *)p - TG_ALIGN);
+}
+
 /* A block of cpu_alloc's back to the heap or the system */
 static void block_free(void *p) {
-    char *base = (char *)p - TG_ALIGN;
-    const size_t mapped = ((size_t *)base)[1];
-    if (mapped)
-        munmap(base, mapped);
+    size_t *base = header(p);
+    if (base[1])
+        munmap(base, base[1]);
     else
         free(base);
 }
@@ -133,8 +138,7 @@ static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
      * half its size); kept, each would stay resident unused. */
     if (huge && !lasting)
         for (int i = c->n - 1; i >= 0; i--)
-            if (((size_t *)((char *)c->ptr[i] - TG_ALIGN))[1] && c->size[i] < want &&
-                2 * c->size[i] >= want) {
+            if (header(c->ptr[i])[1] && c->size[i] < want && 2 * c->size[i] >= want) {
                 release(b, c->ptr[i], c->size[i]);
                 cache_remove(c, i);
             }
@@ -153,10 +157,11 @@ static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
         tg_error_set(TG_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", want);
         return NULL;
     }
-    ((size_t *)p)[0] = want;
-    ((size_t *)p)[1] = mapped;
+    p += TG_ALIGN;
+    header(p)[0] = want;
+    header(p)[1] = mapped;
     tg__backend_account(b, (ptrdiff_t)want);
-    return p + TG_ALIGN;
+    return p;
 }
 
 static void *cpu_alloc(tg_backend *b, size_t bytes) {
@@ -171,7 +176,7 @@ static void cpu_free(tg_backend *b, void *p, size_t bytes) {
     cpu_impl *c = b->impl;
     (void)bytes;
     if (!p) return;
-    size_t got = *(size_t *)((char *)p - TG_ALIGN);
+    size_t got = header(p)[0];
     if (got > CACHE_MAX_BYTES) {
         release(b, p, got);
         return;
