@@ -660,6 +660,9 @@ def run_one(o, data, run, out):
             os.replace(log, os.path.join(d, "train-%d.log" % int(time.time())))
         rc, peak, wall = run_logged(train_command(o, data, run, d, resume), log,
                                     env=tool_env(o), on_line=Progress(label), timeout=limit)
+        # where and with what this run trained: a sweep's sittings may differ in both
+        run["trained"] = {"date": time.strftime("%Y-%m-%d"), "cpu": o.host.get("cpu"),
+                          "source": o.source}
         run["train_wall_s"] = round(wall, 2) + (run.get("train_wall_s") or 0 if resume else 0)
         run["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
         run["peak_bytes"] = max(peak, run.get("peak_bytes") or 0)
@@ -915,6 +918,22 @@ def run_bench(o, out, results, save):
 
 # ---- main -------------------------------------------------------------------------------------
 
+def source_version():
+    """The commit the tools were built from (with "+changes" for a dirty tree), or None."""
+    try:
+        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+        # docs/ holds the sweeps' own results, which change as they run
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":(exclude)docs"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return None
+    if rev.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def host_info(o):
     info = {"machine": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
             "kernel": platform.release()}
@@ -1003,6 +1022,7 @@ def main(argv=None):
     for m in TASKS[o.task][1]:
         if m not in o.metrics:
             warn("this build's tg eval has no %s: not scored" % m)
+    o.host, o.source = host_info(o), source_version()
     o.tg_version = subprocess.run([o.tg, "--version"], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True).stdout.strip()
     results = {
@@ -1011,7 +1031,7 @@ def main(argv=None):
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT) if argv is None else "compare.py"]
                             + (sys.argv[1:] if argv is None else list(argv))),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": host_info(o),
+        "host": o.host,
         "task": {"name": o.task, "data": data, **st, "h_max": h_max,
                  "metrics": o.metrics, "primary": TASKS[o.task][2],
                  "lower_is_better": TASKS[o.task][3], "test_lines": o.test_lines or st["pairs"]["test"]},

@@ -343,6 +343,23 @@ def significance_md(results):
             "measures test-set sampling noise, not training noise.", ""]
 
 
+def trained_lines(results):
+    """Where the runs trained, when a sweep's sittings differ: date, CPU and source commit per
+    group of runs (runs of results written before these were recorded: "not recorded")."""
+    groups = {}
+    for r in results["runs"]:
+        if r.get("status") != "ok":
+            continue
+        w = r.get("trained") or {}
+        key = (w.get("date") or "?", w.get("cpu") or "?", w.get("source") or "?") if w else None
+        groups.setdefault(key, []).append(r["name"])
+    if len(groups) < 2:
+        return []
+    parts = ["%d on %s (%s, source %s)" % (len(v), k[0], k[1], k[2]) if k else
+             "%d not recorded" % len(v) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+    return ["Runs trained in several sittings: %s (each run's `trained` in results.json)." % "; ".join(parts), ""]
+
+
 def write_all(results, out, plots=True):
     """Write curves/, plots/ and summary.md; return the text table for stdout."""
     write_curves(results, out)
@@ -362,6 +379,7 @@ def write_all(results, out, plots=True):
               h.get("cpu", "?"), h.get("cores"), h.get("memory_gib"),
               (", GPU " + h["gpu"]) if h.get("gpu") else "", h.get("loadavg_start")),
           "",
+          *trained_lines(results),
           "Data: `%s`: %d / %d / %d pairs (train / dev / test, %d test lines decoded); "
           "n̄ = %.2f tokens per sequence, h_max = ⌊d / n̄⌋ = %d." % (
               t["data"], t["pairs"]["train"], t["pairs"]["dev"], t["pairs"]["test"],

@@ -63,8 +63,8 @@ tiny="--task reverse --size tiny --heads 2 --budget 40 --synthetic-train 600 --s
 compare $tiny --variants mha,interacting --out "$tmp/res" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ $rc = 0 ]; then ok "tiny run exits 0"; else bad "tiny run: exit $rc: $(tail -n 20 "$tmp/err")"; fi
-"$PY" - "$tmp/res" <<'EOF' >"$tmp/check" 2>&1
-import json, math, os, sys
+"$PY" - "$tmp/res" "$src" <<'EOF' >"$tmp/check" 2>&1
+import json, math, os, re, sys
 out = sys.argv[1]
 r = json.load(open(os.path.join(out, "results.json")))
 def check(name, cond):
@@ -94,6 +94,17 @@ check("summary.md has the table", "| mha | 2 |" in open(os.path.join(out, "summa
 check("curves.csv has train rows", sum(",train," in l for l in open(os.path.join(out, "curves.csv"))) >= 2)
 check("test hypotheses: 60 lines", sum(1 for _ in open(os.path.join(out, runs[0]["dir"], "test.hyp"))) == 60)
 check("task stats: n̄ and h_max", num(r["task"]["mean_len"]) and r["task"]["h_max"] >= 1)
+check("each run records where it trained (date, CPU, source)",
+      all(re.fullmatch(r"\d{4}-\d\d-\d\d", x["trained"]["date"]) and "cpu" in x["trained"]
+          and "source" in x["trained"] for x in runs))
+sys.path.insert(0, os.path.join(sys.argv[2], "benchmarks"))
+import compare_report
+check("one sitting: no sittings line", compare_report.trained_lines(r) == [])
+runs[0]["trained"] = {"date": "2026-01-02", "cpu": "cpu A", "source": "abc1234"}
+runs[1].pop("trained")
+line = compare_report.trained_lines(r)[0]
+check("two sittings: each named with its runs",
+      "1 on 2026-01-02 (cpu A, source abc1234)" in line and "1 not recorded" in line)
 import shutil
 if shutil.which("gnuplot"):
     check("attention heat map per variant", all(os.path.getsize(os.path.join(out, x["attention_map"]["file"])) > 1000
