@@ -365,6 +365,6 @@ void tg_cpu_gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, i
                          float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
                          int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
                          int64_t stride_c, int nthreads) {
-    tg_cpu_gemm_batched2(1, 0, 0, 0, batch, trans_a, trans_b, M, N, K, alpha, a, lda, stride_a, b, ldb, stride_b,
-                         beta, c, ldc, stride_c, nthreads);
+    tg_cpu_gemm_batched2(1, 0, 0, 0, batch, trans_a, trans_b, M, N, K, alpha, a, lda, stride_a, b,
+                         ldb, stride_b, beta, c, ldc, stride_c, nthreads);
 }
