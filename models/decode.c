@@ -295,8 +295,33 @@ static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, tg_tensor 
     return TG_OK;
 }
 
+/* log Σ exp over the last axis of logits, keeping that axis (size 1), computed by the backend:
+ * a search needs it for every row at every step, and on the host, one double exp a logit,
+ * it was three quarters of a beam search's time (V 8,000, 64 rows). */
+static tg_tensor *row_lse(tg_tensor *x) {
+    int axis = tg_tensor_ndim(x) - 1;
+    tg_tensor *m = tg_max(x, axis, true);
+    return tg_add(m, tg_log(tg_sum(tg_exp(tg_sub(x, m)), axis, true)));
+}
+
+/* Run the step's graph and read its logits [R, V] and, when lse is not NULL, their rows' log Σ
+ * exp [R]. */
+static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64_t R, float *logits,
+                          float *lse) {
+    tg_model *m = d->m;
+    tg_tensor *out = tg_keep(logits_t), *lse_t = lse && out ? tg_keep(row_lse(out)) : NULL;
+    tg_status st = built(g, out);
+    if (st == TG_OK && lse) st = built(g, lse_t);
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK)
+        st = tg_tensor_read(out, logits, (size_t)(R * m->cfg.tgt_vocab) * sizeof *logits);
+    if (st == TG_OK && lse) st = tg_tensor_read(lse_t, lse, (size_t)R * sizeof *lse);
+    return st;
+}
+
 /* Cached step at position t: builds, runs, returns logits and appends the new K/V rows. */
-static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_t *tokens, float *logits) {
+static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_t *tokens,
+                             float *logits, float *lse) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
     int64_t t = d->step, L = c->dec_layers, T = d->max_steps;
@@ -319,10 +344,7 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
     cached_ctx cc = {d, self_ids, cross_ids, mask, nk, {0}};
     tg__model_dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
     y = tg__model_decoder_stack(m, g, y, &a);
-    tg_tensor *out = tg_keep(tg__model_output_logits(m, g, y));
-    st = built(g, out);
-    if (st == TG_OK) st = tg_graph_run(g, m->backend);
-    if (st == TG_OK) st = tg_tensor_read(out, logits, (size_t)(R * c->tgt_vocab) * sizeof *logits);
+    st = run_step(d, g, tg__model_output_logits(m, g, y), R, logits, lse);
     /* append: row r's keys/values at step t go to table row t * max_rows + r */
     char p[64];
     for (int64_t k = 0; st == TG_OK && k < 2 * L; k++) {
@@ -335,7 +357,7 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
 }
 
 /* Full step: the decoder stack over every row's whole prefix [R, t+1], as in training. */
-static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits) {
+static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits, float *lse) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
     int64_t T = d->step + 1, V = c->tgt_vocab;
@@ -352,17 +374,19 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits)
     tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tok, R, T, 0);
     tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask, tg__layer_causal_mask(g, tok, R, T));
     int64_t s3[3] = {R, T, V};
-    tg_tensor *out = tg_keep(
-        tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T)));
+    tg_tensor *out =
+        tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T));
     free(tok);
-    st = built(g, out);
-    if (st == TG_OK) st = tg_graph_run(g, m->backend);
-    if (st == TG_OK) st = tg_tensor_read(out, logits, (size_t)(R * V) * sizeof *logits);
-    return st;
+    return run_step(d, g, out, R, logits, lse);
 }
 
 tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
                           float *logits) {
+    return tg__decoder_step(d, rows, parent, tokens, logits, NULL);
+}
+
+tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
+                           const int32_t *tokens, float *logits, float *lse) {
     if (!d || !parent || !tokens || !logits)
         return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: NULL argument");
     const tg_model_config *c = &d->m->cfg;
@@ -393,7 +417,8 @@ tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, co
     if (!g) return nomem("graph");
     tg_graph_set_training(g, false);
     tg_graph_set_grad_enabled(g, false);
-    tg_status st = d->cached ? step_cached(d, g, rows, tokens, logits) : step_full(d, g, rows, logits);
+    tg_status st = d->cached ? step_cached(d, g, rows, tokens, logits, lse)
+                             : step_full(d, g, rows, logits, lse);
     tg_graph_free(g);
     if (st != TG_OK) return tg_error_prefix(st, "tg_decoder_step %lld", (long long)t);
     /* commit: the new rows become the current ones */

@@ -62,16 +62,6 @@ static int64_t out_limit(const tg_model_config *c, const tg_decode_options *o, i
     return L < 1 ? 1 : (int64_t)L;
 }
 
-/* log sum exp of a logit row, in double */
-static double log_sum_exp(const float *x, int64_t V) {
-    double mx = -INFINITY, s = 0.0;
-    for (int64_t w = 0; w < V; w++)
-        if (x[w] > mx) mx = x[w];
-    if (!isfinite(mx)) return mx;
-    for (int64_t w = 0; w < V; w++) s += exp((double)x[w] - mx);
-    return mx + log(s);
-}
-
 static bool allowed(int64_t w) { return w != TG_PAD && w != TG_BOS; }
 
 static tg_status set_hyp(tg_hypothesis *h, const int32_t *ids, int64_t len, double logprob, bool finished,
@@ -94,9 +84,10 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
     int64_t *rs = malloc((size_t)n * sizeof *rs), *gen = calloc((size_t)n, sizeof *gen);
     int32_t *ids = malloc((size_t)(n * lmax) * sizeof *ids);
     double *logp = calloc((size_t)n, sizeof *logp);
-    float *logits = malloc((size_t)(n * V) * sizeof *logits);
+    float *logits = malloc((size_t)(n * V) * sizeof *logits),
+          *lse = malloc((size_t)n * sizeof *lse);
     tg_status st = TG_OK;
-    if (!parent || !tok || !rs || !gen || !ids || !logp || !logits)
+    if (!parent || !tok || !rs || !gen || !ids || !logp || !logits || !lse)
         st = tg_error_set(TG_ERR_NOMEM, "tg_decode: out of memory");
     int64_t rows = n;
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
@@ -105,7 +96,7 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
         rs[i] = i;
     }
     while (st == TG_OK && rows > 0) {
-        st = tg_decoder_step(d, rows, parent, tok, logits);
+        st = tg__decoder_step(d, rows, parent, tok, logits, lse);
         if (st) break;
         int64_t k = 0;
         for (int64_t r = 0; r < rows; r++) {
@@ -113,7 +104,7 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
             int64_t s = rs[r], best = -1;
             for (int64_t w = 0; w < V; w++) /* the first maximum, as argmax */
                 if (allowed(w) && (best < 0 || x[w] > x[best])) best = w;
-            logp[s] += (double)x[best] - log_sum_exp(x, V);
+            logp[s] += (double)x[best] - (double)lse[r];
             gen[s]++;
             bool eos = best == TG_EOS;
             if (!eos) ids[s * lmax + gen[s] - 1] = (int32_t)best;
@@ -136,6 +127,7 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
     free(ids);
     free(logp);
     free(logits);
+    free(lse);
     return st;
 }
 
@@ -254,12 +246,14 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
     int64_t K = o->beam, C = 2 * K, R = n * K;
     beam_rows cur = {0}, nxt = {0};
     hyp_list *lists = calloc((size_t)n, sizeof *lists);
-    float *logits = malloc((size_t)(R * V) * sizeof *logits);
+    float *logits = malloc((size_t)(R * V) * sizeof *logits),
+          *lse = malloc((size_t)R * sizeof *lse);
     cand *cands = malloc((size_t)(K * C) * sizeof *cands);
     double *tv = malloc((size_t)C * sizeof *tv);
     int32_t *tw = malloc((size_t)C * sizeof *tw);
     tg_status st = TG_OK;
-    if (!rows_alloc(&cur, R, lmax) || !rows_alloc(&nxt, R, lmax) || !lists || !logits || !cands || !tv || !tw)
+    if (!rows_alloc(&cur, R, lmax) || !rows_alloc(&nxt, R, lmax) || !lists || !logits || !lse ||
+        !cands || !tv || !tw)
         st = tg_error_set(TG_ERR_NOMEM, "tg_decode: out of memory for beam size %lld", (long long)K);
     int64_t rows = n;
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
@@ -269,7 +263,7 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
         cur.cum[i] = 0.0;
     }
     for (int64_t t = 0; st == TG_OK && rows > 0; t++) {
-        st = tg_decoder_step(d, rows, cur.parent, cur.tok, logits);
+        st = tg__decoder_step(d, rows, cur.parent, cur.tok, logits, lse);
         if (st) break;
         int64_t nk = 0;
         for (int64_t r0 = 0; st == TG_OK && r0 < rows;) {
@@ -278,11 +272,11 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
             int64_t nc = 0;
             for (int64_t b = r0; b < r1; b++) {
                 const float *x = logits + b * V;
-                double lse = log_sum_exp(x, V);
                 int64_t cnt = 0;
                 for (int64_t w = 0; w < V; w++)
                     if (allowed(w)) top_insert(tv, tw, &cnt, C, (double)x[w], (int32_t)w);
-                for (int64_t j = 0; j < cnt; j++) cands[nc++] = (cand){cur.cum[b] + (tv[j] - lse), b, tw[j]};
+                for (int64_t j = 0; j < cnt; j++)
+                    cands[nc++] = (cand){cur.cum[b] + (tv[j] - (double)lse[b]), b, tw[j]};
             }
             qsort(cands, (size_t)nc, sizeof *cands, cand_cmp);
             if (nc > C) nc = C;
@@ -329,6 +323,7 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
     rows_free(&cur);
     rows_free(&nxt);
     free(logits);
+    free(lse);
     free(cands);
     free(tv);
     free(tw);

@@ -20,14 +20,6 @@ void tg_generation_free(tg_generation *g) {
     memset(g, 0, sizeof *g);
 }
 
-/* log sum_i exp(x_i) in double: log softmax(x)[k] = x[k] - this */
-static double log_sum_exp(const float *x, int64_t n) {
-    double mx = -INFINITY, z = 0.0;
-    for (int64_t i = 0; i < n; i++) mx = fmax(mx, (double)x[i]);
-    for (int64_t i = 0; i < n; i++) z += exp((double)x[i] - mx);
-    return mx + log(z);
-}
-
 tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
                       tg_generation *out) {
     if (out) memset(out, 0, sizeof *out);
@@ -60,19 +52,19 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
     const int32_t parent = 0;
     int32_t tok = TG_BOS;
     for (int64_t s = 0; st == TG_OK && s < steps; s++) {
-        st = tg_decoder_step(d, 1, &parent, &tok, logits);
+        float lse; /* log P under the model (temperature 1, no filters): the normaliser before
+                      masking */
+        st = tg__decoder_step(d, 1, &parent, &tok, logits, &lse);
         if (st != TG_OK) break;
         if (s < n) { /* still reading the prompt: its next token is given */
             tok = prompt[s];
             continue;
         }
-        /* log P under the model (temperature 1, no filters): the normaliser before masking */
-        double lse = log_sum_exp(logits, V);
         logits[TG_PAD] = logits[TG_BOS] = -INFINITY; /* never drawn */
         int64_t next;
         st = tg_sample(logits, V, &o.sample, &rng, &next);
         if (st != TG_OK) break;
-        out->logprob += (double)logits[next] - lse;
+        out->logprob += (double)logits[next] - (double)lse;
         if (next == TG_EOS) {
             out->finished = true;
             break;

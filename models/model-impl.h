@@ -78,6 +78,11 @@ tg_tensor *tg__model_decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y,
 /* logits = y E^T (docs/model.md §1: no bias), E the (tied) output matrix: y [..., d] -> [N, V] */
 tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
 
+/* tg_decoder_step, and when lse is not NULL also each row's log Σ exp of its logits [rows],
+ * computed by the backend (a search's log-probabilities: logits[w] - lse) */
+tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
+                           const int32_t *tokens, float *logits, float *lse);
+
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
  * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:
  * self-attention, where pos=rope rotates keys (positions 0..m-1) and queries (the last n) */
