@@ -14,6 +14,12 @@ tg_status tg_store_new(tg_backend *b, tg_store **out) {
     return TG_OK;
 }
 
+tg_status tg__store_new_scratch(tg_backend *b, tg_store **out) {
+    tg_status st = tg_store_new(b, out);
+    if (st == TG_OK) (*out)->scratch = true;
+    return st;
+}
+
 void tg_store_free(tg_store *s) {
     if (!s) return;
     tg_backend *b = s->backend;
@@ -75,9 +81,10 @@ static int64_t slab_for(tg_store *s, int64_t want, bool trainable) {
     tg_backend *b = s->backend;
     const int64_t next = slab_floats(s->made[trainable]), cap = want > next ? want : next;
     const size_t bytes = (size_t)cap * sizeof(float);
+    void *(*alloc)(tg_backend *, size_t) = s->scratch ? b->vt->alloc : tg__backend_alloc_lasting;
     tg_store_slab sl = {.cap = cap};
-    if (!(sl.data = tg__backend_alloc_lasting(b, bytes))) return -1;
-    if (trainable && !(sl.grad = tg__backend_alloc_lasting(b, bytes))) {
+    if (!(sl.data = alloc(b, bytes))) return -1;
+    if (trainable && !(sl.grad = alloc(b, bytes))) {
         b->vt->free(b, sl.data, bytes);
         return -1;
     }

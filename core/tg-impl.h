@@ -114,7 +114,15 @@ struct tg_store {
     int64_t nslabs, cap_slabs;
     int64_t open[2]; /* the slab that takes new parameters, frozen [0] and trainable [1]; -1 none */
     int made[2];     /* slabs made in each series (their sizes double) */
+    bool scratch;    /* tg__store_new_scratch: slabs from the backend's alloc, not alloc_lasting */
 };
+
+/* A store made and freed over and over, such as a decoder's key and value tables (a store a
+ * batch of sentences): its slabs come from the backend's alloc, whose freed blocks serve the
+ * next one's (the CPU backend's cache of freed blocks), not from alloc_lasting, which maps a
+ * new block for each — `tg translate` then spent a fifth of its time in the kernel zeroing
+ * new pages. */
+tg_status tg__store_new_scratch(tg_backend *b, tg_store **out);
 
 /* The backend table (a table of function pointers plus a capability query, as ggml's backends). */
 typedef struct tg_backend_vtable {

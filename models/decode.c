@@ -175,7 +175,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
             if (src_n[i] > 0) memcpy(d->src + i * S, src[i], (size_t)src_n[i] * sizeof *d->src);
             d->src[i * S + src_n[i]] = TG_EOS;
         }
-        st = tg_store_new(m->backend, &d->cache);
+        st = tg__store_new_scratch(m->backend, &d->cache);
     }
     /* self-attention tables, zero-filled; only rows written by earlier steps are ever read */
     char name[64];

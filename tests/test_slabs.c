@@ -468,6 +468,31 @@ START_TEST(test_huge_blocks) {
 }
 END_TEST
 
+/* A scratch store (tg__store_new_scratch: a decoder's tables, made anew for each batch of
+ * sentences) takes its slabs from blocks the previous one freed, down to half their size; a
+ * lasting store's slabs are always new blocks. */
+START_TEST(test_scratch_store_reuse) {
+    const bool was = tg__cpu_huge_pages(true);
+    tg_backend *b;
+    CK(tg_backend_cpu_new(1, &b));
+    const int64_t big[2] = {5 << 20, 1}, smaller[2] = {3 << 20, 1}; /* 20 and 12 MiB */
+    float *seen[3];
+    for (int k = 0; k < 3; k++) {
+        tg_store *s;
+        CK(k < 2 ? tg__store_new_scratch(b, &s) : tg_store_new(b, &s));
+        CK(tg_store_add(s, "table", 2, k ? smaller : big, NULL, false));
+        seen[k] = s->p[0].data;
+        ck_assert_float_eq(seen[k][(3 << 20) - 1], 0.0f); /* zeroed, reused or not */
+        seen[k][(3 << 20) - 1] = 1.0f;
+        tg_store_free(s);
+    }
+    ck_assert(seen[1] == seen[0]);
+    ck_assert(seen[2] != seen[0]);
+    tg_backend_free(b);
+    tg__cpu_huge_pages(was);
+}
+END_TEST
+
 /* A big block that is not lasting (a workspace) is made in its size class: whole 2-MiB pages,
  * at most 1/8 (or one page) more than asked, so that a freed one serves the next batch's
  * slightly bigger workspace; on the heap it is made as asked. Only a few bytes past what is
@@ -550,6 +575,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_grad_norm_bits);
     tcase_add_test(tc, test_huge_blocks);
     tcase_add_test(tc, test_workspace_classes);
+    tcase_add_test(tc, test_scratch_store_reuse);
     suite_add_tcase(su, tc);
     return su;
 }
