@@ -609,6 +609,59 @@ START_TEST(test_max_negative_and_inf) {
 }
 END_TEST
 
+/* Max over contiguous rows long enough for the 16-lane path: the bits of a scalar scan that
+ * keeps the first of equal values and lets a NaN through (the last one): rows of 32–1000 with
+ * the maximum in the first lanes, the middle and the tail, -0 before +0 and after it (the
+ * later one in an earlier lane), a NaN early and late, and all -inf. */
+static float max_scan(const float *x, int64_t n) {
+    float m = x[0];
+    for (int64_t k = 1; k < n; k++)
+        if (x[k] > m || isnan(x[k])) m = x[k];
+    return m;
+}
+
+START_TEST(test_max_rows_bits) {
+    const int64_t lens[] = {32, 33, 47, 48, 1000};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int64_t n = lens[li], R = 9;
+        float *x = malloc((size_t)(R * n) * sizeof *x), *got = malloc((size_t)R * sizeof *got);
+        for (int64_t i = 0; i < R * n; i++)
+            x[i] = pat(i, 11) - 3.0f;
+        float *r = x;
+        r[n / 2] = 9.0f;         /* row 0: the middle */
+        r += n, r[0] = 9.0f;     /* row 1: lane 0 */
+        r += n, r[n - 1] = 9.0f; /* row 2: the last value (the tail when n % 16) */
+        r += n;                  /* row 3: zero maximum, -0 first */
+        for (int64_t k = 0; k < n; k++)
+            r[k] = -1.0f - (float)k;
+        r[3] = -0.0f, r[17] = 0.0f; /* a later value in an earlier lane */
+        r += n;                     /* row 4: zero maximum, +0 first */
+        for (int64_t k = 0; k < n; k++)
+            r[k] = -1.0f - (float)k;
+        r[3] = 0.0f, r[17] = -0.0f;
+        r += n, r[2] = NAN;      /* row 5: a NaN early */
+        r += n, r[n - 1] = -NAN; /* row 6: a NaN last */
+        r += n;                  /* row 7: all -inf */
+        for (int64_t k = 0; k < n; k++)
+            r[k] = -INFINITY;
+        /* row 8: as made */
+        tg_tensor *y = tg_keep(tg_max(IN(x, R, n), 1, false));
+        run_ok();
+        ck_assert_int_eq(tg_tensor_read(y, got, (size_t)R * sizeof *got), TG_OK);
+        for (int64_t i = 0; i < R; i++) {
+            float want = max_scan(x + i * n, n);
+            ck_assert_msg(memcmp(&want, &got[i], sizeof want) == 0, "n %lld row %lld: %g, want %g",
+                          (long long)n, (long long)i, got[i], want);
+        }
+        free(x);
+        free(got);
+        tg_graph_free(G); /* a graph for the next length */
+        G = tg_graph_new();
+        ck_assert_ptr_nonnull(G);
+    }
+}
+END_TEST
+
 START_TEST(test_sum_all_mean_all) {
     float x[15];
     double s = 0;
@@ -1563,6 +1616,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_max_axis, 0, 6);
     tcase_add_test(tc, test_sum_by_hand);
     tcase_add_test(tc, test_max_negative_and_inf);
+    tcase_add_test(tc, test_max_rows_bits);
     tcase_add_test(tc, test_sum_all_mean_all);
     tcase_add_test(tc, test_sum_all_large);
     tcase_add_loop_test(tc, test_sum_to_patterns, 0, NSUMTO);

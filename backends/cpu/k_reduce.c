@@ -242,6 +242,51 @@ static tg_status sum_to_kernel(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
+/* The maximum of n values inner apart: the first of equal ones (+0 or -0), a NaN if any (the
+ * last one). */
+static float max_strided(const float *col, int64_t n, int64_t inner) {
+    float m = col[0];
+    for (int64_t k = 1; k < n; k++)
+        if (col[k * inner] > m || isnan(col[k * inner])) m = col[k * inner];
+    return m;
+}
+
+/* The same over a contiguous row (a decoder's logits, V of them), 16 lanes at a time. A
+ * nonzero maximum has one bit pattern, whatever the order it is found in; a row with a NaN or
+ * a zero maximum (+0 and -0 compare equal) is left to max_strided. */
+TG_CPU_CLONES static float max_row(const float *x, int64_t n) {
+    typedef float vf __attribute__((vector_size(32), aligned(4)));
+    typedef int32_t vi __attribute__((vector_size(32), aligned(4)));
+    enum { W = 8, L = 2 * W };
+    if (n < 2 * L) return max_strided(x, n, 1);
+    vf m[2];
+    vi bad[2];
+    for (int h = 0; h < 2; h++) {
+        memcpy(&m[h], x + h * W, sizeof m[h]);
+        bad[h] = m[h] != m[h];
+    }
+    int64_t k = L;
+    for (; k + L <= n; k += L)
+        for (int h = 0; h < 2; h++) {
+            vf v;
+            memcpy(&v, x + k + h * W, sizeof v);
+            const vi gt = v > m[h];
+            bad[h] |= v != v;
+            m[h] = (vf)(((vi)v & gt) | ((vi)m[h] & ~gt));
+        }
+    int any = 0;
+    float r = m[0][0];
+    for (int l = 0; l < L; l++) {
+        any |= bad[l / W][l % W];
+        r = m[l / W][l % W] > r ? m[l / W][l % W] : r;
+    }
+    for (; k < n; k++) {
+        any |= x[k] != x[k];
+        r = x[k] > r ? x[k] : r;
+    }
+    return any || r == 0.0f ? max_strided(x, n, 1) : r;
+}
+
 static tg_status max(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];
     int64_t outer, n, inner;
@@ -249,13 +294,9 @@ static tg_status max(tg_cpu_par *p, tg_tensor *t) {
     const float *xp = x->data;
     float *o = t->data;
     TG_CPU_FOR(p, r, outer, outer * n * inner > TG_PAR_MIN)
-        for (int64_t c = 0; c < inner; c++) {
-            const float *col = xp + r * n * inner + c;
-            float m = col[0];
-            for (int64_t k = 1; k < n; k++)
-                if (col[k * inner] > m || isnan(col[k * inner])) m = col[k * inner];
-            o[r * inner + c] = m;
-        }
+    for (int64_t c = 0; c < inner; c++)
+        o[r * inner + c] =
+            inner == 1 ? max_row(xp + r * n, n) : max_strided(xp + r * n * inner + c, n, inner);
     return TG_OK;
 }
 
