@@ -213,9 +213,10 @@ int64_t tg_decoder_steps(const tg_decoder *d) { return d ? d->step : 0; }
 typedef struct {
     tg_decoder *d;
     int64_t layer;
-    tg_tensor *ids;        /* self: [R, t] table rows of the ancestors; cross: [R, S] */
-    tg_tensor *mask;       /* cross: [R, 1, 1, S] source padding */
+    tg_tensor *ids;  /* self: [R, t] table rows of the ancestors; cross: [R / group, S] */
+    tg_tensor *mask; /* cross: [R / group, 1, 1, S] source padding */
     tg_tensor **new_k, **new_v; /* self: the new position's projections, kept */
+    int64_t group;              /* cross: rows per sentence (memory_inputs) */
 } step_ctx;
 
 static tg_tensor *cache_rows(tg_graph *g, tg_decoder *d, const char *kind, int64_t layer, char kv,
@@ -245,13 +246,21 @@ static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
                          tg__attn_split_heads(v, h, dk), NULL, true);
 }
 
-/* Cross-attention over the memory keys/values computed once by the encoder graph. */
+/* Cross-attention over the memory keys/values computed once by the encoder graph. With a group
+ * of k > 1 rows per sentence (a beam), the rows' queries [R, 1, d] go in as k query positions of
+ * their sentence, [R / k, k, d], over one copy of its keys: a cross-attention query sees no
+ * position of its own (no mask, rotation or window of the query's), so this is the same
+ * attention, and the step gathers a k-th of the keys and values. */
 static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
-    int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
+    int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg), R = tg_tensor_dim(x, 0),
+            dm = tg_tensor_dim(x, 2);
     tg_tensor *k = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
     tg_tensor *v = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
-    return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
+    if (s->group == 1) return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
+    int64_t grouped[3] = {R / s->group, s->group, dm}, rows[3] = {R, 1, dm};
+    tg_tensor *o = tg__attn_core(m, g, prefix, tg_reshape(x, 3, grouped), k, v, s->mask, false);
+    return tg_reshape(o, 3, rows);
 }
 
 /* The step's inputs every layer shares; bind_cached fills the one layer's context the stack
@@ -259,35 +268,51 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
 typedef struct {
     tg_decoder *d;
     tg_tensor *self_ids, *cross_ids, *mask;
+    int64_t group;  /* rows per sentence of cross_ids and mask */
     tg_tensor **nk; /* [2L]: each layer's new keys and values, kept */
     step_ctx scratch;
 } cached_ctx;
 
 static void *bind_cached(void *arg, int64_t layer, bool cross) {
     cached_ctx *c = arg;
-    c->scratch = cross ? (step_ctx){c->d, layer, c->cross_ids, c->mask, NULL, NULL}
-                       : (step_ctx){c->d, layer, c->self_ids, NULL, &c->nk[2 * layer], &c->nk[2 * layer + 1]};
+    c->scratch =
+        cross ? (step_ctx){c->d, layer, c->cross_ids, c->mask, NULL, NULL, c->group}
+              : (step_ctx){c->d, layer, c->self_ids, NULL, &c->nk[2 * layer], &c->nk[2 * layer + 1],
+                           1};
     return &c->scratch;
 }
 
-/* Row-indexed inputs shared by both modes: table rows of each row's sentence in the memory
- * tables ([R, S]) and the source padding mask ([R, 1, 1, S]). */
-static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, tg_tensor **ids, tg_tensor **mask) {
-    int64_t S = d->S;
-    int32_t *mi = malloc((size_t)(R * S) * sizeof *mi);
-    float *mk = malloc((size_t)(R * S) * sizeof *mk);
+/* k when the R rows are groups of k consecutive rows of one sentence each (k the length of the
+ * first sentence's run: a beam search's steps after the first), else 1. */
+static int64_t rows_per_sentence(const tg_decoder *d, int64_t R) {
+    int64_t k = 1;
+    while (k < R && d->sent_next[k] == d->sent_next[0])
+        k++;
+    if (R % k) return 1;
+    for (int64_t r = 0; r < R; r++)
+        if (d->sent_next[r] != d->sent_next[r - r % k]) return 1;
+    return k;
+}
+
+/* Inputs shared by both modes: table rows of the sentence of each group of `group` rows in
+ * the memory tables ([R / group, S]) and its source padding mask ([R / group, 1, 1, S]). */
+static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, int64_t group,
+                               tg_tensor **ids, tg_tensor **mask) {
+    int64_t S = d->S, n = R / group;
+    int32_t *mi = malloc((size_t)(n * S) * sizeof *mi);
+    float *mk = malloc((size_t)(n * S) * sizeof *mk);
     if (!mi || !mk) {
         free(mi);
         free(mk);
         return nomem("step inputs");
     }
-    for (int64_t r = 0; r < R; r++)
+    for (int64_t r = 0; r < n; r++)
         for (int64_t s = 0; s < S; s++) {
-            int64_t i = d->sent_next[r];
+            int64_t i = d->sent_next[r * group];
             mi[r * S + s] = (int32_t)(i * S + s);
             mk[r * S + s] = d->src[i * S + s] == TG_PAD ? 1.0f : 0.0f;
         }
-    int64_t si[2] = {R, S}, sm[4] = {R, 1, 1, S};
+    int64_t si[2] = {n, S}, sm[4] = {n, 1, 1, S};
     *ids = tg_input(g, TG_DTYPE_I32, 2, si, mi);
     *mask = tg_input(g, TG_DTYPE_F32, 4, sm, mk);
     free(mi);
@@ -295,33 +320,24 @@ static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, tg_tensor 
     return TG_OK;
 }
 
-/* log Σ exp over the last axis of logits, keeping that axis (size 1), computed by the backend:
- * a search needs it for every row at every step, and on the host, one double exp a logit,
- * it was three quarters of a beam search's time (V 8,000, 64 rows). */
-static tg_tensor *row_lse(tg_tensor *x) {
-    int axis = tg_tensor_ndim(x) - 1;
-    tg_tensor *m = tg_max(x, axis, true);
-    return tg_add(m, tg_log(tg_sum(tg_exp(tg_sub(x, m)), axis, true)));
-}
-
-/* Run the step's graph and read its logits [R, V] and, when lse is not NULL, their rows' log Σ
- * exp [R]. */
-static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64_t R, float *logits,
-                          float *lse) {
+/* Run the step's graph and read its [R, V] output: the logits, or with log_probs their rows'
+ * log-softmax, computed by the backend in one row kernel (a search needs it for every row at
+ * every step: on the host, one double exp a logit, it was three quarters of a beam search's
+ * time; as max, exp, sum and log nodes, 15 % of a step's). */
+static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64_t R, float *out,
+                          bool log_probs) {
     tg_model *m = d->m;
-    tg_tensor *out = tg_keep(logits_t), *lse_t = lse && out ? tg_keep(row_lse(out)) : NULL;
-    tg_status st = built(g, out);
-    if (st == TG_OK && lse) st = built(g, lse_t);
+    tg_tensor *y = tg_keep(log_probs && logits_t ? tg_log_softmax(logits_t) : logits_t);
+    tg_status st = built(g, y);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
-    if (st == TG_OK)
-        st = tg_tensor_read(out, logits, (size_t)(R * m->cfg.tgt_vocab) * sizeof *logits);
-    if (st == TG_OK && lse) st = tg_tensor_read(lse_t, lse, (size_t)R * sizeof *lse);
+    if (st == TG_OK) st = tg_tensor_read(y, out, (size_t)(R * m->cfg.tgt_vocab) * sizeof *out);
     return st;
 }
 
-/* Cached step at position t: builds, runs, returns logits and appends the new K/V rows. */
+/* Cached step at position t: builds, runs, returns the logits (or log-probabilities) and appends
+ * the new K/V rows. */
 static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_t *tokens,
-                             float *logits, float *lse) {
+                             float *out, bool log_probs) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
     int64_t t = d->step, L = c->dec_layers, T = d->max_steps;
@@ -336,15 +352,16 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
         free(ids);
     }
     bool lm = c->arch == TG_ARCH_LM;
-    tg_status st = lm ? TG_OK : memory_inputs(g, d, R, &cross_ids, &mask);
+    const int64_t group = lm ? 1 : rows_per_sentence(d, R);
+    tg_status st = lm ? TG_OK : memory_inputs(g, d, R, group, &cross_ids, &mask);
     if (st) return st;
     tg_tensor **nk = calloc((size_t)(2 * L + 1), sizeof *nk);
     if (!nk) return nomem("step outputs");
     tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tokens, R, 1, t);
-    cached_ctx cc = {d, self_ids, cross_ids, mask, nk, {0}};
+    cached_ctx cc = {d, self_ids, cross_ids, mask, group, nk, {0}};
     tg__model_dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
     y = tg__model_decoder_stack(m, g, y, &a);
-    st = run_step(d, g, tg__model_output_logits(m, g, y), R, logits, lse);
+    st = run_step(d, g, tg__model_output_logits(m, g, y), R, out, log_probs);
     /* append: row r's keys/values at step t go to table row t * max_rows + r */
     char p[64];
     for (int64_t k = 0; st == TG_OK && k < 2 * L; k++) {
@@ -357,7 +374,7 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
 }
 
 /* Full step: the decoder stack over every row's whole prefix [R, t+1], as in training. */
-static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits, float *lse) {
+static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *out, bool log_probs) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
     int64_t T = d->step + 1, V = c->tgt_vocab;
@@ -365,7 +382,7 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits,
     if (!tok) return nomem("step inputs");
     for (int64_t r = 0; r < R; r++) memcpy(tok + r * T, d->hist_next + r * d->max_steps, (size_t)T * sizeof *tok);
     tg_tensor *ids = NULL, *mask = NULL, *mem = NULL;
-    tg_status st = c->arch == TG_ARCH_LM ? TG_OK : memory_inputs(g, d, R, &ids, &mask);
+    tg_status st = c->arch == TG_ARCH_LM ? TG_OK : memory_inputs(g, d, R, 1, &ids, &mask);
     if (st) {
         free(tok);
         return st;
@@ -374,20 +391,20 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *logits,
     tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tok, R, T, 0);
     tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask, tg__layer_causal_mask(g, tok, R, T));
     int64_t s3[3] = {R, T, V};
-    tg_tensor *out =
+    tg_tensor *logits =
         tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T));
     free(tok);
-    return run_step(d, g, out, R, logits, lse);
+    return run_step(d, g, logits, R, out, log_probs);
 }
 
 tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
                           float *logits) {
-    return tg__decoder_step(d, rows, parent, tokens, logits, NULL);
+    return tg__decoder_step(d, rows, parent, tokens, logits, false);
 }
 
 tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
-                           const int32_t *tokens, float *logits, float *lse) {
-    if (!d || !parent || !tokens || !logits)
+                           const int32_t *tokens, float *out, bool log_probs) {
+    if (!d || !parent || !tokens || !out)
         return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: NULL argument");
     const tg_model_config *c = &d->m->cfg;
     int64_t t = d->step, T = d->max_steps;
@@ -417,8 +434,8 @@ tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
     if (!g) return nomem("graph");
     tg_graph_set_training(g, false);
     tg_graph_set_grad_enabled(g, false);
-    tg_status st = d->cached ? step_cached(d, g, rows, tokens, logits, lse)
-                             : step_full(d, g, rows, logits, lse);
+    tg_status st = d->cached ? step_cached(d, g, rows, tokens, out, log_probs)
+                             : step_full(d, g, rows, out, log_probs);
     tg_graph_free(g);
     if (st != TG_OK) return tg_error_prefix(st, "tg_decoder_step %lld", (long long)t);
     /* commit: the new rows become the current ones */

@@ -1,8 +1,8 @@
 /* Greedy and beam search (docs/model.md §1 "Decoding") on the incremental decoder of decode.c.
  *
- * Scores: log P(Y|X) is the sum of log softmax over the whole target vocabulary (computed in
- * double on the host from the step's float logits); a hypothesis scores log P(Y|X) / lp(Y)
- * with the GNMT penalty lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting </s>. <pad> and <s> are
+ * Scores: log P(Y|X) is the sum of log softmax over the whole target vocabulary (each step's
+ * computed by the backend in float, summed in double on the host); a hypothesis scores log P(Y|X) /
+ * lp(Y) with the GNMT penalty lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting </s>. <pad> and <s> are
  * never chosen (they are not outputs, and a generated <pad> would be masked as padding by
  * the decoder's self-attention); they still count in the softmax.
  *
@@ -84,10 +84,9 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
     int64_t *rs = malloc((size_t)n * sizeof *rs), *gen = calloc((size_t)n, sizeof *gen);
     int32_t *ids = malloc((size_t)(n * lmax) * sizeof *ids);
     double *logp = calloc((size_t)n, sizeof *logp);
-    float *logits = malloc((size_t)(n * V) * sizeof *logits),
-          *lse = malloc((size_t)n * sizeof *lse);
+    float *lp = malloc((size_t)(n * V) * sizeof *lp); /* a step's log-probabilities */
     tg_status st = TG_OK;
-    if (!parent || !tok || !rs || !gen || !ids || !logp || !logits || !lse)
+    if (!parent || !tok || !rs || !gen || !ids || !logp || !lp)
         st = tg_error_set(TG_ERR_NOMEM, "tg_decode: out of memory");
     int64_t rows = n;
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
@@ -96,15 +95,15 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
         rs[i] = i;
     }
     while (st == TG_OK && rows > 0) {
-        st = tg__decoder_step(d, rows, parent, tok, logits, lse);
+        st = tg__decoder_step(d, rows, parent, tok, lp, true);
         if (st) break;
         int64_t k = 0;
         for (int64_t r = 0; r < rows; r++) {
-            const float *x = logits + r * V;
+            const float *x = lp + r * V;
             int64_t s = rs[r], best = -1;
             for (int64_t w = 0; w < V; w++) /* the first maximum, as argmax */
                 if (allowed(w) && (best < 0 || x[w] > x[best])) best = w;
-            logp[s] += (double)x[best] - (double)lse[r];
+            logp[s] += (double)x[best];
             gen[s]++;
             bool eos = best == TG_EOS;
             if (!eos) ids[s * lmax + gen[s] - 1] = (int32_t)best;
@@ -126,8 +125,7 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
     free(gen);
     free(ids);
     free(logp);
-    free(logits);
-    free(lse);
+    free(lp);
     return st;
 }
 
@@ -218,6 +216,29 @@ static void top_insert(double *tv, int32_t *tw, int64_t *cnt, int64_t c, double 
     tw[i] = w;
 }
 
+/* The c best allowed tokens of a row of log-probabilities x[0..V) into (tv, tw), descending;
+ * returns how many. Once the list is full only a value above its last can enter (top_insert), so
+ * the row is first compared 64 values at a time against that bound (a test the compiler vectorises)
+ * and a block with none above it is passed over: most of a vocabulary is. The same list as
+ * top_insert over every value. */
+int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv, int32_t *tw) {
+    int64_t cnt = 0, w = 0;
+    for (; w < V && cnt < c; w++)
+        if (allowed(w)) top_insert(tv, tw, &cnt, c, (double)x[w], (int32_t)w);
+    while (w < V) {
+        const int64_t end = V - w < 64 ? V : w + 64;
+        const float bound = (float)tv[c - 1]; /* exact: the list holds floats */
+        int above = 0;
+        for (int64_t j = w; j < end; j++)
+            above |= x[j] > bound;
+        if (above)
+            for (int64_t j = w; j < end; j++)
+                if (allowed(j)) top_insert(tv, tw, &cnt, c, (double)x[j], (int32_t)j);
+        w = end;
+    }
+    return cnt;
+}
+
 typedef struct {
     int32_t *parent, *tok, *pre; /* pre: [max_rows, lmax] tokens generated so far */
     int64_t *rs;
@@ -246,14 +267,13 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
     int64_t K = o->beam, C = 2 * K, R = n * K;
     beam_rows cur = {0}, nxt = {0};
     hyp_list *lists = calloc((size_t)n, sizeof *lists);
-    float *logits = malloc((size_t)(R * V) * sizeof *logits),
-          *lse = malloc((size_t)R * sizeof *lse);
+    float *lp = malloc((size_t)(R * V) * sizeof *lp); /* a step's log-probabilities */
     cand *cands = malloc((size_t)(K * C) * sizeof *cands);
     double *tv = malloc((size_t)C * sizeof *tv);
     int32_t *tw = malloc((size_t)C * sizeof *tw);
     tg_status st = TG_OK;
-    if (!rows_alloc(&cur, R, lmax) || !rows_alloc(&nxt, R, lmax) || !lists || !logits || !lse ||
-        !cands || !tv || !tw)
+    if (!rows_alloc(&cur, R, lmax) || !rows_alloc(&nxt, R, lmax) || !lists || !lp || !cands ||
+        !tv || !tw)
         st = tg_error_set(TG_ERR_NOMEM, "tg_decode: out of memory for beam size %lld", (long long)K);
     int64_t rows = n;
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
@@ -263,7 +283,7 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
         cur.cum[i] = 0.0;
     }
     for (int64_t t = 0; st == TG_OK && rows > 0; t++) {
-        st = tg__decoder_step(d, rows, cur.parent, cur.tok, logits, lse);
+        st = tg__decoder_step(d, rows, cur.parent, cur.tok, lp, true);
         if (st) break;
         int64_t nk = 0;
         for (int64_t r0 = 0; st == TG_OK && r0 < rows;) {
@@ -271,12 +291,9 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
             while (r1 < rows && cur.rs[r1] == s) r1++; /* the live rows of sentence s */
             int64_t nc = 0;
             for (int64_t b = r0; b < r1; b++) {
-                const float *x = logits + b * V;
-                int64_t cnt = 0;
-                for (int64_t w = 0; w < V; w++)
-                    if (allowed(w)) top_insert(tv, tw, &cnt, C, (double)x[w], (int32_t)w);
+                const int64_t cnt = tg__decode_row_top(lp + b * V, V, C, tv, tw);
                 for (int64_t j = 0; j < cnt; j++)
-                    cands[nc++] = (cand){cur.cum[b] + (tv[j] - (double)lse[b]), b, tw[j]};
+                    cands[nc++] = (cand){cur.cum[b] + tv[j], b, tw[j]};
             }
             qsort(cands, (size_t)nc, sizeof *cands, cand_cmp);
             if (nc > C) nc = C;
@@ -322,8 +339,7 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
     free(lists);
     rows_free(&cur);
     rows_free(&nxt);
-    free(logits);
-    free(lse);
+    free(lp);
     free(cands);
     free(tv);
     free(tw);

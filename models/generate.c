@@ -44,27 +44,28 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
     int64_t steps = n + o.max_new < c->max_len ? n + o.max_new : c->max_len;
     tg_decoder *d = NULL;
     tg_status st = tg_decoder_new(m, NULL, NULL, 1, 1, steps, o.cached, &d);
-    float *logits = malloc((size_t)V * sizeof *logits);
+    float *lp = malloc((size_t)V * sizeof *lp);
     out->ids = malloc((size_t)o.max_new * sizeof *out->ids);
-    if (st == TG_OK && (!logits || !out->ids)) st = tg_error_set(TG_ERR_NOMEM, "tg_generate: out of memory");
+    if (st == TG_OK && (!lp || !out->ids))
+        st = tg_error_set(TG_ERR_NOMEM, "tg_generate: out of memory");
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
     const int32_t parent = 0;
     int32_t tok = TG_BOS;
     for (int64_t s = 0; st == TG_OK && s < steps; s++) {
-        float lse; /* log P under the model (temperature 1, no filters): the normaliser before
-                      masking */
-        st = tg__decoder_step(d, 1, &parent, &tok, logits, &lse);
+        /* log P under the model (temperature 1, no filters), before the masking below; the
+         * sampler's softmax is the same over log-probabilities as over logits */
+        st = tg__decoder_step(d, 1, &parent, &tok, lp, true);
         if (st != TG_OK) break;
         if (s < n) { /* still reading the prompt: its next token is given */
             tok = prompt[s];
             continue;
         }
-        logits[TG_PAD] = logits[TG_BOS] = -INFINITY; /* never drawn */
+        lp[TG_PAD] = lp[TG_BOS] = -INFINITY; /* never drawn */
         int64_t next;
-        st = tg_sample(logits, V, &o.sample, &rng, &next);
+        st = tg_sample(lp, V, &o.sample, &rng, &next);
         if (st != TG_OK) break;
-        out->logprob += (double)logits[next] - (double)lse;
+        out->logprob += (double)lp[next];
         if (next == TG_EOS) {
             out->finished = true;
             break;
@@ -73,7 +74,7 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
         tok = (int32_t)next;
         if (out->len == o.max_new) break;
     }
-    free(logits);
+    free(lp);
     tg_decoder_free(d);
     if (st != TG_OK) {
         tg_generation_free(out);

@@ -78,10 +78,15 @@ tg_tensor *tg__model_decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y,
 /* logits = y E^T (docs/model.md §1: no bias), E the (tied) output matrix: y [..., d] -> [N, V] */
 tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
 
-/* tg_decoder_step, and when lse is not NULL also each row's log Σ exp of its logits [rows],
- * computed by the backend (a search's log-probabilities: logits[w] - lse) */
+/* tg_decoder_step, or with log_probs each row's log-probabilities (the log-softmax of its
+ * logits, computed by the backend) in place of the logits: what a search scores with */
 tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
-                           const int32_t *tokens, float *logits, float *lse);
+                           const int32_t *tokens, float *out, bool log_probs);
+
+/* Beam search's candidates from one row (models/decode_beam.c): the c best tokens of x[0..V)
+ * but <pad> and <s>, by value descending, ties to the smaller token, into (tv, tw); returns
+ * how many (min(c, V - 2) when no value is NaN) */
+int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv, int32_t *tw);
 
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
  * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:

@@ -976,17 +976,20 @@ START_TEST(test_small_wide) {
 }
 END_TEST
 
-/* The small path's dot-product kernel for Q·Kᵀ over fewer than 16 keys (K 8, 16, 32, 64):
- * against the double reference for every key count 1..15 (16 and 17: the tiles), 1, 2, 3, 10 and 11
+/* The small path's dot-product kernel for Q·Kᵀ over fewer than 16 keys, or of one or two query
+ * rows over any number of keys (K 8, 16, 32, 64): against the double reference for every key
+ * count 1..17 and 31, 64, 98 (from 16 keys the tiles, but for 1 and 2 rows), 1, 2, 3, 10 and 11
  * query rows (odd: a row without a partner), alpha 1 / beta 0 and alpha 0.75 / beta 0.5, padded
  * rows (NaN between them: a read past K shows) and padded C (neither written), on 1 and 2 threads;
  * the same bits with the AVX-512 switch off and on (both run this AVX2 kernel); the tiles, switched
  * back, checked too. And a product the kernel does not take (K 48) still right. */
 START_TEST(test_small_dot) {
-    static const int64_t ks[] = {8, 16, 32, 64}, ms[] = {1, 2, 3, 10, 11};
+    static const int64_t ks[] = {8, 16, 32, 64}, ms[] = {1, 2, 3, 10, 11}, far[] = {31, 64, 98};
+    int wide_dot[4] = {0};
     for (int ik = 0; ik < 4; ik++)
-        for (int64_t n = 1; n <= 17; n++)
+        for (int in = 0; in < 20; in++)
             for (int im = 0; im < 5; im++) {
+                const int64_t n = in < 17 ? in + 1 : far[in - 17];
                 const bool plain = (n + im) % 2 == 0;
                 problem p = make(5, false, true, ms[im], n, ks[ik], plain ? 1.0f : 0.75f,
                                  plain ? 0.0f : 0.5f, 3, 1, 1, plain);
@@ -1006,9 +1009,19 @@ START_TEST(test_small_dot) {
                 ck_assert(tg__cpu_gemm_small_dot(false));
                 check(&p, ENG_SMALL, 2);
                 tg__cpu_gemm_small_dot(true);
+                /* which kernel took the product: the two sum in different orders, so the dot
+                 * products' bits differ from the tiles' somewhere in most products */
+                const bool dot = n < 16 || ms[im] <= 2, differ = first_diff(got, p.c, p.nc) >= 0;
+                ck_assert_msg(dot || !differ, "NT %lldx%lldx%lld: the dot kernel took it",
+                              (long long)ms[im], (long long)n, (long long)ks[ik]);
+                if (dot && n >= 16 && differ) wide_dot[ik]++;
                 free(got);
                 release(&p);
             }
+    for (int ik = 0; ik < 4; ik++) /* of 10: 1 and 2 rows × 16, 17, 31, 64, 98 keys */
+        ck_assert_msg(wide_dot[ik] >= 5,
+                      "K %lld: the dot kernel took %d products of 1-2 rows over 16+ keys",
+                      (long long)ks[ik], wide_dot[ik]);
     problem p = make(3, false, true, 10, 10, 48, 1.0f, 0.0f, 3, 1, 1, true);
     check(&p, ENG_SMALL, 2);
     release(&p);

@@ -276,6 +276,7 @@ int tg_cmd_translate(int argc, char **argv) {
             rc = fail("cannot open output '%s': %s", op.output, strerror(errno));
     }
     if (rc == 0 && text.n > 0) rc = translate(m, &op, ids, len, text.n, out);
+    if (rc == 0 && getenv("TG_PROFILE")) tg_profile_report(stderr); /* every step graph's nodes */
     if (out != stdout) {
         if (fclose(out) != 0 && rc == 0) rc = fail("cannot write '%s': %s", op.output, strerror(errno));
     } else if (fflush(out) != 0 && rc == 0) {
