@@ -327,7 +327,8 @@ START_TEST(test_long_k) {
 END_TEST
 
 /* Attention shapes take the small path; projections and their gradients the packed path
- * while the weight has at most 2^18 values; bigger weights and vocabularies the BLAS path —
+ * while the weight has at most 2^18 values (so does a single product of 32 rows or more under
+ * the small path's size); bigger weights and vocabularies the BLAS path —
  * unless the packed path runs its 512-bit kernel (AVX-512F), which takes them too. */
 START_TEST(test_path_rule) {
     for (int w = 0; w < 2; w++) {
@@ -357,6 +358,13 @@ START_TEST(test_path_rule) {
         g = (tg_cpu_gemm_args){.batch = 1, .M = 1024, .N = 512, .K = 8000};
         ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), big);
         g = (tg_cpu_gemm_args){.batch = 1, .M = 4096, .N = 64, .K = 64}; /* tall and narrow */
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+        /* a decoder step's projection, 64 hypotheses: one product of 32+ rows under 2^21 */
+        g = (tg_cpu_gemm_args){.batch = 1, .M = 64, .N = 128, .K = 128, .trans_b = true};
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
+        g.M = 31;
+        ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
+        g = (tg_cpu_gemm_args){.batch = 2, .M = 64, .N = 128, .K = 128, .trans_b = true};
         ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
         g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 65, .K = 256};
         ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());

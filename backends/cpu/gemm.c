@@ -21,7 +21,8 @@
  * transposed) in place and runs at a similar per-core rate while a 16-column panel of op(B)
  * sits in L1, but it does no cache blocking beyond that panel. So:
  *
- *     M·N·K <= 2^21                ->  small path (our kernel, parallel over products × blocks)
+ *     M·N·K <= 2^21, but not one product of 32 rows or more
+ *                                  ->  small path (our kernel, parallel over products × blocks)
  *     N <= 64 and K <= 256 (any M) ->  small path
  *     otherwise                    ->  BLAS path (cblas_sgemm per product or per block)
  *
@@ -33,7 +34,11 @@
  * vocabulary, 4096×64×64): op(B) is at most 64 KiB, our kernel streams op(A) in place at most
  * 4 times, while OpenBLAS packs all of op(A) for a handful of columns; measured 1.1–1.5× faster
  * than the split BLAS path there. nthreads does not enter: the crossing is per core and both
- * paths use every thread.
+ * paths use every thread. One product alone of 32 rows or more (a decoder step's projections:
+ * 64 hypotheses × 128 × 128) goes on to the rules below (the packed path): the small path cuts it
+ * into blocks of rows that each pack all of op(B), where the packed path packs it once for every
+ * member; in `tg translate`'s steps 64 × 128 × 128 ran 1.6× faster so, 16 × 128 × 128 1.9×
+ * slower (docs/results.md §4).
  *
  * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes those whose
  * weight matrix has at most 2^18 values (1 MiB): op(B), K × N, for X·W and dY·Wᵀ (M, the
@@ -47,6 +52,7 @@
  * these products at 1.5–2× the rate of OpenBLAS 0.3.21's call on 2 threads (which stays on
  * its AVX2 kernels there; benchmarks/bench_gemm on a Zen 5-class host, docs/results.md §4). */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
+#define TG_GEMM_SMALL_ONE_MIN_M 32
 #define TG_GEMM_SMALL_MAX_N 64
 #define TG_GEMM_SMALL_MAX_K 256
 #define TG_GEMM_PACKED_MAX_WEIGHT (1 << 18)
@@ -82,7 +88,8 @@ bool tg_cpu_gemm_trivial(const tg_cpu_gemm_args *g, const tg_cpu_par *p) {
 tg_cpu_gemm_path tg_cpu_gemm_choose(const tg_cpu_gemm_args *g, int nthreads) {
     (void)nthreads; /* the crossing point is per core; both paths use every thread */
     const double mnk = (double)g->M * (double)g->N * (double)g->K;
-    if (mnk <= TG_GEMM_SMALL_MNK) return TG_CPU_GEMM_SMALL;
+    if (mnk <= TG_GEMM_SMALL_MNK && (tg_cpu_gemm_count(g) > 1 || g->M < TG_GEMM_SMALL_ONE_MIN_M))
+        return TG_CPU_GEMM_SMALL;
     if (g->N <= TG_GEMM_SMALL_MAX_N && g->K <= TG_GEMM_SMALL_MAX_K) return TG_CPU_GEMM_SMALL;
     const double weight = g->trans_a ? (double)g->M * (double)g->N  /* Xᵀ·dY: K the tokens */
                                      : (double)g->K * (double)g->N; /* X·W, dY·Wᵀ */
