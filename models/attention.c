@@ -215,23 +215,74 @@ static bool use_band(const tg_model *m, bool self, int64_t n, int64_t mk) {
            c->attention != TG_ATTN_INTERACTING_PAIRWISE && 2 * c->window + 1 < n;
 }
 
+/* The keys and values an attention core reads: one part [.., m, w], or two — a decoding step's
+ * cached positions, then its new one — which the scores meet in that order without the keys
+ * being concatenated: the scores of each part are, [.., n, m1] and [.., n, m2], and the
+ * weights' two column ranges multiply each part's values and are added. */
+typedef struct {
+    tg_tensor *k, *v, *k2, *v2;
+} kv_parts;
+
+static int64_t kv_len(const kv_parts *a) {
+    return tg_tensor_dim(a->k, -2) + (a->k2 ? tg_tensor_dim(a->k2, -2) : 0);
+}
+
+/* q · [k; k2]ᵀ: [.., n, m1 + m2] */
+static tg_tensor *kv_scores(tg_tensor *q, const kv_parts *a) {
+    tg_tensor *s = tg_matmul(q, a->k, false, true);
+    if (!a->k2) return s;
+    tg_tensor *parts[2] = {s, tg_matmul(q, a->k2, false, true)};
+    return tg_concat(parts, 2, -1);
+}
+
+/* p · [v; v2], p [.., n, m1 + m2] */
+static tg_tensor *kv_mix(tg_tensor *p, const kv_parts *a) {
+    if (!a->v2) return tg_matmul(p, a->v, false, false);
+    int64_t m1 = tg_tensor_dim(a->v, -2), m = kv_len(a);
+    return tg_add(tg_matmul(tg_slice(p, -1, 0, m1), a->v, false, false),
+                  tg_matmul(tg_slice(p, -1, m1, m), a->v2, false, false));
+}
+
+/* Both parts [B, h, m, w] as [B, 1, h, m, w] (the h^2 head pairs) */
+static kv_parts kv_pairs(const kv_parts *a) {
+    kv_parts r = {0};
+    tg_tensor **in[4] = {(tg_tensor **)&a->k, (tg_tensor **)&a->v, (tg_tensor **)&a->k2,
+                         (tg_tensor **)&a->v2};
+    tg_tensor **out[4] = {&r.k, &r.v, &r.k2, &r.v2};
+    for (int i = 0; i < 4; i++) {
+        tg_tensor *x = *in[i];
+        if (!x) continue;
+        int64_t s5[5] = {tg_tensor_dim(x, 0), 1, tg_tensor_dim(x, 1), tg_tensor_dim(x, 2),
+                         tg_tensor_dim(x, 3)};
+        *out[i] = tg_reshape(x, 5, s5);
+    }
+    return r;
+}
+
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
                          tg_tensor *v, tg_tensor *mask, bool self) {
+    return tg__attn_core2(m, g, prefix, xq, k, v, NULL, NULL, mask, self);
+}
+
+tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
+                          tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self) {
     const tg_model_config *c = &m->cfg;
     int64_t h = c->heads, dk = tg_model_head_dim(c);
     float scale = 1.0f / sqrtf((float)dk);
     tg_tensor *q = proj(m, g, prefix, "q_proj", xq);
-    if (!q || !k || !v) return NULL;
-    int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = tg_tensor_dim(k, 2);
+    if (!q || !k || !v || !k2 != !v2) return NULL;
+    kv_parts kv = {k, v, k2, v2};
+    int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = kv_len(&kv);
     if (c->rope && self) {
         /* keys at positions 0..mk-1; the n queries are the last n of them (n = 1 over a cache) */
-        int64_t q4[4] = {B, n, h, dk}, q3[3] = {B, n, h * dk};
+        int64_t q4[4] = {B, n, h, dk}, q3[3] = {B, n, h * dk}, m1 = tg_tensor_dim(k, 2);
         q = tg_reshape(rope(g, tg_reshape(q, 4, q4), mk - n, n, dk, true), 3, q3);
-        k = rope(g, k, 0, mk, dk, false);
+        kv.k = rope(g, k, 0, m1, dk, false);
+        if (k2) kv.k2 = rope(g, k2, m1, mk - m1, dk, false);
     }
     tg_tensor *bm = NULL;
-    if (use_band(m, self, n, mk) && band_mask(g, mask, n, c->window, &bm))
-        return bm ? banded_core(m, g, prefix, q, k, v, bm, scale) : NULL;
+    if (!k2 && use_band(m, self, n, mk) && band_mask(g, mask, n, c->window, &bm))
+        return bm ? banded_core(m, g, prefix, q, kv.k, v, bm, scale) : NULL;
     if (c->window > 0 && self) {
         tg_tensor *w = window_mask(g, n, mk, c->window);
         mask = mask ? tg_add(mask, w) : w;
@@ -240,42 +291,41 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
     switch (c->attention) {
     case TG_ATTN_MHA:
     case TG_ATTN_FIXED_HEAD: {
-        tg_tensor *s = tg_scale(tg_matmul(split_heads(q, h, dk), k, false, true), scale);
-        o = tg_matmul(tg__attn_seen(m, prefix, probs(m, s, mask)), v, false, false);
+        tg_tensor *s = tg_scale(kv_scores(split_heads(q, h, dk), &kv), scale);
+        o = kv_mix(tg__attn_seen(m, prefix, probs(m, s, mask)), &kv);
         break;
     }
     case TG_ATTN_TALKING_HEADS: {
-        tg_tensor *j = tg_scale(tg_matmul(split_heads(q, h, dk), k, false, true), scale);
+        tg_tensor *j = tg_scale(kv_scores(split_heads(q, h, dk), &kv), scale);
         tg_tensor *l = mix_heads(param(m, g, prefix, "pre_softmax_proj"), j);
         if (mask) l = tg_masked_fill(l, mask, -INFINITY);
         tg_tensor *w = tg_softmax(l);
         tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), w);
-        o = tg_matmul(tg__attn_seen(m, prefix, tg_dropout(u, c->attn_dropout)), v, false, false);
+        o = kv_mix(tg__attn_seen(m, prefix, tg_dropout(u, c->attn_dropout)), &kv);
         break;
     }
     case TG_ATTN_INTERACTING: {
         tg_tensor *s;
         if (c->interacting_literal) {
             /* the paper's Algorithm 1: all h^2 products Q_i K_j^T, summed over query heads i */
-            int64_t q5[5] = {B, h, 1, n, dk}, k5[5] = {B, 1, h, mk, dk};
-            tg_tensor *pairs = tg_matmul(tg_reshape(split_heads(q, h, dk), 5, q5), tg_reshape(k, 5, k5),
-                                         false, true);
-            s = tg_sum(pairs, 1, false);
+            int64_t q5[5] = {B, h, 1, n, dk};
+            kv_parts pairs = kv_pairs(&kv);
+            s = tg_sum(kv_scores(tg_reshape(split_heads(q, h, dk), 5, q5), &pairs), 1, false);
         } else {
             /* sum_i Q_i K_j^T = (sum_i Q_i) K_j^T: one product per key head */
             int64_t q4[4] = {B, n, h, dk}, qs[4] = {B, 1, n, dk};
             tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
-            s = tg_matmul(tg_reshape(qsum, 4, qs), k, false, true);
+            s = kv_scores(tg_reshape(qsum, 4, qs), &kv);
         }
-        o = tg_matmul(tg__attn_seen(m, prefix, probs(m, tg_scale(s, scale), mask)), v, false, false);
+        o = kv_mix(tg__attn_seen(m, prefix, probs(m, tg_scale(s, scale), mask)), &kv);
         break;
     }
     case TG_ATTN_INTERACTING_PAIRWISE: {
         /* A_ij = softmax(Q_i K_j^T / sqrt(d_k) + mask), O_ij = A_ij V_j, head_i = Concat_j O_ij,
          * concatenated i-major: column (i*h + j)*d_v + c of W_O meets channel c of O_ij */
-        int64_t q5[5] = {B, h, 1, n, dk}, k5[5] = {B, 1, h, mk, dk};
-        tg_tensor *s = tg_scale(tg_matmul(tg_reshape(split_heads(q, h, dk), 5, q5), tg_reshape(k, 5, k5),
-                                          false, true), scale);
+        int64_t q5[5] = {B, h, 1, n, dk};
+        kv_parts pairs = kv_pairs(&kv);
+        tg_tensor *s = tg_scale(kv_scores(tg_reshape(split_heads(q, h, dk), 5, q5), &pairs), scale);
         tg_tensor *m5 = NULL;
         if (mask) {
             int64_t ms[TG_MAX_DIMS];
@@ -284,7 +334,7 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
             m5 = tg_reshape(mask, 5, s5);
         }
         tg_tensor *a = tg__attn_seen(m, prefix, probs(m, s, m5));
-        tg_tensor *o5 = tg_matmul(a, tg_reshape(v, 5, k5), false, false); /* [B,h,h,n,dv] */
+        tg_tensor *o5 = kv_mix(a, &pairs); /* [B,h,h,n,dv] */
         static const int perm[5] = {0, 3, 1, 2, 4};
         int64_t flat[3] = {B, n, h * h * dk};
         return proj(m, g, prefix, "out_proj", tg_reshape(tg_permute(o5, perm), 3, flat));

@@ -10,10 +10,11 @@
  *    graph, row i * S + s for sentence i, source position s.
  * A step gathers what each row needs with tg_embedding (a row lookup): its own ancestors'
  * self keys/values at steps 0..t-1 (beam search reorders rows, so row r's history is a chain of
- * parents, kept on the host as slot indices) and its sentence's memory keys/values; it appends
- * the keys/values of the new position, and after the run the new rows (kept) are copied into
- * the tables at step t. Nothing is ever moved when beams are reordered, and a step reads
- * O(t + S) rows per hypothesis and layer: the attention itself costs that much anyway.
+ * parents, kept on the host as slot indices) and its sentence's memory keys/values (one copy
+ * per sentence for a beam's rows: cross_sublayer); self-attention reads the gathered keys/values
+ * and the new position's as two parts (tg__attn_core2), and after the run the new rows (kept)
+ * are copied into the tables at step t. Nothing is ever moved when beams are reordered, and a
+ * step reads O(t + S) rows per hypothesis and layer: the attention itself costs that much anyway.
  * The attention core is the model's own (tg__attn_core), so all five variants work unchanged:
  * they only need projected K/V; the query is the one new position, and every cached key
  * precedes it, so self-attention needs no mask.
@@ -227,23 +228,23 @@ static tg_tensor *cache_rows(tg_graph *g, tg_decoder *d, const char *kind, int64
 }
 
 /* Self-attention of the new position over positions 0..t: cached K/V rows of the ancestors,
- * then this position's own K/V ([R, 1, w] each, kept for the cache). */
+ * then this position's own K/V ([R, 1, w] each, kept for the cache), as the two parts of
+ * tg__attn_core2 (concatenating them copied every row's whole history once more: 17 % of a
+ * step at 512-wide attention, docs/results.md §4). */
 static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
     char p[192];
-    snprintf(p, sizeof p, "%s.k_proj", prefix);
-    tg_tensor *k = *s->new_k = tg_keep(tg__layer_linear(m, g, p, x, true));
-    snprintf(p, sizeof p, "%s.v_proj", prefix);
-    tg_tensor *v = *s->new_v = tg_keep(tg__layer_linear(m, g, p, x, true));
-    if (s->ids) {
-        tg_tensor *kk[2] = {cache_rows(g, s->d, "self", s->layer, 'k', s->ids), k};
-        tg_tensor *vv[2] = {cache_rows(g, s->d, "self", s->layer, 'v', s->ids), v};
-        k = tg_concat(kk, 2, 1);
-        v = tg_concat(vv, 2, 1);
-    }
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
-    return tg__attn_core(m, g, prefix, x, tg__attn_split_heads(k, h, dk),
-                         tg__attn_split_heads(v, h, dk), NULL, true);
+    snprintf(p, sizeof p, "%s.k_proj", prefix);
+    *s->new_k = tg_keep(tg__layer_linear(m, g, p, x, true));
+    snprintf(p, sizeof p, "%s.v_proj", prefix);
+    *s->new_v = tg_keep(tg__layer_linear(m, g, p, x, true));
+    tg_tensor *k = tg__attn_split_heads(*s->new_k, h, dk),
+              *v = tg__attn_split_heads(*s->new_v, h, dk);
+    if (!s->ids) return tg__attn_core(m, g, prefix, x, k, v, NULL, true);
+    tg_tensor *kc = tg__attn_split_heads(cache_rows(g, s->d, "self", s->layer, 'k', s->ids), h, dk);
+    tg_tensor *vc = tg__attn_split_heads(cache_rows(g, s->d, "self", s->layer, 'v', s->ids), h, dk);
+    return tg__attn_core2(m, g, prefix, x, kc, vc, k, v, NULL, true);
 }
 
 /* Cross-attention over the memory keys/values computed once by the encoder graph. With a group

@@ -97,6 +97,11 @@ void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, t
 tg_tensor *tg__attn_split_heads(tg_tensor *x, int64_t h, int64_t w);
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                          tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool self);
+/* The same over keys and values in two parts, [k; k2] and [v; v2] (a decoding step: the cached
+ * positions', then the new one's), without concatenating them: the scores of each part are
+ * concatenated and the weights' two column ranges multiply each part's values */
+tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
+                          tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self);
 
 /* parameter initialisation (models/init.c) */
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);
