@@ -216,9 +216,9 @@ static bool use_band(const tg_model *m, bool self, int64_t n, int64_t mk) {
 }
 
 /* The keys and values an attention core reads: one part [.., m, w], or two — a decoding step's
- * cached positions, then its new one — which the scores meet in that order without the keys
- * being concatenated: the scores of each part are, [.., n, m1] and [.., n, m2], and the
- * weights' two column ranges multiply each part's values and are added. */
+ * cached positions, then its new one — met in that order without concatenating the keys: each
+ * part's scores, [.., n, m1] and [.., n, m2], are concatenated, and the weights' two column
+ * ranges multiply each part's values, which are added. */
 typedef struct {
     tg_tensor *k, *v, *k2, *v2;
 } kv_parts;
@@ -243,20 +243,16 @@ static tg_tensor *kv_mix(tg_tensor *p, const kv_parts *a) {
                   tg_matmul(tg_slice(p, -1, m1, m), a->v2, false, false));
 }
 
-/* Both parts [B, h, m, w] as [B, 1, h, m, w] (the h^2 head pairs) */
+/* [B, h, m, w] as [B, 1, h, m, w]: against queries [B, h, 1, n, w], the h^2 head pairs */
+static tg_tensor *pairs_view(tg_tensor *x) {
+    if (!x) return NULL;
+    int64_t s5[5] = {tg_tensor_dim(x, 0), 1, tg_tensor_dim(x, 1), tg_tensor_dim(x, 2),
+                     tg_tensor_dim(x, 3)};
+    return tg_reshape(x, 5, s5);
+}
+
 static kv_parts kv_pairs(const kv_parts *a) {
-    kv_parts r = {0};
-    tg_tensor **in[4] = {(tg_tensor **)&a->k, (tg_tensor **)&a->v, (tg_tensor **)&a->k2,
-                         (tg_tensor **)&a->v2};
-    tg_tensor **out[4] = {&r.k, &r.v, &r.k2, &r.v2};
-    for (int i = 0; i < 4; i++) {
-        tg_tensor *x = *in[i];
-        if (!x) continue;
-        int64_t s5[5] = {tg_tensor_dim(x, 0), 1, tg_tensor_dim(x, 1), tg_tensor_dim(x, 2),
-                         tg_tensor_dim(x, 3)};
-        *out[i] = tg_reshape(x, 5, s5);
-    }
-    return r;
+    return (kv_parts){pairs_view(a->k), pairs_view(a->v), pairs_view(a->k2), pairs_view(a->v2)};
 }
 
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
