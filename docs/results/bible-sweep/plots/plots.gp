@@ -48,39 +48,39 @@ set logscale y
 set output 'loss_curves.png'
 set key top right
 set title 'training (lines) and dev (points) loss, seed 1'
-plot '../curves/mha-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 1 title 'mha h16', \
-     '../curves/mha-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 1 notitle, \
-     '../curves/interacting-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 2 title 'interacting h16', \
-     '../curves/interacting-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 2 notitle, \
-     '../curves/fixed_head-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 3 title 'fixed_head h16', \
-     '../curves/fixed_head-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 3 notitle, \
-     '../curves/talking_heads-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 4 title 'talking_heads h16', \
-     '../curves/talking_heads-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 4 notitle, \
-     '../curves/interacting_noproj-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 5 title 'interacting_noproj h16', \
-     '../curves/interacting_noproj-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 5 notitle, \
-     '../curves/interacting_pairwise-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 6 title 'interacting_pairwise h16', \
-     '../curves/interacting_pairwise-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 6 notitle, \
-     '../curves/mha-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 7 title 'mha h2', \
-     '../curves/mha-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 7 notitle, \
-     '../curves/interacting-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 8 title 'interacting h2', \
-     '../curves/interacting-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 8 notitle, \
-     '../curves/mha-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 9 title 'mha h4', \
-     '../curves/mha-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 9 notitle, \
-     '../curves/interacting-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 10 title 'interacting h4', \
-     '../curves/interacting-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 10 notitle, \
-     '../curves/fixed_head-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 11 title 'fixed_head h2', \
-     '../curves/fixed_head-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 11 notitle, \
-     '../curves/talking_heads-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 12 title 'talking_heads h2', \
-     '../curves/talking_heads-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 12 notitle, \
-     '../curves/interacting_pairwise-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 13 title 'interacting_pairwise h2', \
-     '../curves/interacting_pairwise-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 13 notitle, \
-     '../curves/interacting_noproj-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 14 title 'interacting_noproj h2', \
-     '../curves/interacting_noproj-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 14 notitle, \
-     '../curves/talking_heads-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 15 title 'talking_heads h4', \
-     '../curves/talking_heads-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 15 notitle, \
-     '../curves/interacting_pairwise-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 16 title 'interacting_pairwise h4', \
-     '../curves/interacting_pairwise-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 16 notitle, \
-     '../curves/interacting_noproj-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 17 title 'interacting_noproj h4', \
-     '../curves/interacting_noproj-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 17 notitle
+plot '../curves/mha-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 1 title 'mha h2', \
+     '../curves/mha-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 1 notitle, \
+     '../curves/interacting-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 2 title 'interacting h2', \
+     '../curves/interacting-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 2 notitle, \
+     '../curves/mha-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 3 title 'mha h4', \
+     '../curves/mha-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 3 notitle, \
+     '../curves/interacting-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 4 title 'interacting h4', \
+     '../curves/interacting-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 4 notitle, \
+     '../curves/fixed_head-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 5 title 'fixed_head h2', \
+     '../curves/fixed_head-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 5 notitle, \
+     '../curves/talking_heads-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 6 title 'talking_heads h2', \
+     '../curves/talking_heads-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 6 notitle, \
+     '../curves/interacting_pairwise-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 7 title 'interacting_pairwise h2', \
+     '../curves/interacting_pairwise-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 7 notitle, \
+     '../curves/interacting_noproj-h2-s1.train.tsv' using 1:4 with lines lw 2 lc 8 title 'interacting_noproj h2', \
+     '../curves/interacting_noproj-h2-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 8 notitle, \
+     '../curves/talking_heads-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 9 title 'talking_heads h4', \
+     '../curves/talking_heads-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 9 notitle, \
+     '../curves/interacting_pairwise-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 10 title 'interacting_pairwise h4', \
+     '../curves/interacting_pairwise-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 10 notitle, \
+     '../curves/interacting_noproj-h4-s1.train.tsv' using 1:4 with lines lw 2 lc 11 title 'interacting_noproj h4', \
+     '../curves/interacting_noproj-h4-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 11 notitle, \
+     '../curves/mha-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 12 title 'mha h16', \
+     '../curves/mha-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 12 notitle, \
+     '../curves/interacting-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 13 title 'interacting h16', \
+     '../curves/interacting-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 13 notitle, \
+     '../curves/fixed_head-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 14 title 'fixed_head h16', \
+     '../curves/fixed_head-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 14 notitle, \
+     '../curves/talking_heads-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 15 title 'talking_heads h16', \
+     '../curves/talking_heads-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 15 notitle, \
+     '../curves/interacting_noproj-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 16 title 'interacting_noproj h16', \
+     '../curves/interacting_noproj-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 16 notitle, \
+     '../curves/interacting_pairwise-h16-s1.train.tsv' using 1:4 with lines lw 2 lc 17 title 'interacting_pairwise h16', \
+     '../curves/interacting_pairwise-h16-s1.dev.tsv' using 1:4 with points pt 7 ps 1.3 lc 17 notitle
 unset logscale y
 unset title
