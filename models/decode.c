@@ -247,10 +247,10 @@ static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg
     return tg__attn_core2(m, g, prefix, x, kc, vc, k, v, NULL, true);
 }
 
-/* Cross-attention over the memory keys/values computed once by the encoder graph. With a group
- * of k > 1 rows per sentence (a beam), the rows' queries [R, 1, d] go in as k query positions of
- * their sentence, [R / k, k, d], over one copy of its keys: a cross-attention query sees no
- * position of its own (no mask, rotation or window of the query's), so this is the same
+/* Cross-attention over the memory keys/values computed once by the encoder graph. The rows come
+ * in groups of k of one sentence (k > 1: a beam; else 1): their queries [R, 1, d] go in as k query
+ * positions of their sentence, [R / k, k, d], over one copy of its keys: a cross-attention query
+ * sees no position of its own (no mask, rotation or window of the query's), so this is the same
  * attention, and the step gathers a k-th of the keys and values. */
 static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
@@ -258,7 +258,6 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
             dm = tg_tensor_dim(x, 2);
     tg_tensor *k = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
     tg_tensor *v = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
-    if (s->group == 1) return tg__attn_core(m, g, prefix, x, k, v, s->mask, false);
     int64_t grouped[3] = {R / s->group, s->group, dm}, rows[3] = {R, 1, dm};
     tg_tensor *o = tg__attn_core(m, g, prefix, tg_reshape(x, 3, grouped), k, v, s->mask, false);
     return tg_reshape(o, 3, rows);
