@@ -51,8 +51,9 @@ done
 for b in "${builds[@]}"; do
     [ -x "$b/benchmarks/bench_step" ] || { echo "bench_contention.sh: no $b/benchmarks/bench_step (build it first)" >&2; exit 2; }
 done
+. benchmarks/loads.sh
 for l in $loads; do
-    case "$l" in none|busy|busy2|busy3|nice19) ;; *) echo "bench_contention.sh: unknown load '$l'" >&2; exit 2 ;; esac
+    check_load "$l" || { echo "bench_contention.sh: unknown load '$l'" >&2; exit 2; }
 done
 if [ $torch = 1 ] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
     echo "bench_contention.sh: PyTorch is missing (tools/install_deps.sh run installs it; or --no-torch)" >&2
@@ -61,32 +62,10 @@ fi
 
 tsteps=$(( steps / 2 > 2 ? steps / 2 : 2 ))
 out=$(mktemp)
-busy_pids=()
-cleanup() { if [ ${#busy_pids[@]} -gt 0 ]; then kill "${busy_pids[@]}" 2>/dev/null; fi; rm -f "$out"; }
+cleanup() { stop_load; rm -f "$out"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-start_load() {
-    local n=0 nice=0
-    case "$1" in
-    busy) n=1 ;;
-    busy2) n=2 ;;
-    busy3) n=3 ;;
-    nice19) n=1 nice=19 ;;
-    esac
-    for _ in $(seq 1 $n); do
-        nice -n $nice sh -c 'while :; do :; done' &
-        busy_pids+=($!)
-    done
-    sleep 0.2
-}
-stop_load() {
-    if [ ${#busy_pids[@]} -gt 0 ]; then
-        kill "${busy_pids[@]}"
-        wait "${busy_pids[@]}" 2>/dev/null || true
-        busy_pids=()
-    fi
-}
 ms() { sed -n 's/.*"ms_per_step": \([0-9.e+-]*\).*/\1/p' | head -1; }
 
 echo "host: $(nproc) cores; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
