@@ -1275,6 +1275,50 @@ START_TEST(test_cross_entropy_many_rows_threaded) {
 }
 END_TEST
 
+/* A reduced cross-entropy runs as several shares of its node (k_nn.c: the last share to finish
+ * sums the rows): the total is the same bits for 1, 2 and 3 threads, and is the row losses
+ * (REDUCE_NONE) summed in row order in double, whichever share summed them. */
+START_TEST(test_cross_entropy_total_any_threads) {
+    enum { N = 257, V = 331 };
+    float *x = pattern(N * V, 25);
+    int32_t *y = malloc(N * sizeof *y);
+    for (int i = 0; i < N; i++)
+        y[i] = i % 7 == 3 ? -1 : (i * 37) % V;
+    float got[3][2], rows[N];
+    for (int t = 1; t <= 3; t++) {
+        tg_backend *b;
+        ck_assert_int_eq(tg_backend_cpu_new(t, &b), TG_OK);
+        for (int rep = 0; rep < 5; rep++) { /* the shares race differently each run */
+            tg_graph *g = tg_graph_new();
+            tg_tensor *lx = tg_input(g, TG_DTYPE_F32, 2, SHAPE(N, V), x);
+            tg_tensor *ly = tg_input(g, TG_DTYPE_I32, 1, SHAPE(N), y);
+            tg_tensor *sum = tg_keep(tg_cross_entropy(lx, ly, 0.1f, -1, TG_REDUCE_SUM));
+            tg_tensor *mean = tg_keep(tg_cross_entropy(lx, ly, 0.1f, -1, TG_REDUCE_MEAN));
+            tg_tensor *none = tg_keep(tg_cross_entropy(lx, ly, 0.1f, -1, TG_REDUCE_NONE));
+            ck_assert_int_eq(tg_graph_run(g, b), TG_OK);
+            float s = tg_tensor_item(sum), m = tg_tensor_item(mean);
+            if (t == 1 && rep == 0) {
+                ck_assert_int_eq(tg_tensor_read(none, rows, sizeof rows), TG_OK);
+                got[0][0] = s, got[0][1] = m;
+            }
+            ck_assert_msg(memcmp(&s, &got[0][0], sizeof s) == 0 &&
+                              memcmp(&m, &got[0][1], sizeof m) == 0,
+                          "%d threads, run %d: total %.9g / mean %.9g, 1 thread %.9g / %.9g", t,
+                          rep, s, m, got[0][0], got[0][1]);
+            tg_graph_free(g);
+        }
+        tg_backend_free(b);
+    }
+    double total = 0;
+    int count = 0;
+    for (int i = 0; i < N; i++)
+        total += rows[i], count += y[i] != -1;
+    ck_assert((float)total == got[0][0] && (float)(total / count) == got[0][1]);
+    free(x);
+    free(y);
+}
+END_TEST
+
 /* ================================ concat, pad ================================ */
 
 START_TEST(test_concat_axis1_by_hand) {
@@ -1664,6 +1708,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_cross_entropy_reductions, 0, 2);
     tcase_add_test(tc, test_cross_entropy_all_ignored_mean_is_zero);
     tcase_add_test(tc, test_cross_entropy_huge_and_masked_logits);
+    tcase_add_test(tc, test_cross_entropy_total_any_threads);
     tcase_add_test(tc, test_cross_entropy_many_rows_threaded);
     suite_add_tcase(s, tc);
 

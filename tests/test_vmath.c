@@ -217,15 +217,46 @@ START_TEST(test_softmax_rows) {
 }
 END_TEST
 
+/* One cross-entropy row's sums and gradient on a path (wide: the 16-lane code where it runs) */
+typedef struct {
+    float se, m, sx, g[8001];
+} ce_result;
+
+static void ce_on(const float *x, int n, int path, bool wide, ce_result *r) {
+    tg__cpu_isa_avx512(wide);
+    r->se = tg_cpu_vce_sumexp_path(x, n, &r->m, &r->sx, path == 1);
+    tg_cpu_vce_grad_path(x, n, r->m, 1.0f / r->se, 0.5f, 0.1f / (float)n, r->g, path == 1);
+    tg__cpu_isa_avx512(true);
+}
+
 /* The cross-entropy's rows (vocabularies): max, sum of exps, plain sum and gradient row on both
- * paths against double, rows of 1..20, 45, 1000 and 8000 values over [-20, 20] with -inf
+ * paths against double, rows of 1..20, 45, 1000, 7816 and 8000 values over [-20, 20] with -inf
  * entries (probability 0; the plain sum then is -inf); every tail length; the gradient row
  * leaves the value past its end alone. Bounds: the logsumexp m + log(sum) and the plain sum
- * within 2e-6 of max(|ref|, 1) (float sums of up to 8000 terms in 8 lanes), the gradient
- * within 5e-7 absolute (scale 1, base eps/V). */
+ * within 2e-6 of max(|ref|, 1) (float sums of up to 8000 terms in 16 lanes), the gradient
+ * within 5e-7 absolute (scale 1, base eps/V). And the AVX-512 code gives the AVX2 code's bits
+ * (element k in lane k % 16 of both, the sums ended alike). */
 START_TEST(test_cross_entropy_rows) {
-    static const int lens[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 20, 45, 1000, 8000};
+    static const int lens[] = {1,  2,  3,  5,  7,  8,  9,    15,   16,
+                               17, 20, 24, 31, 33, 45, 1000, 7816, 8000};
     float *x = malloc(sizeof(float) * 8001), *g = malloc(sizeof(float) * 8001);
+    ce_result *ref = malloc(sizeof *ref), *got = malloc(sizeof *got);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int masked = 0; masked < 2; masked++) {
+            const int n = lens[li];
+            for (int k = 0; k < n; k++)
+                x[k] = (float)(((k * 7919) % 4001) - 2000) * 0.01f;
+            if (masked && n > 2) x[n / 2] = x[n - 1] = -INFINITY;
+            if (npaths() < 2 || !tg_cpu_isa_avx512()) continue;
+            ce_on(x, n, 1, false, ref);
+            ce_on(x, n, 1, true, got);
+            ck_assert_msg(memcmp(&got->se, &ref->se, sizeof got->se) == 0 && got->m == ref->m &&
+                              memcmp(&got->sx, &ref->sx, sizeof got->sx) == 0 &&
+                              memcmp(got->g, ref->g, sizeof(float) * (size_t)n) == 0,
+                          "n %d masked %d: the AVX-512 code's bits differ from the AVX2 code's", n,
+                          masked);
+        }
+    free(ref), free(got);
     double worst_l = 0, worst_g = 0;
     for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
         for (int masked = 0; masked < 2; masked++)

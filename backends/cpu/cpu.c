@@ -354,24 +354,24 @@ static void fail(graph_job *j, int64_t i, tg_status st) {
     pthread_mutex_unlock(&j->mu);
 }
 
-/* Shares of a node: the team size, except for kernels that share buffers between their
- * members through barriers (the cross-entropy total: one share), and FINE_SHARES per member
- * for the big nodes that are not products (elementwise, rows, layout: more than FINE_MIN
- * output values, so a share keeps thousands). A member that joins the run late — woken
- * ~50-100 µs after member 0 posted it, or held off its core by another process — then still
- * finds shares of the node left to take instead of member 0 having taken the whole absent
- * share at once (a one-node run of a 1 ms GELU ran on member 0 alone). So are the products on
- * the small-product path (attention: each task packs its own operand), and after a contended
- * run (CONTENDED_OFFCORE) the single products on the packed path; the other products keep one
- * share per member (tg_cpu_gemm_shares).
- * Every kernel's share computes its own outputs whole, so the results do not depend on the
- * cut — except a weight gradient cut along k (gemm_split_k.c), which tg_cpu_gemm_shares
- * therefore always cuts into nthreads shares, contended or not. */
+/* Shares of a node: the team size, and FINE_SHARES per member for the big nodes that are not
+ * products (elementwise, rows, layout: more than FINE_MIN output values, so a share keeps
+ * thousands; a reduced cross-entropy, whose one value sums rows × vocabulary, k_nn.c). A member
+ * that joins the run late — woken ~50-100 µs after member 0 posted it, or held off its core by
+ * another process — then still finds shares of the node left to take instead of member 0 having
+ * taken the whole absent share at once (a one-node run of a 1 ms GELU ran on member 0 alone). So
+ * are the products on the small-product path (attention: each task packs its own operand), and
+ * after a contended run (CONTENDED_OFFCORE) the single products on the packed path; the other
+ * products keep one share per member (tg_cpu_gemm_shares). Every kernel's share computes its own
+ * outputs whole, so the results do not depend on the cut — except a weight gradient cut along k
+ * (gemm_split_k.c), which tg_cpu_gemm_shares therefore always cuts into nthreads shares, contended
+ * or not. */
 enum { FINE_SHARES = 4, FINE_MIN = 4 * TG_PAR_MIN };
 
 static int shares_of(const graph_job *j, const tg_tensor *t) {
-    if (t->op == TG_OP_CROSS_ENTROPY && t->p.cross_entropy.reduction != TG_REDUCE_NONE) return 1;
     if (j->shares == 1) return 1;
+    /* a reduced cross-entropy's output is one value, its work rows × vocabulary */
+    if (t->op == TG_OP_CROSS_ENTROPY) return j->shares;
     if (t->op == TG_OP_MATMUL)
         return tg__cpu_matmul_shares(t, j->nthreads, j->shares, j->contended);
     return tg_tensor_numel(t) <= FINE_MIN ? j->nthreads : j->shares;

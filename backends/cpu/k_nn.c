@@ -61,6 +61,38 @@ static tg_status embedding_back(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
+/* The row losses of a reduced cross-entropy run as shares of a graph node (cpu.c): the first
+ * share makes the buffer, every share fills its rows, and the share that finishes last (the
+ * counter) sums them all in row order. */
+typedef struct {
+    tg_cpu_shared base;
+    _Atomic int done; /* shares that have written their rows */
+    float rows[];
+} ce_rows;
+
+static void ce_rows_release(tg_cpu_shared *s) {
+    free(s);
+}
+
+static ce_rows *ce_rows_of(tg_cpu_par *p, int64_t n) {
+    tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
+    if (s) return (ce_rows *)s;
+    ce_rows *c = malloc(sizeof *c + (size_t)(n ? n : 1) * sizeof(float));
+    if (!c) return NULL;
+    c->base.release = ce_rows_release;
+    atomic_init(&c->done, 0);
+    return (ce_rows *)tg_cpu_shared_publish(p, &c->base);
+}
+
+/* The reduction of the row losses: a serial sum in double in row order, so the total does not
+ * depend on the threads or the cut. */
+static float ce_total(const float *rowloss, int64_t N, int64_t count, tg_reduction red) {
+    double total = 0.0;
+    for (int64_t i = 0; i < N; i++)
+        total += rowloss[i];
+    return (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
+}
+
 /* cross_entropy and cross_entropy_back (srcs logits, targets, and dy for the backward) */
 static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *lg = t->src[0], *tg = t->src[1];
@@ -80,29 +112,35 @@ static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
         count++;
     }
     if (t->op == TG_OP_CROSS_ENTROPY) {
-        /* row losses first, then a serial sum: the total does not depend on threads. Member
-         * 0 allocates the row losses and shares them (a barrier), sums them once all are
-         * written (a barrier) and frees them. */
-        float *rowloss = t->data;
-        if (red != TG_REDUCE_NONE) {
-            void **slot = tg_cpu_slot(p);
-            if (p->ith == 0) *slot = malloc((size_t)(N ? N : 1) * 4);
-            tg_cpu_barrier(p);
-            rowloss = *slot;
-            if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-        }
-        TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
+        const bool par = N * V > TG_PAR_MIN;
+        if (red == TG_REDUCE_NONE) {
+            float *rowloss = t->data;
+            TG_CPU_FOR(p, i, N, par)
             rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+            return TG_OK;
         }
-        if (red != TG_REDUCE_NONE) {
-            tg_cpu_barrier(p);
-            if (p->ith != 0) return TG_OK;
-            double total = 0.0;
-            for (int64_t i = 0; i < N; i++) total += rowloss[i];
-            free(rowloss);
-            *(float *)t->data =
-                (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
+        if (p->shared && !p->team) { /* a share of a graph node */
+            ce_rows *c = ce_rows_of(p, N);
+            if (!c) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
+            TG_CPU_FOR(p, i, N, par)
+            c->rows[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+            if (atomic_fetch_add_explicit(&c->done, 1, memory_order_acq_rel) == p->nth - 1)
+                *(float *)t->data = ce_total(c->rows, N, count, red);
+            return TG_OK;
         }
+        /* a team's members (or one thread): member 0 allocates the row losses and shares them
+         * (a barrier), sums them once all are written (a barrier) and frees them */
+        void **slot = tg_cpu_slot(p);
+        if (p->ith == 0) *slot = malloc((size_t)(N ? N : 1) * 4);
+        tg_cpu_barrier(p);
+        float *rowloss = *slot;
+        if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
+        TG_CPU_FOR(p, i, N, par)
+        rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+        tg_cpu_barrier(p);
+        if (p->ith != 0) return TG_OK;
+        *(float *)t->data = ce_total(rowloss, N, count, red);
+        free(rowloss);
         return TG_OK;
     }
     /* backward: dx = scale_i (softmax(x_i) - q_i) */

@@ -237,7 +237,8 @@ static void layer_norm_back_scalar(const float *x, const float *gm, const float 
 
 /* Cross-entropy rows (vocabularies: thousands of values). The row's max m, sum of exp(x - m)
  * (returned) and, with sum_x, plain sum: element k into accumulator k % 8, the 8 combined
- * pairwise (ACC8_COMBINE, as the layer norm's sums); entries at -inf add 0. */
+ * pairwise (ACC8_COMBINE, as the layer norm's sums); entries at -inf add 0. (The vector code
+ * sums in another order: the same values to within rounding.) */
 static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_x) {
     float m = -INFINITY, acc[8] = {0}, accx[8] = {0};
     for (int64_t k = 0; k < n; k++)
@@ -1218,24 +1219,28 @@ LN512 static void layer_norm_stats_avx512(const float *x, int64_t rows, int64_t 
 }
 #undef LN512
 
-/* The cross-entropy rows, 8 lanes at a time (lane j sums elements j, j + 8, ... as
- * ce_sumexp_scalar's accumulators; hsum8 combines them): the masked tail reads -inf for the max and
- * the exps (masked to 0) and 0 for the plain sum. */
+/* The cross-entropy rows, 16 values at a time in two 8-lane vectors (lane l of vector h sums
+ * elements 16i + 8h + l; the two added, then hsum8: the order of one 16-lane vector): the
+ * masked tail reads -inf for the max and the exps (masked to 0) and 0 for the plain sum, and a
+ * vector wholly past the end adds exactly 0. */
 AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 vm = ninf, acc = _mm256_setzero_ps(), accx = _mm256_setzero_ps();
+    __m256 vm = ninf, a0 = _mm256_setzero_ps(), a1 = a0, x0 = a0, x1 = a0;
     for (int64_t j = 0; j < n; j += 8)
         vm = _mm256_max_ps(load_row(x, j, n), vm);
     const __m256 mv = _mm256_set1_ps(hmax8(vm));
-    for (int64_t j = 0; j < n; j += 8) {
-        __m256 v = load_row(x, j, n);
-        acc = _mm256_add_ps(acc, _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v, mv)),
-                                               _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ)));
-        accx = _mm256_add_ps(accx, load0(x, j, n));
+    for (int64_t j = 0; j < n; j += 16) {
+        __m256 v0 = load_row(x, j, n), v1 = load_row(x, j + 8, n);
+        a0 = _mm256_add_ps(a0, _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v0, mv)),
+                                             _mm256_cmp_ps(v0, ninf, _CMP_NEQ_UQ)));
+        a1 = _mm256_add_ps(a1, _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v1, mv)),
+                                             _mm256_cmp_ps(v1, ninf, _CMP_NEQ_UQ)));
+        x0 = _mm256_add_ps(x0, load0(x, j, n));
+        x1 = _mm256_add_ps(x1, load0(x, j + 8, n));
     }
-    if (sum_x) *sum_x = hsum8(accx);
+    if (sum_x) *sum_x = hsum8(_mm256_add_ps(x0, x1));
     *max = _mm256_cvtss_f32(mv);
-    return hsum8(acc);
+    return hsum8(_mm256_add_ps(a0, a1));
 }
 
 AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, float scale,
@@ -1249,6 +1254,54 @@ AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, flo
         store_row(y, j, n, _mm256_mul_ps(sc, _mm256_sub_ps(_mm256_mul_ps(e, iv), b)));
     }
 }
+
+/* With AVX-512F, the same rows in one 16-lane vector at a time: the same elements meet the
+ * same operations in the same order (exp_le0_avx512 gives exp_le0_avx2's bits; the sums end as
+ * the AVX2 code's), so the same bits at twice the width — the step's cross-entropy, forward and
+ * backward, is bound by exp's arithmetic at 8 lanes (docs/results.md §4). */
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
+    return n - j >= 16 ? (__mmask16)0xFFFF
+           : n <= j    ? (__mmask16)0
+                       : (__mmask16)((1u << (n - j)) - 1);
+}
+
+AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 vm = ninf, acc = _mm512_setzero_ps(), accx = acc;
+    for (int64_t j = 0; j < n; j += 16)
+        vm = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail16(j, n), x + j), vm);
+    const float m = _mm512_reduce_max_ps(vm); /* exact, in any order */
+    const __m512 mv = _mm512_set1_ps(m);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 t = tail16(j, n);
+        __m512 v = _mm512_mask_loadu_ps(ninf, t, x + j);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
+                                                     exp_le0_avx512(_mm512_sub_ps(v, mv))));
+        accx = _mm512_add_ps(accx, _mm512_maskz_loadu_ps(t, x + j));
+    }
+    if (sum_x)
+        *sum_x = hsum8(
+            _mm256_add_ps(_mm512_castps512_ps256(accx),
+                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accx), 1))));
+    *max = m;
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc),
+                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1))));
+}
+
+AVX512 static void ce_grad_avx512(const float *x, int64_t n, float m, float inv, float scale,
+                                  float base, float *y) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), mv = _mm512_set1_ps(m), iv = _mm512_set1_ps(inv);
+    const __m512 sc = _mm512_set1_ps(scale), b = _mm512_set1_ps(base);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 t = tail16(j, n);
+        __m512 v = _mm512_mask_loadu_ps(ninf, t, x + j);
+        __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
+                                       exp_le0_avx512(_mm512_sub_ps(v, mv)));
+        _mm512_mask_storeu_ps(y + j, t, _mm512_mul_ps(sc, _mm512_sub_ps(_mm512_mul_ps(e, iv), b)));
+    }
+}
+#undef AVX512
 
 /* Not cached in a static: the threads of a team ask at once (a data race under ThreadSanitizer),
  * and __builtin_cpu_supports only reads what libgcc filled in at start-up. */
@@ -1337,14 +1390,14 @@ void tg_cpu_vlayer_norm_back_rows(const float *x, const float *gamma, const floa
 
 float tg_cpu_vce_sumexp_path(const float *x, int64_t n, float *max, float *sum_x, bool avx2) {
 #if TG_VMATH_X86
-    if (avx2 && have_avx2_fma()) return ce_sumexp_avx2(x, n, max, sum_x);
+    if (avx2 && have_avx2_fma()) return WIDEST(ce_sumexp)(x, n, max, sum_x);
 #endif
     (void)avx2;
     return ce_sumexp_scalar(x, n, max, sum_x);
 }
 void tg_cpu_vce_grad_path(const float *x, int64_t n, float max, float inv, float scale, float base,
                           float *y, bool avx2) {
-    DISPATCH(ce_grad_avx2, ce_grad_scalar, x, n, max, inv, scale, base, y);
+    DISPATCH(WIDEST(ce_grad), ce_grad_scalar, x, n, max, inv, scale, base, y);
 }
 float tg_cpu_vce_sumexp(const float *x, int64_t n, float *max, float *sum_x) {
     return tg_cpu_vce_sumexp_path(x, n, max, sum_x, true);
