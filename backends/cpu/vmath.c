@@ -1289,16 +1289,35 @@ AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, floa
                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1))));
 }
 
+AVX512 static inline __m512 ce_grad16(const float *x, __mmask16 t, __m512 mv, __m512 iv, __m512 sc,
+                                      __m512 b) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 v = _mm512_mask_loadu_ps(ninf, t, x);
+    __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
+                                   exp_le0_avx512(_mm512_sub_ps(v, mv)));
+    return _mm512_mul_ps(sc, _mm512_sub_ps(_mm512_mul_ps(e, iv), b));
+}
+
+/* Each value depends on its own x alone, so the row may be cut anywhere: a row of a vocabulary
+ * (CE_STREAM values or more, the step's gradient of the logits: tens of MB, read next from
+ * memory by the products) goes out in streaming stores from its first 64-byte line on, which
+ * skip reading the lines in first; the fence orders them before the node's end is signalled. */
+enum { CE_STREAM = 2048 };
 AVX512 static void ce_grad_avx512(const float *x, int64_t n, float m, float inv, float scale,
                                   float base, float *y) {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), mv = _mm512_set1_ps(m), iv = _mm512_set1_ps(inv);
+    const __m512 mv = _mm512_set1_ps(m), iv = _mm512_set1_ps(inv);
     const __m512 sc = _mm512_set1_ps(scale), b = _mm512_set1_ps(base);
-    for (int64_t j = 0; j < n; j += 16) {
+    int64_t j = 0;
+    if (n >= CE_STREAM && (uintptr_t)y % sizeof(float) == 0) {
+        const int64_t head = (int64_t)((64 - (uintptr_t)y % 64) % 64 / sizeof(float));
+        _mm512_mask_storeu_ps(y, tail16(0, head), ce_grad16(x, tail16(0, head), mv, iv, sc, b));
+        for (j = head; j + 16 <= n; j += 16)
+            _mm512_stream_ps(y + j, ce_grad16(x + j, 0xFFFF, mv, iv, sc, b));
+        _mm_sfence();
+    }
+    for (; j < n; j += 16) {
         const __mmask16 t = tail16(j, n);
-        __m512 v = _mm512_mask_loadu_ps(ninf, t, x + j);
-        __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
-                                       exp_le0_avx512(_mm512_sub_ps(v, mv)));
-        _mm512_mask_storeu_ps(y + j, t, _mm512_mul_ps(sc, _mm512_sub_ps(_mm512_mul_ps(e, iv), b)));
+        _mm512_mask_storeu_ps(y + j, t, ce_grad16(x + j, t, mv, iv, sc, b));
     }
 }
 #undef AVX512
