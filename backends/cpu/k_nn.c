@@ -93,6 +93,14 @@ static float ce_total(const float *rowloss, int64_t N, int64_t count, tg_reducti
     return (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
 }
 
+/* p's share of the row losses (0 for an ignored row) */
+static void ce_fill(tg_cpu_par *p, const float *x, const int32_t *y, int64_t N, int64_t V,
+                    int32_t ignore, float eps, float *rowloss) {
+    TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
+        rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+    }
+}
+
 /* cross_entropy and cross_entropy_back (srcs logits, targets, and dy for the backward) */
 static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *lg = t->src[0], *tg = t->src[1];
@@ -112,18 +120,14 @@ static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
         count++;
     }
     if (t->op == TG_OP_CROSS_ENTROPY) {
-        const bool par = N * V > TG_PAR_MIN;
         if (red == TG_REDUCE_NONE) {
-            float *rowloss = t->data;
-            TG_CPU_FOR(p, i, N, par)
-            rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+            ce_fill(p, x, y, N, V, ignore, eps, t->data);
             return TG_OK;
         }
         if (p->shared && !p->team) { /* a share of a graph node */
             ce_rows *c = ce_rows_of(p, N);
             if (!c) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-            TG_CPU_FOR(p, i, N, par)
-            c->rows[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+            ce_fill(p, x, y, N, V, ignore, eps, c->rows);
             if (atomic_fetch_add_explicit(&c->done, 1, memory_order_acq_rel) == p->nth - 1)
                 *(float *)t->data = ce_total(c->rows, N, count, red);
             return TG_OK;
@@ -135,8 +139,7 @@ static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
         tg_cpu_barrier(p);
         float *rowloss = *slot;
         if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-        TG_CPU_FOR(p, i, N, par)
-        rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+        ce_fill(p, x, y, N, V, ignore, eps, rowloss);
         tg_cpu_barrier(p);
         if (p->ith != 0) return TG_OK;
         *(float *)t->data = ce_total(rowloss, N, count, red);
