@@ -60,7 +60,7 @@ die() { echo "bench_translate.sh: $*" >&2; exit 2; }
 if [ -z "$tg" ]; then
     for c in build-release/tools/tg build/tools/tg; do [ -x "$c" ] && { tg=$c; break; }; done
 fi
-[ -n "$tg" ] && [ -x "$tg" ] || die "no tg binary (build it first, or --tg PATH)"
+{ [ -n "$tg" ] && [ -x "$tg" ]; } || die "no tg binary (build it first, or --tg PATH)"
 . benchmarks/loads.sh
 for l in $loads; do check_load "$l" || die "unknown load '$l'"; done
 /usr/bin/python3 -c "import torch" 2>/dev/null ||

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # loads.sh: busy processes for the contention benchmarks (sourced by bench_contention.sh and
 # bench_translate.sh; bash).
 #

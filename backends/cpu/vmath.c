@@ -1266,6 +1266,12 @@ AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
                        : (__mmask16)((1u << (n - j)) - 1);
 }
 
+/* lanes l and l + 8 added, then hsum8: ce_sumexp_avx2's end */
+AVX512 static inline float hsum16(__m512 v) {
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
+                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
 AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 vm = ninf, acc = _mm512_setzero_ps(), accx = acc;
@@ -1280,13 +1286,9 @@ AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, floa
                                                      exp_le0_avx512(_mm512_sub_ps(v, mv))));
         accx = _mm512_add_ps(accx, _mm512_maskz_loadu_ps(t, x + j));
     }
-    if (sum_x)
-        *sum_x = hsum8(
-            _mm256_add_ps(_mm512_castps512_ps256(accx),
-                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accx), 1))));
+    if (sum_x) *sum_x = hsum16(accx);
     *max = m;
-    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc),
-                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1))));
+    return hsum16(acc);
 }
 
 AVX512 static inline __m512 ce_grad16(const float *x, __mmask16 t, __m512 mv, __m512 iv, __m512 sc,
