@@ -267,6 +267,23 @@ static tg_tensor *ce(tg_graph *g, tg_tensor *logits, float eps, tg_reduction red
 static tg_tensor *b_ce_mean(tg_graph *g, tg_tensor **x) { return ce(g, x[0], 0.1f, TG_REDUCE_MEAN); }
 static tg_tensor *b_ce_sum(tg_graph *g, tg_tensor **x) { return ce(g, x[0], 0.0f, TG_REDUCE_SUM); }
 static tg_tensor *b_ce_none(tg_graph *g, tg_tensor **x) { return ce(g, x[0], 0.2f, TG_REDUCE_NONE); }
+static tg_tensor *ce_nll(tg_graph *g, tg_tensor *logits, float eps, tg_reduction red) {
+    int64_t n = tg_tensor_dim(logits, 0), v = tg_tensor_dim(logits, 1);
+    int32_t *y = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (int32_t)((i * 131 + 7) % v);
+    for (int64_t i = 0; i < n; i += 5)
+        y[i] = 0; /* ignored rows */
+    tg_tensor *t = tg_input(g, TG_DTYPE_I32, 1, &n, y);
+    free(y);
+    return tg_cross_entropy_with_nll(logits, t, eps, 0, red);
+}
+static tg_tensor *b_ce_nll_sum(tg_graph *g, tg_tensor **x) {
+    return ce_nll(g, x[0], 0.1f, TG_REDUCE_SUM);
+}
+static tg_tensor *b_ce_nll_none(tg_graph *g, tg_tensor **x) {
+    return ce_nll(g, x[0], 0.1f, TG_REDUCE_NONE);
+}
 
 /* [B, T, h*dk] -> [B, h, T, dk], a strided view that matmul reads in place */
 static tg_tensor *heads(tg_tensor *x, int h) {
@@ -327,7 +344,12 @@ static const op_case cases[] = {
     {"attention_heads", 3, {3, 3, 3}, {S(2, 10, 64), S(2, 12, 64), S(2, 12, 64)}, {0}, b_attention},
     {"band_scores", 2, {4, 4}, {S(2, 4, 100, 64), S(2, 4, 90, 64)}, {0}, b_band_scores},
     {"band_mix", 2, {3, 3}, {S(8, 50, 7), S(8, 60, 33)}, {0}, b_band_mix},
-    {"band_attention", 3, {4, 4, 4}, {S(2, 4, 100, 64), S(2, 4, 100, 64), S(2, 4, 100, 64)}, {0}, b_band_attention},
+    {"band_attention",
+     3,
+     {4, 4, 4},
+     {S(2, 4, 100, 64), S(2, 4, 100, 64), S(2, 4, 100, 64)},
+     {0},
+     b_band_attention},
     {"permute_contiguous", 1, {4}, {S(3, 5, 7, 11)}, {0}, b_permute},
     {"reshape_of_view", 1, {3}, {S(4, 6, 5)}, {0}, b_reshape_view},
     {"slice", 1, {2}, {S(30, 20)}, {0}, b_slice},
@@ -345,6 +367,8 @@ static const op_case cases[] = {
     {"cross_entropy_mean_smoothed", 1, {2}, {S(64, 1000)}, {0}, b_ce_mean},
     {"cross_entropy_sum", 1, {2}, {S(64, 1000)}, {0}, b_ce_sum},
     {"cross_entropy_none", 1, {2}, {S(64, 1000)}, {0}, b_ce_none},
+    {"cross_entropy_with_nll_sum", 1, {2}, {S(64, 1000)}, {0}, b_ce_nll_sum},
+    {"cross_entropy_with_nll_none", 1, {2}, {S(64, 1000)}, {0}, b_ce_nll_none},
     /* ops added later go last: a case's inputs come from its index (seed 1000 + index) */
     {"silu", 1, {2}, {S(257, 31)}, {0}, b_silu},
 };

@@ -132,6 +132,18 @@ static tg_tensor *ce(tg_graph *g, tg_tensor *logits, float eps, tg_reduction red
 static tg_tensor *b_ce_mean(tg_graph *g, tg_tensor **x) { return ce(g, x[0], 0.1f, TG_REDUCE_MEAN); }
 static tg_tensor *b_ce_sum(tg_graph *g, tg_tensor **x) { return ce(g, x[0], 0.0f, TG_REDUCE_SUM); }
 static tg_tensor *b_ce_none(tg_graph *g, tg_tensor **x) { return ce(g, x[0], 0.2f, TG_REDUCE_NONE); }
+/* the loss and the NLL beside it: the gradient of both columns (the harness weighs them) */
+static tg_tensor *ce_nll(tg_graph *g, tg_tensor *logits, float eps, tg_reduction red) {
+    int32_t y[4] = {1, 0, 4, 3};
+    int64_t s[1] = {4};
+    return tg_cross_entropy_with_nll(logits, tg_input(g, TG_DTYPE_I32, 1, s, y), eps, 0, red);
+}
+static tg_tensor *b_ce_nll_mean(tg_graph *g, tg_tensor **x) {
+    return ce_nll(g, x[0], 0.1f, TG_REDUCE_MEAN);
+}
+static tg_tensor *b_ce_nll_none(tg_graph *g, tg_tensor **x) {
+    return ce_nll(g, x[0], 0.2f, TG_REDUCE_NONE);
+}
 static tg_tensor *b_bcast_mul(tg_graph *g, tg_tensor **x) { (void)g; return tg_mul(x[0], x[1]); }
 static tg_tensor *b_attention(tg_graph *g, tg_tensor **x) {
     (void)g; /* a small attention core: softmax(Q K^T / sqrt d) V, all three differentiable */
@@ -199,6 +211,8 @@ static const gc_case cases[] = {
     {"cross_entropy_mean_smoothed", 1, {2}, {S(4, 6)}, {0}, b_ce_mean, 0, 0},
     {"cross_entropy_sum", 1, {2}, {S(4, 6)}, {0}, b_ce_sum, 0, 0},
     {"cross_entropy_none", 1, {2}, {S(4, 6)}, {0}, b_ce_none, 0, 0},
+    {"cross_entropy_with_nll_mean", 1, {2}, {S(4, 6)}, {0}, b_ce_nll_mean, 0, 0},
+    {"cross_entropy_with_nll_none", 1, {2}, {S(4, 6)}, {0}, b_ce_nll_none, 0, 0},
     {"band_scores_cut_ends", 2, {3, 3}, {S(2, 5, 3), S(2, 4, 3)}, {0}, b_band_scores, 0, 0},
     {"band_scores_r_ge_n", 2, {3, 3}, {S(1, 3, 2), S(1, 3, 2)}, {0}, b_band_scores_wide, 0, 0},
     {"band_mix_cut_ends", 2, {3, 3}, {S(2, 5, 3), S(2, 4, 3)}, {0}, b_band_mix, 0, 0},

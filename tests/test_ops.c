@@ -1319,6 +1319,74 @@ START_TEST(test_cross_entropy_total_any_threads) {
 }
 END_TEST
 
+/* tg_cross_entropy_with_nll: each column has the bits of tg_cross_entropy with its smoothing
+ * (the loss at eps, the NLL at 0), for every reduction and 1 or 3 threads; and the gradient of
+ * the loss column alone (the NLL column weighted 0, as a trainer backpropagates) has the plain
+ * loss's gradient bits. */
+START_TEST(test_cross_entropy_with_nll_columns) {
+    enum { N = 203, V = 157 };
+    float *x = pattern(N * V, 26);
+    int32_t *y = malloc(N * sizeof *y);
+    for (int i = 0; i < N; i++)
+        y[i] = i % 9 == 4 ? -1 : (i * 41) % V;
+    for (int t = 1; t <= 3; t += 2)
+        for (int red = TG_REDUCE_MEAN; red <= TG_REDUCE_NONE; red++) {
+            tg_backend *b;
+            ck_assert_int_eq(tg_backend_cpu_new(t, &b), TG_OK);
+            tg_graph *g = tg_graph_new();
+            tg_tensor *lx = tg_input(g, TG_DTYPE_F32, 2, SHAPE(N, V), x);
+            tg_tensor *ly = tg_input(g, TG_DTYPE_I32, 1, SHAPE(N), y);
+            tg_tensor *pair =
+                tg_keep(tg_cross_entropy_with_nll(lx, ly, 0.1f, -1, (tg_reduction)red));
+            tg_tensor *loss = tg_keep(tg_cross_entropy(lx, ly, 0.1f, -1, (tg_reduction)red));
+            tg_tensor *nll = tg_keep(tg_cross_entropy(lx, ly, 0.0f, -1, (tg_reduction)red));
+            const int64_t rows = red == TG_REDUCE_NONE ? N : 1;
+            ck_assert_int_eq(tg_tensor_ndim(pair), red == TG_REDUCE_NONE ? 2 : 1);
+            ck_assert_int_eq(tg_tensor_dim(pair, -1), 2);
+            ck_assert_int_eq(tg_graph_run(g, b), TG_OK);
+            float *p = tg_test_read_all(pair), *l = tg_test_read_all(loss),
+                  *q = tg_test_read_all(nll);
+            for (int64_t i = 0; i < rows; i++)
+                ck_assert_msg(memcmp(&p[2 * i], &l[i], 4) == 0 &&
+                                  memcmp(&p[2 * i + 1], &q[i], 4) == 0,
+                              "threads %d reduction %d row %lld: %.9g %.9g against %.9g %.9g", t,
+                              red, (long long)i, p[2 * i], p[2 * i + 1], l[i], q[i]);
+            free(p), free(l), free(q);
+            tg_graph_free(g);
+
+            /* the gradients: d/dx of sum(w * loss column) against the plain loss's */
+            float *w = pattern(2 * rows, 27);
+            for (int64_t i = 0; i < rows; i++)
+                w[2 * i + 1] = 0.0f;
+            float *w1 = malloc((size_t)rows * sizeof *w1);
+            for (int64_t i = 0; i < rows; i++)
+                w1[i] = w[2 * i];
+            float *gr[2];
+            for (int v = 0; v < 2; v++) {
+                g = tg_graph_new();
+                lx = tg_requires_grad(tg_input(g, TG_DTYPE_F32, 2, SHAPE(N, V), x));
+                ly = tg_input(g, TG_DTYPE_I32, 1, SHAPE(N), y);
+                tg_tensor *o = v ? tg_cross_entropy_with_nll(lx, ly, 0.1f, -1, (tg_reduction)red)
+                                 : tg_cross_entropy(lx, ly, 0.1f, -1, (tg_reduction)red);
+                tg_tensor *wt = v ? tg_input(g, TG_DTYPE_F32, tg_tensor_ndim(o),
+                                             red == TG_REDUCE_NONE ? SHAPE(N, 2) : SHAPE(2), w)
+                                  : tg_input(g, TG_DTYPE_F32, tg_tensor_ndim(o), SHAPE(N), w1);
+                ck_assert_int_eq(tg_backward(g, tg_sum_all(tg_mul(o, wt))), TG_OK);
+                tg_tensor *dx = tg_keep(tg_grad(g, lx));
+                ck_assert_int_eq(tg_graph_run(g, b), TG_OK);
+                gr[v] = tg_test_read_all(dx);
+                tg_graph_free(g);
+            }
+            ck_assert_msg(memcmp(gr[0], gr[1], sizeof(float) * N * V) == 0,
+                          "threads %d reduction %d: the loss column's gradient differs", t, red);
+            free(gr[0]), free(gr[1]), free(w), free(w1);
+            tg_backend_free(b);
+        }
+    free(x);
+    free(y);
+}
+END_TEST
+
 /* ================================ concat, pad ================================ */
 
 START_TEST(test_concat_axis1_by_hand) {
@@ -1709,6 +1777,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_cross_entropy_all_ignored_mean_is_zero);
     tcase_add_test(tc, test_cross_entropy_huge_and_masked_logits);
     tcase_add_test(tc, test_cross_entropy_total_any_threads);
+    tcase_add_test(tc, test_cross_entropy_with_nll_columns);
     tcase_add_test(tc, test_cross_entropy_many_rows_threaded);
     suite_add_tcase(s, tc);
 

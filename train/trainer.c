@@ -105,18 +105,22 @@ static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64
     int64_t n = b->size * b->tgt_len;
     tg_tensor *logits = tg_model_logits(m, g, b);
     tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
-    tg_tensor *loss = tg_keep(tg_cross_entropy(logits, y, ls, TG_PAD, TG_REDUCE_SUM));
-    tg_tensor *nll = ls != 0.0f ? tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_SUM)) : loss;
+    /* {loss, nll}: with smoothing, the NLL comes from the same pass over the logits */
+    tg_tensor *pair = ls != 0.0f
+                          ? tg_keep(tg_cross_entropy_with_nll(logits, y, ls, TG_PAD, TG_REDUCE_SUM))
+                          : NULL;
+    tg_tensor *loss = pair ? tg_reshape(tg_slice(pair, 0, 0, 1), 0, NULL)
+                           : tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_SUM));
     tg_status st = tg_graph_status(g, NULL);
     if (st == TG_OK && grad) st = tg_backward(g, tg_scale(loss, (float)scale));
     if (st == TG_OK) st = tg_graph_status(g, NULL);
     if (st == TG_OK) st = tg_graph_run(g, tg_model_backend(m));
-    float l = 0.0f, q = 0.0f;
-    if (st == TG_OK) st = tg_tensor_read(loss, &l, sizeof l);
-    if (st == TG_OK) st = tg_tensor_read(nll, &q, sizeof q);
+    float lq[2] = {0.0f, 0.0f};
+    if (st == TG_OK)
+        st = pair ? tg_tensor_read(pair, lq, sizeof lq) : tg_tensor_read(loss, lq, sizeof lq[0]);
     tg_graph_free(g);
-    *loss_sum = l;
-    *nll_sum = q;
+    *loss_sum = lq[0];
+    *nll_sum = pair ? lq[1] : lq[0];
     return st;
 }
 

@@ -18,10 +18,12 @@ static tg_status check_ids(const int32_t *ids, int64_t n, int64_t V, const char 
  * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. The row's sums in AVX2 lanes
  * (vmath.c): one running float sum over a vocabulary of thousands cannot be vectorised, and
  * had made the cross-entropy 6 % of an `nmt-small` step. */
-static float ce_row(const float *x, int64_t V, int32_t y, float eps) {
+static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *nll) {
     float m, sx = 0.0f, s = tg_cpu_vce_sumexp(x, V, &m, eps > 0.0f ? &sx : NULL);
-    float loss = m + logf(s) - (1.0f - eps) * x[y];
+    const float lse = m + logf(s);
+    float loss = lse - (1.0f - eps) * x[y];
     if (eps > 0.0f) loss -= eps / (float)V * sx;
+    if (nll) *nll = lse - x[y]; /* the loss at eps 0: (1 - 0) x_y is x_y exactly */
     return loss;
 }
 
@@ -84,21 +86,33 @@ static ce_rows *ce_rows_of(tg_cpu_par *p, int64_t n) {
     return (ce_rows *)tg_cpu_shared_publish(p, &c->base);
 }
 
-/* The reduction of the row losses: a serial sum in double in row order, so the total does not
- * depend on the threads or the cut. */
-static float ce_total(const float *rowloss, int64_t N, int64_t count, tg_reduction red) {
-    double total = 0.0;
-    for (int64_t i = 0; i < N; i++)
-        total += rowloss[i];
-    return (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
+/* The reduction of the row losses [N, k] into out[k]: serial sums in double in row order, so the
+ * totals do not depend on the threads or the cut. */
+static void ce_total(const float *rowloss, int64_t N, int k, int64_t count, tg_reduction red,
+                     float *out) {
+    for (int c = 0; c < k; c++) {
+        double total = 0.0;
+        for (int64_t i = 0; i < N; i++)
+            total += rowloss[i * k + c];
+        out[c] = (float)(red == TG_REDUCE_MEAN ? (count ? total / (double)count : 0.0) : total);
+    }
 }
 
-/* p's share of the row losses (0 for an ignored row) */
+/* p's share of the row losses [N, k] (k 2: the NLL beside the loss; 0 for an ignored row) */
 static void ce_fill(tg_cpu_par *p, const float *x, const int32_t *y, int64_t N, int64_t V,
-                    int32_t ignore, float eps, float *rowloss) {
+                    int32_t ignore, float eps, int k, float *rowloss) {
     TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
-        rowloss[i] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps);
+        float nll = 0.0f;
+        rowloss[i * k] = y[i] == ignore ? 0.0f : ce_row(x + i * V, V, y[i], eps, &nll);
+        if (k == 2) rowloss[i * k + 1] = nll;
     }
+}
+
+/* The scale of row i's gradient from column c of dy ([k] reduced, [N, k] per row) */
+static float ce_scale(const float *dy, int64_t i, int k, int c, tg_reduction red, int64_t count) {
+    return red == TG_REDUCE_NONE  ? dy[i * k + c]
+           : red == TG_REDUCE_SUM ? dy[c]
+                                  : dy[c] / (float)count;
 }
 
 /* cross_entropy and cross_entropy_back (srcs logits, targets, and dy for the backward) */
@@ -110,6 +124,7 @@ static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
     float eps = t->p.cross_entropy.smoothing;
     int32_t ignore = t->p.cross_entropy.ignore_index;
     tg_reduction red = t->p.cross_entropy.reduction;
+    const int k = t->p.cross_entropy.with_nll ? 2 : 1;
     int64_t count = 0;
     for (int64_t i = 0; i < N; i++) {
         if (y[i] == ignore) continue;
@@ -121,32 +136,33 @@ static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
     }
     if (t->op == TG_OP_CROSS_ENTROPY) {
         if (red == TG_REDUCE_NONE) {
-            ce_fill(p, x, y, N, V, ignore, eps, t->data);
+            ce_fill(p, x, y, N, V, ignore, eps, k, t->data);
             return TG_OK;
         }
         if (p->shared && !p->team) { /* a share of a graph node */
-            ce_rows *c = ce_rows_of(p, N);
+            ce_rows *c = ce_rows_of(p, N * k);
             if (!c) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-            ce_fill(p, x, y, N, V, ignore, eps, c->rows);
+            ce_fill(p, x, y, N, V, ignore, eps, k, c->rows);
             if (atomic_fetch_add_explicit(&c->done, 1, memory_order_acq_rel) == p->nth - 1)
-                *(float *)t->data = ce_total(c->rows, N, count, red);
+                ce_total(c->rows, N, k, count, red, t->data);
             return TG_OK;
         }
         /* a team's members (or one thread): member 0 allocates the row losses and shares them
          * (a barrier), sums them once all are written (a barrier) and frees them */
         void **slot = tg_cpu_slot(p);
-        if (p->ith == 0) *slot = malloc((size_t)(N ? N : 1) * 4);
+        if (p->ith == 0) *slot = malloc((size_t)(N ? N * k : 1) * 4);
         tg_cpu_barrier(p);
         float *rowloss = *slot;
         if (!rowloss) return tg_error_set(TG_ERR_NOMEM, "tg_cross_entropy: out of memory");
-        ce_fill(p, x, y, N, V, ignore, eps, rowloss);
+        ce_fill(p, x, y, N, V, ignore, eps, k, rowloss);
         tg_cpu_barrier(p);
         if (p->ith != 0) return TG_OK;
-        *(float *)t->data = ce_total(rowloss, N, count, red);
+        ce_total(rowloss, N, k, count, red, t->data);
         free(rowloss);
         return TG_OK;
     }
-    /* backward: dx = scale_i (softmax(x_i) - q_i) */
+    /* backward: dx = sc (softmax(x_i) - q_i) + sc1 (softmax(x_i) - [k = y_i]), sc1 from the NLL
+     * column (0 without one: then exactly the plain cross-entropy's gradient) */
     const float *dy = t->src[2]->data;
     float *o = t->data;
     TG_CPU_FOR(p, i, N, N * V > TG_PAR_MIN) {
@@ -155,13 +171,20 @@ static tg_status cross_entropy(tg_cpu_par *p, tg_tensor *t) {
             memset(orow, 0, (size_t)V * 4);
             continue;
         }
-        float sc = red == TG_REDUCE_NONE ? dy[i]
-                   : red == TG_REDUCE_SUM ? dy[0]
-                                          : dy[0] / (float)count;
+        const float sc = ce_scale(dy, i, k, 0, red, count);
+        const float sc1 = k == 2 ? ce_scale(dy, i, k, 1, red, count) : 0.0f;
         const float *xr = x + i * V;
         float m, s = tg_cpu_vce_sumexp(xr, V, &m, NULL);
-        tg_cpu_vce_grad(xr, V, m, 1.0f / s, sc, eps / (float)V, orow);
-        orow[y[i]] -= sc * (1.0f - eps);
+        if (sc1 == 0.0f) {
+            tg_cpu_vce_grad(xr, V, m, 1.0f / s, sc, eps / (float)V, orow);
+            orow[y[i]] -= sc * (1.0f - eps);
+        } else {
+            tg_cpu_vce_grad(xr, V, m, 1.0f / s, sc + sc1, 0.0f, orow);
+            const float b = sc * (eps / (float)V);
+            for (int64_t j = 0; j < V; j++)
+                orow[j] -= b;
+            orow[y[i]] -= sc * (1.0f - eps) + sc1;
+        }
     }
     return TG_OK;
 }

@@ -103,16 +103,18 @@ cudaError_t tgcu_layer_norm(cudaStream_t s, const float *x, const float *gamma, 
                             float *y, int64_t rows, int64_t d, float eps);
 cudaError_t tgcu_layer_norm_back(cudaStream_t s, const float *x, const float *gamma,
                                  const float *dy, float *dx, int64_t rows, int64_t d, float eps);
-/* Cross-entropy row losses into rowloss[N] (0 for ignored rows); then, unless reduction is
- * none, out[0] = sum (or sum / count) accumulated in double. */
+/* Cross-entropy row losses into rowloss[N, cols] (0 for ignored rows; cols 2: the NLL, the
+ * loss at eps 0, beside it); then, unless reduction is none, out[c] = the sum (or sum / count)
+ * of column c accumulated in double. */
 cudaError_t tgcu_cross_entropy(cudaStream_t s, const float *x, const int32_t *y, float *rowloss,
-                               int64_t N, int64_t V, float eps, int32_t ignore);
-cudaError_t tgcu_sum_rows_to_scalar(cudaStream_t s, const float *rowloss, int64_t N, float *out,
-                                    bool mean, int64_t count);
-/* dx = sc_i (softmax(x_i) - q_i); sc_i = dy[i] (none), dy[0] (sum) or dy[0]/count (mean). */
+                               int64_t N, int64_t V, float eps, int32_t ignore, int cols);
+cudaError_t tgcu_sum_rows_to_scalar(cudaStream_t s, const float *rowloss, int64_t N, int cols,
+                                    float *out, bool mean, int64_t count);
+/* dx = sc_i (softmax(x_i) - q_i) + sc1_i (softmax(x_i) - [k = y_i]); sc_i = dy[i] (none), dy[0]
+ * (sum) or dy[0]/count (mean), sc1_i the same from dy's second column (cols 2; else 0). */
 cudaError_t tgcu_cross_entropy_back(cudaStream_t s, const float *x, const int32_t *y,
                                     const float *dy, float *dx, int64_t N, int64_t V, float eps,
-                                    int32_t ignore, int reduction, int64_t count);
+                                    int32_t ignore, int reduction, int64_t count, int cols);
 
 /* ---- k_band.cu (banded attention, core/ops/band.c; rows = batches × query rows for scores and
  * mix, batches × key rows for mix_t; n query rows and m key rows per batch, r the half-width) ---- */

@@ -415,24 +415,27 @@ static tg_status cross_entropy(tg_backend *b, tg_tensor *t) {
     float eps = t->p.cross_entropy.smoothing;
     int32_t ignore = t->p.cross_entropy.ignore_index;
     tg_reduction red = t->p.cross_entropy.reduction;
+    const int cols = t->p.cross_entropy.with_nll ? 2 : 1; /* the NLL beside the loss */
     tg_status st = check_ids(b, tg, V, true, ignore, &count, "tg_cross_entropy", "target");
     if (st) return st;
     if (t->op == TG_OP_CROSS_ENTROPY_BACK)
         return tgcu_status(tgcu_cross_entropy_back(s, lg->data, tg->data, F32(t->src[2]), F32(t), N,
-                                                   V, eps, ignore, (int)red, count),
+                                                   V, eps, ignore, (int)red, count, cols),
                            "cross_entropy_back");
     if (red == TG_REDUCE_NONE)
-        return tgcu_status(tgcu_cross_entropy(s, lg->data, tg->data, F32(t), N, V, eps, ignore),
-                           "cross_entropy");
+        return tgcu_status(
+            tgcu_cross_entropy(s, lg->data, tg->data, F32(t), N, V, eps, ignore, cols),
+            "cross_entropy");
     /* row losses first, then one sum in double: the total does not depend on the launch */
-    size_t bytes = (size_t)(N ? N : 1) * sizeof(float);
+    size_t bytes = (size_t)(N ? N * cols : 1) * sizeof(float);
     float *rowloss = tgcu_alloc(b, bytes);
     if (!rowloss) return tg_error_prefix(TG_ERR_NOMEM, "cross_entropy");
-    st = tgcu_status(tgcu_cross_entropy(s, lg->data, tg->data, rowloss, N, V, eps, ignore),
+    st = tgcu_status(tgcu_cross_entropy(s, lg->data, tg->data, rowloss, N, V, eps, ignore, cols),
                      "cross_entropy");
     if (!st)
-        st = tgcu_status(tgcu_sum_rows_to_scalar(s, rowloss, N, F32(t), red == TG_REDUCE_MEAN, count),
-                         "cross_entropy");
+        st = tgcu_status(
+            tgcu_sum_rows_to_scalar(s, rowloss, N, cols, F32(t), red == TG_REDUCE_MEAN, count),
+            "cross_entropy");
     tgcu_free(b, rowloss, bytes);
     return st;
 }

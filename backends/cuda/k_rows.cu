@@ -119,15 +119,18 @@ __global__ void k_layer_norm_back(const float *x, const float *gm, const float *
 }
 
 /* Row loss (docs/model.md §1): with q(k) = (1-eps)[k=y] + eps/V,
- * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. Targets were validated by the
- * host before the launch; an out-of-range one here gives NaN rather than a wild read. */
+ * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k, into rowloss[i * cols]; with
+ * cols 2 also the loss at eps 0, lse - x_y, into rowloss[i * cols + 1]. Targets were validated by
+ * the host before the launch; an out-of-range one here gives NaN rather than a wild read. */
 __global__ void k_cross_entropy(const float *x, const int32_t *y, float *rowloss, int64_t N,
-                                int64_t V, float eps, int32_t ignore) {
+                                int64_t V, float eps, int32_t ignore, int cols) {
     __shared__ float sh[32];
     for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
         int32_t yi = y[i];
         if (yi == ignore || yi < 0 || yi >= V) { /* block-uniform */
-            if (threadIdx.x == 0) rowloss[i] = yi == ignore ? 0.0f : NAN;
+            if (threadIdx.x == 0)
+                for (int c = 0; c < cols; c++)
+                    rowloss[i * cols + c] = yi == ignore ? 0.0f : NAN;
             continue;
         }
         const float *xr = x + i * V;
@@ -144,25 +147,39 @@ __global__ void k_cross_entropy(const float *x, const int32_t *y, float *rowloss
             float lse = m + logf(s);
             float loss = lse - (1.0f - eps) * xr[yi];
             if (eps > 0.0f) loss -= eps / (float)V * sx;
-            rowloss[i] = loss;
+            rowloss[i * cols] = loss;
+            if (cols == 2) rowloss[i * cols + 1] = lse - xr[yi];
         }
     }
 }
 
-/* Total in double (the CPU adds the row losses serially in double), then sum or mean. */
-__global__ void k_sum_rows_to_scalar(const float *rowloss, int64_t N, float *out, bool mean,
-                                     int64_t count) {
+/* Total in double (the CPU adds the row losses serially in double), then sum or mean: column c
+ * of rowloss [N, cols] into out[c], each c in turn. */
+__global__ void k_sum_rows_to_scalar(const float *rowloss, int64_t N, int cols, float *out,
+                                     bool mean, int64_t count) {
     __shared__ double sh[32];
-    double t = 0.0;
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) t += rowloss[i];
-    t = tgcu_block_sum(t, sh);
-    if (threadIdx.x == 0) *out = (float)(mean ? (count ? t / (double)count : 0.0) : t);
+    for (int c = 0; c < cols; c++) {
+        double t = 0.0;
+        for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+            t += rowloss[i * cols + c];
+        t = tgcu_block_sum(t, sh);
+        if (threadIdx.x == 0) out[c] = (float)(mean ? (count ? t / (double)count : 0.0) : t);
+    }
 }
 
-/* dx = sc (softmax(x) - q): sc per row from the reduction (backends/cpu/k_nn.c). */
+/* The scale of row i's gradient from column c of dy ([cols] reduced, [N, cols] per row) */
+__device__ inline float ce_scale(const float *dy, int64_t i, int cols, int c, int red,
+                                 int64_t count) {
+    return red == TG_REDUCE_NONE  ? dy[i * cols + c]
+           : red == TG_REDUCE_SUM ? dy[c]
+                                  : dy[c] / (float)count;
+}
+
+/* dx = sc (softmax(x) - q) + sc1 (softmax(x) - [k = y]): sc, sc1 per row from the reduction and
+ * dy's columns (sc1 0 without the NLL column: the plain gradient's bits; backends/cpu/k_nn.c). */
 __global__ void k_cross_entropy_back(const float *x, const int32_t *y, const float *dy, float *dx,
                                      int64_t N, int64_t V, float eps, int32_t ignore, int red,
-                                     int64_t count) {
+                                     int64_t count, int cols) {
     __shared__ float sh[32];
     for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
         float *orow = dx + i * V;
@@ -172,9 +189,8 @@ __global__ void k_cross_entropy_back(const float *x, const int32_t *y, const flo
             for (int64_t k = threadIdx.x; k < V; k += blockDim.x) orow[k] = v;
             continue;
         }
-        float sc = red == TG_REDUCE_NONE ? dy[i]
-                   : red == TG_REDUCE_SUM ? dy[0]
-                                          : dy[0] / (float)count;
+        const float sc = ce_scale(dy, i, cols, 0, red, count);
+        const float sc1 = cols == 2 ? ce_scale(dy, i, cols, 1, red, count) : 0.0f;
         const float *xr = x + i * V;
         float m = -INFINITY, s = 0.0f;
         for (int64_t k = threadIdx.x; k < V; k += blockDim.x) m = tgcu_max2(m, xr[k]);
@@ -183,8 +199,15 @@ __global__ void k_cross_entropy_back(const float *x, const int32_t *y, const flo
         s = tgcu_block_sum(s, sh);
         float inv = 1.0f / s, base = eps / (float)V;
         for (int64_t k = threadIdx.x; k < V; k += blockDim.x) {
-            float v = sc * (tgcu_fast_expf(xr[k] - m) * inv - base);
-            if (k == yi) v -= sc * (1.0f - eps); /* two roundings, as the CPU's orow[y] -= ... */
+            float v;
+            if (sc1 == 0.0f) { /* block-uniform */
+                v = sc * (tgcu_fast_expf(xr[k] - m) * inv - base);
+                if (k == yi)
+                    v -= sc * (1.0f - eps); /* two roundings, as the CPU's orow[y] -= ... */
+            } else {
+                v = (sc + sc1) * (tgcu_fast_expf(xr[k] - m) * inv) - sc * base;
+                if (k == yi) v -= sc * (1.0f - eps) + sc1;
+            }
             orow[k] = v;
         }
     }
@@ -223,25 +246,25 @@ cudaError_t tgcu_layer_norm_back(cudaStream_t s, const float *x, const float *ga
 }
 
 cudaError_t tgcu_cross_entropy(cudaStream_t s, const float *x, const int32_t *y, float *rowloss,
-                               int64_t N, int64_t V, float eps, int32_t ignore) {
+                               int64_t N, int64_t V, float eps, int32_t ignore, int cols) {
     if (N > 0)
         k_cross_entropy<<<row_blocks(N), tgcu_row_threads(V), 0, s>>>(x, y, rowloss, N, V, eps,
-                                                                      ignore);
+                                                                      ignore, cols);
     return cudaGetLastError();
 }
 
-cudaError_t tgcu_sum_rows_to_scalar(cudaStream_t s, const float *rowloss, int64_t N, float *out,
-                                    bool mean, int64_t count) {
-    k_sum_rows_to_scalar<<<1, 1024, 0, s>>>(rowloss, N, out, mean, count);
+cudaError_t tgcu_sum_rows_to_scalar(cudaStream_t s, const float *rowloss, int64_t N, int cols,
+                                    float *out, bool mean, int64_t count) {
+    k_sum_rows_to_scalar<<<1, 1024, 0, s>>>(rowloss, N, cols, out, mean, count);
     return cudaGetLastError();
 }
 
 cudaError_t tgcu_cross_entropy_back(cudaStream_t s, const float *x, const int32_t *y,
                                     const float *dy, float *dx, int64_t N, int64_t V, float eps,
-                                    int32_t ignore, int reduction, int64_t count) {
+                                    int32_t ignore, int reduction, int64_t count, int cols) {
     if (N > 0 && V > 0)
         k_cross_entropy_back<<<row_blocks(N), tgcu_row_threads(V), 0, s>>>(
-            x, y, dy, dx, N, V, eps, ignore, reduction, count);
+            x, y, dy, dx, N, V, eps, ignore, reduction, count, cols);
     return cudaGetLastError();
 }
 

@@ -72,39 +72,54 @@ tg_tensor *tg_embedding(tg_tensor *table, tg_tensor *ids) {
     return t;
 }
 
-tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
-                            int32_t ignore_index, tg_reduction reduction) {
+/* tg_cross_entropy and tg_cross_entropy_with_nll (fn: the caller's name, for messages) */
+static tg_tensor *cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
+                                int32_t ignore_index, tg_reduction reduction, bool with_nll,
+                                const char *fn) {
     TG__OP_CHECK(logits);
     TG__OP_CHECK(targets);
     tg_graph *g = logits->graph;
-    TG__OP_CHECK(tg__op_same_graph(logits, targets, "tg_cross_entropy"));
-    TG__OP_CHECK(tg__op_need_f32(logits, "tg_cross_entropy"));
+    TG__OP_CHECK(tg__op_same_graph(logits, targets, fn));
+    TG__OP_CHECK(tg__op_need_f32(logits, fn));
     if (targets->dtype != TG_DTYPE_I32)
-        return tg__graph_fail(g, TG_ERR_DTYPE, "tg_cross_entropy: targets must be i32, got %s",
+        return tg__graph_fail(g, TG_ERR_DTYPE, "%s: targets must be i32, got %s", fn,
                               tg_dtype_name(targets->dtype));
     char a[96], b[96];
     if (logits->ndim != 2 || targets->ndim != 1 || targets->shape[0] != logits->shape[0])
-        return tg__graph_fail(g, TG_ERR_SHAPE,
-                              "tg_cross_entropy: logits %s must be [N, V] and targets %s [N]",
-                              TG__OP_SHAPESTR(a, logits), TG__OP_SHAPESTR(b, targets));
+        return tg__graph_fail(g, TG_ERR_SHAPE, "%s: logits %s must be [N, V] and targets %s [N]",
+                              fn, TG__OP_SHAPESTR(a, logits), TG__OP_SHAPESTR(b, targets));
     if (!(smoothing >= 0.0f && smoothing < 1.0f))
-        return tg__graph_fail(g, TG_ERR_INVALID, "tg_cross_entropy: smoothing %g outside [0, 1)",
+        return tg__graph_fail(g, TG_ERR_INVALID, "%s: smoothing %g outside [0, 1)", fn,
                               (double)smoothing);
     if (reduction < TG_REDUCE_MEAN || reduction > TG_REDUCE_NONE)
-        return tg__graph_fail(g, TG_ERR_INVALID, "tg_cross_entropy: unknown reduction %d",
-                              (int)reduction);
+        return tg__graph_fail(g, TG_ERR_INVALID, "%s: unknown reduction %d", fn, (int)reduction);
     tg_tensor *src[2] = {tg__op_cont(logits), tg__op_cont(targets)};
     TG__OP_CHECK(src[0]);
     TG__OP_CHECK(src[1]);
-    tg_tensor *t = reduction == TG_REDUCE_NONE
-                       ? tg__graph_new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, 1, logits->shape)
-                       : tg__graph_new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, 0, NULL);
+    /* [N] or [] per loss, then a last axis of 2 for the pair */
+    int64_t shape[2] = {logits->shape[0], 2};
+    int nd = reduction == TG_REDUCE_NONE ? 1 : 0;
+    if (with_nll) shape[nd++] = 2;
+    tg_tensor *t = tg__graph_new(g, TG_OP_CROSS_ENTROPY, TG_DTYPE_F32, nd, shape);
     TG__OP_CHECK(t);
     tg__graph_set_src(t, 2, src);
     t->p.cross_entropy.smoothing = smoothing;
     t->p.cross_entropy.ignore_index = ignore_index;
     t->p.cross_entropy.reduction = reduction;
+    t->p.cross_entropy.with_nll = with_nll;
     return t;
+}
+
+tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
+                            int32_t ignore_index, tg_reduction reduction) {
+    return cross_entropy(logits, targets, smoothing, ignore_index, reduction, false,
+                         "tg_cross_entropy");
+}
+
+tg_tensor *tg_cross_entropy_with_nll(tg_tensor *logits, tg_tensor *targets, float smoothing,
+                                     int32_t ignore_index, tg_reduction reduction) {
+    return cross_entropy(logits, targets, smoothing, ignore_index, reduction, true,
+                         "tg_cross_entropy_with_nll");
 }
 
 /* ---- gradient rules ---- */
@@ -139,7 +154,8 @@ static void g_embedding(tg_tensor *node, tg_tensor *dy) {
 
 /* loss_i = -sum_k q_k log softmax(x_i)_k, q = (1 - eps)[k = y_i] + eps / V:
  * dx_i = cross_entropy_back(x, y, dy) = s_i (softmax(x_i) - q), s_i = dy_i (none), dy (sum),
- * dy / count (mean); 0 for ignored rows. */
+ * dy / count (mean); 0 for ignored rows. With the NLL column (q = [k = y_i], scale t_i from
+ * dy's second column): dx_i = s_i (softmax(x_i) - q) + t_i (softmax(x_i) - [k = y_i]). */
 static void g_cross_entropy(tg_tensor *node, tg_tensor *dy) {
     tg_tensor *t =
         tg__graph_new(node->graph, TG_OP_CROSS_ENTROPY_BACK, TG_DTYPE_F32, 2, X(0)->shape);

@@ -29,8 +29,13 @@ typedef union tg__op_params {
     struct { float value; } masked_fill;          /* where(mask != 0, value, x) */
     /* mask word of element e: Philox at counter (e/4, stream), key (seed_lo, seed_hi) */
     struct { float p; uint32_t stream, seed_lo, seed_hi; } dropout;
-    /* cross_entropy and cross_entropy_back */
-    struct { float smoothing; int32_t ignore_index; tg_reduction reduction; } cross_entropy;
+    /* cross_entropy and cross_entropy_back; with_nll: a second column, the loss unsmoothed */
+    struct {
+        float smoothing;
+        int32_t ignore_index;
+        tg_reduction reduction;
+        bool with_nll;
+    } cross_entropy;
     /* ---- band.c: band_scores, band_mix, band_mix_t (fill: band_scores only) ---- */
     struct { int64_t r; float fill; } band;      /* window i-r .. i+r */
 } tg__op_params;

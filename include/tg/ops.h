@@ -164,6 +164,12 @@ typedef enum tg_reduction {
  * Rows whose target equals ignore_index contribute nothing. */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
                             int32_t ignore_index, tg_reduction reduction);
+/* The same loss and, beside it, the plain negative log-likelihood (smoothing 0) of the same
+ * rows, from one pass over the logits: [2] = {loss, nll} when reduced, [N, 2] per row with
+ * TG_REDUCE_NONE. Each column has the bits of tg_cross_entropy with its smoothing; the gradient
+ * takes both columns (a trainer that minimises the loss and reports the NLL pays one pass). */
+tg_tensor *tg_cross_entropy_with_nll(tg_tensor *logits, tg_tensor *targets, float smoothing,
+                                     int32_t ignore_index, tg_reduction reduction);
 
 /* ---- banded (restricted, local-window) attention: O(r·n·d) instead of O(n·m·d) ----
  * Row i of n queries sees the 2r+1 keys at positions i-r .. i+r; column j of a banded score
