@@ -93,13 +93,8 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-awk -v loads="$loads" '
+awk -v loads="$loads" "$awk_median"'
     { v[$1, $2] = v[$1, $2] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
-    function median(s,   a, k, i, j, t) {
-        k = split(s, a, " ")
-        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-    }
     END {
         nl = split(loads, L, " ")
         printf "%-28s %-8s %10s %12s %12s\n", "program", "load", "ms/step", "vs alone", "vs pytorch"

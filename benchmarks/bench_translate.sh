@@ -101,13 +101,8 @@ done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 same=$(paste -d '\t' "$tmp/tg.hyp" "$tmp/torch.hyp" | awk -F '\t' '$1 == $2' | wc -l)
 echo
-awk -v loads="$loads" -v n="$n" '
+awk -v loads="$loads" -v n="$n" "$awk_median"'
     { v[$1, $2] = v[$1, $2] " " $3 }
-    function median(s,   a, k, i, j, t) {
-        k = split(s, a, " ")
-        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-    }
     END {
         nl = split(loads, L, " ")
         printf "%-8s %-8s %10s %12s %10s %12s\n", "program", "load", "seconds", "sentences/s", "vs alone", "vs pytorch"

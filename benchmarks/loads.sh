@@ -36,3 +36,13 @@ stop_load() {
         busy_pids=()
     fi
 }
+
+# The median of a space-separated list, as an awk function for the scripts' summaries:
+#   awk "$awk_median"' { ... median(list) ... }'
+# shellcheck disable=SC2034 # used by the scripts that source this file
+awk_median='
+    function median(s,   a, k, i, j, t) {
+        k = split(s, a, " ")
+        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }'
