@@ -164,6 +164,11 @@ typedef struct tg_backend_vtable {
      * members linked by chain_prev, the earlier ones flagged TG_TF_CHAINED and never run on
      * their own; a TG_TF_TRANSIENT one has no buffer), so the planner may fuse chains */
     bool chains;
+    /* Optional: a weight w [rows, cols] (backend memory) that many products x·wᵀ will read
+     * unchanged until released, such as a decoder's (models/decode.c): the backend may prepare
+     * it once (the CPU backend packs it for its GEMM). Counted: each keep is released once. */
+    void (*keep_weight)(tg_backend *b, const float *w, int64_t rows, int64_t cols);
+    void (*release_weight)(tg_backend *b, const float *w, int64_t rows, int64_t cols);
 } tg_backend_vtable;
 
 struct tg_backend {

@@ -47,6 +47,7 @@ struct tg_decoder {
                                  * each step; full: the row's tokens so far */
     tg_store *cache;            /* cached: self/cross K/V tables; full: memory [n * S, d] */
     float *buf;                 /* host staging for new K/V rows [max_rows * w] */
+    bool kept;                  /* the weights handed to the backend (keep_weights) */
 };
 
 static tg_status nomem(const char *what) {
@@ -121,6 +122,27 @@ static tg_status encode(tg_decoder *d) {
     return st == TG_OK ? TG_OK : tg_error_prefix(st, "tg_decoder: encoder");
 }
 
+/* The weights a step's projections read as x·wᵀ — every matrix of the decoder's layers but the
+ * cross-attention's key and value projections (encode uses them once) — handed to the backend
+ * to prepare once for the decoder's life (keep) and given back by tg_decoder_free. The CPU
+ * backend packs them for its GEMM, so a step of a few rows packs no weight (the same bits;
+ * 64-row products of 512 × 128 weights 1.5× faster). Not the output projection: its product is
+ * cut by columns, each thread packing only its half of the vocabulary, which measured faster
+ * than both threads reading all of it packed (docs/results.md §4). */
+static void keep_weights(tg_decoder *d, bool keep) {
+    tg_backend *b = d->m->backend;
+    void (*fn)(tg_backend *, const float *, int64_t, int64_t) =
+        keep ? b->vt->keep_weight : b->vt->release_weight;
+    if (!fn) return;
+    const tg_store *s = d->m->store;
+    for (int64_t i = 0; i < s->n; i++) {
+        const tg_param_entry *e = &s->p[i];
+        if (e->ndim == 2 && !strncmp(e->name, "decoder.", 8) &&
+            !strstr(e->name, "cross_attn.k_proj") && !strstr(e->name, "cross_attn.v_proj"))
+            fn(b, e->data, e->shape[0], e->shape[1]);
+    }
+}
+
 tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
                          int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out) {
     if (out) *out = NULL;
@@ -191,12 +213,15 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
         tg_decoder_free(d);
         return st;
     }
+    keep_weights(d, true);
+    d->kept = true;
     *out = d;
     return TG_OK;
 }
 
 void tg_decoder_free(tg_decoder *d) {
     if (!d) return;
+    if (d->kept) keep_weights(d, false);
     tg_store_free(d->cache);
     free(d->src);
     free(d->sent);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/gemm.h"
 #include "models/model-impl.h"
 #include "tg/decode.h"
 #include "tg/model.h"
@@ -18,22 +19,10 @@ static void teardown(void) { tg_backend_free(B); }
 
 #define NTOK 10 /* ordinary tokens t0..t9 after the four specials */
 
-/* A random model (d 16, 2 + 2 layers, d_ff 32), with biases and LayerNorm parameters moved
- * away from their initial values so that every parameter matters. */
-static tg_model *random_model(tg_attn_kind kind, bool pre_norm, bool learned_pos, bool literal, uint64_t seed) {
-    tg_model_config c = tg_model_config_default();
-    c.d_model = 16;
-    c.heads = kind == TG_ATTN_FIXED_HEAD ? 3 : 4;
-    c.head_dim = kind == TG_ATTN_FIXED_HEAD ? 5 : 0;
-    c.enc_layers = 2;
-    c.dec_layers = 2;
-    c.d_ff = 32;
-    c.attention = kind;
-    c.interacting_literal = literal;
-    c.pre_norm = pre_norm;
-    c.learned_pos = learned_pos;
-    c.max_len = 40;
-    c.share_embeddings = true;
+/* A model of config c (its vocabulary: the specials and t0..t9, shared), with biases and
+ * LayerNorm parameters moved away from their initial values so that every parameter matters. */
+static tg_model *model_with(const tg_model_config *cfg, uint64_t seed) {
+    tg_model_config c = *cfg;
     tg_vocab *v;
     ck_assert_int_eq(tg_vocab_new(&v), TG_OK);
     for (int i = 0; i < NTOK; i++) {
@@ -59,6 +48,25 @@ static tg_model *random_model(tg_attn_kind kind, bool pre_norm, bool learned_pos
         free(w);
     }
     return m;
+}
+
+/* A random model (d 16, 2 + 2 layers, d_ff 32) */
+static tg_model *random_model(tg_attn_kind kind, bool pre_norm, bool learned_pos, bool literal,
+                              uint64_t seed) {
+    tg_model_config c = tg_model_config_default();
+    c.d_model = 16;
+    c.heads = kind == TG_ATTN_FIXED_HEAD ? 3 : 4;
+    c.head_dim = kind == TG_ATTN_FIXED_HEAD ? 5 : 0;
+    c.enc_layers = 2;
+    c.dec_layers = 2;
+    c.d_ff = 32;
+    c.attention = kind;
+    c.interacting_literal = literal;
+    c.pre_norm = pre_norm;
+    c.learned_pos = learned_pos;
+    c.max_len = 40;
+    c.share_embeddings = true;
+    return model_with(&c, seed);
 }
 
 /* sources of the random-model tests: different lengths, so the batch is padded */
@@ -150,6 +158,44 @@ START_TEST(test_decode_equals_decode_full) {
         tg_decode_free(a, 4);
         tg_decode_free(b, 4);
     }
+    tg_model_free(m);
+}
+END_TEST
+
+/* A decoder hands its layers' weights to the backend for its life (decode.c: keep_weights): on
+ * the CPU a step of 32 rows reads them packed once (the GEMM's kept operands, which give the
+ * bits of packing per product: test_gemm's test_kept_b); two decoders share them and the last
+ * one freed releases them. */
+START_TEST(test_decoder_keeps_weights) {
+    tg_model_config c = tg_model_config_default();
+    c.d_model = 64, c.heads = 4, c.enc_layers = 1, c.dec_layers = 1, c.d_ff = 256, c.max_len = 40;
+    c.share_embeddings = true;
+    tg_model *m = model_with(&c, 9);
+    enum { R = 32 };
+    const int64_t V = tg_model_cfg(m)->tgt_vocab;
+    /* one layer's matrices but the memory's key and value projections: self q, k, v, out,
+     * cross q, out, fc1, fc2 */
+    const int want = tg_cpu_gemm_packed_available() ? 8 : 0;
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    tg_decoder *d1, *d2;
+    ck_assert_msg(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &d1) == TG_OK, "%s",
+                  tg_error_message());
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    ck_assert_msg(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &d2) == TG_OK, "%s",
+                  tg_error_message());
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    float *l = malloc((size_t)(R * V) * sizeof *l);
+    int32_t parent[R], tok[R];
+    for (int r = 0; r < R; r++)
+        parent[r] = r % 4, tok[r] = TG_BOS;
+    const int hits = tg__cpu_gemm_kept_hits();
+    ck_assert_msg(tg_decoder_step(d1, R, parent, tok, l) == TG_OK, "%s", tg_error_message());
+    if (want) ck_assert_int_gt(tg__cpu_gemm_kept_hits(), hits);
+    tg_decoder_free(d1);
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    tg_decoder_free(d2);
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    free(l);
     tg_model_free(m);
 }
 END_TEST
@@ -530,6 +576,7 @@ Suite *tg_test_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_incremental_equals_full, 0, 11);
     tcase_add_loop_test(tc, test_decode_equals_decode_full, 0, 5);
+    tcase_add_test(tc, test_decoder_keeps_weights);
     tcase_add_test(tc, test_row_top);
     tcase_add_test(tc, test_beam1_equals_greedy);
     tcase_add_test(tc, test_beam_at_least_greedy);

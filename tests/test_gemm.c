@@ -1036,6 +1036,53 @@ START_TEST(test_small_dot) {
 }
 END_TEST
 
+/* Kept operands (gemm.h: tg_cpu_gemm_keep_b): a product whose op(B) is kept reads the kept
+ * panels — the bits of the same product packing it itself, on 1 and 2 threads, for B and Bᵀ,
+ * shapes with one or several blocks of columns and of k; holders are counted, and the last
+ * drop frees it (products then pack again). */
+START_TEST(test_kept_b) {
+    static const int64_t shapes[][3] = {{64, 512, 128}, {96, 600, 300}, {250, 37, 600}};
+    if (!tg_cpu_gemm_packed_available()) return;
+    for (int si = 0; si < 3; si++)
+        for (int tb = 0; tb <= 1; tb++) {
+            const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+            const int64_t ldb = tb ? K : N;
+            float *a = malloc(sizeof(float) * (size_t)(M * K)),
+                  *b = malloc(sizeof(float) * (size_t)(N * K));
+            float *ref = malloc(sizeof(float) * (size_t)(M * N)),
+                  *c = malloc(sizeof(float) * (size_t)(M * N));
+            for (int64_t i = 0; i < M * K; i++)
+                a[i] = (float)((i * 37) % 101 - 50) / 64.0f;
+            for (int64_t i = 0; i < N * K; i++)
+                b[i] = (float)((i * 53) % 97 - 48) / 32.0f;
+            tg_cpu_gemm_batched(1, false, tb, M, N, K, 1.0f, a, K, 0, b, ldb, 0, 0.0f, ref, N, 0,
+                                2);
+            ck_assert(tg_cpu_gemm_keep_b(tb, b, ldb, N, K));
+            ck_assert(tg_cpu_gemm_keep_b(tb, b, ldb, N, K)); /* a second holder */
+            ck_assert_int_eq(tg__cpu_gemm_kept_count(), 1);
+            for (int th = 1; th <= 2; th++) {
+                const int hits = tg__cpu_gemm_kept_hits();
+                memset(c, 0, sizeof(float) * (size_t)(M * N));
+                tg_cpu_gemm_batched(1, false, tb, M, N, K, 1.0f, a, K, 0, b, ldb, 0, 0.0f, c, N, 0,
+                                    th);
+                ck_assert_msg(memcmp(c, ref, sizeof(float) * (size_t)(M * N)) == 0,
+                              "%lldx%lldx%lld tb %d, %d threads: the kept op(B) gives other bits",
+                              (long long)M, (long long)N, (long long)K, tb, th);
+                if (th == 2) ck_assert_int_gt(tg__cpu_gemm_kept_hits(), hits);
+            }
+            tg_cpu_gemm_drop_b(tb, b, ldb, N, K);
+            ck_assert_int_eq(tg__cpu_gemm_kept_count(), 1);
+            tg_cpu_gemm_drop_b(tb, b, ldb, N, K);
+            ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+            const int hits = tg__cpu_gemm_kept_hits();
+            tg_cpu_gemm_batched(1, false, tb, M, N, K, 1.0f, a, K, 0, b, ldb, 0, 0.0f, c, N, 0, 2);
+            ck_assert_int_eq(tg__cpu_gemm_kept_hits(), hits);
+            ck_assert(memcmp(c, ref, sizeof(float) * (size_t)(M * N)) == 0);
+            free(a), free(b), free(ref), free(c);
+        }
+}
+END_TEST
+
 START_TEST(test_two_level_batch) {
     const int64_t Bo = 5, h = 3;
     static const int64_t shapes[][3] = {{10, 10, 16}, {32, 16, 32}, {7, 33, 9}, {150, 140, 130}};
@@ -1107,6 +1154,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_packed_blocks);
     tcase_add_test(tc, test_packed_kernel);
     tcase_add_test(tc, test_packed_shared);
+    tcase_add_test(tc, test_kept_b);
     tcase_add_test(tc, test_split_k);
     tcase_add_test(tc, test_contended_cuts);
     tcase_add_test(tc, test_packed_kernel2);

@@ -874,6 +874,17 @@ static void cpu_destroy(tg_backend *b) {
     free(b);
 }
 
+/* x·wᵀ with w [rows, cols]: op(B) of the GEMM with tb, ldb = cols, n = rows, k = cols
+ * (k_matmul.c); not kept (no memory): the products pack it as before */
+static void cpu_keep_weight(tg_backend *b, const float *w, int64_t rows, int64_t cols) {
+    (void)b;
+    (void)tg_cpu_gemm_keep_b(true, w, cols, rows, cols);
+}
+static void cpu_release_weight(tg_backend *b, const float *w, int64_t rows, int64_t cols) {
+    (void)b;
+    tg_cpu_gemm_drop_b(true, w, cols, rows, cols);
+}
+
 static const tg_backend_vtable cpu_vtable = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -893,6 +904,8 @@ static const tg_backend_vtable cpu_vtable = {
     .accumulates = true,
     .strided_out = true,
     .chains = true,
+    .keep_weight = cpu_keep_weight,
+    .release_weight = cpu_release_weight,
 };
 
 int64_t tg__cpu_fine_runs(tg_backend *b) {

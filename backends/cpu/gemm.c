@@ -159,6 +159,8 @@ static void split_product(const tg_cpu_gemm_args *g, int64_t t, int nthreads, in
  * a graph node's first share to get here stores one in the node's slot (the graph runner gives
  * it back when the node is done). NULL: each block packs op(B) for itself. */
 static tg_cpu_shared *shared_b_of(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
+    tg_cpu_shared *kept = tg_cpu_gemm_kept_b(g->trans_b, g->b, g->ldb, g->N, g->K);
+    if (kept) return kept; /* packed already, for as long as it is kept: no slot, no barrier */
     if (p->team) {
         void **slot = tg_cpu_slot(p);
         if (p->ith == 0) *slot = tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, g->N, g->K);
@@ -210,7 +212,9 @@ static bool rows_shared(const tg_cpu_gemm_args *g) {
                  packed_b = (double)g->K * (double)((g->N + TG_CPU_GEMM_PACKED_NR - 1) /
                                                     TG_CPU_GEMM_PACKED_NR * TG_CPU_GEMM_PACKED_NR);
     return tg_cpu_gemm_count(g) == 1 && flops >= TG_GEMM_BLAS_SERIAL_FLOPS &&
-           packed_b <= TG_GEMM_SHARED_MAX_B && tg_cpu_gemm_packed_available();
+           tg_cpu_gemm_packed_available() &&
+           (packed_b <= TG_GEMM_SHARED_MAX_B ||
+            tg_cpu_gemm_kept_b(g->trans_b, g->b, g->ldb, g->N, g->K));
 }
 
 /* Rows of C per share of a packed product cut finer than one share per member; columns per

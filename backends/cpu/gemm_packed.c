@@ -731,6 +731,123 @@ static void shared_b_block(shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int
     }
 }
 
+/* ---- kept operands: a weight packed once for many products (gemm.h) ---- */
+
+static void kept_release(tg_cpu_shared *s) {
+    (void)s; /* a product's end leaves it packed: tg_cpu_gemm_keep_b's caller owns it */
+}
+
+/* Every piece of op(B) packed now, in the blocks' layout; the pieces' states all PACKED, so a
+ * product's blocks read them and pack nothing (shared_b_block). */
+static shared_b *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    const size_t need = (size_t)k * (size_t)round_up(n, NR),
+                 need_state = (size_t)((n + NC - 1) / NC * ((k + KC - 1) / KC) * (NC / CHUNK));
+    shared_b *sb = calloc(1, sizeof *sb);
+    if (!sb) return NULL;
+    sb->buf = pages_new(need);
+    sb->state = malloc(need_state * sizeof *sb->state);
+    if (!sb->buf || !sb->state) {
+        pages_free(sb->buf, sb->buf ? need : 0);
+        free((void *)sb->state);
+        free(sb);
+        return NULL;
+    }
+    sb->cap = need, sb->cap_state = need_state;
+    sb->base.release = kept_release;
+    sb->b = b, sb->ldb = ldb, sb->n = n, sb->k = k, sb->tb = tb;
+    for (int64_t jc = 0; jc < n; jc += NC) {
+        const int64_t nc = tg_cpu_gemm_imin(NC, n - jc);
+        for (int64_t pc = 0; pc < k; pc += KC) {
+            const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
+            _Atomic int *st =
+                sb->state + ((jc / NC) * ((k + KC - 1) / KC) + pc / KC) * (NC / CHUNK);
+            float *blk = sb->buf + jc * k + pc * round_up(nc, NR);
+            for (int64_t q = 0; q < (nc + CHUNK - 1) / CHUNK; q++) {
+                pack_chunk(sb, jc, pc, kc, nc, q, blk);
+                atomic_init(&st[q], PACKED);
+            }
+        }
+    }
+    return sb;
+}
+
+/* The kept operands, found by (tb, b, ldb, n, k): a short list (a decoder's weights), each
+ * with the number of holders that asked for it. */
+typedef struct {
+    shared_b *sb;
+    int refs;
+} kept_entry;
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static kept_entry *kept;
+static int nkept, cap_kept;
+static atomic_int kept_hits; /* products that found their op(B) kept (tests) */
+static atomic_int nkept_any; /* nkept, read without the lock: most products find none kept */
+
+static int kept_index(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    for (int i = 0; i < nkept; i++) {
+        const shared_b *sb = kept[i].sb;
+        if (sb->b == b && sb->tb == tb && sb->ldb == ldb && sb->n == n && sb->k == k) return i;
+    }
+    return -1;
+}
+
+bool tg_cpu_gemm_keep_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    if (n <= 0 || k <= 0 || !tg_cpu_gemm_packed_available()) return false;
+    pthread_mutex_lock(&kept_mu);
+    int i = kept_index(tb, b, ldb, n, k);
+    bool ok = true;
+    if (i >= 0) {
+        kept[i].refs++;
+    } else {
+        if (nkept == cap_kept) {
+            const int cap = cap_kept ? 2 * cap_kept : 16;
+            kept_entry *e = realloc(kept, (size_t)cap * sizeof *e);
+            if (e) kept = e, cap_kept = cap;
+        }
+        shared_b *sb = nkept < cap_kept ? kept_new(tb, b, ldb, n, k) : NULL;
+        if (sb) kept[nkept++] = (kept_entry){sb, 1};
+        ok = sb != NULL;
+    }
+    atomic_store_explicit(&nkept_any, nkept, memory_order_relaxed);
+    pthread_mutex_unlock(&kept_mu);
+    return ok;
+}
+
+void tg_cpu_gemm_drop_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    pthread_mutex_lock(&kept_mu);
+    int i = kept_index(tb, b, ldb, n, k);
+    if (i >= 0 && --kept[i].refs == 0) {
+        shared_b *sb = kept[i].sb;
+        kept[i] = kept[--nkept];
+        pages_free(sb->buf, sb->cap);
+        free((void *)sb->state);
+        free(sb);
+    }
+    atomic_store_explicit(&nkept_any, nkept, memory_order_relaxed);
+    pthread_mutex_unlock(&kept_mu);
+}
+
+tg_cpu_shared *tg_cpu_gemm_kept_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    if (!atomic_load_explicit(&nkept_any, memory_order_relaxed)) return NULL;
+    pthread_mutex_lock(&kept_mu);
+    int i = kept_index(tb, b, ldb, n, k);
+    tg_cpu_shared *s = i >= 0 ? &kept[i].sb->base : NULL;
+    pthread_mutex_unlock(&kept_mu);
+    if (s) atomic_fetch_add_explicit(&kept_hits, 1, memory_order_relaxed);
+    return s;
+}
+
+int tg__cpu_gemm_kept_count(void) {
+    pthread_mutex_lock(&kept_mu);
+    int n = nkept;
+    pthread_mutex_unlock(&kept_mu);
+    return n;
+}
+
+int tg__cpu_gemm_kept_hits(void) {
+    return atomic_load(&kept_hits);
+}
+
 /* Column steps of the kernels over nc columns: 64, then 32, then 16 at a time where the
  * 512-bit kernels run, else 16 */
 static int64_t col_steps(int64_t nc, bool wide_ok) {

@@ -33,7 +33,9 @@ typedef struct tg_decoder tg_decoder;
 /* Encode n sources (token ids without specials; </s> is appended, shorter ones are padded) and
  * prepare a decoder for up to max_rows hypotheses per step and max_steps steps (positions).
  * cached = false gives the no-cache reference (full re-run of the decoder each step). The model
- * is borrowed and must outlive the decoder; src is copied. Free with tg_decoder_free.
+ * is borrowed and must outlive the decoder, and its weights must not change while the decoder
+ * exists (the memory's keys and values, and on the CPU the packed weights of the steps'
+ * products, are computed from them once); src is copied. Free with tg_decoder_free.
  * A language model (arch lm) has no source: src and src_n must be NULL, and the n "sentences"
  * are independent sequences, each started by feeding <s> at step 0. */
 tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
