@@ -1039,10 +1039,14 @@ END_TEST
 /* Kept operands (gemm.h: tg_cpu_gemm_keep_b): a product whose op(B) is kept reads the kept
  * panels — the bits of the same product packing it itself, on 1 and 2 threads, for B and Bᵀ,
  * shapes with one or several blocks of columns and of k; holders are counted, and the last
- * drop frees it (products then pack again). */
+ * drop frees it (products then pack again); an op(B) too big to share is refused. */
 START_TEST(test_kept_b) {
     static const int64_t shapes[][3] = {{64, 512, 128}, {96, 600, 300}, {250, 37, 600}};
     if (!tg_cpu_gemm_packed_available()) return;
+    /* an op(B) too big for a product's blocks to share is not kept (nothing would read it) */
+    static const float big[1];
+    ck_assert(!tg_cpu_gemm_keep_b(true, big, 128, 7816, 128));
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
     for (int si = 0; si < 3; si++)
         for (int tb = 0; tb <= 1; tb++) {
             const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];

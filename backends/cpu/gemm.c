@@ -198,23 +198,26 @@ static void packed_rows_shared(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
     }
 }
 
-/* Whether the packed path cuts this call into blocks of rows sharing op(B) (when it runs on
- * more than one member or share): one product, big enough to share (the BLAS path's serial
- * threshold), whose op(B) packed takes at most TG_GEMM_SHARED_MAX_B floats (2 MiB). The
- * buffers are kept for reuse and a step has up to two in use at once (g2p-small), each grown
- * to the biggest op(B) it held: with the feed-forward weight gradient's dY (1280 × 1024) they
+/* An op(B) the blocks of a product share packed takes at most TG_GEMM_SHARED_MAX_B floats
+ * (2 MiB). The buffers are kept for reuse and a step has up to two in use at once (g2p-small), each
+ * grown to the biggest op(B) it held: with the feed-forward weight gradient's dY (1280 × 1024) they
  * added 11.6 MiB to the step's peak memory (4.7 %), for no gain on that product
  * (benchmarks/bench_gemm: 0.95× OpenBLAS either way), while the other weight gradients'
  * (dY 1280 × 256) went from 0.95× to 0.99–1.00×. */
 #define TG_GEMM_SHARED_MAX_B (1 << 19)
+bool tg_cpu_gemm_b_shareable(int64_t n, int64_t k) {
+    return (double)k * (double)((n + TG_CPU_GEMM_PACKED_NR - 1) / TG_CPU_GEMM_PACKED_NR *
+                                TG_CPU_GEMM_PACKED_NR) <=
+           TG_GEMM_SHARED_MAX_B;
+}
+
+/* Whether the packed path cuts this call into blocks of rows sharing op(B) (when it runs on
+ * more than one member or share): one product, big enough to share (the BLAS path's serial
+ * threshold), whose op(B) is shareable. */
 static bool rows_shared(const tg_cpu_gemm_args *g) {
-    const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K,
-                 packed_b = (double)g->K * (double)((g->N + TG_CPU_GEMM_PACKED_NR - 1) /
-                                                    TG_CPU_GEMM_PACKED_NR * TG_CPU_GEMM_PACKED_NR);
+    const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
     return tg_cpu_gemm_count(g) == 1 && flops >= TG_GEMM_BLAS_SERIAL_FLOPS &&
-           tg_cpu_gemm_packed_available() &&
-           (packed_b <= TG_GEMM_SHARED_MAX_B ||
-            tg_cpu_gemm_kept_b(g->trans_b, g->b, g->ldb, g->N, g->K));
+           tg_cpu_gemm_b_shareable(g->N, g->K) && tg_cpu_gemm_packed_available();
 }
 
 /* Rows of C per share of a packed product cut finer than one share per member; columns per

@@ -201,12 +201,18 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
  * tg_cpu_gemm_shared_b_trim() frees the pool's idle buffers. */
 tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k);
 void tg_cpu_gemm_shared_b_trim(void);
+/* Whether op(B) of n columns and k rows is small enough for the blocks of one product to share
+ * it packed (gemm.c: at most 2 MiB packed); a bigger one is packed by each block, and cut by
+ * columns where N > M. */
+bool tg_cpu_gemm_b_shareable(int64_t n, int64_t k);
+
 /* Kept operands: op(B) of products that reuse one weight many times — a decoder's step graphs,
  * each of a few rows (models/decode.c) — packed once, in the layout the blocks of a product
  * share, and found by (tb, b, ldb, n, k) by every product until dropped: such a product then
  * packs nothing (its blocks read the kept panels: the same values, so the same bits). The
  * caller promises that b's values do not change while it is kept. tg_cpu_gemm_keep_b counts
- * the holders (false: no memory, or no packed path on this CPU: nothing kept);
+ * the holders (false: no memory, no packed path on this CPU, or an op(B) too big for the
+ * blocks to share, tg_cpu_gemm_b_shareable: nothing kept);
  * tg_cpu_gemm_drop_b releases one and frees the panels with the last; tg_cpu_gemm_kept_b (a
  * product's lookup) gives the kept object or NULL. For tests: how many are kept, and how many
  * lookups found one. */

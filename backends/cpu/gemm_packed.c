@@ -756,7 +756,6 @@ static shared_b *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64
         free(sb);
         return NULL;
     }
-    sb->cap = need, sb->cap_state = need_state;
     sb->base.release = kept_release;
     sb->b = b, sb->ldb = ldb, sb->n = n, sb->k = k, sb->tb = tb;
     for (int64_t jc = 0; jc < n; jc += NC) {
@@ -796,7 +795,8 @@ static int kept_index(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k
 }
 
 bool tg_cpu_gemm_keep_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
-    if (n <= 0 || k <= 0 || !tg_cpu_gemm_packed_available()) return false;
+    if (n <= 0 || k <= 0 || !tg_cpu_gemm_b_shareable(n, k) || !tg_cpu_gemm_packed_available())
+        return false;
     pthread_mutex_lock(&kept_mu);
     int i = kept_index(tb, b, ldb, n, k);
     bool ok = true;
