@@ -234,6 +234,16 @@ int main(int argc, char **argv) {
         run((shape){"proj dX", 1, 1, M, K, N, false, true}, false, budget);
         run((shape){"proj dW", 1, 1, K, N, M, true, false}, false, budget);
     }
+    /* Output projections over a vocabulary: the translation models of docs/results.md §8 (about
+     * 2,000 target tokens per batch, d 128, 7,816 pieces) and nmt-small (1,024 tokens, d 512,
+     * 8,000): logits = H·Eᵀ, dH = dZ·E, dE = dZᵀ·H. */
+    static const int64_t vocab[][3] = {{2000, 7816, 128}, {1024, 8000, 512}};
+    for (size_t i = 0; i < sizeof vocab / sizeof vocab[0]; i++) {
+        const int64_t T = vocab[i][0], V = vocab[i][1], d = vocab[i][2];
+        run((shape){"vocab fwd", 1, 1, T, V, d, false, true}, false, budget);
+        run((shape){"vocab dH", 1, 1, T, d, V, false, false}, false, budget);
+        run((shape){"vocab dE", 1, 1, V, d, T, true, false}, false, budget);
+    }
     /* Attention: scores Q·Kᵀ, context P·V, backward dV = Pᵀ·dO. */
     static const int64_t batches[] = {512, 2048}, ns[] = {10, 32}, dks[] = {16, 32, 64};
     for (int bi = 0; bi < 2; bi++)
