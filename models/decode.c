@@ -123,22 +123,25 @@ static tg_status encode(tg_decoder *d) {
 }
 
 /* The weights a step's projections read as x·wᵀ — every matrix of the decoder's layers but the
- * cross-attention's key and value projections (encode uses them once) — handed to the backend
- * to prepare once for the decoder's life (keep) and given back by tg_decoder_free. The CPU
- * backend packs them for its GEMM, so a step of a few rows packs no weight (the same bits;
- * 64-row products of 512 × 128 weights 1.5× faster). Not the output projection: its product is
- * cut by columns, each thread packing only its half of the vocabulary, which measured faster
- * than both threads reading all of it packed (docs/results.md §4). */
+ * cross-attention's key and value projections (encode uses them once), and the output
+ * projection — handed to the backend to prepare once for the decoder's life (keep) and given
+ * back by tg_decoder_free. The CPU backend packs them for its GEMM, so a step of a few rows
+ * packs no weight (the same bits; 64-row products of 512 × 128 weights 1.5× faster; the output
+ * projection's, cut by columns, each thread reading its part of the vocabulary's panels:
+ * docs/results.md §4). */
 static void keep_weights(tg_decoder *d, bool keep) {
     tg_backend *b = d->m->backend;
     void (*fn)(tg_backend *, const float *, int64_t, int64_t) =
         keep ? b->vt->keep_weight : b->vt->release_weight;
     if (!fn) return;
     const tg_store *s = d->m->store;
+    const char *out = tg__model_out_proj_name(&d->m->cfg);
     for (int64_t i = 0; i < s->n; i++) {
         const tg_param_entry *e = &s->p[i];
-        if (e->ndim == 2 && !strncmp(e->name, "decoder.", 8) &&
-            !strstr(e->name, "cross_attn.k_proj") && !strstr(e->name, "cross_attn.v_proj"))
+        if (e->ndim == 2 &&
+            ((!strncmp(e->name, "decoder.", 8) && !strstr(e->name, "cross_attn.k_proj") &&
+              !strstr(e->name, "cross_attn.v_proj")) ||
+             !strcmp(e->name, out)))
             fn(b, e->data, e->shape[0], e->shape[1]);
     }
 }

@@ -173,9 +173,10 @@ START_TEST(test_decoder_keeps_weights) {
     tg_model *m = model_with(&c, 9);
     enum { R = 32 };
     const int64_t V = tg_model_cfg(m)->tgt_vocab;
-    /* one layer's matrices but the memory's key and value projections: self q, k, v, out,
-     * cross q, out, fc1, fc2 */
-    const int want = tg_cpu_gemm_packed_available() ? 8 : 0;
+    /* one layer's matrices but the memory's key and value projections — self q, k, v, out,
+     * cross q, out, fc1, fc2 — and the output projection (the shared embedding), whose
+     * product (R rows × the vocabulary) is cut by columns */
+    const int want = tg_cpu_gemm_packed_available() ? 9 : 0;
     ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
     tg_decoder *d1, *d2;
     ck_assert_msg(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &d1) == TG_OK, "%s",

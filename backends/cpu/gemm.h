@@ -194,6 +194,16 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                                      const float *a, int64_t lda, const float *b, int64_t ldb,
                                      float beta, float *c, int64_t ldc, tg_cpu_shared *shared);
 
+/* The same for columns [j0, j0 + n) of a product whose op(B) is kept (tg_cpu_gemm_keep_b: its
+ * tb, b, ldb are kept's, k must be), c at the block's first column: the block packs no op(B).
+ * j0 a multiple of TG_CPU_GEMM_PACKED_KEPT_ALIGN. False, having done nothing, where it cannot
+ * run (as tg_cpu_gemm_packed_block, or kept not a kept operand of k rows holding those
+ * columns). */
+#define TG_CPU_GEMM_PACKED_KEPT_ALIGN 64
+bool tg_cpu_gemm_packed_block_kept(bool ta, int64_t m, int64_t n, int64_t k, float alpha,
+                                   const float *a, int64_t lda, float beta, float *c, int64_t ldc,
+                                   tg_cpu_shared *kept, int64_t j0);
+
 /* A buffer for op(B) of a product (its tb, b, ldb, n, k as tg_cpu_gemm_args), packed once by the
  * blocks of C that use it, from a pool of at most two such buffers (gemm_packed.c says why);
  * its release member gives it back. NULL when both are in use, there is no memory for it or
@@ -209,10 +219,11 @@ bool tg_cpu_gemm_b_shareable(int64_t n, int64_t k);
 /* Kept operands: op(B) of products that reuse one weight many times — a decoder's step graphs,
  * each of a few rows (models/decode.c) — packed once, in the layout the blocks of a product
  * share, and found by (tb, b, ldb, n, k) by every product until dropped: such a product then
- * packs nothing (its blocks read the kept panels: the same values, so the same bits). The
- * caller promises that b's values do not change while it is kept. tg_cpu_gemm_keep_b counts
- * the holders (false: no memory, no packed path on this CPU, or an op(B) too big for the
- * blocks to share, tg_cpu_gemm_b_shareable: nothing kept);
+ * packs nothing (its blocks read the kept panels: the same values, so the same bits), whether
+ * it is cut by rows (an op(B) the blocks may share, tg_cpu_gemm_b_shareable) or by columns
+ * (N > M: each block reads only its columns' panels, gemm.c). The caller promises that b's
+ * values do not change while it is kept. tg_cpu_gemm_keep_b counts the holders (false: no
+ * memory or no packed path on this CPU: nothing kept);
  * tg_cpu_gemm_drop_b releases one and frees the panels with the last; tg_cpu_gemm_kept_b (a
  * product's lookup) gives the kept object or NULL. For tests: how many are kept, and how many
  * lookups found one. */

@@ -569,6 +569,8 @@ bool tg__cpu_gemm_packed_rowa(bool on) {
  * partner was preempted mid-piece does not wait for the other process's time slice. The packed
  * values are the same whoever packs them, so results do not depend on the cut. */
 enum { CHUNK = 4 * NR, SHARED_WAIT_NS = 20 * 1000 };
+_Static_assert(CHUNK == TG_CPU_GEMM_PACKED_KEPT_ALIGN,
+               "a kept operand's pieces are gemm.h's alignment");
 enum { UNPACKED = 0, PACKING = 1, PACKED = 2 };
 
 typedef struct shared_b {
@@ -737,6 +739,17 @@ static void kept_release(tg_cpu_shared *s) {
     (void)s; /* a product's end leaves it packed: tg_cpu_gemm_keep_b's caller owns it */
 }
 
+enum { KEPT_PAGES = 1 << 20 }; /* bytes: kept_new */
+
+static void kept_free(shared_b *sb) {
+    if (sb->cap)
+        pages_free(sb->buf, sb->cap);
+    else
+        free(sb->buf);
+    free((void *)sb->state);
+    free(sb);
+}
+
 /* Every piece of op(B) packed now, in the blocks' layout; the pieces' states all PACKED, so a
  * product's blocks read them and pack nothing (shared_b_block). */
 static shared_b *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
@@ -747,13 +760,17 @@ static shared_b *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64
     /* from the heap, not pages of their own: a decoder a batch (tg translate) keeps and drops
      * them over and over, and the heap serves the next batch's from the same memory (mapping
      * each anew moved the backend's blocks about: 14 MiB more peak memory over the 1,624 Bible
-     * test sentences, against 1.2 from the heap) */
-    sb->buf = aligned_alloc(64, (need * sizeof(float) + 63) / 64 * 64);
+     * test sentences, against 1.2 from the heap). But from KEPT_PAGES bytes on, pages of their
+     * own (cap, floats: how many): glibc maps such a block itself and, once it is freed, serves
+     * blocks up to its size from the heap and keeps them — with a decoder's output projection
+     * (4 MB) given back every batch, tg translate's peak memory grew by 71 MiB over those
+     * sentences (+3.4 with its own pages). */
+    const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
+    sb->cap = bytes >= KEPT_PAGES ? need : 0;
+    sb->buf = sb->cap ? pages_new(need) : aligned_alloc(64, bytes);
     sb->state = malloc(need_state * sizeof *sb->state);
     if (!sb->buf || !sb->state) {
-        free(sb->buf);
-        free((void *)sb->state);
-        free(sb);
+        kept_free(sb);
         return NULL;
     }
     sb->base.release = kept_release;
@@ -795,8 +812,7 @@ static int kept_index(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k
 }
 
 bool tg_cpu_gemm_keep_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
-    if (n <= 0 || k <= 0 || !tg_cpu_gemm_b_shareable(n, k) || !tg_cpu_gemm_packed_available())
-        return false;
+    if (n <= 0 || k <= 0 || !tg_cpu_gemm_packed_available()) return false;
     pthread_mutex_lock(&kept_mu);
     int i = kept_index(tb, b, ldb, n, k);
     bool ok = true;
@@ -823,9 +839,7 @@ void tg_cpu_gemm_drop_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t
     if (i >= 0 && --kept[i].refs == 0) {
         shared_b *sb = kept[i].sb;
         kept[i] = kept[--nkept];
-        free(sb->buf);
-        free((void *)sb->state);
-        free(sb);
+        kept_free(sb);
     }
     atomic_store_explicit(&nkept_any, nkept, memory_order_relaxed);
     pthread_mutex_unlock(&kept_mu);
@@ -859,15 +873,17 @@ static int64_t col_steps(int64_t nc, bool wide_ok) {
     return nc / (4 * NR) + (nc % (4 * NR) >= 2 * NR) + (nc % (2 * NR) + NR - 1) / NR;
 }
 
-bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                     const float *a, int64_t lda, const float *b, int64_t ldb,
-                                     float beta, float *c, int64_t ldc, tg_cpu_shared *shared) {
-    if (m <= 0 || n <= 0) return true;
-    if (k <= 0 || !tg_cpu_gemm_packed_available()) return false;
-    pack_bufs *buf = bufs_get();
-    if (!buf) return false;
-    shared_b *sb = (shared_b *)shared;
-    if (sb && (sb->b != b || sb->ldb != ldb || sb->tb != tb || sb->n != n || sb->k != k)) sb = NULL;
+static bool is_kept(const shared_b *sb) {
+    return sb && sb->base.release == kept_release;
+}
+
+/* One m × n block of C. sb NULL: op(B) (b, ldb, tb) packed into this thread's buffer, block by
+ * block. Else its panels are sb's, the block's column jc being sb's column j0 + jc: the blocks
+ * of columns follow sb's blocks of NC (a block of C starting inside one of sb's, at a multiple
+ * of CHUNK, takes the rest of it first), so that each finds its panels where sb holds them. */
+static void block_run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc, shared_b *sb, int64_t j0, pack_bufs *buf) {
     const float *chunk_at[NC / CHUNK];
     /* the rows in blocks of whole panels as even as MC allows: a short last block (162 rows
      * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
@@ -879,8 +895,8 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
      * most 1 KiB apart: 0.94–0.97× the time of copying them for 256-wide layers, but 1.08–1.16×
      * with rows 4 or 8 KiB apart, whose kc lines fall in a few sets of L1 and L2 (2 KiB: 0.99–1.00)
      * — and only a last partial panel of each block is packed (for its edge tiles) */
-    const bool inplace = wide_ok && alpha == 1.0f && n % (2 * NR) == 0 && rowa_on &&
-                         (!ta || lda * (int64_t)sizeof(float) <= 1024);
+    const bool inplace_ok =
+        wide_ok && alpha == 1.0f && rowa_on && (!ta || lda * (int64_t)sizeof(float) <= 1024);
     /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
      * nor 1 (the first block of k adds) */
     if (beta != 0.0f && beta != 1.0f)
@@ -888,22 +904,29 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
             for (int64_t j = 0; j < n; j++)
                 c[i * ldc + j] *= beta;
 
-    for (int64_t jc = 0; jc < n; jc += NC) {
-        const int64_t nc = tg_cpu_gemm_imin(NC, n - jc);
+    for (int64_t jc = 0, nc; jc < n; jc += nc) {
+        /* og: where this block of columns starts in sb's block jg (0 unless j0 is inside one) */
+        const int64_t og = (j0 + jc) % NC, jg = j0 + jc - og;
+        nc = tg_cpu_gemm_imin(NC - og, n - jc);
+        /* a block of columns in whole 6×64 and 6×32 tiles reads op(A) in place; one with an
+         * edge (a vocabulary's last: 7,816 = 15 · 512 + 136) packs it for the edge's tiles */
+        const bool inplace = inplace_ok && nc % (2 * NR) == 0;
         for (int64_t pc = 0; pc < k; pc += KC) {
             const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
             const bool add = pc > 0 || beta != 0.0f;
             /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded): once for all
              * the product's shares (sb), else into this thread's buffer */
             if (sb)
-                shared_b_block(sb, jc, pc, kc, nc, buf->b, chunk_at);
+                shared_b_block(sb, jg, pc, kc, tg_cpu_gemm_imin(NC, sb->n - jg), buf->b, chunk_at);
             else
                 pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR,
                            buf->b);
             /* kernel calls in this block: row blocks × column steps × row tiles (about) */
-            next_src ns =
-                next_src_of(tb, b, ldb, n, k, jc, pc,
-                            (m + mcb - 1) / mcb * col_steps(nc, wide_ok) * ((mcb + MR - 1) / MR));
+            /* (nothing to fetch for panels packed already: a kept op(B)) */
+            next_src ns = is_kept(sb) ? (next_src){0}
+                                      : next_src_of(tb, b, ldb, n, k, jc, pc,
+                                                    (m + mcb - 1) / mcb * col_steps(nc, wide_ok) *
+                                                        ((mcb + MR - 1) / MR));
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
@@ -923,7 +946,7 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
                            : nc - jr >= 2 * NR ? 2 * NR
                                                : NR;
                     const float *bp =
-                        sb ? chunk_at[jr / CHUNK] + jr % CHUNK * kc : buf->b + jr * kc;
+                        sb ? chunk_at[(og + jr) / CHUNK] + jr % CHUNK * kc : buf->b + jr * kc;
                     const int64_t nr = tg_cpu_gemm_imin(NR, nc - jr);
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const float *ap = buf->a + ir * kc;
@@ -959,6 +982,33 @@ bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int
             }
         }
     }
+}
+
+bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                     const float *a, int64_t lda, const float *b, int64_t ldb,
+                                     float beta, float *c, int64_t ldc, tg_cpu_shared *shared) {
+    if (m <= 0 || n <= 0) return true;
+    if (k <= 0 || !tg_cpu_gemm_packed_available()) return false;
+    pack_bufs *buf = bufs_get();
+    if (!buf) return false;
+    shared_b *sb = (shared_b *)shared;
+    if (sb && (sb->b != b || sb->ldb != ldb || sb->tb != tb || sb->n != n || sb->k != k)) sb = NULL;
+    block_run(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sb, 0, buf);
+    return true;
+}
+
+bool tg_cpu_gemm_packed_block_kept(bool ta, int64_t m, int64_t n, int64_t k, float alpha,
+                                   const float *a, int64_t lda, float beta, float *c, int64_t ldc,
+                                   tg_cpu_shared *kept, int64_t j0) {
+    shared_b *sb = (shared_b *)kept;
+    if (!is_kept(sb) || sb->k != k || j0 < 0 || j0 % CHUNK || n < 0 || j0 + n > sb->n ||
+        !tg_cpu_gemm_packed_available())
+        return false;
+    if (m <= 0 || n <= 0) return true;
+    pack_bufs *buf = bufs_get();
+    if (!buf) return false;
+    const float *b = sb->tb ? sb->b + j0 * sb->ldb : sb->b + j0;
+    block_run(ta, sb->tb, m, n, k, alpha, a, lda, b, sb->ldb, beta, c, ldc, sb, j0, buf);
     return true;
 }
 
