@@ -3,7 +3,8 @@
  * Memory is what orders nodes: the planner reuses blocks, so besides a node reading what an
  * earlier one writes, a later node may overwrite a block an earlier one still reads (or
  * writes). A node's reads are its sources — the planner's liveness rests on the same fact —
- * and, for the tail of a fused elementwise chain (core/fuse.c), its chain members' sources. */
+ * and, for the tail of a fused elementwise chain (core/fuse.c), its chain members' sources;
+ * for a product reading an embedding lookup that was never made, the lookup's sources. */
 #include <stdint.h>
 
 #include "core/tg-impl.h"
@@ -32,11 +33,20 @@ static byte_span span_of(const tg_tensor *t) {
 
 static bool meet(byte_span a, byte_span b) { return a.lo < b.hi && b.lo < a.hi; }
 
+/* Does source x meet s — or, read through an embedding lookup the planner did not make
+ * (core/plan.c: TG_TF_LOOKUP), the lookup's table or ids? */
+static bool src_meets(const tg_tensor *x, byte_span s) {
+    if (meet(span_of(x), s)) return true;
+    const tg_tensor *r = x->base ? x->base : x;
+    return (r->flags & TG_TF_LOOKUP) &&
+           (meet(span_of(r->src[0]), s) || meet(span_of(r->src[1]), s));
+}
+
 /* Does anything node t reads (with its chain's members) meet s? */
 static bool reads_meet(const tg_tensor *t, byte_span s) {
     for (const tg_tensor *c = t; c; c = c->chain_prev)
         for (int k = 0; k < c->nsrc; k++)
-            if (c->src[k] && meet(span_of(c->src[k]), s)) return true;
+            if (c->src[k] && src_meets(c->src[k], s)) return true;
     return false;
 }
 

@@ -151,6 +151,44 @@ static void into_copies(tg_graph *g, const int64_t *readers) {
     }
 }
 
+/* Lookup fusion: an embedding lookup e of a parameter table by input ids whose only reader that
+ * runs a kernel is a matmul m, reading it as its operand B (through views: a decoder step's
+ * cached keys or values gathered for each hypothesis, [R, t, w], split into heads), is read by
+ * m's kernel from the table's rows itself — e runs nothing and has no buffer. The gathered copy,
+ * written and then read again by the product, was a quarter of a 512-wide model's decoding
+ * (docs/results.md §4). The values m reads are the same, so are its results. Needs a backend
+ * whose matmul kernel can, for that product (reads_lookup); m's reads of the table and the ids
+ * count for their liveness (below) and for the runner's hazards (core/hazard.c). */
+static tg_status fuse_lookups(tg_graph *g, tg_backend *b) {
+    int64_t *kernels = calloc((size_t)(g->n ? g->n : 1), sizeof *kernels);
+    if (!kernels) return tg_error_set(TG_ERR_NOMEM, "tg_graph_plan: out of memory");
+    /* readers of each root that run a kernel (views run none; a product laid out for its copy,
+     * TG_TF_INTO, has a base but runs), and kept views' roots */
+    for (int64_t p = 0; p < g->nexec; p++) {
+        const tg_tensor *t = g->nodes[g->order[p]];
+        if (t->base && !(t->flags & TG_TF_INTO)) {
+            if (t->flags & TG_TF_KEEP) kernels[t->base->id] = INT64_MAX / 2;
+            continue;
+        }
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k]) kernels[tg__tensor_root(t->src[k])->id]++;
+    }
+    for (int64_t p = 0; p < g->nexec; p++) {
+        tg_tensor *m = g->nodes[g->order[p]];
+        if (m->op != TG_OP_MATMUL || (m->base && !(m->flags & TG_TF_INTO)) || !m->src[1]) continue;
+        tg_tensor *e = tg__tensor_root(m->src[1]);
+        const tg_tensor *tab = e->src[0], *ids = e->nsrc > 1 ? e->src[1] : NULL;
+        if (e->op != TG_OP_EMBEDDING || (e->flags & (TG_TF_KEEP | TG_TF_SINK)) ||
+            kernels[e->id] != 1 || tg__tensor_root(m->src[0]) == e || !tab || !ids || tab->base ||
+            !(tab->flags & TG_TF_PARAM) || ids->base || !(ids->flags & TG_TF_INPUT) ||
+            !b->vt->reads_lookup(b, m))
+            continue;
+        e->flags |= TG_TF_LOOKUP | TG_TF_FUSED | TG_TF_TRANSIENT;
+    }
+    free(kernels);
+    return TG_OK;
+}
+
 /* A product laid out for its copy by the previous plan goes back to its own contiguous buffer. */
 static void undo_into(tg_tensor *t) {
     if (!(t->flags & TG_TF_INTO)) return;
@@ -192,8 +230,8 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     for (int64_t i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
         undo_into(t);
-        t->flags &=
-            ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED | TG_TF_CHAINED | TG_TF_TRANSIENT);
+        t->flags &= ~(uint32_t)(TG_TF_NEEDED | TG_TF_ACCUM | TG_TF_FUSED | TG_TF_CHAINED |
+                                TG_TF_TRANSIENT | TG_TF_LOOKUP);
         t->chain_prev = NULL;
         if (t->op != TG_OP_GRAD_ACC && !(t->flags & TG_TF_PARAM)) t->store = NULL;
         t->pos = -1;
@@ -248,6 +286,14 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     if (b && b->vt->accumulates) fuse_grad_acc(g, readers);
     if (g->planner && b && b->vt->strided_out) into_copies(g, readers);
     free(readers);
+    if (g->planner && g->fusion && b && b->vt->reads_lookup) {
+        tg_status st = fuse_lookups(g, b);
+        if (st) {
+            free(last);
+            free(blocks);
+            return st;
+        }
+    }
     /* a fused chain's members read their inputs when the tail runs: at[p] is the position of
      * the node that runs node p's work (its chain's tail, which stands right after it) */
     int64_t *at = malloc((size_t)(ne ? ne : 1) * sizeof *at);
@@ -261,9 +307,15 @@ tg_status tg__exec_plan(tg_graph *g, tg_backend *b) {
     for (int64_t p = 0; p < ne; p++) {
         tg_tensor *t = g->nodes[g->order[p]];
         last[t->id] = (t->flags & TG_TF_KEEP) ? ne : p;
-        for (int k = 0; k < t->nsrc; k++)
-            if (t->src[k] && last[tg__tensor_root(t->src[k])->id] < at[p])
-                last[tg__tensor_root(t->src[k])->id] = at[p];
+        for (int k = 0; k < t->nsrc; k++) {
+            if (!t->src[k]) continue;
+            const tg_tensor *r = tg__tensor_root(t->src[k]);
+            if (last[r->id] < at[p]) last[r->id] = at[p];
+            if (r->flags & TG_TF_LOOKUP) /* the product reads the lookup's table and ids */
+                for (int q = 0; q < 2; q++)
+                    if (last[tg__tensor_root(r->src[q])->id] < at[p])
+                        last[tg__tensor_root(r->src[q])->id] = at[p];
+        }
         if (t->base && (t->flags & TG_TF_KEEP)) last[t->base->id] = ne;
     }
     free(at);

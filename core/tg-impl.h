@@ -27,7 +27,10 @@ enum {
     TG_TF_FUSED = 1u << 8,   /* planner: a grad_acc whose work its input does (skipped) */
     TG_TF_CHAINED = 1u << 9, /* planner: inside a fused elementwise chain, run by its tail */
     TG_TF_TRANSIENT = 1u << 10, /* planner: a chained node nothing else reads: no buffer */
-    TG_TF_INTO = 1u << 11 /* planner: a matmul writing into the buffer of the copy it feeds (base) */
+    TG_TF_INTO =
+        1u << 11, /* planner: a matmul writing into the buffer of the copy it feeds (base) */
+    TG_TF_LOOKUP = 1u << 12 /* planner: an embedding lookup its one reader, a matmul, reads
+                             * through (the table's rows, by the ids): no buffer, runs nothing */
 };
 
 struct tg_tensor {
@@ -164,6 +167,11 @@ typedef struct tg_backend_vtable {
      * members linked by chain_prev, the earlier ones flagged TG_TF_CHAINED and never run on
      * their own; a TG_TF_TRANSIENT one has no buffer), so the planner may fuse chains */
     bool chains;
+    /* Optional: whether the kernel of matmul node m can read its operand B (src[1]) — a view of
+     * an embedding lookup of a parameter table by input ids, [.., w] — from the table's rows
+     * itself (the ids say which), so that the planner need not make the lookup (core/plan.c:
+     * TG_TF_LOOKUP) */
+    bool (*reads_lookup)(tg_backend *b, const tg_tensor *m);
     /* Optional: a weight w [rows, cols] (backend memory) that many products x·wᵀ will read
      * unchanged until released, such as a decoder's (models/decode.c): the backend may prepare
      * it once (the CPU backend packs it for its GEMM). Counted: each keep is released once. */

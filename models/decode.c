@@ -15,6 +15,8 @@
  * and the new position's as two parts (tg__attn_core2), and after the run the new rows (kept)
  * are copied into the tables at step t. Nothing is ever moved when beams are reordered, and a
  * step reads O(t + S) rows per hypothesis and layer: the attention itself costs that much anyway.
+ * On the CPU the gathered keys and values are not even made: each is read by one product, which
+ * reads the tables' rows itself (core/plan.c: lookup fusion).
  * The attention core is the model's own (tg__attn_core), so all five variants work unchanged:
  * they only need projected K/V; the query is the one new position, and every cached key
  * precedes it, so self-attention needs no mask.

@@ -11,6 +11,8 @@
  *    reads: constructed cases, checked against host arithmetic;
  *  - a product that only a permuted copy reads is written into the copy's buffer (heads merged
  *    and split), bit-identical to the unplanned graph through re-plans;
+ *  - a product reading an embedding lookup (a decoder's gathered keys and values) reads the
+ *    table's rows itself, the lookup never made, bit-identical to the unfused graph;
  *  - runs are bit-exact for a thread count, and 1 vs 2 threads agree to float tolerance. */
 #include <math.h>
 #include <stdio.h>
@@ -799,6 +801,99 @@ START_TEST(test_into_copies) {
 }
 END_TEST
 
+/* Lookup fusion (core/plan.c, fuse_lookups): a decoder step's attention over keys and values
+ * gathered by ids from tables ([R, t, w] lookups split into heads), the scores over t keys by
+ * dot products (t 9) or tiles (t 20, 4 queries), the context merged into [R, n, h·w] (its
+ * product written into its copy). Fused, the lookups are never made (flagged TG_TF_LOOKUP, less
+ * memory) and every value is bit for bit what the unfused graph computes; a lookup also read
+ * elsewhere — a kept view of it, another kernel — is made as before; an id outside the table is
+ * an error, as it is for the lookup's own kernel. */
+enum { QR = 3, QH = 3, QW = 8, QV = 40 };
+
+typedef struct {
+    tg_tensor *out, *ke, *ve;
+} lookup_graph_t;
+
+static lookup_graph_t lookup_graph(tg_graph *g, tg_store *st, int t, int n, int other, int bad) {
+    const int64_t w = QH * QW;
+    int32_t *ids = malloc(sizeof(int32_t) * QR * (size_t)t);
+    float *q = malloc(sizeof(float) * QR * QH * (size_t)n * QW);
+    for (int i = 0; i < QR * t; i++)
+        ids[i] = (int32_t)((i * 7 + 3) % QV); /* repeats across rows */
+    if (bad) ids[QR * t - 2] = QV;
+    for (int64_t i = 0; i < QR * QH * n * QW; i++)
+        q[i] = xval(5 * i + 2);
+    int64_t si[2] = {QR, t}, sq[4] = {QR, QH, n, QW}, s4[4] = {QR, t, QH, QW}, s3[3] = {QR, n, w};
+    tg_tensor *I = tg_input(g, TG_DTYPE_I32, 2, si, ids), *Q = tg_input(g, TG_DTYPE_F32, 4, sq, q);
+    free(ids), free(q);
+    static const int perm[4] = {0, 2, 1, 3};
+    lookup_graph_t r;
+    r.ke = tg_embedding(tg_param(g, st, "kt"), I);
+    r.ve = tg_embedding(tg_param(g, st, "vt"), I);
+    tg_tensor *kc = tg_permute(tg_reshape(r.ke, 4, s4), perm); /* [R, h, t, w]: views */
+    tg_tensor *vc = tg_permute(tg_reshape(r.ve, 4, s4), perm);
+    if (other == 1) tg_keep(kc);
+    if (other == 2) tg_keep(tg_sum_all(r.ve));
+    tg_tensor *p = tg_softmax(tg_scale(tg_matmul(Q, kc, false, true), 0.35f));
+    tg_tensor *o = tg_matmul(p, vc, false, false); /* [R, h, n, w] */
+    r.out = tg_keep(tg_reshape(tg_permute(o, perm), 3, s3));
+    return r;
+}
+
+START_TEST(test_lookup_reads) {
+    tg_backend *b;
+    CK(tg_backend_cpu_new(2, &b));
+    tg_store *st;
+    CK(tg_store_new(b, &st));
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    const int64_t tab[2] = {QV, QH * QW};
+    add_param(st, &rng, "kt", 2, tab, 1);
+    add_param(st, &rng, "vt", 2, tab, 1);
+    static const int shapes[2][2] = {{9, 1}, {20, 4}}; /* t keys, n queries */
+    for (int si = 0; si < 2; si++)
+        for (int other = 0; other < 3; other++) {
+            const int t = shapes[si][0], n = shapes[si][1];
+            float *ref = NULL;
+            size_t ref_peak = 0;
+            /* unfused, fused, and the planner off */
+            for (int mode = 0; mode < 3; mode++) {
+                tg_graph *g = tg_graph_new();
+                tg_graph_set_fusion(g, mode == 1);
+                tg_graph_set_planner(g, mode != 2);
+                lookup_graph_t r = lookup_graph(g, st, t, n, other, 0);
+                run_both(g, b);
+                const bool fused = mode == 1;
+                ck_assert_msg(!!(r.ke->flags & TG_TF_LOOKUP) == (fused && other != 1),
+                              "t %d, other %d, mode %d: keys' lookup fused %d", t, other, mode,
+                              !!(r.ke->flags & TG_TF_LOOKUP));
+                ck_assert(!!(r.ve->flags & TG_TF_LOOKUP) == (fused && other != 2));
+                float *v = tg_test_read_all(r.out);
+                if (!ref) {
+                    ref = v;
+                    ref_peak = tg_graph_peak_bytes(g);
+                } else {
+                    ck_assert_msg(memcmp(v, ref, sizeof(float) * QR * QH * (size_t)(n * QW)) == 0,
+                                  "t %d, other %d, mode %d: the context differs", t, other, mode);
+                    if (fused && !other) ck_assert(tg_graph_peak_bytes(g) < ref_peak);
+                    free(v);
+                }
+                tg_graph_free(g);
+            }
+            free(ref);
+        }
+    /* an id outside the table: the fused product says so */
+    tg_graph *g = tg_graph_new();
+    lookup_graph_t r = lookup_graph(g, st, 9, 1, 0, 1);
+    ck_assert(tg_graph_run(g, b) == TG_ERR_INVALID);
+    ck_assert(r.ke->flags & TG_TF_LOOKUP);
+    tg_assert_msg_has(tg_error_message(), "outside [0, 40)");
+    tg_graph_free(g);
+    tg_store_free(st);
+    tg_backend_free(b);
+}
+END_TEST
+
 /* A chain of elementwise ops runs in place: the peak is two buffers (the input leaf, which
  * is never overwritten, and one shared by the whole chain), the total one per node. A kept
  * tensor in the middle of the chain is not overwritten. */
@@ -876,6 +971,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(ip, test_inplace_backward_reads_forward);
     tcase_add_test(ip, test_inplace_chain_peak);
     tcase_add_test(ip, test_into_copies);
+    tcase_add_test(ip, test_lookup_reads);
     suite_add_tcase(s, ip);
     return s;
 }

@@ -63,6 +63,12 @@ extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mi
 /* Into how many shares the graph runner cuts matmul node t on a team of nthreads, at most
  * `most`, `fine` or not (k_matmul.c; gemm.h: tg_cpu_gemm_shares). */
 int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine);
+/* Whether matmul node t's kernel can read its B, a view of an embedding lookup, from the
+ * lookup's table itself (core/plan.c: TG_TF_LOOKUP): on the small-product path, B's rows the
+ * lookup's rows apart, each product's within them (k_matmul.c). */
+bool tg__cpu_matmul_reads_lookup(const tg_tensor *t);
+/* TG_OK when ids[0..n) all lie in [0, V), else TG_ERR_INVALID naming fn (k_nn.c). */
+tg_status tg__cpu_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *fn);
 
 /* How many node shares the graph runner of CPU backend b has run ahead of their node's turn
  * (cpu.c: look_ahead), since b was made: for tests. */

@@ -880,6 +880,11 @@ static void cpu_keep_weight(tg_backend *b, const float *w, int64_t rows, int64_t
     (void)b;
     (void)tg_cpu_gemm_keep_b(true, w, cols, rows, cols);
 }
+static bool cpu_reads_lookup(tg_backend *b, const tg_tensor *m) {
+    (void)b;
+    return tg__cpu_matmul_reads_lookup(m);
+}
+
 static void cpu_release_weight(tg_backend *b, const float *w, int64_t rows, int64_t cols) {
     (void)b;
     tg_cpu_gemm_drop_b(true, w, cols, rows, cols);
@@ -904,6 +909,7 @@ static const tg_backend_vtable cpu_vtable = {
     .accumulates = true,
     .strided_out = true,
     .chains = true,
+    .reads_lookup = cpu_reads_lookup,
     .keep_weight = cpu_keep_weight,
     .release_weight = cpu_release_weight,
 };

@@ -73,6 +73,21 @@ void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, i
 
 /* The arguments of tg_cpu_gemm_batched2() in one struct (same meanings). outer <= 0 counts as
  * 1, so a zero-initialised struct describes a one-level batch. */
+/* op(B) read through an embedding lookup that was never made (core/plan.c: TG_TF_LOOKUP): B is
+ * (a view of) a [.., w] tensor whose row r would hold table row ids[r]. Element x of that tensor
+ * is table[ids[x / w] * w + x % w]; off is x of B's first element (of this call's product 0),
+ * and each product's offset adds o·ostride_b + i·stride_b as for b. ldb is w and every stored row
+ * of a product lies in one row of the lookup (tg__cpu_matmul_reads_lookup checks), so stored row p
+ * of a product at x is the table's row ids[x / w + p] from column x % w. Only the small path
+ * reads one (it copies a product's rows into a buffer of at most TG_CPU_GEMM_LOOKUP_MAX floats,
+ * in cache, and computes from there: the same values, the same bits). */
+typedef struct tg_cpu_lookup {
+    const float *table;
+    const int32_t *ids;
+    int64_t w, off;
+} tg_cpu_lookup;
+#define TG_CPU_GEMM_LOOKUP_MAX 16384
+
 typedef struct tg_cpu_gemm_args {
     int64_t outer, ostride_a, ostride_b, ostride_c;
     int64_t batch, M, N, K;
@@ -80,10 +95,11 @@ typedef struct tg_cpu_gemm_args {
     float alpha, beta;
     const float *a;
     int64_t lda, stride_a;
-    const float *b;
+    const float *b; /* NULL with lookup_b */
     int64_t ldb, stride_b;
     float *c;
     int64_t ldc, stride_c;
+    const tg_cpu_lookup *lookup_b; /* NULL: op(B) at b */
 } tg_cpu_gemm_args;
 
 typedef enum tg_cpu_gemm_path {
@@ -108,7 +124,7 @@ static inline void tg_cpu_gemm_product(const tg_cpu_gemm_args *g, int64_t t, con
                                        const float **b, float **c) {
     const int64_t o = t / g->batch, i = t % g->batch;
     *a = g->a + o * g->ostride_a + i * g->stride_a;
-    *b = g->b + o * g->ostride_b + i * g->stride_b;
+    *b = g->lookup_b ? NULL : g->b + o * g->ostride_b + i * g->stride_b; /* lookup: small path */
     *c = g->c + o * g->ostride_c + i * g->stride_c;
 }
 

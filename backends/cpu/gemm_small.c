@@ -37,6 +37,8 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
 
+#include <string.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TG_GEMM_X86 1
@@ -436,8 +438,8 @@ TG_DOT_FN(1) TG_DOT_FN(2) TG_DOT_FN(4) TG_DOT_FN(8)
  * query rows over any number of keys (a decoder's step: one new position per hypothesis and
  * head against its cached keys): there every key row is used once or twice, and packing them
  * into panels took longer than the products (docs/results.md §4). */
-static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B, float *C,
-                      int64_t i0, int64_t i1) {
+static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B, int64_t ldb,
+                      float *C, int64_t i0, int64_t i1) {
     if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return false;
     const int64_t K = g->K;
     typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
@@ -448,7 +450,7 @@ static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B,
                      : K == 64 ? dot_rows_8
                                : NULL;
     if (!f) return false;
-    f(i1 - i0, (int)g->N, A + i0 * g->lda, g->lda, B, g->ldb, C + i0 * g->ldc, g->ldc, g->alpha,
+    f(i1 - i0, (int)g->N, A + i0 * g->lda, g->lda, B, ldb, C + i0 * g->ldc, g->ldc, g->alpha,
       g->beta);
     return true;
 }
@@ -582,18 +584,18 @@ static bool fits_l1(int64_t ld, int64_t rows) {
     return rows * lines_per_row <= 8 * (4096 / g) / 2;
 }
 
-/* Rows [i0, i1) × columns [j0, j1) of product bi (j0 a multiple of NR): for each panel of
- * op(B) (in place or packed, a chunk of k at a time), all the row tiles. */
-static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t bi, int64_t i0,
-                        int64_t i1, int64_t j0, int64_t j1) {
+/* Rows [i0, i1) × columns [j0, j1) of the product at A, B (leading dimension ldb), C (j0 a
+ * multiple of NR): for each panel of op(B) (in place or packed, a chunk of k at a time), all the
+ * row tiles. */
+static void block_at(const tg_cpu_gemm_args *g, const small_isa *isa, const float *A,
+                     const float *B, int64_t ldb, float *C, int64_t i0, int64_t i1, int64_t j0,
+                     int64_t j1) {
     float buf[KC * NR512] __attribute__((aligned(64)));
-    const float *A, *B;
-    float *C;
-    tg_cpu_gemm_product(g, bi, &A, &B, &C);
-    const int64_t K = g->K, lda = g->lda, ldb = g->ldb, ldc = g->ldc;
+    const int64_t K = g->K, lda = g->lda, ldc = g->ldc;
     const int64_t rs = g->trans_a ? 1 : lda, cs = g->trans_a ? lda : 1;
 #if TG_GEMM_X86
-    if (isa != &isa_portable && j0 == 0 && j1 == g->N && dot_block(g, A, B, C, i0, i1)) return;
+    if (isa != &isa_portable && j0 == 0 && j1 == g->N && dot_block(g, A, B, ldb, C, i0, i1))
+        return;
 #endif
     const bool b_fits = fits_l1(ldb, K);
 
@@ -623,6 +625,34 @@ static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t
             isa->kern(i1 - i0, w, nc, kc, ap, rs, cs, bp, ldbp, C + i0 * ldc + j, ldc, ab);
         }
     }
+}
+
+/* Product bi's op(B) read through a lookup (gemm.h: tg_cpu_lookup): its stored rows copied from
+ * the table's rows into a buffer in this core's cache, then computed from there. */
+static __attribute__((noinline)) void lookup_block(const tg_cpu_gemm_args *g, const small_isa *isa,
+                                                   int64_t bi, const float *A, float *C,
+                                                   int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    float rows[TG_CPU_GEMM_LOOKUP_MAX] __attribute__((aligned(64)));
+    const tg_cpu_lookup *l = g->lookup_b;
+    const int64_t x = l->off + bi / g->batch * g->ostride_b + bi % g->batch * g->stride_b;
+    const int64_t r0 = x / l->w, col = x % l->w;
+    const int64_t nrow = g->trans_b ? g->N : g->K, len = g->trans_b ? g->K : g->N;
+    for (int64_t p = 0; p < nrow; p++)
+        memcpy(rows + p * len, l->table + (int64_t)l->ids[r0 + p] * l->w + col,
+               (size_t)len * sizeof(float));
+    block_at(g, isa, A, rows, len, C, i0, i1, j0, j1);
+}
+
+/* Rows [i0, i1) × columns [j0, j1) of product bi. */
+static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t bi, int64_t i0,
+                        int64_t i1, int64_t j0, int64_t j1) {
+    const float *A, *B;
+    float *C;
+    tg_cpu_gemm_product(g, bi, &A, &B, &C);
+    if (g->lookup_b)
+        lookup_block(g, isa, bi, A, C, i0, i1, j0, j1);
+    else
+        block_at(g, isa, A, B, g->ldb, C, i0, i1, j0, j1);
 }
 
 /* How the products are cut into tasks: each product into `blocks` blocks of `size` rows

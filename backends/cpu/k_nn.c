@@ -6,7 +6,7 @@
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/vmath.h"
 
-static tg_status check_ids(const int32_t *ids, int64_t n, int64_t V, const char *fn) {
+tg_status tg__cpu_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *fn) {
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)
             return tg_error_set(TG_ERR_INVALID, "%s: id %d at position %lld outside [0, %lld)", fn,
@@ -30,7 +30,7 @@ static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *nll)
 static tg_status embedding(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *tab = t->src[0], *ids = t->src[1];
     int64_t V = tab->shape[0], d = tab->shape[1], n = tg_tensor_numel(ids);
-    tg_status st = check_ids(ids->data, n, V, "tg_embedding");
+    tg_status st = tg__cpu_check_ids(ids->data, n, V, "tg_embedding");
     if (st) return st;
     const int32_t *id = ids->data;
     const float *w = tab->data;
@@ -44,7 +44,7 @@ static tg_status embedding_back(tg_cpu_par *p, tg_tensor *t) {
      * order: deterministic */
     const tg_tensor *ids = t->src[0], *dy = t->src[1];
     int64_t V = t->shape[0], d = t->shape[1], n = tg_tensor_numel(ids);
-    tg_status st = check_ids(ids->data, n, V, "tg_embedding backward");
+    tg_status st = tg__cpu_check_ids(ids->data, n, V, "tg_embedding backward");
     if (st) return st;
     const int32_t *id = ids->data;
     const float *g = dy->data;
