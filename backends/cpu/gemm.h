@@ -80,11 +80,12 @@ void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, i
  * of a product lies in one row of the lookup (tg__cpu_matmul_reads_lookup checks), so stored row p
  * of a product at x is the table's row ids[x / w + p] from column x % w. Only the small path
  * reads one (it copies a product's rows into a buffer of at most TG_CPU_GEMM_LOOKUP_MAX floats,
- * in cache, and computes from there: the same values, the same bits). */
+ * in cache, and computes from there: the same values, the same bits). An id outside [0, rows)
+ * reads row 0 (the caller reports it: k_matmul.c). */
 typedef struct tg_cpu_lookup {
-    const float *table;
+    const float *table; /* [rows, w] */
     const int32_t *ids;
-    int64_t w, off;
+    int64_t rows, w, off;
 } tg_cpu_lookup;
 #define TG_CPU_GEMM_LOOKUP_MAX 16384
 

@@ -637,9 +637,11 @@ static __attribute__((noinline)) void lookup_block(const tg_cpu_gemm_args *g, co
     const int64_t x = l->off + bi / g->batch * g->ostride_b + bi % g->batch * g->stride_b;
     const int64_t r0 = x / l->w, col = x % l->w;
     const int64_t nrow = g->trans_b ? g->N : g->K, len = g->trans_b ? g->K : g->N;
-    for (int64_t p = 0; p < nrow; p++)
-        memcpy(rows + p * len, l->table + (int64_t)l->ids[r0 + p] * l->w + col,
+    for (int64_t p = 0; p < nrow; p++) {
+        const int64_t id = l->ids[r0 + p];
+        memcpy(rows + p * len, l->table + (id >= 0 && id < l->rows ? id : 0) * l->w + col,
                (size_t)len * sizeof(float));
+    }
     block_at(g, isa, A, rows, len, C, i0, i1, j0, j1);
 }
 

@@ -19,14 +19,17 @@ static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
     tg__geom_mm_plan(t, &mp);
     const float *A = a->data, *B = b->data;
     float *C = t->data;
-    /* B through the lookup: the table's rows by the ids, checked as the lookup's kernel would */
+    /* B through the lookup: the table's rows by the ids, checked as the lookup's kernel would —
+     * by the node's first share (the others read row 0 for an id outside the table: gemm.h) */
     tg_cpu_lookup lk = {0};
     if (e) {
         const tg_tensor *tab = e->src[0], *ids = e->src[1];
-        tg_status st = tg__cpu_check_ids(ids->data, tg_tensor_numel(ids), tab->shape[0],
-                                         "tg_embedding (read by a product)");
-        if (st) return st;
-        lk = (tg_cpu_lookup){tab->data, ids->data, tab->shape[1], 0};
+        if (p->ith == 0) {
+            tg_status st = tg__cpu_check_ids(ids->data, tg_tensor_numel(ids), tab->shape[0],
+                                             "tg_embedding (read by a product)");
+            if (st) return st;
+        }
+        lk = (tg_cpu_lookup){tab->data, ids->data, tab->shape[0], tab->shape[1], 0};
     }
     /* the plan's two batch levels in each call (all B·h attention products at once, shared
      * out over the team); the dims [0, first2) left as a loop */
