@@ -68,6 +68,18 @@ static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
+/* The shape of one of the kernel's calls (its loop makes each call alike), without operands:
+ * what the GEMM's path and cut depend on. */
+static tg_cpu_gemm_args call_shape(const tg_mm_plan *mp) {
+    return (tg_cpu_gemm_args){.outer = mp->mid,
+                              .batch = mp->inner,
+                              .M = mp->M,
+                              .N = mp->N,
+                              .K = mp->K,
+                              .trans_a = mp->a.trans,
+                              .trans_b = mp->b.trans};
+}
+
 bool tg__cpu_matmul_reads_lookup(const tg_tensor *t) {
     const tg_tensor *b = t->src[1], *e = b->base ? b->base : b, *tab = e->src[0];
     if (e->dtype != TG_DTYPE_F32 || tab->ndim != 2 || tab->stride[0] != tab->shape[1] ||
@@ -76,13 +88,7 @@ bool tg__cpu_matmul_reads_lookup(const tg_tensor *t) {
     const int64_t w = tab->shape[1];
     tg_mm_plan mp;
     tg__geom_mm_plan(t, &mp);
-    const tg_cpu_gemm_args g = {.outer = mp.mid,
-                                .batch = mp.inner,
-                                .M = mp.M,
-                                .N = mp.N,
-                                .K = mp.K,
-                                .trans_a = mp.a.trans,
-                                .trans_b = mp.b.trans};
+    const tg_cpu_gemm_args g = call_shape(&mp);
     /* the small path, rows of B w apart (a lookup's rows), few enough for its buffer */
     const int64_t nrow = mp.b.trans ? mp.N : mp.K, len = mp.b.trans ? mp.K : mp.N;
     if (tg_cpu_gemm_choose(&g, 1) != TG_CPU_GEMM_SMALL || mp.b.ld != w ||
@@ -104,14 +110,7 @@ bool tg__cpu_matmul_reads_lookup(const tg_tensor *t) {
 int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine) {
     tg_mm_plan mp;
     tg__geom_mm_plan(t, &mp);
-    /* one call's products (the kernel's loop makes each call alike) */
-    const tg_cpu_gemm_args g = {.outer = mp.mid,
-                                .batch = mp.inner,
-                                .M = mp.M,
-                                .N = mp.N,
-                                .K = mp.K,
-                                .trans_a = mp.a.trans,
-                                .trans_b = mp.b.trans};
+    const tg_cpu_gemm_args g = call_shape(&mp);
     return tg_cpu_gemm_shares(&g, nthreads, most, fine);
 }
 
