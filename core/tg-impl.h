@@ -167,6 +167,10 @@ typedef struct tg_backend_vtable {
      * members linked by chain_prev, the earlier ones flagged TG_TF_CHAINED and never run on
      * their own; a TG_TF_TRANSIENT one has no buffer), so the planner may fuse chains */
     bool chains;
+    /* buffers are host memory: a kept tensor's values may be read where they lie (its data)
+     * until its graph runs again or is freed, without a copy_out (a decoder's log-probabilities,
+     * models/decode.c) */
+    bool host_memory;
     /* Optional: whether the kernel of matmul node m can read its operand B (src[1]) — a view of
      * an embedding lookup of a parameter table by input ids, [.., w] — from the table's rows
      * itself (the ids say which), so that the planner need not make the lookup (core/plan.c:

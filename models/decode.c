@@ -50,6 +50,7 @@ struct tg_decoder {
     tg_store *cache;            /* cached: self/cross K/V tables; full: memory [n * S, d] */
     float *buf;                 /* host staging for new K/V rows [max_rows * w] */
     bool kept;                  /* the weights handed to the backend (keep_weights) */
+    tg_graph *held;             /* the last step's graph, while a view of its output is read */
 };
 
 static tg_status nomem(const char *what) {
@@ -227,6 +228,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
 void tg_decoder_free(tg_decoder *d) {
     if (!d) return;
     if (d->kept) keep_weights(d, false);
+    tg_graph_free(d->held);
     tg_store_free(d->cache);
     free(d->src);
     free(d->sent);
@@ -353,21 +355,29 @@ static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, int64_t gr
 /* Run the step's graph and read its [R, V] output: the logits, or with log_probs their rows'
  * log-softmax, computed by the backend in one row kernel (a search needs it for every row at
  * every step: on the host, one double exp a logit, it was three quarters of a beam search's
- * time; as max, exp, sum and log nodes, 15 % of a step's). */
+ * time; as max, exp, sum and log nodes, 15 % of a step's). With view, on a backend whose memory
+ * is the host's, where it lies: copying [64, 7,816] out every step was 9 % of a narrow model's
+ * beam search (docs/results.md §4); the step keeps g for it (*hold). */
 static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64_t R, float *out,
-                          bool log_probs) {
+                          bool log_probs, const float **view, bool *hold) {
     tg_model *m = d->m;
     tg_tensor *y = tg_keep(log_probs && logits_t ? tg_log_softmax(logits_t) : logits_t);
     tg_status st = built(g, y);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
-    if (st == TG_OK) st = tg_tensor_read(y, out, (size_t)(R * m->cfg.tgt_vocab) * sizeof *out);
-    return st;
+    if (st != TG_OK) return st;
+    if (view && m->backend->vt->host_memory && tg__tensor_is_contiguous(y)) {
+        *view = y->data;
+        *hold = true;
+        return TG_OK;
+    }
+    if (view) *view = out;
+    return tg_tensor_read(y, out, (size_t)(R * m->cfg.tgt_vocab) * sizeof *out);
 }
 
 /* Cached step at position t: builds, runs, returns the logits (or log-probabilities) and appends
  * the new K/V rows. */
 static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_t *tokens,
-                             float *out, bool log_probs) {
+                             float *out, bool log_probs, const float **view, bool *hold) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
     int64_t t = d->step, L = c->dec_layers, T = d->max_steps;
@@ -391,7 +401,7 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
     cached_ctx cc = {d, self_ids, cross_ids, mask, group, nk, {0}};
     tg__model_dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
     y = tg__model_decoder_stack(m, g, y, &a);
-    st = run_step(d, g, tg__model_output_logits(m, g, y), R, out, log_probs);
+    st = run_step(d, g, tg__model_output_logits(m, g, y), R, out, log_probs, view, hold);
     /* append: row r's keys/values at step t go to table row t * max_rows + r */
     char p[64];
     for (int64_t k = 0; st == TG_OK && k < 2 * L; k++) {
@@ -404,7 +414,8 @@ static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_
 }
 
 /* Full step: the decoder stack over every row's whole prefix [R, t+1], as in training. */
-static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *out, bool log_probs) {
+static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *out, bool log_probs,
+                           const float **view, bool *hold) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
     int64_t T = d->step + 1, V = c->tgt_vocab;
@@ -424,16 +435,16 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *out, bo
     tg_tensor *logits =
         tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T));
     free(tok);
-    return run_step(d, g, logits, R, out, log_probs);
+    return run_step(d, g, logits, R, out, log_probs, view, hold);
 }
 
 tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
                           float *logits) {
-    return tg__decoder_step(d, rows, parent, tokens, logits, false);
+    return tg__decoder_step(d, rows, parent, tokens, logits, false, NULL);
 }
 
 tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
-                           const int32_t *tokens, float *out, bool log_probs) {
+                           const int32_t *tokens, float *out, bool log_probs, const float **view) {
     if (!d || !parent || !tokens || !out)
         return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: NULL argument");
     const tg_model_config *c = &d->m->cfg;
@@ -460,13 +471,19 @@ tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
         if (t > 0) memcpy(d->hist_next + r * T, d->hist + p * T, (size_t)t * sizeof *d->hist);
         d->hist_next[r * T + t] = d->cached ? (int32_t)r : tokens[r];
     }
+    tg_graph_free(d->held); /* the last step's values, read by now */
+    d->held = NULL;
     tg_graph *g = tg_graph_new();
     if (!g) return nomem("graph");
     tg_graph_set_training(g, false);
     tg_graph_set_grad_enabled(g, false);
-    tg_status st = d->cached ? step_cached(d, g, rows, tokens, out, log_probs)
-                             : step_full(d, g, rows, out, log_probs);
-    tg_graph_free(g);
+    bool hold = false;
+    tg_status st = d->cached ? step_cached(d, g, rows, tokens, out, log_probs, view, &hold)
+                             : step_full(d, g, rows, out, log_probs, view, &hold);
+    if (st == TG_OK && hold)
+        d->held = g;
+    else
+        tg_graph_free(g);
     if (st != TG_OK) return tg_error_prefix(st, "tg_decoder_step %lld", (long long)t);
     /* commit: the new rows become the current ones */
     int64_t *s = d->sent;

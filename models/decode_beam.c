@@ -95,11 +95,12 @@ static tg_status greedy(tg_decoder *d, int64_t n, int64_t V, const int64_t *limi
         rs[i] = i;
     }
     while (st == TG_OK && rows > 0) {
-        st = tg__decoder_step(d, rows, parent, tok, lp, true);
+        const float *lpv; /* the step's values, in lp or where the backend holds them */
+        st = tg__decoder_step(d, rows, parent, tok, lp, true, &lpv);
         if (st) break;
         int64_t k = 0;
         for (int64_t r = 0; r < rows; r++) {
-            const float *x = lp + r * V;
+            const float *x = lpv + r * V;
             int64_t s = rs[r], best = -1;
             for (int64_t w = 0; w < V; w++) /* the first maximum, as argmax */
                 if (allowed(w) && (best < 0 || x[w] > x[best])) best = w;
@@ -283,7 +284,8 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
         cur.cum[i] = 0.0;
     }
     for (int64_t t = 0; st == TG_OK && rows > 0; t++) {
-        st = tg__decoder_step(d, rows, cur.parent, cur.tok, lp, true);
+        const float *lpv; /* the step's values, in lp or where the backend holds them */
+        st = tg__decoder_step(d, rows, cur.parent, cur.tok, lp, true, &lpv);
         if (st) break;
         int64_t nk = 0;
         for (int64_t r0 = 0; st == TG_OK && r0 < rows;) {
@@ -291,7 +293,7 @@ static tg_status beam_search(tg_decoder *d, int64_t n, int64_t V, const int64_t 
             while (r1 < rows && cur.rs[r1] == s) r1++; /* the live rows of sentence s */
             int64_t nc = 0;
             for (int64_t b = r0; b < r1; b++) {
-                const int64_t cnt = tg__decode_row_top(lp + b * V, V, C, tv, tw);
+                const int64_t cnt = tg__decode_row_top(lpv + b * V, V, C, tv, tw);
                 for (int64_t j = 0; j < cnt; j++)
                     cands[nc++] = (cand){cur.cum[b] + tv[j], b, tw[j]};
             }

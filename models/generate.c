@@ -55,7 +55,7 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
     for (int64_t s = 0; st == TG_OK && s < steps; s++) {
         /* log P under the model (temperature 1, no filters), before the masking below; the
          * sampler's softmax is the same over log-probabilities as over logits */
-        st = tg__decoder_step(d, 1, &parent, &tok, lp, true);
+        st = tg__decoder_step(d, 1, &parent, &tok, lp, true, NULL); /* lp: masked below */
         if (st != TG_OK) break;
         if (s < n) { /* still reading the prompt: its next token is given */
             tok = prompt[s];

@@ -79,9 +79,12 @@ tg_tensor *tg__model_decoder_stack(tg_model *m, tg_graph *g, tg_tensor *y,
 tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y);
 
 /* tg_decoder_step, or with log_probs each row's log-probabilities (the log-softmax of its
- * logits, computed by the backend) in place of the logits: what a search scores with */
+ * logits, computed by the backend) in place of the logits: what a search scores with. With
+ * view not NULL, *view is set to the [rows, V] values: where the backend holds them when its
+ * memory is the host's (no copy; read-only, valid until the decoder's next step or its free),
+ * else in out. */
 tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
-                           const int32_t *tokens, float *out, bool log_probs);
+                           const int32_t *tokens, float *out, bool log_probs, const float **view);
 
 /* Beam search's candidates from one row (models/decode_beam.c): the c best tokens of x[0..V)
  * but <pad> and <s>, by value descending, ties to the smaller token, into (tv, tw); returns

@@ -162,6 +162,47 @@ START_TEST(test_decode_equals_decode_full) {
 }
 END_TEST
 
+/* A search reads each step's log-probabilities where the CPU backend holds them (decode.c:
+ * run_step, a view) instead of a copy: the view holds the same bits as the copy
+ * tg_decoder_step's caller gets (from a second decoder given the same rows), and stays intact
+ * while other graphs run on the backend until the decoder's next step (the step's graph is
+ * held: freed, its workspace would be the next graph's). */
+START_TEST(test_step_view) {
+    tg_model_config c = tg_model_config_default();
+    c.d_model = 32, c.heads = 2, c.enc_layers = 1, c.dec_layers = 1, c.d_ff = 64, c.max_len = 40;
+    tg_model *m = model_with(&c, 5);
+    const int64_t V = tg_model_cfg(m)->tgt_vocab;
+    enum { R = 4 };
+    tg_decoder *d, *e, *f;
+    ck_assert(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &d) == TG_OK);
+    ck_assert(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &e) == TG_OK);
+    ck_assert(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &f) == TG_OK);
+    int32_t parent[R] = {0, 1, 2, 3}, other[R] = {3, 2, 1, 0};
+    int32_t tok[R] = {TG_BOS, TG_BOS, TG_BOS, TG_BOS};
+    float *buf = malloc((size_t)(R * V) * sizeof *buf),
+          *ref = malloc((size_t)(R * V) * sizeof *ref);
+    const float *view = NULL;
+    ck_assert_msg(tg__decoder_step(d, R, parent, tok, buf, true, &view) == TG_OK, "%s",
+                  tg_error_message());
+    ck_assert(view != buf); /* where the backend holds them */
+    /* the same rows copied out by another decoder; then a step of other rows (other values, a
+     * graph of the same shapes) runs while the view is still read */
+    ck_assert(tg__decoder_step(f, R, parent, tok, ref, true, NULL) == TG_OK);
+    ck_assert(tg__decoder_step(e, R, other, tok, buf, true, NULL) == TG_OK);
+    ck_assert(memcmp(buf, ref, (size_t)(R * V) * sizeof *ref) != 0);
+    ck_assert(memcmp(view, ref, (size_t)(R * V) * sizeof *ref) == 0);
+    float s = 0.0f;
+    for (int64_t w = 0; w < V; w++)
+        s += expf(view[w]);
+    tg_assert_close(s, 1.0, 1e-5, 0.0); /* log-probabilities */
+    tg_decoder_free(f);
+    tg_decoder_free(e);
+    tg_decoder_free(d);
+    free(buf), free(ref);
+    tg_model_free(m);
+}
+END_TEST
+
 /* A decoder hands its layers' weights to the backend for its life (decode.c: keep_weights): on
  * the CPU a step of 32 rows reads them packed once (the GEMM's kept operands, which give the
  * bits of packing per product: test_gemm's test_kept_b); two decoders share them and the last
@@ -578,6 +619,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_incremental_equals_full, 0, 11);
     tcase_add_loop_test(tc, test_decode_equals_decode_full, 0, 5);
     tcase_add_test(tc, test_decoder_keeps_weights);
+    tcase_add_test(tc, test_step_view);
     tcase_add_test(tc, test_row_top);
     tcase_add_test(tc, test_beam1_equals_greedy);
     tcase_add_test(tc, test_beam_at_least_greedy);

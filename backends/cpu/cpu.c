@@ -909,6 +909,7 @@ static const tg_backend_vtable cpu_vtable = {
     .accumulates = true,
     .strided_out = true,
     .chains = true,
+    .host_memory = true,
     .reads_lookup = cpu_reads_lookup,
     .keep_weight = cpu_keep_weight,
     .release_weight = cpu_release_weight,
