@@ -27,10 +27,10 @@ enum {
     TG_TF_FUSED = 1u << 8,   /* planner: a grad_acc whose work its input does (skipped) */
     TG_TF_CHAINED = 1u << 9, /* planner: inside a fused elementwise chain, run by its tail */
     TG_TF_TRANSIENT = 1u << 10, /* planner: a chained node nothing else reads: no buffer */
-    TG_TF_INTO =
-        1u << 11, /* planner: a matmul writing into the buffer of the copy it feeds (base) */
-    TG_TF_LOOKUP = 1u << 12 /* planner: an embedding lookup its one reader, a matmul, reads
-                             * through (the table's rows, by the ids): no buffer, runs nothing */
+    TG_TF_INTO = 1u << 11,      /* planner: a matmul writing into the buffer of its copy (base) */
+    /* planner: an embedding lookup that its one reader, a matmul, reads through (the table's
+     * rows, by the ids): no buffer, runs nothing */
+    TG_TF_LOOKUP = 1u << 12
 };
 
 struct tg_tensor {

@@ -71,8 +71,6 @@ void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, i
 
 /* ---- Below: the pieces, exposed for tests and benchmarks. ---- */
 
-/* The arguments of tg_cpu_gemm_batched2() in one struct (same meanings). outer <= 0 counts as
- * 1, so a zero-initialised struct describes a one-level batch. */
 /* op(B) read through an embedding lookup that was never made (core/plan.c: TG_TF_LOOKUP): B is
  * (a view of) a [.., w] tensor whose row r would hold table row ids[r]. Element x of that tensor
  * is table[ids[x / w] * w + x % w]; off is x of B's first element (of this call's product 0),
@@ -89,6 +87,8 @@ typedef struct tg_cpu_lookup {
 } tg_cpu_lookup;
 #define TG_CPU_GEMM_LOOKUP_MAX 16384
 
+/* The arguments of tg_cpu_gemm_batched2() in one struct (same meanings). outer <= 0 counts as
+ * 1, so a zero-initialised struct describes a one-level batch. */
 typedef struct tg_cpu_gemm_args {
     int64_t outer, ostride_a, ostride_b, ostride_c;
     int64_t batch, M, N, K;
