@@ -24,7 +24,7 @@ enum {
     TG_TF_NEEDED = 1u << 5,    /* planner: reached from a root */
     TG_TF_WANT_GRAD = 1u << 6, /* input whose gradient the user asked for */
     TG_TF_ACCUM = 1u << 7,   /* planner: writes by adding into a store gradient (fused grad_acc) */
-    TG_TF_FUSED = 1u << 8,   /* planner: a grad_acc whose work its input does (skipped) */
+    TG_TF_FUSED = 1u << 8,   /* planner: runs nothing, another node does its work */
     TG_TF_CHAINED = 1u << 9, /* planner: inside a fused elementwise chain, run by its tail */
     TG_TF_TRANSIENT = 1u << 10, /* planner: a chained node nothing else reads: no buffer */
     TG_TF_INTO = 1u << 11,      /* planner: a matmul writing into the buffer of its copy (base) */
