@@ -1039,7 +1039,8 @@ END_TEST
 /* Kept operands (gemm.h: tg_cpu_gemm_keep_b): a product whose op(B) is kept reads the kept
  * panels — the bits of the same product packing it itself, on 1 and 2 threads, for B and Bᵀ,
  * shapes with one or several blocks of columns and of k; holders are counted, and the last
- * drop frees it (products then pack again); an op(B) too big to share is refused. */
+ * drop frees it (products then pack again). A product cut by columns reads only its columns'
+ * panels (gemm.c: packed_cols_kept). */
 START_TEST(test_kept_b) {
     /* cut by rows sharing op(B) (the first three, at 2 threads), or by columns (N > M): an op(B)
      * too big to share (600 × 1,100; a vocabulary's 7,816 × 128), whose second block starts

@@ -874,17 +874,17 @@ static void cpu_destroy(tg_backend *b) {
     free(b);
 }
 
+static bool cpu_reads_lookup(tg_backend *b, const tg_tensor *m) {
+    (void)b;
+    return tg__cpu_matmul_reads_lookup(m);
+}
+
 /* x·wᵀ with w [rows, cols]: op(B) of the GEMM with tb, ldb = cols, n = rows, k = cols
  * (k_matmul.c); not kept (no memory): the products pack it as before */
 static void cpu_keep_weight(tg_backend *b, const float *w, int64_t rows, int64_t cols) {
     (void)b;
     (void)tg_cpu_gemm_keep_b(true, w, cols, rows, cols);
 }
-static bool cpu_reads_lookup(tg_backend *b, const tg_tensor *m) {
-    (void)b;
-    return tg__cpu_matmul_reads_lookup(m);
-}
-
 static void cpu_release_weight(tg_backend *b, const float *w, int64_t rows, int64_t cols) {
     (void)b;
     tg_cpu_gemm_drop_b(true, w, cols, rows, cols);
