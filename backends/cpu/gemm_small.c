@@ -23,7 +23,7 @@
  *   (transposed with 8×8 AVX shuffles when trans_b), so the kernel never reads past the end
  *   of B and needs no masked loads in its loop. Packing takes at most KC = 256 values of k at
  *   a time; a product with a longer packed K is accumulated into C chunk by chunk (beta only
- *   on the first chunk). Q·Kᵀ over fewer than 16 keys, or of one to four query rows, is the
+ *   on the first chunk). Q·Kᵀ over fewer than 16 keys, or of one or two query rows, is the
  *   exception: no panel, each score a dot product of a query row and a key row read in place
  *   (dot_block, below).
  *
@@ -434,14 +434,13 @@ TG_DOT_FN(1) TG_DOT_FN(2) TG_DOT_FN(4) TG_DOT_FN(8)
 #undef TG_DOT_FN
 
 /* Rows [i0, i1) of the product at A, B, C by dot products, where the shape suits them
- * (above); false (nothing done) otherwise. Besides Q·Kᵀ over fewer than 16 keys, one to four
+ * (above); false (nothing done) otherwise. Besides Q·Kᵀ over fewer than 16 keys, one or two
  * query rows over any number of keys (a decoder's step: one new position per hypothesis and
- * head against its cached keys, or a beam's four against its sentence's memory keys): there
- * every key row is used at most twice, and packing them into panels took longer than the
- * products (a 512-wide model's beam search 0.96× the time with four: docs/results.md §4). */
+ * head against its cached keys): there every key row is used once or twice, and packing them
+ * into panels took longer than the products (docs/results.md §4). */
 static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B, int64_t ldb,
                       float *C, int64_t i0, int64_t i1) {
-    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 4) || !dot_on) return false;
+    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return false;
     const int64_t K = g->K;
     typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
                            int64_t, float, float);
