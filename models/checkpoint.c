@@ -335,7 +335,7 @@ tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
         st = check_tensors(f, &c, path);
     }
     if (st == TG_OK) {
-        st = tg_model_new(&c, sv, tv, b, 0, &m);
+        st = tg__model_new(&c, sv, tv, b, 0, false, &m); /* every value read below */
         if (st) st = tg_error_prefix(st, "checkpoint '%s'", path);
         sv = tv = NULL; /* owned by the model, even when tg_model_new fails */
     }

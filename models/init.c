@@ -19,6 +19,7 @@ static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int
     int ndim = cols > 0 ? 2 : 1;
     if (!m->store) return visit_fn(visit_ctx, name, ndim, shape);
     int64_t n = rows * (cols > 0 ? cols : 1);
+    if (m->no_draw && (k == INIT_XAVIER || k == INIT_EMBED)) k = INIT_ZERO; /* loaded next */
     float *w = malloc((size_t)n * sizeof *w);
     if (!w) return tg_error_set(TG_ERR_NOMEM, "model init: out of memory for '%s'", name);
     double a = cols > 0 ? sqrt(6.0 / (double)(rows + cols)) : 0.0;

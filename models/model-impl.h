@@ -23,7 +23,15 @@ struct tg_model {
      * where the banded O(r·n·d) path applies (models/attention.c): tests and
      * benchmarks/bench_attention compare the two. Not part of the config or checkpoints. */
     bool dense_window;
+    /* Parameters made without drawing their random values (zeros where tg__model_init_params
+     * draws): a checkpoint's values replace every one of them (tg_model_load), and drawing
+     * ~2 M values was a quarter of a one-sentence `tg translate`'s time. */
+    bool no_draw;
 };
+
+/* tg_model_new, the parameters made as for m->no_draw when draw is false */
+tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
+                        uint64_t seed, bool draw, tg_model **out);
 
 /* The attention weights of sub-layer `prefix` (the tensor that multiplies V), recorded and
  * kept when m->capture is set; returns w. */

@@ -7,6 +7,11 @@
 
 tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
                        uint64_t seed, tg_model **out) {
+    return tg__model_new(cfg, src, tgt, b, seed, true, out);
+}
+
+tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
+                        uint64_t seed, bool draw, tg_model **out) {
     tg_model *m = (cfg && src && tgt && b && out) ? calloc(1, sizeof *m) : NULL;
     if (!m) { /* the vocabularies are owned even on failure */
         if (tgt != src) tg_vocab_free(tgt);
@@ -22,6 +27,7 @@ tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt,
     m->src = src;
     m->tgt = tgt;
     m->backend = b;
+    m->no_draw = !draw;
     tg_status st = tg_model_config_check(&m->cfg);
     if (st == TG_OK && m->cfg.arch == TG_ARCH_MLM && tg_vocab_id(src, "<mask>") == TG_UNK)
         st = tg_error_set(TG_ERR_INVALID, "tg_model_new: a masked language model (arch mlm) needs the token <mask> in its vocabulary");
