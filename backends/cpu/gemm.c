@@ -124,6 +124,15 @@ static void packed_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 /* How one block of one product is computed: blas_call or packed_call. */
 typedef tg_cpu_gemm_block_fn block_fn;
 
+/* Block ith of dim rows or columns cut into at most n blocks that start at multiples of
+ * align, as even as that allows: its first index, and its length in *len (0: no block ith). */
+static int64_t cut_block(int64_t dim, int64_t align, int n, int ith, int64_t *len) {
+    const int64_t units = (dim + align - 1) / align, size = (units + n - 1) / n * align;
+    const int64_t lo = ith * size;
+    *len = lo < dim ? tg_cpu_gemm_imin(size, dim - lo) : 0;
+    return lo;
+}
+
 /* Product t cut into at most nthreads blocks of rows of C (columns when N > M: each member
  * then re-reads all of op(A) rather than all of op(B), the smaller of the two), one per member.
  * The cut depends only on the shape and nthreads, so results are reproducible for a thread
@@ -137,13 +146,9 @@ static void split_product(const tg_cpu_gemm_args *g, int64_t t, int nthreads, in
     tg_cpu_gemm_product(g, t, &A, &B, &C);
     const bool by_rows = g->M >= g->N;
     const int64_t dim = by_rows ? g->M : g->N;
-    const int64_t units = (dim + TG_GEMM_BLAS_ALIGN - 1) / TG_GEMM_BLAS_ALIGN;
-    int64_t parts = tg_cpu_gemm_imin(nthreads, units);
-    const int64_t chunk = (units + parts - 1) / parts * TG_GEMM_BLAS_ALIGN;
-    parts = (dim + chunk - 1) / chunk;
-
-    for (int64_t part = ith; part < parts; part += nthreads) {
-        const int64_t lo = part * chunk, len = tg_cpu_gemm_imin(chunk, dim - lo);
+    int64_t len;
+    const int64_t lo = cut_block(dim, TG_GEMM_BLAS_ALIGN, nthreads, ith, &len);
+    if (len > 0) {
         if (by_rows)
             call(g->trans_a, g->trans_b, len, g->N, g->K, g->alpha,
                  g->trans_a ? A + lo : A + lo * g->lda, g->lda, B, g->ldb, g->beta, C + lo * g->ldc,
@@ -207,10 +212,9 @@ static void packed_cols_kept(const tg_cpu_gemm_args *g, int nthreads, int ith,
     const float *A, *B;
     float *C;
     tg_cpu_gemm_product(g, 0, &A, &B, &C);
-    const int64_t al = TG_CPU_GEMM_PACKED_KEPT_ALIGN, units = (g->N + al - 1) / al;
-    const int64_t per = (units + nthreads - 1) / nthreads * al, lo = ith * per;
-    if (lo >= g->N) return;
-    const int64_t len = tg_cpu_gemm_imin(per, g->N - lo);
+    int64_t len;
+    const int64_t lo = cut_block(g->N, TG_CPU_GEMM_PACKED_KEPT_ALIGN, nthreads, ith, &len);
+    if (len == 0) return;
     if (!tg_cpu_gemm_packed_block_kept(g->trans_a, g->M, len, g->K, g->alpha, A, g->lda, g->beta,
                                        C + lo, g->ldc, kept, lo))
         blas_call(g->trans_a, g->trans_b, g->M, len, g->K, g->alpha, A, g->lda,

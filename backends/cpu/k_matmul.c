@@ -38,7 +38,7 @@ static tg_status matmul(tg_cpu_par *p, tg_tensor *t) {
         int64_t offa, offb, offc;
         /* loop index o has zeros in the dims [first2, first): outer index o·mid */
         tg__geom_mm_offsets(&mp, t, o * mp.mid, &offa, &offb, &offc);
-        lk.off = (b == e ? 0 : b->offset) + offb;
+        lk.off = b->offset + offb;
         const tg_cpu_gemm_args g = {.outer = mp.mid,
                                     .ostride_a = mp.osa,
                                     .ostride_b = mp.osb,
@@ -98,7 +98,7 @@ bool tg__cpu_matmul_reads_lookup(const tg_tensor *t) {
     for (int64_t o = 0; o < mp.outer / mp.mid; o++) {
         int64_t offa, offb, offc;
         tg__geom_mm_offsets(&mp, t, o * mp.mid, &offa, &offb, &offc);
-        const int64_t x0 = (b == e ? 0 : b->offset) + offb;
+        const int64_t x0 = b->offset + offb;
         for (int64_t q = 0; q < tg_cpu_gemm_count(&g); q++) {
             const int64_t x = x0 + q / mp.inner * mp.osb + q % mp.inner * mp.sb;
             if (x < 0 || x % w + len > w) return false;
