@@ -3,7 +3,8 @@
  * sweeps (the AVX-512 paths of GELU and of softmax and its backward: the AVX2 ones' bits), with the
  * error bounds stated in vmath.h; the row softmax for row lengths 1..40 on both paths with masked
  * (-inf) entries, all-masked rows, in place, and bit for bit whether a row is taken alone or in a
- * block of 8 short rows; its backward likewise; the cross-entropy's rows (max, sums, gradient);
+ * block of 8 short rows; longer rows (up to a vocabulary's) against the cross-entropy's sums; its
+ * backward likewise; the cross-entropy's rows (max, sums, gradient);
  * tails of every length agree with whole vectors. Prints the largest errors seen. */
 #include <math.h>
 #include <stdio.h>
@@ -309,6 +310,72 @@ START_TEST(test_cross_entropy_rows) {
 }
 END_TEST
 
+/* Rows longer than 32 values (vocabularies; attention over many keys) take the cross-entropy's
+ * sums (vmath.c: softmax_long_avx2): on every path a log-softmax row is x - (m + logf(s)) bit
+ * for bit with m and s the cross-entropy's (so -log p(y) is the loss's NLL), a softmax row
+ * exp(x - m) / s within 1e-6 of double; the AVX-512 code gives the AVX2 code's bits; in place
+ * gives the same bits; nothing past the row is written. Rows of 33..80 (every tail of 16) and
+ * 1000, 7816, 8000, with -inf entries and an all-masked row. */
+START_TEST(test_softmax_long_rows) {
+    static const int lens[] = {33, 34, 40, 47, 48, 49, 63, 64, 65, 79, 80, 1000, 7816, 8000};
+    float *x = malloc(sizeof(float) * 8001), *y = malloc(sizeof(float) * 8001),
+          *z = malloc(sizeof(float) * 8001);
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int masked = 0; masked < 3; masked++)
+            for (int lg = 0; lg < 2; lg++)
+                for (int path = 0; path < npaths(); path++) {
+                    const int n = lens[li];
+                    for (int k = 0; k < n; k++)
+                        x[k] =
+                            masked == 2 ? -INFINITY : (float)(((k * 7919) % 4001) - 2000) * 0.01f;
+                    if (masked == 1) x[0] = x[n / 2] = x[n - 1] = -INFINITY;
+                    y[n] = 7.0f;
+                    tg_cpu_vsoftmax_rows_path(x, y, 1, n, lg, path == 1);
+                    ck_assert(y[n] == 7.0f);
+                    float m, s = tg_cpu_vce_sumexp_path(x, n, &m, NULL, path == 1);
+                    const float lse = m + logf(s);
+                    double sd = 0;
+                    for (int k = 0; k < n; k++)
+                        sd += x[k] == -INFINITY ? 0.0 : exp((double)(x[k] - m));
+                    for (int k = 0; k < n; k++) {
+                        if (masked == 2 || x[k] == -INFINITY) {
+                            ck_assert_msg(lg ? y[k] == -INFINITY : y[k] == 0.0f,
+                                          "n %d masked %d log %d path %d: [%d] %g", n, masked, lg,
+                                          path, k, y[k]);
+                        } else if (lg) {
+                            ck_assert_msg(memcmp(&y[k], &(float){x[k] - lse}, sizeof(float)) == 0,
+                                          "n %d masked %d path %d: log p[%d] %.9g is not x - the "
+                                          "cross-entropy's lse %.9g",
+                                          n, masked, path, k, y[k], x[k] - lse);
+                        } else {
+                            /* from the float difference x - m (rounded as every path rounds it) */
+                            const double ref = exp((double)(x[k] - m)) / sd;
+                            const double e = fabs(y[k] - ref) / fmax(ref, 1e-30);
+                            worst = fmax(worst, e);
+                            ck_assert_msg(e <= 1e-6, "n %d masked %d path %d: p[%d] %.9g vs %.9g",
+                                          n, masked, path, k, y[k], ref);
+                        }
+                    }
+                    memcpy(z, x, sizeof(float) * (size_t)n);
+                    tg_cpu_vsoftmax_rows_path(z, z, 1, n, lg, path == 1);
+                    ck_assert_msg(memcmp(z, y, sizeof(float) * (size_t)n) == 0,
+                                  "n %d log %d path %d: in place differs", n, lg, path);
+                    if (path == 1 && tg_cpu_isa_avx512()) {
+                        tg__cpu_isa_avx512(false);
+                        tg_cpu_vsoftmax_rows_path(x, z, 1, n, lg, true);
+                        tg__cpu_isa_avx512(true);
+                        ck_assert_msg(memcmp(z, y, sizeof(float) * (size_t)n) == 0,
+                                      "n %d masked %d log %d: AVX-512 and AVX2 differ", n, masked,
+                                      lg);
+                    }
+                }
+    printf("softmax long rows (both paths, %s): max relative error %.3g\n", tg_cpu_vmath_isa(),
+           worst);
+    free(x), free(y), free(z);
+}
+END_TEST
+
 /* softmax's backward, dx = y (dy - sum(dy y)), rows of 1..40 with zero probabilities (masked
  * entries), against double; the scalar and vector paths give the same bits (the AVX2 path takes
  * rows under 16 eight at a time, the AVX-512 one those of 9-15 sixteen at a time, the scalar one
@@ -539,6 +606,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_tails);
     tcase_add_test(tc, test_softmax_rows);
+    tcase_add_test(tc, test_softmax_long_rows);
     tcase_add_test(tc, test_softmax_back_rows);
     tcase_add_test(tc, test_layer_norm_rows);
     tcase_add_test(tc, test_layer_norm_wide);

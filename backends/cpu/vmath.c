@@ -124,11 +124,39 @@ static void vgelu_back_scalar(const float *x, const float *dy, float *dx, int64_
     for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad_scalar(x[i]);
 }
 
+/* Rows up to SHORT_ROW_MAX values (attention over a few keys) sum their exps in one running
+ * float; longer ones (vocabularies, attention over many keys) take the cross-entropy's sums, as
+ * the vector code does (softmax_long_avx2). */
+enum { SHORT_ROW_MAX = 32 };
+
+static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_x, float *e);
+
+/* The all-masked row (every entry -inf): probabilities 0, log-probabilities -inf */
+static void softmax_dead_row(float *y, int64_t n, bool log_out) {
+    for (int64_t j = 0; j < n; j++)
+        y[j] = log_out ? -INFINITY : 0.0f;
+}
+
 static void softmax_row_scalar(const float *x, float *y, int64_t n, bool log_out) {
+    if (n > SHORT_ROW_MAX) {
+        float m, s = ce_sumexp_scalar(x, n, &m, NULL, log_out ? NULL : y);
+        if (m == -INFINITY) {
+            softmax_dead_row(y, n, log_out);
+        } else if (log_out) {
+            const float lse = m + logf(s);
+            for (int64_t j = 0; j < n; j++)
+                y[j] = x[j] - lse;
+        } else {
+            const float inv = 1.0f / s;
+            for (int64_t j = 0; j < n; j++)
+                y[j] *= inv;
+        }
+        return;
+    }
     float m = -INFINITY;
     for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m; /* NaNs skipped */
     if (m == -INFINITY) {
-        for (int64_t j = 0; j < n; j++) y[j] = log_out ? -INFINITY : 0.0f;
+        softmax_dead_row(y, n, log_out);
         return;
     }
     float s = 0.0f;
@@ -237,15 +265,18 @@ static void layer_norm_back_scalar(const float *x, const float *gm, const float 
 
 /* Cross-entropy rows (vocabularies: thousands of values). The row's max m, sum of exp(x - m)
  * (returned) and, with sum_x, plain sum: element k into accumulator k % 8, the 8 combined
- * pairwise (ACC8_COMBINE, as the layer norm's sums); entries at -inf add 0. (The vector code
- * sums in another order: the same values to within rounding.) */
-static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_x) {
+ * pairwise (ACC8_COMBINE, as the layer norm's sums); entries at -inf add 0. With e, the exps
+ * are stored there too (a long softmax row's; e may be x). (The vector code sums in another
+ * order: the same values to within rounding.) */
+static float ce_sumexp_scalar(const float *x, int64_t n, float *max, float *sum_x, float *e) {
     float m = -INFINITY, acc[8] = {0}, accx[8] = {0};
     for (int64_t k = 0; k < n; k++)
         m = x[k] > m ? x[k] : m;
     for (int64_t k = 0; k < n; k++) {
-        acc[k % 8] += tg_zero_if_neg_inf(x[k], tg_fast_expf(x[k] - m));
-        accx[k % 8] += x[k];
+        const float xk = x[k], ek = tg_zero_if_neg_inf(xk, tg_fast_expf(xk - m));
+        acc[k % 8] += ek;
+        accx[k % 8] += xk;
+        if (e) e[k] = ek;
     }
     if (sum_x) *sum_x = ACC8_COMBINE(accx);
     *max = m;
@@ -382,15 +413,15 @@ AVX2 static inline void store_row(float *y, int64_t j, int64_t d, __m256 v) {
     else _mm256_maskstore_ps(y + j, lanes(d - j), v);
 }
 
-/* One row of any length in vectors of 8, exps stored then scaled; sums over lanes j % 8,
- * combined as hsum8 does. */
+/* One row of up to SHORT_ROW_MAX values in vectors of 8, exps stored then scaled; sums over
+ * lanes j % 8, combined as hsum8 does. */
 AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bool log_out) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 vm = ninf;
     for (int64_t j = 0; j < d; j += 8) vm = _mm256_max_ps(load_row(x, j, d), vm); /* NaN skipped */
     float m = hmax8(vm);
     if (m == -INFINITY) {
-        for (int64_t j = 0; j < d; j++) y[j] = log_out ? -INFINITY : 0.0f;
+        softmax_dead_row(y, d, log_out);
         return;
     }
     const __m256 mv = _mm256_set1_ps(m);
@@ -419,10 +450,10 @@ AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bo
 /* Short rows (attention over 10–32 keys) fill a vector poorly and pay the horizontal max and
  * sum, the masks and the branches once per row: 8 softmax rows at a time are instead
  * transposed in registers so that lane r holds row r and every operation is vertical over the
- * columns. The arithmetic is softmax_row_avx2's, operation for operation (the same max, exp, lane-j % 8
- * partial sums combined in hsum8's order, 1 / s, m + logf(s)), so a row's result is
- * bit-identical whichever path takes it: results do not depend on how threads split rows. */
-enum { SHORT_ROW_MAX = 32 };
+ * columns. The arithmetic is softmax_row_avx2's, operation for operation (the same max, exp,
+ * lane-j % 8 partial sums combined in hsum8's order, 1 / s, m + logf(s)), so a row's result is
+ * bit-identical whichever path takes it: results do not depend on how threads split rows (rows
+ * of up to SHORT_ROW_MAX values; longer ones take softmax_long_avx2). */
 
 AVX2 static inline void transpose8(__m256 r[8]) {
     __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -517,14 +548,21 @@ AVX2 static INLINE void softmax_8rows_avx2(const float *x, float *y, int64_t d, 
     store_cols8(y, d, W, c);
 }
 
+AVX2 static void softmax_long_avx2(const float *x, float *y, int64_t d, bool log_out);
+
 AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+    if (d > SHORT_ROW_MAX) {
+        for (int64_t r = 0; r < rows; r++)
+            softmax_long_avx2(x + r * d, y + r * d, d, log_out);
+        return;
+    }
     int64_t r = 0;
     /* one instance per row length (constant D), so that every loop unrolls */
 #define BLOCKS(D)                                                                                  \
     case D:                                                                                        \
         for (; r + 8 <= rows; r += 8) softmax_8rows_avx2(x + r * D, y + r * D, D, (D + 7) / 8 * 8, false); \
         break
-    switch (log_out ? 0 : d) { /* log-softmax rows (vocabularies) are long: one by one */
+    switch (log_out ? 0 : d) { /* log-softmax rows of up to 32 are rare: one by one */
         BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
         BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
         BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); BLOCKS(21); BLOCKS(22); BLOCKS(23); BLOCKS(24);
@@ -644,8 +682,15 @@ AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int W,
     }
 }
 
+AVX512 static void softmax_long_avx512(const float *x, float *y, int64_t d, bool log_out);
+
 AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, int64_t d,
                                        bool log_out) {
+    if (d > SHORT_ROW_MAX) {
+        for (int64_t r = 0; r < rows; r++)
+            softmax_long_avx512(x + r * d, y + r * d, d, log_out);
+        return;
+    }
     int64_t r = 0;
 #define BLOCKS16(D)                                                                                \
     case D:                                                                                        \
@@ -1222,25 +1267,58 @@ LN512 static void layer_norm_stats_avx512(const float *x, int64_t rows, int64_t 
 /* The cross-entropy rows, 16 values at a time in two 8-lane vectors (lane l of vector h sums
  * elements 16i + 8h + l; the two added, then hsum8: the order of one 16-lane vector): the
  * masked tail reads -inf for the max and the exps (masked to 0) and 0 for the plain sum, and a
- * vector wholly past the end adds exactly 0. */
-AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
+ * vector wholly past the end adds exactly 0. With e, the exps are stored there as well (a long
+ * softmax row's; e may be x: each vector is read before it is written). The max runs in four
+ * chains (one was bound by the max's latency), exact in any order. */
+AVX2 static INLINE float sumexp8x2(const float *x, int64_t n, float *max, float *sum_x, float *e) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 vm = ninf, a0 = _mm256_setzero_ps(), a1 = a0, x0 = a0, x1 = a0;
-    for (int64_t j = 0; j < n; j += 8)
-        vm = _mm256_max_ps(load_row(x, j, n), vm);
-    const __m256 mv = _mm256_set1_ps(hmax8(vm));
+    __m256 vm[4] = {ninf, ninf, ninf, ninf}, a0 = _mm256_setzero_ps(), a1 = a0, x0 = a0, x1 = a0;
+    for (int64_t j = 0; j < n; j += 32)
+        for (int k = 0; k < 4; k++)
+            vm[k] = _mm256_max_ps(load_row(x, j + 8 * k, n), vm[k]);
+    const __m256 mv = _mm256_set1_ps(
+        hmax8(_mm256_max_ps(_mm256_max_ps(vm[0], vm[1]), _mm256_max_ps(vm[2], vm[3]))));
     for (int64_t j = 0; j < n; j += 16) {
         __m256 v0 = load_row(x, j, n), v1 = load_row(x, j + 8, n);
-        a0 = _mm256_add_ps(a0, _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v0, mv)),
-                                             _mm256_cmp_ps(v0, ninf, _CMP_NEQ_UQ)));
-        a1 = _mm256_add_ps(a1, _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v1, mv)),
-                                             _mm256_cmp_ps(v1, ninf, _CMP_NEQ_UQ)));
+        __m256 e0 = _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v0, mv)),
+                                  _mm256_cmp_ps(v0, ninf, _CMP_NEQ_UQ));
+        __m256 e1 = _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v1, mv)),
+                                  _mm256_cmp_ps(v1, ninf, _CMP_NEQ_UQ));
+        a0 = _mm256_add_ps(a0, e0);
+        a1 = _mm256_add_ps(a1, e1);
         x0 = _mm256_add_ps(x0, load0(x, j, n));
         x1 = _mm256_add_ps(x1, load0(x, j + 8, n));
+        if (e) {
+            store_row(e, j, n, e0);
+            store_row(e, j + 8, n, e1);
+        }
     }
     if (sum_x) *sum_x = hsum8(_mm256_add_ps(x0, x1));
     *max = _mm256_cvtss_f32(mv);
     return hsum8(_mm256_add_ps(a0, a1));
+}
+/* sumexp8x2 is inlined into each caller, so that a softmax row's (no plain sum) drops that sum */
+AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
+    return sumexp8x2(x, n, max, sum_x, NULL);
+}
+
+/* A softmax row longer than SHORT_ROW_MAX: the cross-entropy's max and sum (16 lanes, two exp
+ * chains, where one 8-lane chain of dependent adds had bound the row), so a log-softmax's
+ * log-sum-exp m + logf(s) is the cross-entropy's bit for bit: -log p(y) of a decoding step is the
+ * loss's NLL of the same logits. The AVX-512 code (softmax_long_avx512) gives the same bits. */
+AVX2 static void softmax_long_avx2(const float *x, float *y, int64_t d, bool log_out) {
+    float m, s = log_out ? sumexp8x2(x, d, &m, NULL, NULL) : sumexp8x2(x, d, &m, NULL, y);
+    if (m == -INFINITY) {
+        softmax_dead_row(y, d, log_out);
+    } else if (log_out) {
+        const __m256 lse = _mm256_set1_ps(m + logf(s));
+        for (int64_t j = 0; j < d; j += 8)
+            store_row(y, j, d, _mm256_sub_ps(load0(x, j, d), lse));
+    } else {
+        const __m256 inv = _mm256_set1_ps(1.0f / s);
+        for (int64_t j = 0; j < d; j += 8)
+            store_row(y, j, d, _mm256_mul_ps(load0(y, j, d), inv));
+    }
 }
 
 AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, float scale,
@@ -1272,23 +1350,52 @@ AVX512 static inline float hsum16(__m512 v) {
                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
+AVX512 static INLINE float sumexp16(const float *x, int64_t n, float *max, float *sum_x, float *e) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 vm = ninf, acc = _mm512_setzero_ps(), accx = acc;
-    for (int64_t j = 0; j < n; j += 16)
-        vm = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail16(j, n), x + j), vm);
-    const float m = _mm512_reduce_max_ps(vm); /* exact, in any order */
+    __m512 vm[4] = {ninf, ninf, ninf, ninf}, acc = _mm512_setzero_ps(), accx = acc;
+    for (int64_t j = 0; j < n; j += 64)
+        for (int k = 0; k < 4; k++)
+            vm[k] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail16(j + 16 * k, n), x + j + 16 * k),
+                                  vm[k]);
+    /* exact, in any order */
+    const float m = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_max_ps(vm[0], vm[1]), _mm512_max_ps(vm[2], vm[3])));
     const __m512 mv = _mm512_set1_ps(m);
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 t = tail16(j, n);
         __m512 v = _mm512_mask_loadu_ps(ninf, t, x + j);
-        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
-                                                     exp_le0_avx512(_mm512_sub_ps(v, mv))));
+        __m512 ev = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
+                                        exp_le0_avx512(_mm512_sub_ps(v, mv)));
+        acc = _mm512_add_ps(acc, ev);
         accx = _mm512_add_ps(accx, _mm512_maskz_loadu_ps(t, x + j));
+        if (e) _mm512_mask_storeu_ps(e + j, t, ev);
     }
     if (sum_x) *sum_x = hsum16(accx);
     *max = m;
     return hsum16(acc);
+}
+AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
+    return sumexp16(x, n, max, sum_x, NULL);
+}
+
+/* softmax_long_avx2's row in 16-lane vectors: the same bits */
+AVX512 static void softmax_long_avx512(const float *x, float *y, int64_t d, bool log_out) {
+    float m, s = log_out ? sumexp16(x, d, &m, NULL, NULL) : sumexp16(x, d, &m, NULL, y);
+    if (m == -INFINITY) {
+        softmax_dead_row(y, d, log_out);
+    } else if (log_out) {
+        const __m512 lse = _mm512_set1_ps(m + logf(s));
+        for (int64_t j = 0; j < d; j += 16) {
+            const __mmask16 t = tail16(j, d);
+            _mm512_mask_storeu_ps(y + j, t, _mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + j), lse));
+        }
+    } else {
+        const __m512 inv = _mm512_set1_ps(1.0f / s);
+        for (int64_t j = 0; j < d; j += 16) {
+            const __mmask16 t = tail16(j, d);
+            _mm512_mask_storeu_ps(y + j, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, y + j), inv));
+        }
+    }
 }
 
 AVX512 static inline __m512 ce_grad16(const float *x, __mmask16 t, __m512 mv, __m512 iv, __m512 sc,
@@ -1414,7 +1521,7 @@ float tg_cpu_vce_sumexp_path(const float *x, int64_t n, float *max, float *sum_x
     if (avx2 && have_avx2_fma()) return WIDEST(ce_sumexp)(x, n, max, sum_x);
 #endif
     (void)avx2;
-    return ce_sumexp_scalar(x, n, max, sum_x);
+    return ce_sumexp_scalar(x, n, max, sum_x, NULL);
 }
 void tg_cpu_vce_grad_path(const float *x, int64_t n, float max, float inv, float scale, float base,
                           float *y, bool avx2) {

@@ -44,7 +44,9 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n);
 /* Row softmax of rows × d (row-major, y may be x), log_out: log-softmax. Entries at -inf get
  * probability 0 (log-prob -inf); an all -inf row gives zeros (log: -inf). The AVX2 path takes
  * softmax rows of up to 32 eight at a time, transposed (lane r = row r), bit-identical to its
- * one-row code, so a row's result does not depend on where a thread's share of rows starts. */
+ * one-row code, so a row's result does not depend on where a thread's share of rows starts.
+ * Rows longer than 32 take tg_cpu_vce_sumexp's max and sum on every path: a log-softmax row is
+ * x - (max + logf(sum)), the cross-entropy's log-sum-exp, bit for bit. */
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out);
 /* Its backward, dx = y (dy - sum(dy y)) over rows × d (dx may be y or dy); sum(dy y) serially
  * for rows shorter than 16, else in 8 lane accumulators (element j in lane j % 8). Both paths
