@@ -950,16 +950,18 @@ END_TEST
  * reads them through strided views: product (o, i) = sequence o, head i; rows of every
  * operand h·width floats apart. Also an outer stride 0 (one matrix per head, shared by all
  * sequences). Reference computed here with explicit index arithmetic. */
-/* The small path's AVX-512 kernel (tiles up to 64 columns wide) against its AVX2 one (16):
- * the same bits for every transpose, panel widths around 16, 32, 48 and 64 and beyond, partial
- * rows, 1 to 13 rows, K past one chunk of k (256), alpha and beta, padded C (which neither
- * writes); each also against the double reference (check). Only where the CPU has AVX-512F. */
+/* The small path's AVX-512 kernel (tiles up to 64 columns wide; 16- and 32-column panels in tiles
+ * of up to 12 rows) against its AVX2 one (16): the same bits for every transpose, panel widths
+ * around 16, 32, 48 and 64 and beyond, partial rows, 1 to 25 rows, K past one chunk of k (256),
+ * alpha and beta, padded C (which neither writes); each also against the double reference (check).
+ * Only where the CPU has AVX-512F. */
 START_TEST(test_small_wide) {
     if (!tg__cpu_isa_avx512(true)) return;
-    static const int64_t ms[] = {1, 6, 7, 10, 13}, ns[] = {1, 8, 10, 16, 17, 33, 48, 64, 130};
+    static const int64_t ms[] = {1, 6, 7, 10, 12, 13, 25},
+                         ns[] = {1, 8, 10, 16, 17, 33, 48, 64, 130};
     static const int64_t ks[] = {1, 10, 64, 300};
     for (int t = 0; t < 4; t++)
-        for (int im = 0; im < 5; im++)
+        for (int im = 0; im < 7; im++)
             for (int in = 0; in < 9; in++)
                 for (int ik = 0; ik < 4; ik++) {
                     const float beta = (im + in + ik) % 2 ? 0.5f : 0.0f;

@@ -517,11 +517,80 @@ tile_avx512(const int mr, const int nv, int nc, int64_t kc, const float *a, int6
 #undef TG_ROW512
 #undef TG_STORE512
 
+/* Panels of one or two vectors (16 or 32 columns: attention's P·V and Pᵀ·dO with heads of 16
+ * or 32, or a product's last columns) in tiles of up to 12 rows: a 6-row tile of one vector holds
+ * only 6 accumulators, each a chain of dependent FMAs (4 cycles each on an Intel core), so it ran
+ * at 1.5 of the 2 FMAs a cycle, and P·V over 10 keys took two tiles (and two calls, with their
+ * set-up and stores) one after the other. 12 rows of 2 vectors are 24 accumulators, as
+ * tile_avx512's 6 of 4. Each element's sum is tile_avx512's: the same bits. */
+#define TG_ROWT(i)                                                                                 \
+    if (mr > i) {                                                                                  \
+        const __m512 ai = _mm512_set1_ps(a[(i)*rs + p * cs]);                                      \
+        c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0);                                                \
+        if (nv > 1) c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1);                                    \
+    }
+#define TG_STORET(i)                                                                               \
+    if (mr > i) {                                                                                  \
+        store_vec512(c + (i)*ldc, c##i##0, nc, alpha, beta);                                       \
+        if (nv > 1) store_vec512(c + (i)*ldc + 16, c##i##1, nc - 16, alpha, beta);                 \
+    }
+
+static inline __attribute__((always_inline)) TG_AVX512 void
+tall_avx512(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
+            const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 c00 = z, c10 = z, c20 = z, c30 = z, c40 = z, c50 = z, c60 = z, c70 = z, c80 = z;
+    __m512 c90 = z, c100 = z, c110 = z, c01 = z, c11 = z, c21 = z, c31 = z, c41 = z, c51 = z;
+    __m512 c61 = z, c71 = z, c81 = z, c91 = z, c101 = z, c111 = z;
+    for (int64_t p = 0; p < kc; p++) {
+        const __m512 b0 = _mm512_loadu_ps(b + p * ldbp);
+        const __m512 b1 = nv > 1 ? _mm512_loadu_ps(b + p * ldbp + 16) : b0;
+        TG_ROWT(0) TG_ROWT(1) TG_ROWT(2) TG_ROWT(3) TG_ROWT(4) TG_ROWT(5)
+        TG_ROWT(6) TG_ROWT(7) TG_ROWT(8) TG_ROWT(9) TG_ROWT(10) TG_ROWT(11)
+    }
+    const float alpha = ab[0], beta = ab[1];
+    TG_STORET(0) TG_STORET(1) TG_STORET(2) TG_STORET(3) TG_STORET(4) TG_STORET(5)
+    TG_STORET(6) TG_STORET(7) TG_STORET(8) TG_STORET(9) TG_STORET(10) TG_STORET(11)
+}
+#undef TG_ROWT
+#undef TG_STORET
+
 /* clang-format off */
 TG_TILE_FNS(tile_avx512, TG_AVX512, 1) TG_TILE_FNS(tile_avx512, TG_AVX512, 2)
 TG_TILE_FNS(tile_avx512, TG_AVX512, 3) TG_TILE_FNS(tile_avx512, TG_AVX512, 4)
+#define TG_TALL_FNS(nv)                                                                            \
+    TG_TILE_FN(tall_avx512, TG_AVX512, 7, nv) TG_TILE_FN(tall_avx512, TG_AVX512, 8, nv)            \
+    TG_TILE_FN(tall_avx512, TG_AVX512, 9, nv) TG_TILE_FN(tall_avx512, TG_AVX512, 10, nv)           \
+    TG_TILE_FN(tall_avx512, TG_AVX512, 11, nv) TG_TILE_FN(tall_avx512, TG_AVX512, 12, nv)
+TG_TALL_FNS(1) TG_TALL_FNS(2)
+#undef TG_TALL_FNS
 #undef TG_TILE_FNS
 #undef TG_TILE_FN
+
+/* The tiles of a panel of nv = 1 or 2 vectors: 12 rows at a time, the last 7-11 rows in one
+ * tall tile, 1-6 in one of tile_avx512's */
+#define TG_TALL(mr, nv)                                                                            \
+    tall_avx512_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
+#define TG_TALL_PANEL(nv)                                                                          \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 12 <= m; i += 12)                                                               \
+            TG_TALL(12, nv);                                                                       \
+        switch (m - i) {                                                                           \
+        case 11: TG_TALL(11, nv); break;                                                           \
+        case 10: TG_TALL(10, nv); break;                                                           \
+        case 9: TG_TALL(9, nv); break;                                                             \
+        case 8: TG_TALL(8, nv); break;                                                             \
+        case 7: TG_TALL(7, nv); break;                                                             \
+        case 6: TG_TILE(tile_avx512, 6, nv); break;                                                \
+        case 5: TG_TILE(tile_avx512, 5, nv); break;                                                \
+        case 4: TG_TILE(tile_avx512, 4, nv); break;                                                \
+        case 3: TG_TILE(tile_avx512, 3, nv); break;                                                \
+        case 2: TG_TILE(tile_avx512, 2, nv); break;                                                \
+        case 1: TG_TILE(tile_avx512, 1, nv); break;                                                \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
 
 /* A panel 16, 32, 48 or 64 floats wide (1-4 vectors). A panel 8 wide (at most 8 columns:
  * heads of width 8) is the AVX2 kernel's, which reads it in place where a 16-wide one would
@@ -535,13 +604,15 @@ TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const fl
         return;
     }
     switch (w) {
-    case 16: TG_PANEL(tile_avx512, 1); break;
-    case 32: TG_PANEL(tile_avx512, 2); break;
+    case 16: TG_TALL_PANEL(1); break;
+    case 32: TG_TALL_PANEL(2); break;
     case 48: TG_PANEL(tile_avx512, 3); break;
     default: TG_PANEL(tile_avx512, 4); break;
     }
 }
 #undef TG_PANEL
+#undef TG_TALL_PANEL
+#undef TG_TALL
 #undef TG_TILE
 
 static const small_isa isa_avx512 = {NR512, kern_avx512, pack_b_avx2, pack_bt_avx2};
@@ -577,11 +648,13 @@ void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int 
  * only 16 lines in L1: 32×64×32 products with ldb = 512 ran at ~30 GFLOP/s on one core read in
  * place, ~60 packed. */
 static bool fits_l1(int64_t ld, int64_t rows) {
-    int64_t g = 4096, x = (ld * 4) % 4096; /* gcd(ld*4 mod 4096, 4096): a power of two */
-    if (x != 0) g = x & -x;
-    if (g < 64) g = 64; /* rows not line-aligned spread over every set */
+    /* g = gcd(ld*4 mod 4096, 4096) = 2^lg, a power of two: 4096 / g is a shift (this runs once
+     * a product) */
+    const uint64_t x = (uint64_t)ld * 4 % 4096;
+    int lg = x != 0 ? __builtin_ctzll(x) : 12;
+    if (lg < 6) lg = 6; /* rows not line-aligned spread over every set */
     const int64_t lines_per_row = (ld * 4) % 64 == 0 ? 1 : 2;
-    return rows * lines_per_row <= 8 * (4096 / g) / 2;
+    return rows * lines_per_row <= 8 * (4096 >> lg) / 2;
 }
 
 /* Rows [i0, i1) × columns [j0, j1) of the product at A, B (leading dimension ldb), C (j0 a
@@ -627,14 +700,30 @@ static void block_at(const tg_cpu_gemm_args *g, const small_isa *isa, const floa
     }
 }
 
-/* Product bi's op(B) read through a lookup (gemm.h: tg_cpu_lookup): its stored rows copied from
+/* A product of the call: item i of outer item o (gemm.h: tg_cpu_gemm_batched2), o * batch + i
+ * counted from 0. A run of tasks steps through the products without dividing (two 64-bit
+ * divisions a product before: 512 products of 10 × 16 × 10 on one core took 0.93x the time
+ * without them). */
+typedef struct product {
+    int64_t o, i;
+} product;
+
+static product product_of(const tg_cpu_gemm_args *g, int64_t t) {
+    return (product){t / g->batch, t % g->batch};
+}
+
+static void product_next(const tg_cpu_gemm_args *g, product *q) {
+    if (++q->i == g->batch) q->i = 0, q->o++;
+}
+
+/* Product q's op(B) read through a lookup (gemm.h: tg_cpu_lookup): its stored rows copied from
  * the table's rows into a buffer in this core's cache, then computed from there. */
 static __attribute__((noinline)) void lookup_block(const tg_cpu_gemm_args *g, const small_isa *isa,
-                                                   int64_t bi, const float *A, float *C,
+                                                   product q, const float *A, float *C,
                                                    int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     float rows[TG_CPU_GEMM_LOOKUP_MAX] __attribute__((aligned(64)));
     const tg_cpu_lookup *l = g->lookup_b;
-    const int64_t x = l->off + bi / g->batch * g->ostride_b + bi % g->batch * g->stride_b;
+    const int64_t x = l->off + q.o * g->ostride_b + q.i * g->stride_b;
     const int64_t r0 = x / l->w, col = x % l->w;
     const int64_t nrow = g->trans_b ? g->N : g->K, len = g->trans_b ? g->K : g->N;
     for (int64_t p = 0; p < nrow; p++) {
@@ -645,16 +734,16 @@ static __attribute__((noinline)) void lookup_block(const tg_cpu_gemm_args *g, co
     block_at(g, isa, A, rows, len, C, i0, i1, j0, j1);
 }
 
-/* Rows [i0, i1) × columns [j0, j1) of product bi. */
-static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, int64_t bi, int64_t i0,
+/* Rows [i0, i1) × columns [j0, j1) of product q. */
+static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, product q, int64_t i0,
                         int64_t i1, int64_t j0, int64_t j1) {
-    const float *A, *B;
-    float *C;
-    tg_cpu_gemm_product(g, bi, &A, &B, &C);
+    const float *A = g->a + q.o * g->ostride_a + q.i * g->stride_a;
+    float *C = g->c + q.o * g->ostride_c + q.i * g->stride_c;
     if (g->lookup_b)
-        lookup_block(g, isa, bi, A, C, i0, i1, j0, j1);
+        lookup_block(g, isa, q, A, C, i0, i1, j0, j1);
     else
-        block_at(g, isa, A, B, g->ldb, C, i0, i1, j0, j1);
+        block_at(g, isa, A, g->b + q.o * g->ostride_b + q.i * g->stride_b, g->ldb, C, i0, i1, j0,
+                 j1);
 }
 
 /* How the products are cut into tasks: each product into `blocks` blocks of `size` rows
@@ -664,12 +753,22 @@ typedef struct split {
     int64_t blocks, size;
 } split;
 
-static void run_task(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t) {
-    const int64_t bi = t / sp.blocks, lo = (t % sp.blocks) * sp.size;
-    if (sp.by_cols)
-        small_block(g, isa, bi, 0, g->M, lo, tg_cpu_gemm_imin(lo + sp.size, g->N));
-    else
-        small_block(g, isa, bi, lo, tg_cpu_gemm_imin(lo + sp.size, g->M), 0, g->N);
+/* Tasks [t0, t1): task t is block t % blocks of product t / blocks */
+static void run_tasks(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t0,
+                      int64_t t1) {
+    if (t0 >= t1) return;
+    product q = product_of(g, t0 / sp.blocks);
+    for (int64_t t = t0, blk = t0 % sp.blocks; t < t1; t++) {
+        const int64_t lo = blk * sp.size;
+        if (sp.by_cols)
+            small_block(g, isa, q, 0, g->M, lo, tg_cpu_gemm_imin(lo + sp.size, g->N));
+        else
+            small_block(g, isa, q, lo, tg_cpu_gemm_imin(lo + sp.size, g->M), 0, g->N);
+        if (++blk == sp.blocks) {
+            blk = 0;
+            product_next(g, &q);
+        }
+    }
 }
 
 void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portable) {
@@ -700,21 +799,20 @@ void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portab
     const int64_t ntasks = batch * sp.blocks;
     const int nt = (int)tg_cpu_gemm_imin(nthreads, ntasks);
     if (nt <= 1) {
-        if (p->ith == 0)
-            for (int64_t t = 0; t < ntasks; t++)
-                run_task(g, isa, sp, t);
+        if (p->ith == 0) run_tasks(g, isa, sp, 0, ntasks);
         return;
     }
     /* A share of a node claimed by whichever thread comes (cpu.c's graph walk: no team
      * counter): contiguous blocks of tasks. */
     if (!p->team) {
-        TG_CPU_FOR(p, t, ntasks, true) run_task(g, isa, sp, t);
+        int64_t lo, hi;
+        tg_cpu_share(p, ntasks, true, &lo, &hi);
+        run_tasks(g, isa, sp, lo, hi);
         return;
     }
     /* Dynamic hand-out in chunks of ~1/8 of a member's share: cheap (one atomic per chunk)
      * and it keeps both cores busy when the other processes of a shared machine take one. */
     const int64_t chunk = ntasks / (8 * (int64_t)nt) > 0 ? ntasks / (8 * (int64_t)nt) : 1;
     for (int64_t t0 = tg_cpu_next(p, chunk); t0 < ntasks; t0 = tg_cpu_next(p, chunk))
-        for (int64_t t = t0; t < tg_cpu_gemm_imin(t0 + chunk, ntasks); t++)
-            run_task(g, isa, sp, t);
+        run_tasks(g, isa, sp, t0, tg_cpu_gemm_imin(t0 + chunk, ntasks));
 }
