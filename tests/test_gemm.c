@@ -407,7 +407,8 @@ START_TEST(test_degenerate) {
 END_TEST
 
 /* Bit-identical results: the same call twice on each path; the small path is also identical
- * across thread counts (each element's k sum is done by one thread in the same order). */
+ * across thread counts (each element's k sum is done by one thread in the same order, whatever
+ * tile computes it). */
 START_TEST(test_deterministic) {
     problem p = make(64, false, true, 33, 33, 64, 1.0f, 0.0f, 0, 1, 1, false);
     problem q = make(1, true, false, 300, 400, 500, 1.0f, 0.0f, 0, 1, 1, false);
@@ -420,6 +421,27 @@ START_TEST(test_deterministic) {
         check(&p, ENG_SMALL, nt);
         ck_assert_msg(memcmp(ref, p.c, bytes) == 0, "small path differs at %d threads", nt);
     }
+    /* Two products of 30 rows are cut into blocks of 6 rows on 2 or 3 threads (too few
+     * products to share out whole): 6-row tiles there, 12-row ones on one thread (panels of 8,
+     * 16 and 32 columns) */
+    static const int64_t widths[] = {8, 16, 32};
+    for (int wi = 0; wi < 3; wi++)
+        for (int ta = 0; ta < 2; ta++) {
+            problem r = make(2, ta, false, 30, widths[wi], 300, 1.0f, 0.0f, 0, 1, 1, false);
+            const size_t rbytes = r.nc * sizeof(float);
+            float *one = malloc(rbytes);
+            ck_assert(one);
+            check(&r, ENG_SMALL, 1);
+            memcpy(one, r.c, rbytes);
+            for (int nt = 2; nt <= 3; nt++) {
+                check(&r, ENG_SMALL, nt);
+                ck_assert_msg(memcmp(one, r.c, rbytes) == 0,
+                              "small path 30x%lldx300 (trans_a %d) differs at %d threads",
+                              (long long)widths[wi], ta, nt);
+            }
+            free(one);
+            release(&r);
+        }
     check(&q, ENG_BLAS, 2);
     memcpy(qref, q.c, qbytes);
     check(&q, ENG_BLAS, 2);

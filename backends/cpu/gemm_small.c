@@ -236,6 +236,64 @@ TG_TILE_FNS(tile_avx2, TG_AVX2, 1) TG_TILE_FNS(tile_avx2, TG_AVX2, 2)
         }                                                                                          \
     } while (0)
 
+/* A panel 8 floats wide (heads of width 8; the AVX-512 kernel's too) in tiles of up to 12 rows:
+ * 6 rows of one vector are 6 chains of dependent FMAs, which wait on the FMAs' latency; 12 keep
+ * the two FMA units busy (12 accumulators, one vector of B, one broadcast: 14 of the 16 AVX
+ * registers). Each element's sum is tile_avx2's: the same bits. */
+#define TG_ROW8(i)                                                                                 \
+    if (mr > i) c##i = _mm256_fmadd_ps(_mm256_broadcast_ss(a + (i)*rs + p * cs), b0, c##i);
+#define TG_STORE8(i)                                                                               \
+    if (mr > i) store_row_avx2(c + (i)*ldc, c##i, c##i, 1, nc, alpha, beta);
+
+static inline __attribute__((always_inline)) TG_AVX2 void
+tall_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
+          const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
+    (void)nv; /* one vector */
+    const __m256 z = _mm256_setzero_ps();
+    __m256 c0 = z, c1 = z, c2 = z, c3 = z, c4 = z, c5 = z, c6 = z, c7 = z, c8 = z, c9 = z;
+    __m256 c10 = z, c11 = z;
+    for (int64_t p = 0; p < kc; p++) {
+        const __m256 b0 = _mm256_loadu_ps(b + p * ldbp);
+        TG_ROW8(0) TG_ROW8(1) TG_ROW8(2) TG_ROW8(3) TG_ROW8(4) TG_ROW8(5)
+        TG_ROW8(6) TG_ROW8(7) TG_ROW8(8) TG_ROW8(9) TG_ROW8(10) TG_ROW8(11)
+    }
+    const float alpha = ab[0], beta = ab[1];
+    TG_STORE8(0) TG_STORE8(1) TG_STORE8(2) TG_STORE8(3) TG_STORE8(4) TG_STORE8(5)
+    TG_STORE8(6) TG_STORE8(7) TG_STORE8(8) TG_STORE8(9) TG_STORE8(10) TG_STORE8(11)
+}
+#undef TG_ROW8
+#undef TG_STORE8
+
+/* clang-format off */
+TG_TILE_FN(tall_avx2, TG_AVX2, 7, 1) TG_TILE_FN(tall_avx2, TG_AVX2, 8, 1)
+TG_TILE_FN(tall_avx2, TG_AVX2, 9, 1) TG_TILE_FN(tall_avx2, TG_AVX2, 10, 1)
+TG_TILE_FN(tall_avx2, TG_AVX2, 11, 1) TG_TILE_FN(tall_avx2, TG_AVX2, 12, 1)
+
+/* The tiles of a panel (AVX2: nv = 1 only; AVX-512: nv = 1 or 2) in tiles of up to 12 rows, the
+ * last 7-11 rows in one tall tile, 1-6 in one of the ISA's 6-row ones (TG_TILE_FN names) */
+#define TG_TALL(tall, mr, nv)                                                                      \
+    tall##_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
+#define TG_TALL_PANEL(tall, pre, nv)                                                               \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 12 <= m; i += 12)                                                               \
+            TG_TALL(tall, 12, nv);                                                                 \
+        switch (m - i) {                                                                           \
+        case 11: TG_TALL(tall, 11, nv); break;                                                     \
+        case 10: TG_TALL(tall, 10, nv); break;                                                     \
+        case 9: TG_TALL(tall, 9, nv); break;                                                       \
+        case 8: TG_TALL(tall, 8, nv); break;                                                       \
+        case 7: TG_TALL(tall, 7, nv); break;                                                       \
+        case 6: TG_TILE(pre, 6, nv); break;                                                        \
+        case 5: TG_TILE(pre, 5, nv); break;                                                        \
+        case 4: TG_TILE(pre, 4, nv); break;                                                        \
+        case 3: TG_TILE(pre, 3, nv); break;                                                        \
+        case 2: TG_TILE(pre, 2, nv); break;                                                        \
+        case 1: TG_TILE(pre, 1, nv); break;                                                        \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* A panel 16 floats wide (2 vectors) or 8 (1) */
 TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float *a, int64_t rs,
                               int64_t cs, const float *b, int64_t ldbp, float *c, int64_t ldc,
@@ -244,7 +302,7 @@ TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float 
     if (w == 16)
         TG_PANEL(tile_avx2, 2);
     else
-        TG_PANEL(tile_avx2, 1);
+        TG_TALL_PANEL(tall_avx2, tile_avx2, 1);
 }
 
 /* Non-transposed panel that cannot be read in place (the narrower last one): row by row,
@@ -567,31 +625,6 @@ TG_TALL_FNS(1) TG_TALL_FNS(2)
 #undef TG_TILE_FNS
 #undef TG_TILE_FN
 
-/* The tiles of a panel of nv = 1 or 2 vectors: 12 rows at a time, the last 7-11 rows in one
- * tall tile, 1-6 in one of tile_avx512's */
-#define TG_TALL(mr, nv)                                                                            \
-    tall_avx512_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
-#define TG_TALL_PANEL(nv)                                                                          \
-    do {                                                                                           \
-        int64_t i = 0;                                                                             \
-        for (; i + 12 <= m; i += 12)                                                               \
-            TG_TALL(12, nv);                                                                       \
-        switch (m - i) {                                                                           \
-        case 11: TG_TALL(11, nv); break;                                                           \
-        case 10: TG_TALL(10, nv); break;                                                           \
-        case 9: TG_TALL(9, nv); break;                                                             \
-        case 8: TG_TALL(8, nv); break;                                                             \
-        case 7: TG_TALL(7, nv); break;                                                             \
-        case 6: TG_TILE(tile_avx512, 6, nv); break;                                                \
-        case 5: TG_TILE(tile_avx512, 5, nv); break;                                                \
-        case 4: TG_TILE(tile_avx512, 4, nv); break;                                                \
-        case 3: TG_TILE(tile_avx512, 3, nv); break;                                                \
-        case 2: TG_TILE(tile_avx512, 2, nv); break;                                                \
-        case 1: TG_TILE(tile_avx512, 1, nv); break;                                                \
-        default: break;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 /* A panel 16, 32, 48 or 64 floats wide (1-4 vectors). A panel 8 wide (at most 8 columns:
  * heads of width 8) is the AVX2 kernel's, which reads it in place where a 16-wide one would
  * pad and pack it (h 32 steps of g2p-small took 1.12x as long). */
@@ -604,8 +637,8 @@ TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const fl
         return;
     }
     switch (w) {
-    case 16: TG_TALL_PANEL(1); break;
-    case 32: TG_TALL_PANEL(2); break;
+    case 16: TG_TALL_PANEL(tall_avx512, tile_avx512, 1); break;
+    case 32: TG_TALL_PANEL(tall_avx512, tile_avx512, 2); break;
     case 48: TG_PANEL(tile_avx512, 3); break;
     default: TG_PANEL(tile_avx512, 4); break;
     }
