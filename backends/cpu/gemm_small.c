@@ -496,17 +496,24 @@ TG_DOT_FN(1) TG_DOT_FN(2) TG_DOT_FN(4) TG_DOT_FN(8)
  * query rows over any number of keys (a decoder's step: one new position per hypothesis and
  * head against its cached keys): there every key row is used once or twice, and packing them
  * into panels took longer than the products (docs/results.md §4). */
+typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
+                       int64_t, float, float);
+
+/* The dot-product kernel for the call's shape, or NULL where the tiles take it */
+static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
+    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return NULL;
+    switch (g->K) {
+    case 8: return dot_rows_1;
+    case 16: return dot_rows_2;
+    case 32: return dot_rows_4;
+    case 64: return dot_rows_8;
+    default: return NULL;
+    }
+}
+
 static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B, int64_t ldb,
                       float *C, int64_t i0, int64_t i1) {
-    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return false;
-    const int64_t K = g->K;
-    typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
-                           int64_t, float, float);
-    const dot_fn f = K == 8    ? dot_rows_1
-                     : K == 16 ? dot_rows_2
-                     : K == 32 ? dot_rows_4
-                     : K == 64 ? dot_rows_8
-                               : NULL;
+    const dot_fn f = dot_kernel(g);
     if (!f) return false;
     f(i1 - i0, (int)g->N, A + i0 * g->lda, g->lda, B, ldb, C + i0 * g->ldc, g->ldc, g->alpha,
       g->beta);
@@ -787,17 +794,27 @@ typedef struct split {
 } split;
 
 /* Whole products [t0, t1) where each is one panel of op(B) read in place and one chunk of k
- * (attention's P·V and Pᵀ·dO, heads of 8-64): block_at's set-up, the same for every product,
- * done once for the run, and the kernel called with block_at's arguments (so the same bits): 512
- * products of 10 × 16 × 10 on one core 40 → 31 ns each, of 10 × 32 × 10 62 → 49. False, with
- * nothing done, where the products are not such. */
+ * (attention's P·V and Pᵀ·dO, heads of 8-64), or dot products (Q·Kᵀ over a few keys):
+ * block_at's set-up, the same for every product, done once for the run, and the kernel called
+ * with block_at's arguments (so the same bits): 512 products of 10 × 16 × 10 on one core 40 →
+ * 31 ns each, of 10 × 32 × 10 62 → 49. False, with nothing done, where the products are not
+ * such. */
 static bool direct_run(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t0,
                        int64_t t1) {
+    if (sp.blocks != 1 || g->lookup_b) return false;
+#if TG_GEMM_X86
+    const dot_fn dot = dot_kernel(g);
+    if (dot) {
+        for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q))
+            dot(g->M, (int)g->N, g->a + q.o * g->ostride_a + q.i * g->stride_a, g->lda,
+                g->b + q.o * g->ostride_b + q.i * g->stride_b, g->ldb,
+                g->c + q.o * g->ostride_c + q.i * g->stride_c, g->ldc, g->alpha, g->beta);
+        return true;
+    }
+#endif
     const int64_t N = g->N, K = g->K;
     const int w = N <= 8 ? 8 : isa->nr == NR ? 16 : (int)(N + 15) / 16 * 16;
-    if (sp.blocks != 1 || g->trans_b || g->lookup_b || N > isa->nr || N != w || K > KC ||
-        !fits_l1(g->ldb, K))
-        return false;
+    if (g->trans_b || N > isa->nr || N != w || K > KC || !fits_l1(g->ldb, K)) return false;
     const int64_t rs = g->trans_a ? 1 : g->lda, cs = g->trans_a ? g->lda : 1;
     const float ab[2] = {g->alpha, g->beta};
     for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q))
