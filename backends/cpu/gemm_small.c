@@ -491,15 +491,14 @@ dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const
 TG_DOT_FN(1) TG_DOT_FN(2) TG_DOT_FN(4) TG_DOT_FN(8)
 #undef TG_DOT_FN
 
-/* Rows [i0, i1) of the product at A, B, C by dot products, where the shape suits them
- * (above); false (nothing done) otherwise. Besides Q·Kᵀ over fewer than 16 keys, one or two
- * query rows over any number of keys (a decoder's step: one new position per hypothesis and
- * head against its cached keys): there every key row is used once or twice, and packing them
- * into panels took longer than the products (docs/results.md §4). */
 typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int64_t, float *,
                        int64_t, float, float);
 
-/* The dot-product kernel for the call's shape, or NULL where the tiles take it */
+/* The dot-product kernel for the call's shape (above), or NULL where the tiles take it. Besides
+ * Q·Kᵀ over fewer than 16 keys, one or two query rows over any number of keys (a decoder's
+ * step: one new position per hypothesis and head against its cached keys): there every key row
+ * is used once or twice, and packing them into panels took longer than the products
+ * (docs/results.md §4). */
 static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
     if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return NULL;
     switch (g->K) {
@@ -511,6 +510,8 @@ static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
     }
 }
 
+/* Rows [i0, i1) of the product at A, B, C by dot products where dot_kernel has one; false
+ * (nothing done) otherwise */
 static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B, int64_t ldb,
                       float *C, int64_t i0, int64_t i1) {
     const dot_fn f = dot_kernel(g);

@@ -1374,6 +1374,7 @@ AVX512 static INLINE float sumexp16(const float *x, int64_t n, float *max, float
     *max = m;
     return hsum16(acc);
 }
+/* the cross-entropy's (tg_cpu_vce_sumexp), as ce_sumexp_avx2 */
 AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
     return sumexp16(x, n, max, sum_x, NULL);
 }
