@@ -11,7 +11,8 @@
  *   Edge tiles use the same code with mr < 6 rows (the unused accumulators are compiled out)
  *   and an 8-wide panel when at most 8 columns remain. Where the CPU has AVX-512F a tile is
  *   6 rows × up to 64 columns (4 zmm a row, 24 accumulators; below), a quarter of the tiles
- *   for attention's 64-wide heads, with the same bits.
+ *   for attention's 64-wide heads, with the same bits. Panels of one vector (8 columns; 16 and
+ *   32 with AVX-512F) go in tiles of up to 12 rows (tall_avx2, tall_avx512), same bits again.
  *
  * Operands:
  *   op(A) is never copied: the kernel reads element (i,p) at a[i*rs + p*cs], i.e. rs = lda,
