@@ -1,5 +1,6 @@
 /* The parameter store: named persistent f32 tensors and their gradients on a backend. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,8 +106,26 @@ int64_t tg_store_find(const tg_store *s, const char *name) {
     return -1;
 }
 
-tg_status tg_store_add(tg_store *s, const char *name, int ndim, const int64_t *shape,
-                       const float *init, bool trainable) {
+static atomic_bool poison_unset;
+
+bool tg__store_poison_unset(bool on) {
+    return atomic_exchange(&poison_unset, on);
+}
+
+/* The values of entry e set to NaN (tg__store_poison_unset) */
+static tg_status poison(tg_backend *b, float *data, int64_t numel) {
+    float *nan = malloc((size_t)numel * sizeof *nan);
+    if (!nan) return tg_error_set(TG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < numel; i++)
+        nan[i] = NAN;
+    tg_status st = b->vt->copy_in(b, data, nan, (size_t)numel * sizeof *nan);
+    free(nan);
+    return st;
+}
+
+/* tg_store_add, or with zero false tg__store_add_unset */
+static tg_status store_add(tg_store *s, const char *name, int ndim, const int64_t *shape,
+                           const float *init, bool trainable, bool zero) {
     if (!s || !name) return tg_error_set(TG_ERR_INVALID, "tg_store_add: store or name is NULL");
     if (!name[0] || strlen(name) >= sizeof s->p[0].name)
         return tg_error_set(TG_ERR_INVALID, "tg_store_add: name '%s' empty or longer than %zu bytes",
@@ -142,16 +161,27 @@ tg_status tg_store_add(tg_store *s, const char *name, int ndim, const int64_t *s
     e->data = sl->data + e->off;
     e->grad = trainable ? sl->grad + e->off : NULL;
     /* the whole room zeroed (the padding stays zero: optimizer steps over it leave it so),
-     * then the values */
+     * then the values; an unset entry's left as they are (NaN for tests) */
     const size_t bytes = (size_t)e->numel * sizeof(float),
                  room_bytes = (size_t)room * sizeof(float);
-    tg_status st = b->vt->memset0(b, e->data, room_bytes);
+    tg_status st = zero                         ? b->vt->memset0(b, e->data, room_bytes)
+                   : atomic_load(&poison_unset) ? poison(b, e->data, e->numel)
+                                                : TG_OK;
     if (st == TG_OK && init) st = b->vt->copy_in(b, e->data, init, bytes);
     if (st == TG_OK && trainable) st = b->vt->memset0(b, e->grad, room_bytes);
     if (st != TG_OK) return tg_error_prefix(st, "tg_store_add: '%s'", name);
     sl->used += room;
     s->n++;
     return TG_OK;
+}
+
+tg_status tg_store_add(tg_store *s, const char *name, int ndim, const int64_t *shape,
+                       const float *init, bool trainable) {
+    return store_add(s, name, ndim, shape, init, trainable, true);
+}
+
+tg_status tg__store_add_unset(tg_store *s, const char *name, int ndim, const int64_t *shape) {
+    return store_add(s, name, ndim, shape, NULL, false, false);
 }
 
 int64_t tg_store_count(const tg_store *s) { return s ? s->n : 0; }

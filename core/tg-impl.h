@@ -127,6 +127,15 @@ struct tg_store {
  * new pages. */
 tg_status tg__store_new_scratch(tg_backend *b, tg_store **out);
 
+/* tg_store_add of a frozen parameter whose values are left as the memory holds them, for a
+ * table whose every read is of an element written first: a decoder's key and value tables,
+ * sized for the longest output (max_steps rows a hypothesis) but written, and read, only as far
+ * as the steps go. Zeroing them all touched every page of them for every batch of sentences. */
+tg_status tg__store_add_unset(tg_store *s, const char *name, int ndim, const int64_t *shape);
+/* Tests: with on, tg__store_add_unset fills the values with NaN, so that reading an element
+ * before writing it shows; returns the previous setting. */
+bool tg__store_poison_unset(bool on);
+
 /* The backend table (a table of function pointers plus a capability query, as ggml's backends). */
 typedef struct tg_backend_vtable {
     const char *name;

@@ -132,13 +132,13 @@ static tg_status encode(tg_decoder *d) {
  * packs no weight (the same bits; 64-row products of 512 × 128 weights 1.5× faster; the output
  * projection's, cut by columns, each thread reading its part of the vocabulary's panels:
  * docs/results.md §4). */
-static void keep_weights(tg_decoder *d, bool keep) {
-    tg_backend *b = d->m->backend;
+static void keep_weights(tg_model *m, bool keep) {
+    tg_backend *b = m->backend;
     void (*fn)(tg_backend *, const float *, int64_t, int64_t) =
         keep ? b->vt->keep_weight : b->vt->release_weight;
     if (!fn) return;
-    const tg_store *s = d->m->store;
-    const char *out = tg__model_out_proj_name(&d->m->cfg);
+    const tg_store *s = m->store;
+    const char *out = tg__model_out_proj_name(&m->cfg);
     for (int64_t i = 0; i < s->n; i++) {
         const tg_param_entry *e = &s->p[i];
         if (e->ndim == 2 &&
@@ -147,6 +147,19 @@ static void keep_weights(tg_decoder *d, bool keep) {
              !strcmp(e->name, out)))
             fn(b, e->data, e->shape[0], e->shape[1]);
     }
+}
+
+tg_status tg_decoder_hold_weights(tg_model *m) {
+    if (!m) return tg_error_set(TG_ERR_INVALID, "tg_decoder_hold_weights: model is NULL");
+    keep_weights(m, true);
+    m->decode_holds++;
+    return TG_OK;
+}
+
+void tg_decoder_release_weights(tg_model *m) {
+    if (!m || m->decode_holds == 0) return;
+    m->decode_holds--;
+    keep_weights(m, false);
 }
 
 tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
@@ -206,20 +219,21 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
         }
         st = tg__store_new_scratch(m->backend, &d->cache);
     }
-    /* self-attention tables, zero-filled; only rows written by earlier steps are ever read */
+    /* self-attention tables, not zeroed (tg__store_add_unset): only rows written by earlier
+     * steps are ever read */
     char name[64];
     int64_t shape[2] = {max_steps * max_rows, d->w};
     for (int64_t l = 0; st == TG_OK && cached && l < c->dec_layers; l++)
         for (int kv = 0; st == TG_OK && kv < 2; kv++) {
             snprintf(name, sizeof name, "self.%lld.%c", (long long)l, kv ? 'v' : 'k');
-            st = tg_store_add(d->cache, name, 2, shape, NULL, false);
+            st = tg__store_add_unset(d->cache, name, 2, shape);
         }
     if (st == TG_OK && !lm) st = encode(d);
     if (st != TG_OK) {
         tg_decoder_free(d);
         return st;
     }
-    keep_weights(d, true);
+    keep_weights(m, true);
     d->kept = true;
     *out = d;
     return TG_OK;
@@ -227,7 +241,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
 
 void tg_decoder_free(tg_decoder *d) {
     if (!d) return;
-    if (d->kept) keep_weights(d, false);
+    if (d->kept) keep_weights(d->m, false);
     tg_graph_free(d->held);
     tg_store_free(d->cache);
     free(d->src);

@@ -27,6 +27,9 @@ struct tg_model {
      * draws): a checkpoint's values replace every one of them (tg_model_load), and drawing
      * ~2 M values was a quarter of a one-sentence `tg translate`'s time. */
     bool no_draw;
+    /* tg_decoder_hold_weights calls not yet released: the decoder's weights stay prepared on the
+     * backend between decoders while it is above 0 */
+    int64_t decode_holds;
 };
 
 /* tg_model_new, the parameters made as for m->no_draw when draw is false */

@@ -43,6 +43,10 @@ tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt
 
 void tg_model_free(tg_model *m) {
     if (!m) return;
+    /* holds left (tg_decoder_hold_weights): the backend's prepared copies, found by the weights'
+     * addresses, must not outlive the weights */
+    while (m->decode_holds > 0)
+        tg_decoder_release_weights(m);
     tg_store_free(m->store);
     if (m->tgt != m->src) tg_vocab_free(m->tgt);
     tg_vocab_free(m->src);

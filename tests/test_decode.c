@@ -14,8 +14,16 @@
 #include "tg_check.h"
 
 static tg_backend *B;
-static void setup(void) { ck_assert_int_eq(tg_backend_cpu_new(2, &B), TG_OK); }
-static void teardown(void) { tg_backend_free(B); }
+/* The decoders' key and value tables are not zeroed (decode.c: only rows written by earlier
+ * steps are read); here they start as NaN, so that a read of any other row spoils the results. */
+static void setup(void) {
+    ck_assert_int_eq(tg_backend_cpu_new(2, &B), TG_OK);
+    tg__store_poison_unset(true);
+}
+static void teardown(void) {
+    tg__store_poison_unset(false);
+    tg_backend_free(B);
+}
 
 #define NTOK 10 /* ordinary tokens t0..t9 after the four specials */
 
@@ -239,6 +247,49 @@ START_TEST(test_decoder_keeps_weights) {
     ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
     free(l);
     tg_model_free(m);
+}
+END_TEST
+
+/* tg_decoder_hold_weights keeps the weights prepared between decoders (tg translate's batches):
+ * kept with no decoder alive, still kept after each tg_decode's decoder is freed, the results
+ * those of decoding without the hold; released by the matching call; holds nest; a release
+ * without a hold, and a NULL model, do nothing (the latter an error for the hold). */
+START_TEST(test_decoder_hold_weights) {
+    tg_model_config c = tg_model_config_default();
+    c.d_model = 64, c.heads = 4, c.enc_layers = 1, c.dec_layers = 1, c.d_ff = 256, c.max_len = 40;
+    tg_model *m = model_with(&c, 9);
+    const int want = tg_cpu_gemm_packed_available() ? 9 : 0; /* as test_decoder_keeps_weights */
+    tg_decode_options o = tg_decode_options_default();
+    tg_nbest *plain, *held;
+    ck_assert_msg(tg_decode(m, SRC, SRC_N, 4, &o, &plain) == TG_OK, "%s", tg_error_message());
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert(tg_decoder_hold_weights(m) == TG_OK);
+    ck_assert(tg_decoder_hold_weights(m) == TG_OK);
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    for (int round = 0; round < 2; round++) {
+        ck_assert_msg(tg_decode(m, SRC, SRC_N, 4, &o, &held) == TG_OK, "%s", tg_error_message());
+        ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+        for (int i = 0; i < 4; i++) {
+            const tg_hypothesis *a = &plain[i].hyp[0], *b = &held[i].hyp[0];
+            ck_assert_int_eq(a->len, b->len);
+            ck_assert(memcmp(a->ids, b->ids, (size_t)a->len * sizeof *a->ids) == 0);
+            ck_assert(a->score == b->score);
+        }
+        tg_decode_free(held, 4);
+    }
+    tg_decoder_release_weights(m);
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want); /* one hold left */
+    tg_decoder_release_weights(m);
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    tg_decoder_release_weights(m); /* none held: nothing */
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert(tg_decoder_hold_weights(NULL) == TG_ERR_INVALID);
+    tg_decoder_release_weights(NULL);
+    tg_decode_free(plain, 4);
+    ck_assert(tg_decoder_hold_weights(m) == TG_OK); /* left held: tg_model_free releases it */
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    tg_model_free(m);
+    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
 }
 END_TEST
 
@@ -619,6 +670,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_incremental_equals_full, 0, 11);
     tcase_add_loop_test(tc, test_decode_equals_decode_full, 0, 5);
     tcase_add_test(tc, test_decoder_keeps_weights);
+    tcase_add_test(tc, test_decoder_hold_weights);
     tcase_add_test(tc, test_step_view);
     tcase_add_test(tc, test_row_top);
     tcase_add_test(tc, test_beam1_equals_greedy);

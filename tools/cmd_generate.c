@@ -129,6 +129,7 @@ int tg_cmd_generate(int argc, char **argv) {
     go.sample.temperature = greedy ? 0.0f : (float)temperature;
     go.sample.top_k = top_k;
     go.sample.top_p = (float)top_p;
+    if (st == TG_OK) st = tg_decoder_hold_weights(m); /* prepared once for every prompt's decoder */
     for (int64_t i = 0; st == TG_OK && i < np; i++) {
         go.seed = (uint64_t)seed + (uint64_t)i; /* each prompt its own stream */
         st = tg_generate(m, ids[i], len[i], &go, &gen[i]);
@@ -139,6 +140,7 @@ int tg_cmd_generate(int argc, char **argv) {
              append(&text, &tlen, &tcap, "\n")))
             st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     }
+    tg_decoder_release_weights(m);
     if (st == TG_OK) { /* only now: the output */
         FILE *f = output ? fopen(output, "w") : stdout;
         if (!f) st = tg_error_set(TG_ERR_IO, "cannot write '%s'", output);

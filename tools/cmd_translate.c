@@ -199,6 +199,8 @@ static int translate(tg_model *m, const options *op, int32_t **ids, int64_t *len
     for (int64_t i = 0; rc == 0 && i < n; i++) order[i] = i;
     sort_len = len;
     if (rc == 0) qsort(order, (size_t)n, sizeof *order, by_length);
+    /* one preparation of the weights for every batch's decoder */
+    if (rc == 0 && tg_decoder_hold_weights(m) != TG_OK) rc = fail("%s", tg_error_message());
     for (int64_t b0 = 0; rc == 0 && b0 < n; b0 += op->batch) {
         int64_t k = n - b0 < op->batch ? n - b0 : op->batch;
         for (int64_t j = 0; j < k; j++) {
@@ -213,6 +215,7 @@ static int translate(tg_model *m, const options *op, int32_t **ids, int64_t *len
         for (int64_t j = 0; j < k; j++) all[order[b0 + j]] = r[j]; /* the hypotheses move */
         free(r);
     }
+    tg_decoder_release_weights(m);
     const tg_vocab *tv = tg_model_tgt_vocab(m);
     for (int64_t i = 0; rc == 0 && i < n; i++) {
         if (!op->nbest_format) {

@@ -42,6 +42,16 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
                          int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out);
 void tg_decoder_free(tg_decoder *d);
 
+/* Many decoders in turn (a file translated batch by batch: each tg_decode or tg_generate call
+ * makes one): the weights the steps read, which each decoder prepares on the backend when it is
+ * made and gives back when it is freed (on the CPU, packed for its GEMM), stay prepared from
+ * tg_decoder_hold_weights until the matching tg_decoder_release_weights, so that no decoder in
+ * between prepares them again. The weights must not change in between (no training step).
+ * Calls nest; a release without a hold does nothing; tg_model_free releases the holds left.
+ * Errors: a NULL model. */
+tg_status tg_decoder_hold_weights(tg_model *m);
+void tg_decoder_release_weights(tg_model *m);
+
 /* One step: `rows` hypotheses (1..max_rows) each append one decoder input token. At step 0,
  * parent[r] is the sentence (0..n-1) of row r; at later steps parent[r] is the row of the
  * previous step that row r continues (rows may be dropped, duplicated and reordered: beam
