@@ -112,7 +112,7 @@ bool tg__store_poison_unset(bool on) {
     return atomic_exchange(&poison_unset, on);
 }
 
-/* The values of entry e set to NaN (tg__store_poison_unset) */
+/* numel values at data set to NaN (tg__store_poison_unset) */
 static tg_status poison(tg_backend *b, float *data, int64_t numel) {
     float *nan = malloc((size_t)numel * sizeof *nan);
     if (!nan) return tg_error_set(TG_ERR_NOMEM, "out of memory");
@@ -161,7 +161,7 @@ static tg_status store_add(tg_store *s, const char *name, int ndim, const int64_
     e->data = sl->data + e->off;
     e->grad = trainable ? sl->grad + e->off : NULL;
     /* the whole room zeroed (the padding stays zero: optimizer steps over it leave it so),
-     * then the values; an unset entry's left as they are (NaN for tests) */
+     * then the values; an unset entry's values are left as they are (NaN for tests) */
     const size_t bytes = (size_t)e->numel * sizeof(float),
                  room_bytes = (size_t)room * sizeof(float);
     tg_status st = zero                         ? b->vt->memset0(b, e->data, room_bytes)
