@@ -37,7 +37,7 @@ static bool meet(byte_span a, byte_span b) { return a.lo < b.hi && b.lo < a.hi; 
  * (core/plan.c: TG_TF_LOOKUP), the lookup's table or ids? */
 static bool src_meets(const tg_tensor *x, byte_span s) {
     if (meet(span_of(x), s)) return true;
-    const tg_tensor *r = x->base ? x->base : x;
+    const tg_tensor *r = tg__tensor_root(x);
     return (r->flags & TG_TF_LOOKUP) &&
            (meet(span_of(r->src[0]), s) || meet(span_of(r->src[1]), s));
 }

@@ -248,8 +248,9 @@ static inline uint64_t tg__fnv1a(uint64_t h, const void *p, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
-static inline tg_tensor *tg__tensor_root(tg_tensor *t) {
-    return t->base ? t->base : t;
+/* The tensor whose buffer t views (t itself if it is not a view); const or not, as strchr */
+static inline tg_tensor *tg__tensor_root(const tg_tensor *t) {
+    return (tg_tensor *)(t->base ? t->base : t);
 }
 static inline size_t tg__tensor_nbytes(const tg_tensor *t) {
     return (size_t)tg__tensor_numel(t->ndim, t->shape) * tg_dtype_size(t->dtype);

@@ -120,13 +120,17 @@ static inline int64_t tg_cpu_gemm_count(const tg_cpu_gemm_args *g) {
     return (g->outer > 1 ? g->outer : 1) * g->batch;
 }
 
-/* Where product t (0 <= t < tg_cpu_gemm_count(g)) of the call lives: (o, i) = divmod(t, batch). */
-static inline void tg_cpu_gemm_product(const tg_cpu_gemm_args *g, int64_t t, const float **a,
-                                       const float **b, float **c) {
-    const int64_t o = t / g->batch, i = t % g->batch;
+/* Where product (o, i) of the call lives: item i of outer item o */
+static inline void tg_cpu_gemm_product_at(const tg_cpu_gemm_args *g, int64_t o, int64_t i,
+                                          const float **a, const float **b, float **c) {
     *a = g->a + o * g->ostride_a + i * g->stride_a;
     *b = g->lookup_b ? NULL : g->b + o * g->ostride_b + i * g->stride_b; /* lookup: small path */
     *c = g->c + o * g->ostride_c + i * g->stride_c;
+}
+/* Where product t (0 <= t < tg_cpu_gemm_count(g)) of the call lives: (o, i) = divmod(t, batch). */
+static inline void tg_cpu_gemm_product(const tg_cpu_gemm_args *g, int64_t t, const float **a,
+                                       const float **b, float **c) {
+    tg_cpu_gemm_product_at(g, t / g->batch, t % g->batch, a, b, c);
 }
 
 /* The path tg_cpu_gemm_batched() takes for these arguments (never TG_CPU_GEMM_AUTO). */

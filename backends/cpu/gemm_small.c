@@ -699,6 +699,12 @@ static bool fits_l1(int64_t ld, int64_t rows) {
     return rows * lines_per_row <= 8 * (4096 >> lg) / 2;
 }
 
+/* The width of a panel of op(B) holding nc columns: 8 or 16 (AVX2, portable), 8 or a multiple
+ * of 16 (AVX-512) */
+static int panel_width(const small_isa *isa, int64_t nc) {
+    return nc <= 8 ? 8 : isa->nr == NR ? 16 : (int)(nc + 15) / 16 * 16;
+}
+
 /* Rows [i0, i1) × columns [j0, j1) of the product at A, B (leading dimension ldb), C (j0 a
  * multiple of NR): for each panel of op(B) (in place or packed, a chunk of k at a time), all the
  * row tiles. */
@@ -716,8 +722,7 @@ static void block_at(const tg_cpu_gemm_args *g, const small_isa *isa, const floa
 
     for (int64_t j = j0; j < j1; j += isa->nr) {
         const int nc = (int)tg_cpu_gemm_imin(isa->nr, j1 - j);
-        /* panel width: 8 or 16 (AVX2, portable), 8 or a multiple of 16 (AVX-512) */
-        const int w = nc <= 8 ? 8 : isa->nr == NR ? 16 : (nc + 15) / 16 * 16;
+        const int w = panel_width(isa, nc);
         /* A full-width panel of a non-transposed B is read in place when its K rows stay in
          * L1 across the row tiles. Either way k goes in chunks of KC, so that the sums (and
          * their bits) do not depend on the panel or on reading in place. */
@@ -779,13 +784,13 @@ static __attribute__((noinline)) void lookup_block(const tg_cpu_gemm_args *g, co
 /* Rows [i0, i1) × columns [j0, j1) of product q. */
 static void small_block(const tg_cpu_gemm_args *g, const small_isa *isa, product q, int64_t i0,
                         int64_t i1, int64_t j0, int64_t j1) {
-    const float *A = g->a + q.o * g->ostride_a + q.i * g->stride_a;
-    float *C = g->c + q.o * g->ostride_c + q.i * g->stride_c;
+    const float *A, *B;
+    float *C;
+    tg_cpu_gemm_product_at(g, q.o, q.i, &A, &B, &C);
     if (g->lookup_b)
         lookup_block(g, isa, q, A, C, i0, i1, j0, j1);
     else
-        block_at(g, isa, A, g->b + q.o * g->ostride_b + q.i * g->stride_b, g->ldb, C, i0, i1, j0,
-                 j1);
+        block_at(g, isa, A, B, g->ldb, C, i0, i1, j0, j1);
 }
 
 /* How the products are cut into tasks: each product into `blocks` blocks of `size` rows
@@ -804,25 +809,27 @@ typedef struct split {
 static bool direct_run(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t0,
                        int64_t t1) {
     if (sp.blocks != 1 || g->lookup_b) return false;
+    const float *A, *B;
+    float *C;
 #if TG_GEMM_X86
     const dot_fn dot = dot_kernel(g);
     if (dot) {
-        for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q))
-            dot(g->M, (int)g->N, g->a + q.o * g->ostride_a + q.i * g->stride_a, g->lda,
-                g->b + q.o * g->ostride_b + q.i * g->stride_b, g->ldb,
-                g->c + q.o * g->ostride_c + q.i * g->stride_c, g->ldc, g->alpha, g->beta);
+        for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q)) {
+            tg_cpu_gemm_product_at(g, q.o, q.i, &A, &B, &C);
+            dot(g->M, (int)g->N, A, g->lda, B, g->ldb, C, g->ldc, g->alpha, g->beta);
+        }
         return true;
     }
 #endif
     const int64_t N = g->N, K = g->K;
-    const int w = N <= 8 ? 8 : isa->nr == NR ? 16 : (int)(N + 15) / 16 * 16;
+    const int w = panel_width(isa, N);
     if (g->trans_b || N > isa->nr || N != w || K > KC || !fits_l1(g->ldb, K)) return false;
     const int64_t rs = g->trans_a ? 1 : g->lda, cs = g->trans_a ? g->lda : 1;
     const float ab[2] = {g->alpha, g->beta};
-    for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q))
-        isa->kern(g->M, w, (int)N, K, g->a + q.o * g->ostride_a + q.i * g->stride_a, rs, cs,
-                  g->b + q.o * g->ostride_b + q.i * g->stride_b, g->ldb,
-                  g->c + q.o * g->ostride_c + q.i * g->stride_c, g->ldc, ab);
+    for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q)) {
+        tg_cpu_gemm_product_at(g, q.o, q.i, &A, &B, &C);
+        isa->kern(g->M, w, (int)N, K, A, rs, cs, B, g->ldb, C, g->ldc, ab);
+    }
     return true;
 }
 

@@ -9,7 +9,7 @@
 /* The embedding lookup B is a view of when the planner left it unmade (core/plan.c:
  * TG_TF_LOOKUP), else NULL. */
 static const tg_tensor *lookup_of(const tg_tensor *b) {
-    const tg_tensor *r = b->base ? b->base : b;
+    const tg_tensor *r = tg__tensor_root(b);
     return (r->flags & TG_TF_LOOKUP) ? r : NULL;
 }
 
@@ -81,7 +81,7 @@ static tg_cpu_gemm_args call_shape(const tg_mm_plan *mp) {
 }
 
 bool tg__cpu_matmul_reads_lookup(const tg_tensor *t) {
-    const tg_tensor *b = t->src[1], *e = b->base ? b->base : b, *tab = e->src[0];
+    const tg_tensor *b = t->src[1], *e = tg__tensor_root(b), *tab = e->src[0];
     if (e->dtype != TG_DTYPE_F32 || tab->ndim != 2 || tab->stride[0] != tab->shape[1] ||
         tab->stride[1] != 1)
         return false;
