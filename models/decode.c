@@ -129,10 +129,10 @@ static tg_status encode(tg_decoder *d) {
  * cross-attention's key and value projections (encode uses them once), and the output
  * projection — handed to the backend to prepare once for the decoder's life (keep) and given
  * back by tg_decoder_free (kept across decoders between tg_decoder_hold_weights and
- * tg_decoder_release_weights: the backend counts the holders). The CPU backend packs them for its GEMM, so a step of a few rows
- * packs no weight (the same bits; 64-row products of 512 × 128 weights 1.5× faster; the output
- * projection's, cut by columns, each thread reading its part of the vocabulary's panels:
- * docs/results.md §4). */
+ * tg_decoder_release_weights: the backend counts the holders). The CPU backend packs them for its
+ * GEMM, so a step of a few rows packs no weight (the same bits; 64-row products of 512 × 128
+ * weights 1.5× faster; the output projection's, cut by columns, each thread reading its part of the
+ * vocabulary's panels: docs/results.md §4). */
 static void keep_weights(tg_model *m, bool keep) {
     tg_backend *b = m->backend;
     void (*fn)(tg_backend *, const float *, int64_t, int64_t) =
