@@ -10,9 +10,11 @@
  * yield phase of their wait is over, which is short in a team with more members than CPUs.
  * A member's CPU clock tells one at work from one off its core, and the runner's waits on a
  * holder off its core run ahead or sleep (lending a pinned holder the sleeper's CPU) and still
- * end with the same bits. Speed is never
+ * end with the same bits. A team whose members never join while member 0 shares its CPU goes
+ * alone, with the same bits, and back to the team when the spell is over. Speed is never
  * asserted. */
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -828,6 +830,94 @@ START_TEST(test_member_lent) {
 }
 END_TEST
 
+/* RUN_ALONE (cpu.c): the rule — members other than 0 that ran under a fifth of the shares they
+ * own, and member 0 on its CPU under three quarters of the time, say go alone; either alone
+ * does not. */
+START_TEST(test_run_alone_rule) {
+    ck_assert(tg__cpu_judged_alone(100, 6, 1000, 500)); /* beside two busy processes */
+    ck_assert(tg__cpu_judged_alone(100, 19, 1000, 740));
+    ck_assert(!tg__cpu_judged_alone(100, 20, 1000, 500)); /* the members help */
+    ck_assert(!tg__cpu_judged_alone(100, 6, 1000, 750));  /* member 0 has a core of its own */
+    ck_assert(!tg__cpu_judged_alone(100, 95, 1000, 1000));
+    ck_assert(!tg__cpu_judged_alone(0, 0, 1000, 0)); /* nothing owned: nothing to judge */
+}
+END_TEST
+
+#if defined(__linux__)
+static void *spin_until(void *arg) {
+    atomic_bool *stop = arg;
+    while (!atomic_load_explicit(stop, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+/* This thread and a busy thread on one CPU: the original mask into *saved. */
+static pthread_t share_my_cpu(cpu_set_t *saved, atomic_bool *stop) {
+    ck_assert_int_eq(sched_getaffinity(0, sizeof *saved, saved), 0);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    pthread_t busy;
+    atomic_store(stop, false);
+    ck_assert_int_eq(pthread_create(&busy, &attr, spin_until, stop), 0);
+    pthread_attr_destroy(&attr);
+    return busy;
+}
+#endif
+
+/* Members that never join (tg__cpu_members_away) while member 0 shares its CPU with a busy
+ * thread: the team's runs are judged and the next ones go on member 0 alone, with the bits of a
+ * team's runs; once the spell is over (ALONE_NS) a run goes to the team again. */
+START_TEST(test_run_alone) {
+#if defined(__linux__)
+    enum { NV = TOK * WID + 100 * (BR + 1) + WID * WID, NG = TOK * WID + BR * WID * WID };
+    float *vals = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++)
+        vals[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *ref = malloc(sizeof(float) * NG), *got = malloc(sizeof(float) * NG);
+    tg_backend *plain, *b;
+    CK(tg_backend_cpu_new(2, &plain));
+    CK(tg_backend_cpu_new(2, &b));
+    branches_grads(plain, vals, ref);
+    cpu_set_t saved;
+    atomic_bool stop;
+    pthread_t busy = share_my_cpu(&saved, &stop);
+    tg__cpu_members_away(b, true);
+    int rep = 0;
+    for (; rep < 400 && tg__cpu_runs_alone(b) < 3; rep++) {
+        branches_grads(b, vals, got);
+        ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "run %d (%lld alone) differs", rep,
+                      (long long)tg__cpu_runs_alone(b));
+    }
+    atomic_store(&stop, true);
+    pthread_join(busy, NULL);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof saved, &saved), 0);
+    printf("%d runs, %lld of them alone\n", rep, (long long)tg__cpu_runs_alone(b));
+    ck_assert_int_ge(tg__cpu_runs_alone(b), 3);
+    /* the spell ends: within a second a run is made by the team, not alone */
+    tg__cpu_members_away(b, false);
+    bool team_ran = false;
+    for (rep = 0; rep < 100 && !team_ran; rep++) {
+        const int64_t alone = tg__cpu_runs_alone(b);
+        branches_grads(b, vals, got);
+        ck_assert(memcmp(got, ref, sizeof(float) * NG) == 0);
+        team_ran = tg__cpu_runs_alone(b) == alone;
+        if (!team_ran) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    ck_assert(team_ran);
+    tg_backend_free(plain);
+    tg_backend_free(b);
+    free(vals);
+    free(ref);
+    free(got);
+#endif
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("team");
     TCase *tc = tcase_create("team");
@@ -847,6 +937,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_waits_keep_core);
     tcase_add_test(tc, test_members_pinned);
     tcase_add_test(tc, test_member_lent);
+    tcase_add_test(tc, test_run_alone_rule);
+    tcase_add_test(tc, test_run_alone);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -82,7 +82,8 @@ bool tg__cpu_huge_pages(bool on);
 
 /* How many waits of b's graph runner found the member holding a share off its core (cpu.c:
  * PROBE_NS), and how many of those were slept through (nothing to run ahead), since b was
- * made; and, for tests, every holder taken to be off its core (at the wait's first reading). */
+ * made; and, for tests, every holder taken to be off its core (at the wait's first reading;
+ * b's runs then never go alone, RUN_ALONE, whose runs have no such waits). */
 int64_t tg__cpu_waits_offcore(tg_backend *b);
 int64_t tg__cpu_waits_slept(tg_backend *b);
 /* Of the waits slept through, how many lent the holder the sleeper's CPU (team.h:
@@ -97,6 +98,15 @@ int64_t tg__cpu_fine_runs(tg_backend *b);
 /* How many graph runs of b spun through their waits' yield phase instead of yielding (cpu.c:
  * KEEP_CORE: a team pinned one member per CPU, after an uncontended run), since b was made. */
 int64_t tg__cpu_runs_keeping_core(tg_backend *b);
+
+/* How many graph runs of b went on the caller alone (cpu.c: RUN_ALONE), since b was made; and,
+ * for tests, b's members other than 0 joining no graph run while on (team.h:
+ * tg_cpu_team_members_away). */
+int64_t tg__cpu_runs_alone(tg_backend *b);
+void tg__cpu_members_away(tg_backend *b, bool on);
+/* The judgement of RUN_ALONE on a window of the team's runs: the shares its members other than 0
+ * own and ran, member 0's wall and CPU time in them; true: the next runs go alone. */
+bool tg__cpu_judged_alone(int64_t owned, int64_t helped, int64_t wall_ns, int64_t cpu_ns);
 
 /* Column sums over the n rows of an inner-column matrix made block by block (k_reduce.c):
  * rows(ctx, k0, k1, b) writes into b[0, inner) each column's sum over rows [k0, k1), adding

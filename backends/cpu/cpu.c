@@ -33,6 +33,11 @@ typedef struct {
     atomic_bool contended;  /* the last graph run found members off their cores (run_job) */
     atomic_llong fine_runs; /* graph runs made with the finer cut that follows */
     atomic_llong kept;      /* graph runs whose waits kept their core (KEEP_CORE) */
+    atomic_llong alone_until; /* graph runs go on the caller alone until then (RUN_ALONE) */
+    atomic_llong alone_runs;  /* graph runs made so */
+    /* the team's runs since its last judgement (RUN_ALONE): how many, the shares the members
+     * other than 0 own and those they ran, member 0's wall and CPU time in them */
+    atomic_llong judged, owned, helped, wall_ns, cpu_ns;
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
@@ -316,6 +321,28 @@ enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
  * faster (team.c: tg_cpu_event_wait; docs/results.md §4: beside a nice-19 loop 0.95x the step
  * time on a Xeon host, beside a busy one and idle the same). */
 
+/* RUN_ALONE. Members that other processes keep off their cores cannot help, and a team that
+ * waits for them costs its caller. Beside two busy processes on two cores, decoding's graph
+ * runs (~67 nodes, ~1 ms alone) found member 1 in time for 6 % of the shares it owns (member 0
+ * took the rest: tg_cpu_member_joined, STEAL_NS), while member 0, bound to its CPU during the
+ * run, had half of that CPU — the other half the busy process's — where a thread left to the
+ * scheduler among three on two cores gets two thirds or more: `tg translate` took 3.5 s with 2
+ * threads and 2.4-2.7 with 1. So the team judges itself: every ALONE_WINDOW of its runs of
+ * CONTENDED_MIN_NODES nodes or more, whether the members other than 0 ran fewer than
+ * 1/ALONE_SHARE of the shares they own (idle they run 99 % of them, a training step's beside
+ * busy processes 94-98 %; decoding's beside one busy process 9-26 %, beside two 6-17 %) while
+ * member 0 was on its CPU less than ALONE_CPU_NUM/ALONE_CPU_DEN of the runs' time (member 0
+ * with a core of its own — beside one busy process the members' CPUs hold three threads, and
+ * the bound member 0 often has its CPU alone — gains nothing alone, and loses the few shares
+ * the members still run: without this test decoding beside one busy process took 1.04x the
+ * time). If so, the runs of the next ALONE_NS go on the caller alone (tg_cpu_team_run_alone: not
+ * bound, the members left asleep), cut into the same shares, so the same bits; then the team
+ * runs again and is judged again, which brings it back once the other processes are gone.
+ * Beside two busy processes decoding takes 0.77x the time, beside one 0.96x, idle the same
+ * (docs/results.md §4). */
+enum { ALONE_WINDOW = 8, ALONE_SHARE = 5, ALONE_CPU_NUM = 3, ALONE_CPU_DEN = 4 };
+#define ALONE_NS (100 * 1000 * 1000)
+
 /* A run of fewer nodes binds the caller to member 0's CPU only when it is not there already
  * (team.h: tg_cpu_team_offer_short): a one-node run of the g2p-small step's softmax took
  * 16.8 µs on 2 threads so, 25.4 bound every time (docs/results.md §4). */
@@ -591,6 +618,37 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
     }
 }
 
+bool tg__cpu_judged_alone(int64_t owned, int64_t helped, int64_t wall_ns, int64_t cpu_ns) {
+    return helped * ALONE_SHARE < owned && cpu_ns * ALONE_CPU_DEN < wall_ns * ALONE_CPU_NUM;
+}
+
+/* Judge the team on a run it made (RUN_ALONE): count the shares the members other than 0 own
+ * and those they ran (the state words say who held each). */
+static void judge_team(graph_job *j, int64_t wall_ns, int64_t cpu_ns) {
+    cpu_impl *c = j->impl;
+    int64_t owned = 0, helped = 0;
+    for (int64_t i = 0; i < j->n; i++) {
+        const int k = atomic_load_explicit(&j->nshares[i], memory_order_relaxed);
+        for (int s = 0; s < k; s++) {
+            const int v = atomic_load_explicit(&j->taken[i * j->shares + s], memory_order_relaxed);
+            owned += owner(s, k, j->nthreads) != 0;
+            helped += v && (v >> 2) - 1 != 0;
+        }
+    }
+    owned += atomic_fetch_add_explicit(&c->owned, owned, memory_order_relaxed);
+    helped += atomic_fetch_add_explicit(&c->helped, helped, memory_order_relaxed);
+    wall_ns += atomic_fetch_add_explicit(&c->wall_ns, wall_ns, memory_order_relaxed);
+    cpu_ns += atomic_fetch_add_explicit(&c->cpu_ns, cpu_ns, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&c->judged, 1, memory_order_relaxed) + 1 < ALONE_WINDOW) return;
+    atomic_store_explicit(&c->judged, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->owned, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->helped, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->wall_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->cpu_ns, 0, memory_order_relaxed);
+    if (tg__cpu_judged_alone(owned, helped, wall_ns, cpu_ns))
+        atomic_store_explicit(&c->alone_until, tg_cpu_now_ns() + ALONE_NS, memory_order_relaxed);
+}
+
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->nthreads = b->nthreads;
     j->impl = b->impl;
@@ -617,12 +675,26 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->progress.keep_core = !j->contended && tg_cpu_team_pinned(team);
     if (j->progress.keep_core) atomic_fetch_add_explicit(&j->impl->kept, 1, memory_order_relaxed);
     if (j->contended) atomic_fetch_add_explicit(&j->impl->fine_runs, 1, memory_order_relaxed);
-    if (j->n >= SHORT_RUN_NODES) tg_cpu_team_offer(team, graph_member, j);
-    else tg_cpu_team_offer_short(team, graph_member, j);
-    if (j->n >= CONTENDED_MIN_NODES)
+    const int64_t wall0 = tg_cpu_now_ns();
+    const bool alone =
+        team && wall0 < atomic_load_explicit(&j->impl->alone_until, memory_order_relaxed);
+    /* (a test taking every holder to be off its core tests the team's waits: never alone) */
+    const bool judged = team && !alone && j->n >= CONTENDED_MIN_NODES && !j->impl->all_offcore;
+    const int64_t cpu0 = judged ? tg_cpu_thread_cpu_ns() : -1; /* -1: not judged */
+    if (alone) {
+        tg_cpu_team_run_alone(team, graph_member, j);
+        atomic_fetch_add_explicit(&j->impl->alone_runs, 1, memory_order_relaxed);
+    } else if (j->n >= SHORT_RUN_NODES) {
+        tg_cpu_team_offer(team, graph_member, j);
+    } else {
+        tg_cpu_team_offer_short(team, graph_member, j);
+    }
+    if (!alone && j->n >= CONTENDED_MIN_NODES) {
         atomic_store_explicit(&j->impl->contended,
                               atomic_load(&j->impl->offcore) - offcore >= CONTENDED_OFFCORE,
                               memory_order_relaxed);
+        if (cpu0 >= 0) judge_team(j, tg_cpu_now_ns() - wall0, tg_cpu_thread_cpu_ns() - cpu0);
+    }
     for (int64_t i = 0; i < j->n; i++)
         release_shared(j, i);
     pthread_mutex_destroy(&j->mu);
@@ -939,6 +1011,14 @@ int64_t tg__cpu_waits_lent(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->lent);
 }
 
+int64_t tg__cpu_runs_alone(tg_backend *b) {
+    return atomic_load(&((cpu_impl *)b->impl)->alone_runs);
+}
+
+void tg__cpu_members_away(tg_backend *b, bool on) {
+    tg_cpu_team_members_away(((cpu_impl *)b->impl)->team, on);
+}
+
 void tg__cpu_all_offcore(tg_backend *b, bool on) {
     ((cpu_impl *)b->impl)->all_offcore = on;
 }
@@ -970,6 +1050,13 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     atomic_init(&c->slept, 0);
     atomic_init(&c->lent, 0);
     atomic_init(&c->kept, 0);
+    atomic_init(&c->alone_until, 0);
+    atomic_init(&c->alone_runs, 0);
+    atomic_init(&c->judged, 0);
+    atomic_init(&c->owned, 0);
+    atomic_init(&c->helped, 0);
+    atomic_init(&c->wall_ns, 0);
+    atomic_init(&c->cpu_ns, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

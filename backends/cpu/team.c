@@ -95,6 +95,7 @@ struct tg_cpu_team {
     bool quit;
     bool everyone;       /* the posted job needs every member (tg_cpu_team_run) */
     atomic_bool running; /* member 0 is inside tg_cpu_team_run or tg_cpu_team_offer */
+    atomic_bool away;    /* tests: the members other than 0 join no offered job */
     int n;
     int64_t yield_ns; /* tg_cpu_team_yield_ns */
     int *cpu;         /* member i's CPU when the team binds its members (bind_members), or NULL */
@@ -111,6 +112,12 @@ static int64_t ns_of(const struct timespec *ts) {
 int64_t tg_cpu_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ns_of(&ts);
+}
+
+int64_t tg_cpu_thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return -1;
     return ns_of(&ts);
 }
 
@@ -380,6 +387,7 @@ static void *member_main(void *arg) {
     for (;;) {
         tg_cpu_event_wait(&t->posted, job_posted, &w);
         w.seen = (unsigned)(atomic_load_explicit(&t->job, memory_order_acquire) >> 32);
+        if (!t->everyone && atomic_load_explicit(&t->away, memory_order_relaxed)) continue;
         if (!join(t, w.seen)) continue;
         atomic_store_explicit(&t->joined[p->ith], w.seen, memory_order_release);
         tg_cpu_team_repin(p); /* lent in an earlier job and not back at a node since */
@@ -522,6 +530,18 @@ void tg_cpu_team_offer(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), voi
 
 void tg_cpu_team_offer_short(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
     offer(t, fn, ctx, false);
+}
+
+void tg_cpu_team_run_alone(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    if (solo(t, fn, ctx)) return;
+    /* no team: tg_cpu_member_joined says no member but the caller has joined */
+    tg_cpu_par alone = {.team = NULL, .ith = 0, .nth = t->n};
+    fn(ctx, &alone);
+    atomic_store(&t->running, false);
+}
+
+void tg_cpu_team_members_away(tg_cpu_team *t, bool on) {
+    if (t) atomic_store(&t->away, on);
 }
 
 bool tg_cpu_member_joined(const tg_cpu_par *p, int m) {

@@ -91,6 +91,17 @@ void tg_cpu_team_offer(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), 
 void tg_cpu_team_offer_short(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
 bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
 
+/* fn(ctx, par) on the caller alone, as member 0 of the team's n (par.nth = n, par.team NULL):
+ * the members are neither woken nor waited for, and the caller keeps its own CPU mask (not
+ * bound to member 0's CPU). fn is an offered job's (tg_cpu_team_offer), whose work items are
+ * cut for n members whoever runs them, so it gives the same results. For runs whose other
+ * members cannot get to a core in time (cpu.c: RUN_ALONE). */
+void tg_cpu_team_run_alone(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
+
+/* Tests: the members other than 0 join no offered job while on (as if another process held
+ * them off their cores for good); tg_cpu_team_run's jobs they still join. */
+void tg_cpu_team_members_away(tg_cpu_team *team, bool on);
+
 /* The CPU time member m of p's team has had, in ns: its thread's CPU clock, which counts the
  * current slice while the thread runs on another core, so that a member held off its core by
  * another process (its clock stands still) is told from one at work (cpu.c). -1 when there is
@@ -148,6 +159,8 @@ int64_t tg_cpu_team_yield_ns(const tg_cpu_team *team);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t tg_cpu_now_ns(void);
+/* The calling thread's CPU time in ns (-1 when it cannot be read). */
+int64_t tg_cpu_thread_cpu_ns(void);
 
 /* The next `step` indices of the current dynamically scheduled loop: returns the first. Only
  * for members of a running team (p->team set); a share of a graph node (cpu.c: p->team NULL,
