@@ -11,7 +11,8 @@
  * A member's CPU clock tells one at work from one off its core, and the runner's waits on a
  * holder off its core run ahead or sleep (lending a pinned holder the sleeper's CPU) and still
  * end with the same bits. A team whose members never join while member 0 shares its CPU goes
- * alone, with the same bits, and back to the team when the spell is over. Speed is never
+ * alone, with the same bits, and back to the team when the spell is over; the waits between
+ * runs keep their cores or yield by the rule of KEEP_BETWEEN. Speed is never
  * asserted. */
 #include <math.h>
 #include <pthread.h>
@@ -843,6 +844,33 @@ START_TEST(test_run_alone_rule) {
 }
 END_TEST
 
+/* KEEP_BETWEEN (cpu.c): the waits between runs keep their cores from the first window on; a
+ * window in which a member was off its core, or whose runs go alone, makes them yield, and the
+ * next try comes 1 s later, then 2, 4, 8 and 16 s after each such window in a row; a window that
+ * kept the cores rightly starts the count again. */
+START_TEST(test_keep_between_rule) {
+    const int64_t s1 = 1000000000;
+    tg__cpu_keep_state k = {0};
+    k = tg__cpu_keep_next(k, false, false, 5); /* yielding: time to try */
+    ck_assert(k.keep);
+    k = tg__cpu_keep_next(k, true, false, 10); /* kept, rightly */
+    ck_assert(k.keep && k.fails == 0);
+    for (int i = 0; i < 6; i++) {
+        const int64_t now = 100 * s1 * (i + 1), wait = s1 << (i < 4 ? i : 4);
+        k = tg__cpu_keep_next(k, false, i == 2, now); /* a member off its core, or alone */
+        ck_assert(!k.keep && k.fails == i + 1 && k.retry_at == now + wait);
+        k = tg__cpu_keep_next(k, true, false, now + wait - 1); /* too soon */
+        ck_assert(!k.keep);
+        k = tg__cpu_keep_next(k, true, false, now + wait);
+        ck_assert(k.keep && k.fails == i + 1);
+    }
+    k = tg__cpu_keep_next(k, true, false, 1000 * s1);
+    ck_assert(k.keep && k.fails == 0);
+    k = tg__cpu_keep_next(k, true, true, 1001 * s1); /* runs going alone, members on their cores */
+    ck_assert(!k.keep && k.fails == 1 && k.retry_at == 1002 * s1);
+}
+END_TEST
+
 #if defined(__linux__)
 static void *spin_until(void *arg) {
     atomic_bool *stop = arg;
@@ -898,6 +926,8 @@ START_TEST(test_run_alone) {
     ck_assert_int_eq(sched_setaffinity(0, sizeof saved, &saved), 0);
     printf("%d runs, %lld of them alone\n", rep, (long long)tg__cpu_runs_alone(b));
     ck_assert_int_ge(tg__cpu_runs_alone(b), 3);
+    /* runs that go alone: the waits between runs yield (KEEP_BETWEEN) */
+    ck_assert(!tg__cpu_keeps_core_between(b));
     /* the spell ends: within a second a run is made by the team, not alone */
     tg__cpu_members_away(b, false);
     bool team_ran = false;
@@ -939,6 +969,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_member_lent);
     tcase_add_test(tc, test_run_alone_rule);
     tcase_add_test(tc, test_run_alone);
+    tcase_add_test(tc, test_keep_between_rule);
     suite_add_tcase(s, tc);
     return s;
 }

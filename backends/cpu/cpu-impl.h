@@ -108,6 +108,20 @@ void tg__cpu_members_away(tg_backend *b, bool on);
  * own and ran, member 0's wall and CPU time in them; true: the next runs go alone. */
 bool tg__cpu_judged_alone(int64_t owned, int64_t helped, int64_t wall_ns, int64_t cpu_ns);
 
+/* KEEP_BETWEEN (cpu.c): whether the waits between graph runs keep their cores, how many judged
+ * windows in a row found that they should not have, and when to try keeping them again. Next:
+ * the state after a window in which every member was (on_core) or was not on its CPU for most
+ * of the time, or in which the runs were judged to go alone (RUN_ALONE). */
+typedef struct {
+    bool keep;
+    int fails;
+    int64_t retry_at;
+} tg__cpu_keep_state;
+tg__cpu_keep_state tg__cpu_keep_next(tg__cpu_keep_state s, bool on_core, bool alone, int64_t now);
+/* Whether b's waits between graph runs keep their cores now (KEEP_BETWEEN, before the team's
+ * pinning and contention are taken into account). */
+bool tg__cpu_keeps_core_between(tg_backend *b);
+
 /* Column sums over the n rows of an inner-column matrix made block by block (k_reduce.c):
  * rows(ctx, k0, k1, b) writes into b[0, inner) each column's sum over rows [k0, k1), adding
  * the rows in order starting from 0. The blocks are 128 rows, summed in block order starting

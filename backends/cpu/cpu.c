@@ -38,6 +38,11 @@ typedef struct {
     /* the team's runs since its last judgement (RUN_ALONE): how many, the shares the members
      * other than 0 own and those they ran, member 0's wall and CPU time in them */
     atomic_llong judged, owned, helped, wall_ns, cpu_ns;
+    /* KEEP_BETWEEN: whether the waits between runs keep their cores; when to try again; the
+     * window's start (wall time, then each member's CPU clock) */
+    tg__cpu_keep_state keep; /* written by judge_waits only (on the calling thread) */
+    atomic_llong window_wall0;
+    int64_t *window_cpu;
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
 
@@ -338,10 +343,31 @@ enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
  * time). If so, the runs of the next ALONE_NS go on the caller alone (tg_cpu_team_run_alone: not
  * bound, the members left asleep), cut into the same shares, so the same bits; then the team
  * runs again and is judged again, which brings it back once the other processes are gone.
- * Beside two busy processes decoding takes 0.77x the time, beside one 0.96x, idle the same
+ * Beside two busy processes decoding takes 0.71-0.85x the time, beside one and idle the same
  * (docs/results.md §4). */
 enum { ALONE_WINDOW = 8, ALONE_SHARE = 5, ALONE_CPU_NUM = 3, ALONE_CPU_DEN = 4 };
 #define ALONE_NS (100 * 1000 * 1000)
+
+/* KEEP_BETWEEN. A member waiting for the next graph run yields its core (team.c), and beside a
+ * lowest-priority process each yield is a time slice given away: decoding, whose runs come every
+ * ~1 ms, took 1.7-1.8 s beside a nice-19 loop where it takes 1.3 idle — member 1 yielded to the
+ * loop and ran 7-27 % of its shares. So the waits between runs, like a pinned team's node waits
+ * (KEEP_CORE), spin through the yield phase — while every member keeps its core: beside a nice-0
+ * process a member spinning there holds a core it shares, and the kernel moves that process onto
+ * member 0's (decoding beside one busy loop took 2.3 s instead of 1.8). Windows of at least
+ * KEEP_WINDOW_NS (closed at the end of a RUN_ALONE window) read every member's CPU clock: with
+ * the waits keeping the cores, a member that had less than KEEP_CPU_NUM/KEEP_CPU_DEN of the
+ * window's wall time shares its CPU with a process of its own priority (beside a nice-19 one
+ * each keeps 98 % and more of a 25-ms window; a nice-19 loop's occasional slice of ~3 ms took a
+ * quarter of a 13-ms window), and the waits yield again, as they do when the runs are judged to
+ * go alone. KEEP_RETRY_NS later a window keeps the cores again to see — twice as long after
+ * each such window in a row, up to 16 times: every try beside a busy process costs its window
+ * and the ~0.1 s the kernel takes to place that process again. A team that is not pinned, or
+ * whose runs are contended, yields as before. Beside a nice-19 loop decoding takes 0.72x the
+ * time (its idle time), beside busy processes and idle the same (docs/results.md §4). */
+enum { KEEP_CPU_NUM = 3, KEEP_CPU_DEN = 4 };
+#define KEEP_RETRY_NS ((int64_t)1000 * 1000 * 1000)
+#define KEEP_WINDOW_NS (25 * 1000 * 1000)
 
 /* A run of fewer nodes binds the caller to member 0's CPU only when it is not there already
  * (team.h: tg_cpu_team_offer_short): a one-node run of the g2p-small step's softmax took
@@ -622,6 +648,41 @@ bool tg__cpu_judged_alone(int64_t owned, int64_t helped, int64_t wall_ns, int64_
     return helped * ALONE_SHARE < owned && cpu_ns * ALONE_CPU_DEN < wall_ns * ALONE_CPU_NUM;
 }
 
+tg__cpu_keep_state tg__cpu_keep_next(tg__cpu_keep_state s, bool on_core, bool alone, int64_t now) {
+    if ((s.keep && !on_core) || alone) { /* a window that should not have kept them */
+        const int backoff = s.fails < 4 ? s.fails : 4;
+        return (tg__cpu_keep_state){false, s.fails + 1, now + (KEEP_RETRY_NS << backoff)};
+    }
+    if (s.keep) return (tg__cpu_keep_state){true, 0, s.retry_at};
+    return (tg__cpu_keep_state){now >= s.retry_at, s.fails, s.retry_at}; /* time to try again */
+}
+
+/* The start of a KEEP_BETWEEN window: the wall time and every member's CPU clock. */
+static void window_start(cpu_impl *c, int64_t now) {
+    atomic_store_explicit(&c->window_wall0, now, memory_order_relaxed);
+    for (int m = 0; m < tg_cpu_team_size(c->team); m++)
+        c->window_cpu[m] = tg_cpu_team_member_cpu_ns(c->team, m);
+}
+
+/* At the end of a RUN_ALONE window, once KEEP_WINDOW_NS have passed since the KEEP_BETWEEN
+ * window started, or when the runs are to go alone (the members are off their cores then):
+ * whether the waits between runs keep their cores. */
+static void judge_waits(cpu_impl *c, int64_t now, bool alone) {
+    const int64_t wall = now - atomic_load_explicit(&c->window_wall0, memory_order_relaxed);
+    if (wall < KEEP_WINDOW_NS && !alone) return;
+    atomic_store_explicit(&c->window_wall0, 0, memory_order_relaxed); /* the next starts anew */
+    bool on_core = !alone;
+    for (int m = 0; m < tg_cpu_team_size(c->team) && on_core; m++) {
+        const int64_t cpu = tg_cpu_team_member_cpu_ns(c->team, m);
+        on_core = cpu >= 0 && c->window_cpu[m] >= 0 &&
+                  (cpu - c->window_cpu[m]) * KEEP_CPU_DEN >= wall * KEEP_CPU_NUM;
+    }
+    c->keep = tg__cpu_keep_next(c->keep, on_core, alone, now);
+    tg_cpu_team_keep_core_between(c->team,
+                                  c->keep.keep && tg_cpu_team_pinned(c->team) &&
+                                      !atomic_load_explicit(&c->contended, memory_order_relaxed));
+}
+
 /* Judge the team on a run it made (RUN_ALONE): count the shares the members other than 0 own
  * and those they ran (the state words say who held each). */
 static void judge_team(graph_job *j, int64_t wall_ns, int64_t cpu_ns) {
@@ -645,8 +706,10 @@ static void judge_team(graph_job *j, int64_t wall_ns, int64_t cpu_ns) {
     atomic_store_explicit(&c->helped, 0, memory_order_relaxed);
     atomic_store_explicit(&c->wall_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&c->cpu_ns, 0, memory_order_relaxed);
-    if (tg__cpu_judged_alone(owned, helped, wall_ns, cpu_ns))
-        atomic_store_explicit(&c->alone_until, tg_cpu_now_ns() + ALONE_NS, memory_order_relaxed);
+    const int64_t now = tg_cpu_now_ns();
+    const bool alone = tg__cpu_judged_alone(owned, helped, wall_ns, cpu_ns);
+    if (alone) atomic_store_explicit(&c->alone_until, now + ALONE_NS, memory_order_relaxed);
+    judge_waits(c, now, alone);
 }
 
 static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
@@ -680,6 +743,8 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
         team && wall0 < atomic_load_explicit(&j->impl->alone_until, memory_order_relaxed);
     /* (a test taking every holder to be off its core tests the team's waits: never alone) */
     const bool judged = team && !alone && j->n >= CONTENDED_MIN_NODES && !j->impl->all_offcore;
+    if (judged && atomic_load_explicit(&j->impl->window_wall0, memory_order_relaxed) == 0)
+        window_start(j->impl, wall0);
     const int64_t cpu0 = judged ? tg_cpu_thread_cpu_ns() : -1; /* -1: not judged */
     if (alone) {
         tg_cpu_team_run_alone(team, graph_member, j);
@@ -939,6 +1004,7 @@ static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
 static void cpu_destroy(tg_backend *b) {
     cpu_impl *c = b->impl;
     tg_cpu_team_free(c->team);
+    free(c->window_cpu);
     tg_cpu_gemm_shared_b_trim(); /* the GEMM's idle op(B) buffers (any backend's: they are idle) */
     for (int i = 0; i < c->n; i++)
         block_free(c->ptr[i]);
@@ -1011,6 +1077,10 @@ int64_t tg__cpu_waits_lent(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->lent);
 }
 
+bool tg__cpu_keeps_core_between(tg_backend *b) {
+    return ((cpu_impl *)b->impl)->keep.keep;
+}
+
 int64_t tg__cpu_runs_alone(tg_backend *b) {
     return atomic_load(&((cpu_impl *)b->impl)->alone_runs);
 }
@@ -1037,14 +1107,17 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     tg_backend *b = calloc(1, sizeof *b);
     cpu_impl *c = calloc(1, sizeof *c);
     tg_cpu_team *team = nthreads > 1 ? tg_cpu_team_new(nthreads) : NULL;
-    if (!b || !c || (nthreads > 1 && !team)) {
+    int64_t *window_cpu = team ? malloc(sizeof *window_cpu * (size_t)nthreads) : NULL;
+    if (!b || !c || (nthreads > 1 && (!team || !window_cpu))) {
         free(b);
         free(c);
+        free(window_cpu);
         tg_cpu_team_free(team);
         return tg_error_set(TG_ERR_NOMEM, "tg_backend_cpu_new: cannot start %d threads", nthreads);
     }
     openblas_set_num_threads(1);
     c->team = team;
+    c->window_cpu = window_cpu;
     atomic_init(&c->ahead, 0);
     atomic_init(&c->offcore, 0);
     atomic_init(&c->slept, 0);
@@ -1057,6 +1130,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     atomic_init(&c->helped, 0);
     atomic_init(&c->wall_ns, 0);
     atomic_init(&c->cpu_ns, 0);
+    atomic_init(&c->window_wall0, 0);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

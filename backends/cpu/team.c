@@ -33,7 +33,8 @@
  * its CPU (§4). An event may keep the core (keep_core: the yield phase spins with the pause
  * instruction): the graph runner's node waits do on a pinned team after an uncontended run
  * (cpu.c: KEEP_CORE) — beside a nice-19 loop on a Xeon host 0.95× the step time, beside a
- * nice-0 one, which makes the runs contended and so keeps the yields, the same.
+ * nice-0 one, which makes the runs contended and so keeps the yields, the same — and the members'
+ * waits for the next job while every member keeps its CPU (cpu.c: KEEP_BETWEEN).
  * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
  * moved", the graph runner's (cpu.c) "every share of this node is done"; tg_cpu_event_sleep is
  * the third alone, for the graph runner's member whose partner is off its core (cpu.c: a
@@ -538,6 +539,15 @@ void tg_cpu_team_run_alone(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p),
     tg_cpu_par alone = {.team = NULL, .ith = 0, .nth = t->n};
     fn(ctx, &alone);
     atomic_store(&t->running, false);
+}
+
+void tg_cpu_team_keep_core_between(tg_cpu_team *t, bool on) {
+    if (t) t->posted.keep_core = on;
+}
+
+int64_t tg_cpu_team_member_cpu_ns(const tg_cpu_team *t, int m) {
+    const tg_cpu_par p = {.team = (tg_cpu_team *)t};
+    return m == 0 ? tg_cpu_thread_cpu_ns() : tg_cpu_member_cpu_ns(&p, m);
 }
 
 void tg_cpu_team_members_away(tg_cpu_team *t, bool on) {

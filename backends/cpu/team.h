@@ -114,6 +114,14 @@ int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
  * whether m was lent: not member 0, nor in a team that does not pin its members. */
 bool tg_cpu_team_lend(tg_cpu_team *t, int m);
 
+/* Whether the members' waits for the next job keep their cores (spin through the yield phase,
+ * as tg_cpu_event.keep_core) instead of yielding them: cpu.c decides (KEEP_BETWEEN). */
+void tg_cpu_team_keep_core_between(tg_cpu_team *team, bool on);
+
+/* The CPU time of member m of the team, in ns (member 0: the calling thread's, which is member
+ * 0 when called between jobs by the thread that runs them); -1 when it cannot be read. */
+int64_t tg_cpu_team_member_cpu_ns(const tg_cpu_team *team, int m);
+
 /* Whether the team pins its members, one per CPU (team.c: bind_members). */
 bool tg_cpu_team_pinned(const tg_cpu_team *t);
 
