@@ -735,8 +735,9 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     j->contended = atomic_load_explicit(&j->impl->contended, memory_order_relaxed);
     /* waits keep the core (spin through the yield phase) unless another process has been
      * taking it (KEEP_CORE above) */
-    j->progress.keep_core = !j->contended && tg_cpu_team_pinned(team);
-    if (j->progress.keep_core) atomic_fetch_add_explicit(&j->impl->kept, 1, memory_order_relaxed);
+    const bool keep_core = !j->contended && tg_cpu_team_pinned(team);
+    atomic_init(&j->progress.keep_core, keep_core);
+    if (keep_core) atomic_fetch_add_explicit(&j->impl->kept, 1, memory_order_relaxed);
     if (j->contended) atomic_fetch_add_explicit(&j->impl->fine_runs, 1, memory_order_relaxed);
     const int64_t wall0 = tg_cpu_now_ns();
     const bool alone =

@@ -157,7 +157,7 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
     const int64_t yield_ns = tg_cpu_event_yield_ns(e);
     while (tg_cpu_now_ns() - start < yield_ns) {
         if (cond(ctx)) return;
-        if (e->keep_core)
+        if (atomic_load_explicit(&e->keep_core, memory_order_relaxed))
             for (int i = 0; i < 64; i++)
                 cpu_relax();
         else
@@ -542,7 +542,7 @@ void tg_cpu_team_run_alone(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p),
 }
 
 void tg_cpu_team_keep_core_between(tg_cpu_team *t, bool on) {
-    if (t) t->posted.keep_core = on;
+    if (t) atomic_store_explicit(&t->posted.keep_core, on, memory_order_relaxed);
 }
 
 int64_t tg_cpu_team_member_cpu_ns(const tg_cpu_team *t, int m) {

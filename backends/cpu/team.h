@@ -149,7 +149,8 @@ typedef struct tg_cpu_event {
     _Atomic unsigned seq;
     _Atomic int sleepers;
     int64_t yield_ns; /* end of the yield phase; 0: TG_CPU_YIELD_NS (tg_cpu_team_yield_ns) */
-    bool keep_core;   /* the yield phase spins on instead of yielding (cpu.c: run_job) */
+    atomic_bool keep_core; /* the yield phase spins on instead of yielding (cpu.c: run_job);
+                              atomic: the team's `posted` is set while members wait on it */
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
