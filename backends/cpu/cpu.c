@@ -35,13 +35,14 @@ typedef struct {
     atomic_llong kept;      /* graph runs whose waits kept their core (KEEP_CORE) */
     atomic_llong alone_until; /* graph runs go on the caller alone until then (RUN_ALONE) */
     atomic_llong alone_runs;  /* graph runs made so */
-    /* the team's runs since its last judgement (RUN_ALONE): how many, the shares the members
-     * other than 0 own and those they ran, member 0's wall and CPU time in them */
-    atomic_llong judged, owned, helped, wall_ns, cpu_ns;
-    /* KEEP_BETWEEN: whether the waits between runs keep their cores; when to try again; the
-     * window's start (wall time, then each member's CPU clock) */
-    tg__cpu_keep_state keep; /* written by judge_waits only (on the calling thread) */
-    atomic_llong window_wall0;
+    /* The team's judgement (RUN_ALONE, KEEP_BETWEEN), made by one calling thread at a time: the
+     * one that set `judging` owns the fields after it (another thread running a graph on the
+     * backend then leaves its run unjudged). */
+    atomic_bool judging;
+    int64_t judged, owned, helped, wall_ns, cpu_ns; /* RUN_ALONE: the window's runs so far — how
+                     many, the shares the members other than 0 own and ran, member 0's times */
+    tg__cpu_keep_state keep; /* KEEP_BETWEEN: its state, and its window's start: the wall */
+    int64_t window_wall0;    /* time (0: none started), then each member's CPU clock */
     int64_t *window_cpu;
     bool all_offcore;   /* tests: every holder taken to be off its core */
 } cpu_impl;
@@ -659,7 +660,7 @@ tg__cpu_keep_state tg__cpu_keep_next(tg__cpu_keep_state s, bool on_core, bool al
 
 /* The start of a KEEP_BETWEEN window: the wall time and every member's CPU clock. */
 static void window_start(cpu_impl *c, int64_t now) {
-    atomic_store_explicit(&c->window_wall0, now, memory_order_relaxed);
+    c->window_wall0 = now;
     for (int m = 0; m < tg_cpu_team_size(c->team); m++)
         c->window_cpu[m] = tg_cpu_team_member_cpu_ns(c->team, m);
 }
@@ -668,9 +669,9 @@ static void window_start(cpu_impl *c, int64_t now) {
  * window started, or when the runs are to go alone (the members are off their cores then):
  * whether the waits between runs keep their cores. */
 static void judge_waits(cpu_impl *c, int64_t now, bool alone) {
-    const int64_t wall = now - atomic_load_explicit(&c->window_wall0, memory_order_relaxed);
+    const int64_t wall = now - c->window_wall0;
     if (wall < KEEP_WINDOW_NS && !alone) return;
-    atomic_store_explicit(&c->window_wall0, 0, memory_order_relaxed); /* the next starts anew */
+    c->window_wall0 = 0; /* the next starts anew */
     bool on_core = !alone;
     for (int m = 0; m < tg_cpu_team_size(c->team) && on_core; m++) {
         const int64_t cpu = tg_cpu_team_member_cpu_ns(c->team, m);
@@ -696,18 +697,14 @@ static void judge_team(graph_job *j, int64_t wall_ns, int64_t cpu_ns) {
             helped += v && (v >> 2) - 1 != 0;
         }
     }
-    owned += atomic_fetch_add_explicit(&c->owned, owned, memory_order_relaxed);
-    helped += atomic_fetch_add_explicit(&c->helped, helped, memory_order_relaxed);
-    wall_ns += atomic_fetch_add_explicit(&c->wall_ns, wall_ns, memory_order_relaxed);
-    cpu_ns += atomic_fetch_add_explicit(&c->cpu_ns, cpu_ns, memory_order_relaxed);
-    if (atomic_fetch_add_explicit(&c->judged, 1, memory_order_relaxed) + 1 < ALONE_WINDOW) return;
-    atomic_store_explicit(&c->judged, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->owned, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->helped, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->wall_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->cpu_ns, 0, memory_order_relaxed);
+    c->owned += owned;
+    c->helped += helped;
+    c->wall_ns += wall_ns;
+    c->cpu_ns += cpu_ns;
+    if (++c->judged < ALONE_WINDOW) return;
     const int64_t now = tg_cpu_now_ns();
-    const bool alone = tg__cpu_judged_alone(owned, helped, wall_ns, cpu_ns);
+    const bool alone = tg__cpu_judged_alone(c->owned, c->helped, c->wall_ns, c->cpu_ns);
+    c->judged = c->owned = c->helped = c->wall_ns = c->cpu_ns = 0;
     if (alone) atomic_store_explicit(&c->alone_until, now + ALONE_NS, memory_order_relaxed);
     judge_waits(c, now, alone);
 }
@@ -743,10 +740,10 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
     const bool alone =
         team && wall0 < atomic_load_explicit(&j->impl->alone_until, memory_order_relaxed);
     /* (a test taking every holder to be off its core tests the team's waits: never alone) */
-    const bool judged = team && !alone && j->n >= CONTENDED_MIN_NODES && !j->impl->all_offcore;
-    if (judged && atomic_load_explicit(&j->impl->window_wall0, memory_order_relaxed) == 0)
-        window_start(j->impl, wall0);
-    const int64_t cpu0 = judged ? tg_cpu_thread_cpu_ns() : -1; /* -1: not judged */
+    const bool judged = team && !alone && j->n >= CONTENDED_MIN_NODES && !j->impl->all_offcore &&
+                        !atomic_exchange_explicit(&j->impl->judging, true, memory_order_acquire);
+    if (judged && j->impl->window_wall0 == 0) window_start(j->impl, wall0);
+    const int64_t cpu0 = judged ? tg_cpu_thread_cpu_ns() : -1;
     if (alone) {
         tg_cpu_team_run_alone(team, graph_member, j);
         atomic_fetch_add_explicit(&j->impl->alone_runs, 1, memory_order_relaxed);
@@ -759,7 +756,10 @@ static tg_status run_job(tg_backend *b, graph_job *j, int64_t *failed) {
         atomic_store_explicit(&j->impl->contended,
                               atomic_load(&j->impl->offcore) - offcore >= CONTENDED_OFFCORE,
                               memory_order_relaxed);
+    }
+    if (judged) {
         if (cpu0 >= 0) judge_team(j, tg_cpu_now_ns() - wall0, tg_cpu_thread_cpu_ns() - cpu0);
+        atomic_store_explicit(&j->impl->judging, false, memory_order_release);
     }
     for (int64_t i = 0; i < j->n; i++)
         release_shared(j, i);
@@ -1126,12 +1126,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     atomic_init(&c->kept, 0);
     atomic_init(&c->alone_until, 0);
     atomic_init(&c->alone_runs, 0);
-    atomic_init(&c->judged, 0);
-    atomic_init(&c->owned, 0);
-    atomic_init(&c->helped, 0);
-    atomic_init(&c->wall_ns, 0);
-    atomic_init(&c->cpu_ns, 0);
-    atomic_init(&c->window_wall0, 0);
+    atomic_init(&c->judging, false);
     b->vt = &cpu_vtable;
     b->nthreads = nthreads;
     b->impl = c;

@@ -546,8 +546,8 @@ void tg_cpu_team_keep_core_between(tg_cpu_team *t, bool on) {
 }
 
 int64_t tg_cpu_team_member_cpu_ns(const tg_cpu_team *t, int m) {
-    const tg_cpu_par p = {.team = (tg_cpu_team *)t};
-    return m == 0 ? tg_cpu_thread_cpu_ns() : tg_cpu_member_cpu_ns(&p, m);
+    if (m == 0) return tg_cpu_thread_cpu_ns(); /* the caller, posted a job or not */
+    return tg_cpu_member_cpu_ns(&(const tg_cpu_par){.team = (tg_cpu_team *)t}, m);
 }
 
 void tg_cpu_team_members_away(tg_cpu_team *t, bool on) {
