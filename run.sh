@@ -7,8 +7,8 @@
 #
 # Default: the CMUdict G2P task, the five attention kinds (mha, fixed_head, talking_heads,
 # interacting, interacting_pairwise) at the same model size, 4 heads, 2 minutes of training
-# each, seed 1, greedy decoding of the test split, then the training step against PyTorch.
-# About 20 minutes on 2 cores, build included. As root it installs the Debian packages it needs
+# each (fixed_head's d_p 32 is d/h there: the same model as mha, trained once), seed 1, greedy decoding of the test split, then the training step against PyTorch.
+# About 10 minutes on 2 cores, build included. As root it installs the Debian packages it needs
 # (tools/install_deps.sh run); without root or network it says what is missing and, when no
 # --task was given, falls back to the synthetic reverse task.
 set -euo pipefail
@@ -49,7 +49,7 @@ Writes results/<run-id>/: results.json, summary.md, curves.csv, curves/, plots/*
   -h, --help         this help; `benchmarks/compare.py --help` lists every option
 
 Examples:
-  ./run.sh                                             # the default comparison, ~20 min
+  ./run.sh                                             # the default comparison, ~10 min
   ./run.sh --heads 1,2,4,8,16,32 --seeds 3 --budget 20m --size g2p-small   # Table-3 sweep
   ./run.sh --task reverse --budget 300 --variants mha,interacting           # quick check
   ./run.sh --task bible                                # translation, the small table, < 30 min

@@ -134,10 +134,10 @@ static void check_incremental(tg_model *m, const char *what) {
     tg_decoder_free(df);
 }
 
-/* 5 kinds x {post, pre}, plus interacting's literal all-pairs form */
+/* every kind x {post, pre}, plus interacting's literal all-pairs form (the last _i) */
 START_TEST(test_incremental_equals_full) {
     char what[96];
-    bool literal = _i == 10;
+    bool literal = _i == 2 * TG_ATTN_COUNT;
     tg_attn_kind kind = literal ? TG_ATTN_INTERACTING : (tg_attn_kind)(_i / 2);
     bool pre = literal || _i % 2, learned = _i % 4 == 1;
     snprintf(what, sizeof what, "%s%s %s-LN", tg_attn_kind_name(kind), literal ? " (literal)" : "",
@@ -308,7 +308,7 @@ static tg_nbest *decode(tg_model *m, const int32_t *const *src, const int64_t *n
 }
 
 START_TEST(test_beam1_equals_greedy) {
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < TG_ATTN_COUNT; k++) {
         tg_model *m = random_model((tg_attn_kind)k, k % 2, k == 2, false, 20 + (uint64_t)k);
         tg_nbest *g = decode(m, SRC, SRC_N, 4, 1, 1, TG_DECODE_GREEDY, 50);
         tg_nbest *b = decode(m, SRC, SRC_N, 4, 1, 1, TG_DECODE_BEAM, 50);
@@ -336,7 +336,7 @@ static bool ranks_at_least(const tg_hypothesis *a, const tg_hypothesis *b) {
 
 START_TEST(test_beam_at_least_greedy) {
     int better = 0;
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < TG_ATTN_COUNT; k++) {
         tg_model *m = random_model((tg_attn_kind)k, k % 2, false, false, 30 + (uint64_t)k);
         tg_nbest *g = decode(m, SRC, SRC_N, 4, 1, 1, TG_DECODE_GREEDY, 10);
         tg_nbest *b = decode(m, SRC, SRC_N, 4, 4, 1, TG_DECODE_AUTO, 10);
@@ -667,8 +667,8 @@ Suite *tg_test_suite(void) {
     Suite *s = suite_create("decode");
     TCase *tc = tcase_create("decode");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_loop_test(tc, test_incremental_equals_full, 0, 11);
-    tcase_add_loop_test(tc, test_decode_equals_decode_full, 0, 5);
+    tcase_add_loop_test(tc, test_incremental_equals_full, 0, 2 * TG_ATTN_COUNT + 1);
+    tcase_add_loop_test(tc, test_decode_equals_decode_full, 0, TG_ATTN_COUNT);
     tcase_add_test(tc, test_decoder_keeps_weights);
     tcase_add_test(tc, test_decoder_hold_weights);
     tcase_add_test(tc, test_step_view);
@@ -677,10 +677,10 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_beam_at_least_greedy);
     tcase_add_test(tc, test_length_penalty);
     tcase_add_test(tc, test_max_length);
-    tcase_add_loop_test(tc, test_batched_equals_single, 0, 5);
+    tcase_add_loop_test(tc, test_batched_equals_single, 0, TG_ATTN_COUNT);
     tcase_add_test(tc, test_nbest);
     tcase_add_test(tc, test_errors);
-    tcase_add_loop_test(tc, test_logprob_equals_forced, 0, 5);
+    tcase_add_loop_test(tc, test_logprob_equals_forced, 0, TG_ATTN_COUNT);
     tcase_add_loop_test(tc, test_fixture_greedy, 0, (int)(sizeof fixtures / sizeof fixtures[0]));
     suite_add_tcase(s, tc);
     return s;

@@ -28,7 +28,7 @@ static tg_vocab *vocab(int n) {
     return v;
 }
 
-/* configuration _i of the loop: 5 attention kinds x norm x positions */
+/* configuration _i of the loop: every attention kind x norm x positions (NCONFIGS) */
 static tg_model *model_of(int i) {
     tg_model_config c = tg_model_config_default();
     c.d_model = D;
@@ -36,10 +36,10 @@ static tg_model *model_of(int i) {
     c.enc_layers = 1;
     c.dec_layers = 1;
     c.d_ff = 16;
-    c.attention = (tg_attn_kind)(i % 5);
+    c.attention = (tg_attn_kind)(i % TG_ATTN_COUNT);
     c.head_dim = c.attention == TG_ATTN_FIXED_HEAD ? 3 : 0;
-    c.pre_norm = (i / 5) % 2;
-    c.learned_pos = (i / 10) % 2;
+    c.pre_norm = (i / TG_ATTN_COUNT) % 2;
+    c.learned_pos = (i / (2 * TG_ATTN_COUNT)) % 2;
     c.max_len = MAX_LEN;
     c.share_embeddings = false;
     c.tie_output = true;
@@ -47,7 +47,7 @@ static tg_model *model_of(int i) {
     ck_assert_msg(tg_model_new(&c, vocab(SRC_V), vocab(TGT_V), B, 7, &m) == TG_OK, "%s", tg_error_message());
     return m;
 }
-#define NCONFIGS 20
+#define NCONFIGS (4 * TG_ATTN_COUNT)
 
 static void setup(void) {
     ck_assert_int_eq(tg_backend_cpu_new(1, &B), TG_OK);
@@ -357,7 +357,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_empty_batch, 0, NCONFIGS);
     tcase_add_loop_test(tc, test_null_arguments, 0, NCONFIGS);
     tcase_add_loop_test(tc, test_attention_mismatched_masks_and_inputs, 0, NCONFIGS);
-    tcase_add_loop_test(tc, test_decoding_entry_points, 0, 5); /* the 5 variants, post-LN */
+    tcase_add_loop_test(tc, test_decoding_entry_points, 0, TG_ATTN_COUNT); /* every kind, post-LN */
     tcase_add_test(tc, test_batch_build);
     suite_add_tcase(s, tc);
     return s;
