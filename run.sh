@@ -7,7 +7,8 @@
 #
 # Default: the CMUdict G2P task, the five attention kinds (mha, fixed_head, talking_heads,
 # interacting, interacting_pairwise) at the same model size, 4 heads, 2 minutes of training
-# each (fixed_head's d_p 32 is d/h there: the same model as mha, trained once), seed 1, greedy decoding of the test split, then the training step against PyTorch.
+# each (fixed_head's d_p 32 is d/h there: the same model as mha, trained once), seed 1, greedy
+# decoding of the test split, then the training step against PyTorch.
 # About 10 minutes on 2 cores, build included. As root it installs the Debian packages it needs
 # (tools/install_deps.sh run); without root or network it says what is missing and, when no
 # --task was given, falls back to the synthetic reverse task.
