@@ -545,9 +545,19 @@ void tg_cpu_team_keep_core_between(tg_cpu_team *t, bool on) {
     if (t) atomic_store_explicit(&t->posted.keep_core, on, memory_order_relaxed);
 }
 
+/* The CPU clock of thread m of team t, in ns; -1 when it cannot be read. */
+static int64_t member_cpu_ns(const tg_cpu_team *t, int m) {
+    clockid_t clock;
+    struct timespec ts;
+    if (!t || m < 0 || m >= t->n || pthread_getcpuclockid(t->threads[m], &clock) ||
+        clock_gettime(clock, &ts))
+        return -1;
+    return ns_of(&ts);
+}
+
 int64_t tg_cpu_team_member_cpu_ns(const tg_cpu_team *t, int m) {
     if (m == 0) return tg_cpu_thread_cpu_ns(); /* the caller, posted a job or not */
-    return tg_cpu_member_cpu_ns(&(const tg_cpu_par){.team = (tg_cpu_team *)t}, m);
+    return member_cpu_ns(t, m);
 }
 
 void tg_cpu_team_members_away(tg_cpu_team *t, bool on) {
@@ -562,13 +572,7 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m) {
 }
 
 int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m) {
-    const tg_cpu_team *t = p->team;
-    clockid_t clock;
-    struct timespec ts;
-    if (!t || m < 0 || m >= t->n || pthread_getcpuclockid(t->threads[m], &clock) ||
-        clock_gettime(clock, &ts))
-        return -1;
-    return ns_of(&ts);
+    return member_cpu_ns(p->team, m);
 }
 
 /* A positive count in 1..MAX_THREADS at the start of s (OMP_NUM_THREADS may be a list "4,2"). */
