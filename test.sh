@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tgraph: install what is missing, configure, build (-Werror) and run every test.
-#   ./test.sh              release build in build/, all suites
+#   ./test.sh              release build in build/, all suites; then the Check suites again at
+#                          each lower instruction set of the CPU kernels (TG_CPU_ISA=avx2, portable)
 #   ./test.sh --sanitize   the same under AddressSanitizer + UBSan, in build-sanitize/
 #   ./test.sh --suite S    only meson test suite S (e.g. cpu, gpu, data)
 #   ./test.sh --debug-build  only configure and build a debug build (-O0, asserts, -Werror) in
@@ -83,15 +84,27 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 ninja -C "$dir"
 
+rm -f "$dir"/meson-logs/testlog*.txt
 set +e
 meson test -C "$dir" --print-errorlogs --num-processes 2 "${suite[@]}"
 rc=$?
+# The kernels' suites at every instruction-set level below the one this CPU runs (tg --version
+# names it; backends/cpu/isa.h): what an older CPU runs is tested on this one too.
+best=$(env -u TG_CPU_ISA "$dir/tools/tg" --version | sed -n 's/^cpu kernels: //p')
+case "$best" in avx512) lower="avx2 portable" ;; avx2) lower=portable ;; *) lower="" ;; esac
+if [ ${#suite[@]} -eq 0 ] || [ "${suite[1]}" = cpu ] || [ "${suite[1]}" = kernels ]; then
+    for level in $lower; do
+        echo "test.sh: the kernels' suites at TG_CPU_ISA=$level (this CPU: $best)"
+        meson test -C "$dir" --print-errorlogs --num-processes 2 --setup "$level" --suite kernels ||
+            rc=1
+    done
+fi
 set -e
 
 # Check's own summaries, and one total line
 passed=0
 failed=0
-for log in "$dir"/meson-logs/testlog.txt; do
+for log in "$dir"/meson-logs/testlog*.txt; do
     [ -f "$log" ] || continue
     while read -r line; do
         echo "$line"

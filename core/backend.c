@@ -1,5 +1,6 @@
 /* Backend-independent entry points (the vtable is filled by each backend) and the registry of
  * backends by name. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,13 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out) {
 /* ---- the registry ---- */
 
 static tg_status cpu_create(const tg_backend_options *o, tg_backend **out) {
+    if (o->cpu_isa) {
+        tg_status st = tg_cpu_set_isa(o->cpu_isa);
+        if (st == TG_ERR_UNSUPPORTED) /* a cap above the CPU: said, and its best level used */
+            fprintf(stderr, "tgraph: %s\n", tg_error_message());
+        else if (st != TG_OK)
+            return st;
+    }
     return tg_backend_cpu_new(o->threads, out);
 }
 static tg_status cuda_create(const tg_backend_options *o, tg_backend **out) {
@@ -72,7 +80,7 @@ const char *tg_backend_names(void) {
 tg_status tg_backend_new(const char *name, const tg_backend_options *opts, tg_backend **out) {
     if (out) *out = NULL;
     if (!name || !out) return tg_error_set(TG_ERR_INVALID, "tg_backend_new: NULL argument");
-    tg_backend_options o = opts ? *opts : (tg_backend_options){0, 0};
+    tg_backend_options o = opts ? *opts : (tg_backend_options){0};
     for (int i = 0; i < NREG; i++)
         if (!strcmp(name, registry[i].name)) return registry[i].create(&o, out);
     return tg_error_set(TG_ERR_INVALID, "tg_backend_new: unknown backend '%s' (registered: %s)",

@@ -222,15 +222,7 @@ static void top_insert(double *tv, int32_t *tw, int64_t *cnt, int64_t c, double 
  * the row is first compared 64 values at a time against that bound (a test the compiler vectorises)
  * and a block with none above it is passed over: most of a vocabulary is. The same list as
  * top_insert over every value. */
-/* The library is built for baseline x86-64: the bound test 16 floats a compare where the CPU has
- * AVX-512F rather than SSE2's 4 (the Bible test set's beam search with a 128-wide model took
- * 0.97x the time) */
-#if defined(__x86_64__) && defined(__gnu_linux__)
-#define ROW_TOP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ROW_TOP_CLONES
-#endif
-ROW_TOP_CLONES int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv,
+int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv,
                                           int32_t *tw) {
     int64_t cnt = 0, w = 0;
     for (; w < V && cnt < c; w++)

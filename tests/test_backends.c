@@ -170,6 +170,52 @@ START_TEST(test_sumto_plan) {
 }
 END_TEST
 
+/* The CPU kernels' instruction-set cap (backends/cpu/isa.h): names checked, a cap lowers the
+ * level and a result computed at each level agrees; a level above the CPU's is refused by name
+ * and the best one kept; the backend option does the same. (Each Check test runs in a process
+ * of its own, so the caps set here end with it.) */
+START_TEST(test_cpu_isa_cap) {
+    const char *start = tg_cpu_isa_name();
+    ck_assert(!strcmp(start, "portable") || !strcmp(start, "avx2") || !strcmp(start, "avx512"));
+    TG_EXPECT_STATUS(tg_cpu_set_isa("sse9"), TG_ERR_INVALID, "'sse9' is not one of");
+    TG_EXPECT_STATUS(tg_cpu_set_isa(NULL), TG_ERR_INVALID, "is not one of");
+    ck_assert_str_eq(tg_cpu_isa_name(), start);
+    tg_backend *be = NULL;
+    TG_EXPECT_STATUS(tg_backend_new("cpu", &(tg_backend_options){.threads = 1, .cpu_isa = "x"}, &be),
+                     TG_ERR_INVALID, "'x' is not one of");
+    ck_assert_ptr_null(be);
+    /* the same softmax at every level the CPU has: within float rounding of each other */
+    static const char *const levels[] = {"portable", "avx2", "avx512"};
+    float ref[40] = {0};
+    for (int l = 0; l < 3; l++) {
+        const tg_status st = tg_cpu_set_isa(levels[l]);
+        if (st != TG_OK) { /* above this CPU: refused by name, its best kept */
+            ck_assert_int_eq(st, TG_ERR_UNSUPPORTED);
+            tg_assert_msg_has(tg_error_message(), "this CPU lacks");
+            ck_assert_str_eq(tg_cpu_isa_name(), levels[l - 1]);
+            break;
+        }
+        ck_assert_str_eq(tg_cpu_isa_name(), levels[l]);
+        ck_assert_int_eq(tg_backend_new("cpu", &(tg_backend_options){.threads = 2}, &be), TG_OK);
+        tg_graph *g = tg_graph_new();
+        ck_assert_ptr_nonnull(g);
+        float xs[40];
+        for (int i = 0; i < 40; i++) xs[i] = (float)((i * 7) % 13) * 0.37f - 2.0f;
+        tg_tensor *y = tg_keep(tg_softmax(tg_gelu(tg_input(g, TG_DTYPE_F32, 2, (int64_t[]){4, 10}, xs))));
+        ck_assert_ptr_nonnull(y);
+        ck_assert_int_eq(tg_graph_run(g, be), TG_OK);
+        float got[40];
+        ck_assert_int_eq(tg_tensor_read(y, got, sizeof got), TG_OK);
+        for (int i = 0; i < 40; i++) {
+            if (l > 0) ck_assert_float_eq_tol(got[i], ref[i], 1e-6f);
+            ref[i] = got[i];
+        }
+        tg_graph_free(g);
+        tg_backend_free(be);
+    }
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("backends");
     TCase *tr = tcase_create("registry");
@@ -177,6 +223,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tr, test_registry_errors);
     tcase_add_test(tr, test_cpu_supports_op_truthfully);
     tcase_add_test(tr, test_op_table_has_one_row_per_op);
+    tcase_add_test(tr, test_cpu_isa_cap);
     if (tg_have_cuda()) tcase_add_test(tr, test_cublas_opened_lazily);
     suite_add_tcase(s, tr);
     TCase *tg = tcase_create("geometry");

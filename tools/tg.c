@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tg/backend.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -55,6 +56,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "--version")) {
         printf("tg (tgraph) 0.1.0\n");
+        /* the CPU kernels' instruction set (TG_CPU_ISA caps it) and whether CUDA is built in */
+        printf("cpu kernels: %s\ncuda: %s\n", tg_cpu_isa_name(), tg_have_cuda() ? "built in" : "not built");
         return TG_EXIT_OK;
     }
     for (size_t i = 0; i < NCOMMANDS; i++)

@@ -10,34 +10,13 @@
 
 #include <math.h>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/team.h"
 #include "core/tg-impl.h"
 
 /* Work below this many elements runs on member 0 alone (sharing it costs more than it saves). */
 #define TG_PAR_MIN 16384
 
-/* Plain loops that the compiler vectorises are built twice — for AVX2 and for the baseline
- * x86-64 the library is compiled for (no -march=native unless asked: meson_options.txt) — and
- * the AVX2 one is chosen when the library is loaded where the CPU has it (function
- * multi-versioning through glibc's ifunc). AVX2 without FMA: no multiply-add is contracted and
- * no reduction is reordered, so both versions give the same bits; with 128-bit SSE the
- * elementwise kernels streamed at ~half the rate of 256-bit AVX (relu of [1280, 1024] on one
- * core: ~21 against ~40 GB/s). Not in builds that instrument every function (ThreadSanitizer,
- * libFuzzer's coverage: meson.build defines TG_NO_CPU_CLONES for the fuzz build): the version
- * is picked by a resolver that runs while the program is being relocated, before their
- * runtimes can take calls, and an instrumented resolver crashed at start-up. */
-#if defined(__SANITIZE_THREAD__)
-#define TG_NO_CPU_CLONES 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TG_NO_CPU_CLONES 1
-#endif
-#endif
-#if defined(__x86_64__) && defined(__gnu_linux__) && !defined(TG_NO_CPU_CLONES)
-#define TG_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TG_CPU_CLONES
-#endif
 
 /* eight floats as one GCC/Clang vector: a register of AVX2 (two of SSE in the baseline clone) */
 typedef float v8f __attribute__((vector_size(32)));

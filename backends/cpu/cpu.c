@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 
 /* Freed buffers are kept for reuse: a training loop builds a new graph every step, and fresh
  * large allocations would cost page faults on every step. The cache is bounded in count and in
@@ -806,7 +807,7 @@ typedef struct {
                   * line is in the core's cache, rather than in a pass of their own */
 } optim_job;
 
-TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
+TG_CPU_BODY void optim_member_body(void *ctx, tg_cpu_par *p) {
     const optim_job *o = ctx;
     const tg_optim_config *cfg = o->cfg;
     float *w = o->w, *m = o->m, *v = o->v, *g = o->g, lr = o->lr, wd = cfg->weight_decay;
@@ -836,6 +837,7 @@ TG_CPU_CLONES static void optim_member(void *ctx, tg_cpu_par *p) {
         w[i] -= decoupled ? upd + lr * wd * w[i] : upd;
     }
 }
+TG_CPU_BY_LEVEL(, optim_member, (void *ctx, tg_cpu_par *p), (ctx, p))
 
 /* Store maths over a buffer of n floats (optimizer update, gradient norm and scale, zeroing):
  * fn's loop cut into static shares (fn called with (share, shares), no team). Member m first
@@ -991,10 +993,11 @@ static tg_status cpu_sumsq(tg_backend *b, const float *x, int64_t n, double *out
     return TG_OK;
 }
 
-TG_CPU_CLONES static void scale_member(void *ctx, tg_cpu_par *p) {
+TG_CPU_BODY void scale_member_body(void *ctx, tg_cpu_par *p) {
     const vec_job *j = ctx;
     TG_CPU_FOR(p, i, j->n, j->n > TG_PAR_MIN) j->x_rw[i] *= j->s;
 }
+TG_CPU_BY_LEVEL(, scale_member, (void *ctx, tg_cpu_par *p), (ctx, p))
 
 static tg_status cpu_scale(tg_backend *b, float *x, int64_t n, float s) {
     vec_job j = {.x_rw = x, .n = n, .s = s};
@@ -1097,6 +1100,7 @@ void tg__cpu_all_offcore(tg_backend *b, bool on) {
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
     if (!out) return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: out is NULL");
     pthread_once(&kernels_once, assemble_kernels); /* run_kernel reads the table unchecked */
+    tg__cpu_isa_init(); /* the kernels' instruction set, once per process (isa.h) */
     *out = NULL;
     if (nthreads < 0 || nthreads > 4096)
         return tg_error_set(TG_ERR_INVALID, "tg_backend_cpu_new: %d threads out of range", nthreads);

@@ -55,11 +55,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define TG_PACKED_X86 1
-#else
-#define TG_PACKED_X86 0
-#endif
 
 enum {
     MR = 6,   /* rows of a register tile */
@@ -119,7 +114,7 @@ static pack_bufs *bufs_get(void) {
 
 /* ------------------------------------------------------------------ micro-kernel ---- */
 
-#if TG_PACKED_X86
+#if TG_CPU_X86
 /* The micro-kernels' instruction text, for both widths: R the registers ("ymm": 8 floats,
  * "zmm": 16), W the bytes of one vector, ZOP the zeroing instruction (vxorps on ymm needs only
  * AVX; on zmm it would need AVX-512DQ, vpxord AVX-512F), B1(u) the address of the second B
@@ -219,8 +214,9 @@ void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float
         : PK_CLOBBERS);
 }
 
+/* The 6×16 kernel is AVX2 + FMA: the packed path is there from that level up (isa.h) */
 bool tg_cpu_gemm_packed_available(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return tg_cpu_isa() >= TG_CPU_ISA_AVX2;
 }
 
 /* 6×32: two panels, row u's zmm vector in each */
@@ -308,7 +304,7 @@ PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
     PK_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",  \
         "xmm25", "xmm26", "xmm27", "xmm28", "xmm29"
 /* clang-format on */
-#define AVX512_FN __attribute__((target("avx512f")))
+#define AVX512_FN TG_TARGET_AVX512
 
 AVX512_FN void tg_cpu_gemm_packed_kernel4(int64_t kc, const float *a, const float *b, float *c,
                                           int64_t ldc, bool add) {
@@ -339,9 +335,9 @@ PK_KERNEL4_INPLACE(tg_cpu_gemm_packed_kernel4_rowa, PK_AT_ROWS, PK_AX_ADV)
 PK_KERNEL4_INPLACE(tg_cpu_gemm_packed_kernel4_cola, PK_AT_COLS, PK_AT_ADV)
 #undef AVX512_FN
 
-/* Whether the block uses the 512-bit kernel (isa.h: the CPU has AVX-512F, not switched off) */
+/* Whether the block uses the 512-bit kernels (the AVX-512 level, isa.h) */
 static bool wide(void) {
-    return tg_cpu_isa_avx512();
+    return tg_cpu_isa() >= TG_CPU_ISA_AVX512;
 }
 #else
 void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
@@ -686,7 +682,7 @@ void tg__cpu_gemm_shared_b_stall(tg_cpu_shared *s) {
 }
 
 static inline void relax(void) {
-#if TG_PACKED_X86
+#if TG_CPU_X86
     __builtin_ia32_pause();
 #endif
 }

@@ -40,11 +40,8 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if TG_CPU_X86
 #include <immintrin.h>
-#define TG_GEMM_X86 1
-#else
-#define TG_GEMM_X86 0
 #endif
 
 enum {
@@ -132,8 +129,8 @@ static void pack_bt_portable(const float *src, int64_t ld, int64_t kc, int nc, i
 static const small_isa isa_portable = {NR, kern_portable, pack_b_portable, pack_bt_portable};
 
 /* ------------------------------------------------------------------ AVX2+FMA kernel ---- */
-#if TG_GEMM_X86
-#define TG_AVX2 __attribute__((target("avx2,fma")))
+#if TG_CPU_X86
+#define TG_AVX2 TG_TARGET_AVX2
 
 /* Write one row of a tile: cr[0:nc] = alpha*x + beta*cr, x = (x0, x1). */
 static inline __attribute__((always_inline)) TG_AVX2 void
@@ -530,7 +527,7 @@ static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B,
  * as the AVX2 kernel computes it (the k sum with one FMA per k in order, alpha times that
  * sum, then beta·C plus it in one FMA): the same bits. A row's last, partial vector goes
  * through the AVX2 kernel's row store (masked 512-bit stores ran ~1.5× slower on Zen 4). */
-#define TG_AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define TG_AVX512 TG_TARGET_AVX512
 
 #define TG_ROW512(i)                                                                               \
     if (mr > i) {                                                                                  \
@@ -658,27 +655,25 @@ TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const fl
 #undef TG_TILE
 
 static const small_isa isa_avx512 = {NR512, kern_avx512, pack_b_avx2, pack_bt_avx2};
-
-static bool have_avx2_fma(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#else
-static bool have_avx2_fma(void) {
-    return false;
-}
 #endif
 
+/* The kernels of each instruction-set level (isa.h) */
+static const small_isa *const isas[TG_CPU_ISA_LEVELS] = {
+    [TG_CPU_ISA_PORTABLE] = &isa_portable,
+#if TG_CPU_X86
+    [TG_CPU_ISA_AVX2] = &isa_avx2,
+    [TG_CPU_ISA_AVX512] = &isa_avx512,
+#endif
+};
+
 const char *tg_cpu_gemm_small_isa(void) {
-    return have_avx2_fma() ? "avx2+fma" : "portable";
+    return tg_cpu_isa() >= TG_CPU_ISA_AVX2 ? "avx2+fma" : "portable";
 }
 
 void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int nc, int w,
                                   float *buf) {
-    const small_isa *isa = &isa_portable;
-#if TG_GEMM_X86
-    if (have_avx2_fma()) isa = &isa_avx2;
-#endif
-    isa->pack_bt(src, ld, kc, nc, w, buf);
+    /* the 512-bit level packs as the AVX2 one does */
+    isas[tg_cpu_isa()]->pack_bt(src, ld, kc, nc, w, buf);
 }
 
 /* ------------------------------------------------------------------------ driver ---- */
@@ -714,7 +709,7 @@ static void block_at(const tg_cpu_gemm_args *g, const small_isa *isa, const floa
     float buf[KC * NR512] __attribute__((aligned(64)));
     const int64_t K = g->K, lda = g->lda, ldc = g->ldc;
     const int64_t rs = g->trans_a ? 1 : lda, cs = g->trans_a ? lda : 1;
-#if TG_GEMM_X86
+#if TG_CPU_X86
     if (isa != &isa_portable && j0 == 0 && j1 == g->N && dot_block(g, A, B, ldb, C, i0, i1))
         return;
 #endif
@@ -811,7 +806,7 @@ static bool direct_run(const tg_cpu_gemm_args *g, const small_isa *isa, split sp
     if (sp.blocks != 1 || g->lookup_b) return false;
     const float *A, *B;
     float *C;
-#if TG_GEMM_X86
+#if TG_CPU_X86
     const dot_fn dot = dot_kernel(g);
     if (dot) {
         for (product q = product_of(g, t0); t0 < t1; t0++, product_next(g, &q)) {
@@ -853,12 +848,7 @@ static void run_tasks(const tg_cpu_gemm_args *g, const small_isa *isa, split sp,
 
 void tg_cpu_gemm_small_par(const tg_cpu_gemm_args *g, tg_cpu_par *p, bool portable) {
     if (tg_cpu_gemm_trivial(g, p)) return;
-    const small_isa *isa = &isa_portable;
-#if TG_GEMM_X86
-    if (!portable && have_avx2_fma()) isa = tg_cpu_isa_avx512() ? &isa_avx512 : &isa_avx2;
-#else
-    (void)portable;
-#endif
+    const small_isa *isa = isas[portable ? TG_CPU_ISA_PORTABLE : tg_cpu_isa()];
     int nthreads = p->nth;
     const int64_t batch = tg_cpu_gemm_count(g), M = g->M, N = g->N;
     const double flops = 2.0 * (double)batch * (double)M * (double)N * (double)g->K;

@@ -134,12 +134,14 @@ static tg_cpu_shared *shared_of(const tg_cpu_gemm_args *g, tg_cpu_par *p, int kc
 }
 
 /* c += x over m rows of n (c's rows ldc apart, x's ldx), in the order of the elements */
-TG_CPU_CLONES static void add_rows(float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m,
-                                   int64_t n) {
+TG_CPU_BODY void add_rows_body(float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m,
+                               int64_t n) {
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < n; j++)
             c[r * ldc + j] += x[r * ldx + j];
 }
+TG_CPU_BY_LEVEL(, add_rows, (float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m, int64_t n),
+                (c, ldc, x, ldx, m, n))
 
 /* Fewest columns (or rows) per block of C of a cut block of k: the 6×64 kernel's width; and
  * fewest values: each block streams all of its block of k of the other operand, so blocks of

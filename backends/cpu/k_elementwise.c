@@ -13,11 +13,8 @@
 #include "backends/cpu/vmath.h"
 #include "core/backend-helpers.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h> /* AVX2 dropout, compiled with a target attribute, used if the CPU has it */
-#define TG_DROPOUT_AVX2 1
-#else
-#define TG_DROPOUT_AVX2 0
+#if TG_CPU_X86
+#include <immintrin.h> /* dropout's Philox on AVX2 and AVX-512 (isa.h) */
 #endif
 
 /* The output rows (all dims but the last) of a broadcast operand, walked in order: idx is
@@ -56,11 +53,13 @@ typedef void (*tile_fn)(const tg_tensor *t, const float *a, const float *b, floa
                         int64_t n);
 
 #define TILE_FN(name, BODY)                                                                        \
-    TG_CPU_CLONES static void name(const tg_tensor *t, const float *a, const float *b, float *o,   \
-                                   int64_t e0, int64_t n) {                                        \
+    TG_CPU_BODY void name##_body(const tg_tensor *t, const float *a, const float *b, float *o,      \
+                                 int64_t e0, int64_t n) {                                          \
         (void)t, (void)a, (void)b, (void)e0;                                                       \
         BODY;                                                                                      \
-    }
+    }                                                                                              \
+    TG_CPU_BY_LEVEL(, name, (const tg_tensor *t, const float *a, const float *b, float *o,         \
+                             int64_t e0, int64_t n), (t, a, b, o, e0, n))
 /* x = a[i] (and y = b[i]) */
 #define EACH1(EXPR)                                                                                \
     for (int64_t i = 0; i < n; i++) {                                                              \
@@ -122,7 +121,7 @@ static void dropout_scalar(const float *a, float *o, int64_t e0, int64_t e, int6
     }
 }
 
-#if TG_DROPOUT_AVX2
+#if TG_CPU_X86
 /* tg_u32_to_unit(r) >= p as an integer test: u = (r >> 8) / 2^24 exactly, so u >= p holds
  * when r >> 8 >= p 2^24 (exact: a float times a power of two), i.e. r >> 8 >= ceil(p 2^24) = T,
  * i.e. r >= 256 T; p < 1 (tg_dropout) keeps 256 T below 2^32. One unsigned compare instead of a
@@ -131,7 +130,7 @@ static inline uint32_t keep_threshold(float p) {
     return (uint32_t)ceilf(p * 16777216.0f) << 8;
 }
 
-#define AVX2_FN __attribute__((target("avx2"))) static inline
+#define AVX2_FN TG_TARGET_AVX2 static inline
 
 /* The Philox counters of 8 groups, lane l holding group g + l's words c[0..3]. */
 AVX2_FN void philox8_start(__m256i c[4], int64_t g, uint32_t stream) {
@@ -223,7 +222,7 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, uint32
             APPLY(c, a + e, o + e, thr, ks);                                                       \
         }                                                                                          \
     }
-DROPOUT_FN(dropout_avx2, __attribute__((target("avx2"))), __m256i, 8, philox8_start, philox8_round,
+DROPOUT_FN(dropout_avx2, TG_TARGET_AVX2, __m256i, 8, philox8_start, philox8_round,
            dropout8_apply)
 #undef AVX2_FN
 
@@ -231,7 +230,7 @@ DROPOUT_FN(dropout_avx2, __attribute__((target("avx2"))), __m256i, 8, philox8_st
  * high and low words are put back in place by one two-source permute each, and the round's two XORs
  * are one ternary-logic instruction, so a round of 16 counters takes 12 instructions where AVX2
  * takes 36. */
-#define AVX512_FN __attribute__((target("avx512f,bmi2"))) static inline
+#define AVX512_FN TG_TARGET_AVX512 static inline
 
 AVX512_FN void philox16_start(__m512i c[4], int64_t g, uint32_t stream) {
     c[0] =
@@ -293,7 +292,7 @@ AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, uin
                                              _mm512_loadu_ps(a + 16 * j), _mm512_set1_ps(ks)));
 }
 
-DROPOUT_FN(dropout_avx512, __attribute__((target("avx512f,bmi2"))), __m512i, 16, philox16_start,
+DROPOUT_FN(dropout_avx512, TG_TARGET_AVX512, __m512i, 16, philox16_start,
            philox16_round, dropout16_apply)
 #undef AVX512_FN
 #undef DROPOUT_FN
@@ -307,13 +306,14 @@ static void dropout_tile(const tg_tensor *t, const float *a, const float *b, flo
     uint32_t key[2] = {t->p.dropout.seed_lo, t->p.dropout.seed_hi};
     uint32_t stream = t->p.dropout.stream;
     int64_t e = e0, e1 = e0 + n;
-#if TG_DROPOUT_AVX2
+#if TG_CPU_X86
     int64_t ea = (e0 + 31) / 32 * 32, eb = e1 / 32 * 32;
-    if (eb > ea && __builtin_cpu_supports("avx2")) {
+    const tg_cpu_isa_level level = tg_cpu_isa();
+    if (eb > ea && level >= TG_CPU_ISA_AVX2) {
         dropout_scalar(a, o, e0, e0, ea, stream, key, p, keep_scale);
         const uint32_t thr = keep_threshold(p); /* once for the tile's vector blocks */
         int64_t em = ea; /* [ea, em): blocks of 16 groups on AVX-512 */
-        if (tg_cpu_isa_avx512() && __builtin_cpu_supports("bmi2")) { /* PDEP */
+        if (level >= TG_CPU_ISA_AVX512) { /* AVX-512F and BMI2's PDEP */
             em = ea + (eb - ea) / 64 * 64;
             dropout_avx512(a + (ea - e0), o + (ea - e0), ea / 4, em / 4, stream, key, thr,
                            keep_scale);
@@ -485,12 +485,13 @@ static tg_status tile_kernel(tg_cpu_par *p, tg_tensor *t) {
     return TG_OK;
 }
 
-TG_CPU_CLONES static tg_status fill(tg_cpu_par *p, tg_tensor *t) {
+TG_CPU_BODY tg_status fill_body(tg_cpu_par *p, tg_tensor *t) {
     int64_t n = tg_tensor_numel(t);
     float *o = F32(t), v = t->p.fill.value;
     TG_CPU_FOR(p, i, n, n > TG_PAR_MIN) o[i] = v;
     return TG_OK;
 }
+TG_CPU_BY_LEVEL_RET(, tg_status, fill, (tg_cpu_par *p, tg_tensor *t), (p, t))
 
 /* The family's kernels, registered by op (backends/cpu/cpu.c assembles the families). */
 TG__CPU_KERNELS(elementwise) = {

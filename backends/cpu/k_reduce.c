@@ -56,9 +56,8 @@ static inline __attribute__((always_inline)) void block_sums(const float *x, int
 /* Parallel over (outer, column blocks). Blocks of 64 columns: a bias gradient ([tokens, 256]
  * summed to [256]) is then 4 tasks, not one that a single member ran while the other waited
  * (~7 ms of a g2p-small step). Each column's sum is the same whatever the block width. */
-TG_CPU_CLONES static void column_sums_by_columns(tg_cpu_par *p, const float *x, float *o,
-                                                 int64_t outer, int64_t n, int64_t inner,
-                                                 bool acc) {
+TG_CPU_BODY void column_sums_by_columns_body(tg_cpu_par *p, const float *x, float *o,
+                                             int64_t outer, int64_t n, int64_t inner, bool acc) {
     int64_t nblk = (inner + CB - 1) / CB;
     TG_CPU_FOR(p, w, outer * nblk, outer * n * inner > TG_PAR_MIN) {
         int64_t r = w / nblk, c0 = (w % nblk) * CB, c1 = c0 + CB < inner ? c0 + CB : inner;
@@ -73,6 +72,9 @@ TG_CPU_CLONES static void column_sums_by_columns(tg_cpu_par *p, const float *x, 
             orow[c] = acc ? orow[c] + sum[c - c0] : sum[c - c0];
     }
 }
+TG_CPU_BY_LEVEL(, column_sums_by_columns,
+                (tg_cpu_par *p, const float *x, float *o, int64_t outer, int64_t n, int64_t inner, bool acc),
+                (p, x, o, outer, n, inner, acc))
 
 /* A graph run's shares of a column sum over many rows, cut by rows: share i sums the blocks of
  * rows [i·B/k, (i+1)·B/k) (B blocks, k shares) — the rows the kernels and products before it
@@ -165,14 +167,15 @@ typedef struct {
     int64_t inner;
 } plain_rows;
 
-TG_CPU_CLONES static void plain_block_sums(void *ctx, int64_t k0, int64_t k1, float *b) {
+TG_CPU_BODY void plain_block_sums_body(void *ctx, int64_t k0, int64_t k1, float *b) {
     const plain_rows *m = ctx;
     for (int64_t c0 = 0; c0 < m->inner; c0 += CB)
         block_sums(m->x, m->inner, k0, k1, c0, c0 + CB < m->inner ? c0 + CB : m->inner, b + c0);
 }
+TG_CPU_BY_LEVEL(, plain_block_sums, (void *ctx, int64_t k0, int64_t k1, float *b), (ctx, k0, k1, b))
 
-TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int64_t outer,
-                                   int64_t n, int64_t inner, bool acc) {
+TG_CPU_BODY void sum_axis_body(tg_cpu_par *p, const float *x, float *o, int64_t outer, int64_t n,
+                              int64_t inner, bool acc) {
     if (inner == 1) {
         TG_CPU_FOR(p, r, outer, outer * n > TG_PAR_MIN) {
             const float *xr = x + r * n;
@@ -186,6 +189,9 @@ TG_CPU_CLONES static void sum_axis(tg_cpu_par *p, const float *x, float *o, int6
     if (outer == 1 && column_sums_by_rows(p, plain_block_sums, &m, o, n, inner, acc)) return;
     column_sums_by_columns(p, x, o, outer, n, inner, acc);
 }
+TG_CPU_BY_LEVEL(, sum_axis,
+                (tg_cpu_par *p, const float *x, float *o, int64_t outer, int64_t n, int64_t inner, bool acc),
+                (p, x, o, outer, n, inner, acc))
 
 /* sum_to: reduce x to t's shape. Common cases (leading or trailing dims summed) become one
  * sum_axis; the general case loops over the reduced index space of each output element. */
@@ -254,7 +260,7 @@ static float max_strided(const float *col, int64_t n, int64_t inner) {
 /* The same over a contiguous row (a decoder's logits, V of them), 16 lanes at a time. A
  * nonzero maximum has one bit pattern, whatever the order it is found in; a row with a NaN or
  * a zero maximum (+0 and -0 compare equal) is left to max_strided. */
-TG_CPU_CLONES static float max_row(const float *x, int64_t n) {
+TG_CPU_BODY float max_row_body(const float *x, int64_t n) {
     typedef float vf __attribute__((vector_size(32), aligned(4)));
     typedef int32_t vi __attribute__((vector_size(32), aligned(4)));
     enum { W = 8, L = 2 * W };
@@ -286,6 +292,7 @@ TG_CPU_CLONES static float max_row(const float *x, int64_t n) {
     }
     return any || r == 0.0f ? max_strided(x, n, 1) : r;
 }
+TG_CPU_BY_LEVEL_RET(, float, max_row, (const float *x, int64_t n), (x, n))
 
 static tg_status max(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];

@@ -144,8 +144,7 @@ typedef struct {
 #define NO_CONTRACT_BODY
 #endif
 
-NO_CONTRACT_FN TG_CPU_CLONES static void gamma_block_sums(void *ctx, int64_t k0, int64_t k1,
-                                                          float *b) {
+TG_CPU_BODY void gamma_block_sums_body(void *ctx, int64_t k0, int64_t k1, float *b) {
     NO_CONTRACT_BODY
     const gamma_rows *g = ctx;
     const int64_t d = g->d;
@@ -180,6 +179,7 @@ NO_CONTRACT_FN TG_CPU_CLONES static void gamma_block_sums(void *ctx, int64_t k0,
                 b[c] += dy[r * d + c] * ((x[r * d + c] - mean[r]) * rstd[r]);
     }
 }
+TG_CPU_BY_LEVEL(NO_CONTRACT_FN, gamma_block_sums, (void *ctx, int64_t k0, int64_t k1, float *b), (ctx, k0, k1, b))
 
 static tg_status layer_norm_gamma_back(tg_cpu_par *p, tg_tensor *t) {
     const tg_tensor *x = t->src[0];

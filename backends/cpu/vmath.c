@@ -28,12 +28,9 @@
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/isa.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if TG_CPU_X86
 #include <immintrin.h>
-#define TG_VMATH_X86 1
-#define AVX2 __attribute__((target("avx2,fma")))
-#else
-#define TG_VMATH_X86 0
+#define AVX2 TG_TARGET_AVX2
 #endif
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
@@ -293,7 +290,7 @@ static void ce_grad_scalar(const float *x, int64_t n, float m, float inv, float 
 
 /* ---- the AVX2+FMA path ---- */
 
-#if TG_VMATH_X86
+#if TG_CPU_X86
 /* Lanes [0, k) on, 0 <= k <= 8: for maskload/maskstore of a row's tail. */
 AVX2 static inline __m256i lanes(int64_t k) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -328,7 +325,7 @@ AVX2 static inline __m256i lanes(int64_t k) {
 #define VSTOREN(p, k, v) _mm256_maskstore_ps(p, lanes(k), v)
 #include "backends/cpu/vmath_lanes.h"
 
-#define FN __attribute__((target("avx512f")))
+#define FN TG_TARGET_AVX512
 #define SFX avx512
 #define V __m512
 #define W 16
@@ -579,7 +576,7 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
  * hsum8's order, 1 / s): the same bits. A row's 16-value load or store may run into the next
  * rows of the block (stores in row order, so each row's own store lands last); where it would
  * leave the block it is masked, so nothing outside the block is touched. */
-#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define AVX512 TG_TARGET_AVX512
 
 /* r[i] lane j <- r[j] lane i: pairs of rows interleaved, then groups of 4 within each 128-bit
  * lane, then the 128-bit lanes exchanged in two steps */
@@ -817,7 +814,7 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
 
 /* With AVX-512F, the backward's rows of 9-15 values 16 at a time, each row's products one
  * 16-lane vector: softmax_back_8rows_avx2's steps with twice the lanes, the same bits. */
-#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define AVX512 TG_TARGET_AVX512
 AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
     __m512 p = _mm512_mul_ps(a, b);
     __asm__("" : "+v"(p));
@@ -1084,7 +1081,7 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
  * the four rows' stores interleaved (four store streams) the kernel from memory took 1.07-1.28x
  * the AVX2 code's time, and the forward in a training step ~1.06x (docs/results.md §4). Rows
  * left over (fewer than four) go to the AVX2 functions. */
-#define LN512 __attribute__((target("avx2,fma,avx512f")))
+#define LN512 TG_TARGET_AVX512
 enum { LN_ROWS = 4 };
 
 /* Rows whose 16-value loads each stay within one cache line: 16 bytes off a line, every 512-bit
@@ -1337,7 +1334,7 @@ AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, flo
  * same operations in the same order (exp_le0_avx512 gives exp_le0_avx2's bits; the sums end as
  * the AVX2 code's), so the same bits at twice the width — the step's cross-entropy, forward and
  * backward, is bound by exp's arithmetic at 8 lanes (docs/results.md §4). */
-#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define AVX512 TG_TARGET_AVX512
 AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
     return n - j >= 16 ? (__mmask16)0xFFFF
            : n <= j    ? (__mmask16)0
@@ -1432,40 +1429,64 @@ AVX512 static void ce_grad_avx512(const float *x, int64_t n, float m, float inv,
 }
 #undef AVX512
 
-/* Not cached in a static: the threads of a team ask at once (a data race under ThreadSanitizer),
- * and __builtin_cpu_supports only reads what libgcc filled in at start-up. */
-static bool have_avx2_fma(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#else
-static bool have_avx2_fma(void) { return false; }
 #endif
 
-const char *tg_cpu_vmath_isa(void) { return have_avx2_fma() ? "avx2+fma" : "portable"; }
+/* ---- the entry points per instruction-set level (isa.h) ---- */
 
-#if TG_VMATH_X86
-#define DISPATCH(AVX, SCALAR, ...)                                                           \
-    do {                                                                                     \
-        if (avx2 && have_avx2_fma()) AVX(__VA_ARGS__);                                       \
-        else SCALAR(__VA_ARGS__);                                                            \
-    } while (0)
-/* The AVX-512 function where isa.h's switch is on, else the AVX2 one (same bits) */
-#define WIDEST(f) (tg_cpu_isa_avx512() ? f##_avx512 : f##_avx2)
-#else
-#define DISPATCH(AVX, SCALAR, ...) SCALAR(__VA_ARGS__)
+static void softmax_rows_scalar(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
+    for (int64_t r = 0; r < rows; r++) softmax_row_scalar(x + r * d, y + r * d, d, log_out);
+}
+static float ce_sumexp_scalar4(const float *x, int64_t n, float *max, float *sum_x) {
+    return ce_sumexp_scalar(x, n, max, sum_x, NULL);
+}
+
+typedef struct vmath_kernels {
+    void (*vexp)(const float *x, float *y, int64_t n);
+    void (*vtanh)(const float *x, float *y, int64_t n);
+    void (*vgelu)(const float *x, float *y, int64_t n);
+    void (*vgelu_back)(const float *x, const float *dy, float *dx, int64_t n);
+    void (*softmax_rows)(const float *x, float *y, int64_t rows, int64_t d, bool log_out);
+    void (*softmax_back_rows)(const float *y, const float *dy, float *dx, int64_t rows, int64_t d);
+    void (*layer_norm)(const float *x, const float *gm, const float *bt, float *y, int64_t rows,
+                       int64_t d, float eps);
+    void (*layer_norm_back)(const float *x, const float *gm, const float *dy, float *dx,
+                            int64_t rows, int64_t d, float eps);
+    void (*layer_norm_stats)(const float *x, int64_t rows, int64_t d, float eps, float *mean,
+                             float *rstd);
+    float (*ce_sumexp)(const float *x, int64_t n, float *max, float *sum_x);
+    void (*ce_grad)(const float *x, int64_t n, float max, float inv, float scale, float base,
+                    float *y);
+} vmath_kernels;
+
+/* exp and tanh have no 512-bit form: the AVX2 one serves that level too. */
+static const vmath_kernels kernels[TG_CPU_ISA_LEVELS] = {
+    [TG_CPU_ISA_PORTABLE] = {vexp_scalar, vtanh_scalar, vgelu_scalar, vgelu_back_scalar,
+                             softmax_rows_scalar, softmax_back_rows_scalar, layer_norm_scalar,
+                             layer_norm_back_scalar, layer_norm_stats_scalar, ce_sumexp_scalar4,
+                             ce_grad_scalar},
+#if TG_CPU_X86
+    [TG_CPU_ISA_AVX2] = {vexp_avx2, vtanh_avx2, vgelu_avx2, vgelu_back_avx2, softmax_rows_avx2,
+                         softmax_back_rows_avx2, layer_norm_avx2, layer_norm_back_avx2,
+                         layer_norm_stats_avx2, ce_sumexp_avx2, ce_grad_avx2},
+    [TG_CPU_ISA_AVX512] = {vexp_avx2, vtanh_avx2, vgelu_avx512, vgelu_back_avx512,
+                           softmax_rows_avx512, softmax_back_rows_avx512, layer_norm_avx512,
+                           layer_norm_back_avx512, layer_norm_stats_avx512, ce_sumexp_avx512,
+                           ce_grad_avx512},
 #endif
+};
 
-void tg_cpu_vexp_path(const float *x, float *y, int64_t n, bool avx2) {
-    DISPATCH(vexp_avx2, vexp_scalar, x, y, n);
+/* The level's kernels; vector false: the portable (scalar) ones. */
+static const vmath_kernels *at(bool vector) {
+    return &kernels[vector ? tg_cpu_isa() : TG_CPU_ISA_PORTABLE];
 }
-void tg_cpu_vtanh_path(const float *x, float *y, int64_t n, bool avx2) {
-    DISPATCH(vtanh_avx2, vtanh_scalar, x, y, n);
-}
-void tg_cpu_vgelu_path(const float *x, float *y, int64_t n, bool avx2) {
-    DISPATCH(WIDEST(vgelu), vgelu_scalar, x, y, n);
-}
+
+const char *tg_cpu_vmath_isa(void) { return tg_cpu_isa() >= TG_CPU_ISA_AVX2 ? "avx2+fma" : "portable"; }
+
+void tg_cpu_vexp_path(const float *x, float *y, int64_t n, bool avx2) { at(avx2)->vexp(x, y, n); }
+void tg_cpu_vtanh_path(const float *x, float *y, int64_t n, bool avx2) { at(avx2)->vtanh(x, y, n); }
+void tg_cpu_vgelu_path(const float *x, float *y, int64_t n, bool avx2) { at(avx2)->vgelu(x, y, n); }
 void tg_cpu_vgelu_back_path(const float *x, const float *dy, float *dx, int64_t n, bool avx2) {
-    DISPATCH(WIDEST(vgelu_back), vgelu_back_scalar, x, dy, dx, n);
+    at(avx2)->vgelu_back(x, dy, dx, n);
 }
 
 void tg_cpu_vexp(const float *x, float *y, int64_t n) { tg_cpu_vexp_path(x, y, n, true); }
@@ -1475,18 +1496,15 @@ void tg_cpu_vgelu_back(const float *x, const float *dy, float *dx, int64_t n) {
     tg_cpu_vgelu_back_path(x, dy, dx, n, true);
 }
 
-static void softmax_rows_scalar(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
-    for (int64_t r = 0; r < rows; r++) softmax_row_scalar(x + r * d, y + r * d, d, log_out);
-}
 void tg_cpu_vsoftmax_rows_path(const float *x, float *y, int64_t rows, int64_t d, bool log_out, bool avx2) {
-    DISPATCH(WIDEST(softmax_rows), softmax_rows_scalar, x, y, rows, d, log_out);
+    at(avx2)->softmax_rows(x, y, rows, d, log_out);
 }
 void tg_cpu_vsoftmax_rows(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
     tg_cpu_vsoftmax_rows_path(x, y, rows, d, log_out, true);
 }
 
 void tg_cpu_vsoftmax_back_rows_path(const float *y, const float *dy, float *dx, int64_t rows, int64_t d, bool avx2) {
-    DISPATCH(WIDEST(softmax_back_rows), softmax_back_rows_scalar, y, dy, dx, rows, d);
+    at(avx2)->softmax_back_rows(y, dy, dx, rows, d);
 }
 void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
     tg_cpu_vsoftmax_back_rows_path(y, dy, dx, rows, d, true);
@@ -1494,15 +1512,15 @@ void tg_cpu_vsoftmax_back_rows(const float *y, const float *dy, float *dx, int64
 
 void tg_cpu_vlayer_norm_rows_path(const float *x, const float *gamma, const float *beta, float *y,
                                   int64_t rows, int64_t d, float eps, bool avx2) {
-    DISPATCH(WIDEST(layer_norm), layer_norm_scalar, x, gamma, beta, y, rows, d, eps);
+    at(avx2)->layer_norm(x, gamma, beta, y, rows, d, eps);
 }
 void tg_cpu_vlayer_norm_back_rows_path(const float *x, const float *gamma, const float *dy, float *dx,
                                        int64_t rows, int64_t d, float eps, bool avx2) {
-    DISPATCH(WIDEST(layer_norm_back), layer_norm_back_scalar, x, gamma, dy, dx, rows, d, eps);
+    at(avx2)->layer_norm_back(x, gamma, dy, dx, rows, d, eps);
 }
 void tg_cpu_vlayer_norm_stats_path(const float *x, int64_t rows, int64_t d, float eps, float *mean,
                                    float *rstd, bool avx2) {
-    DISPATCH(WIDEST(layer_norm_stats), layer_norm_stats_scalar, x, rows, d, eps, mean, rstd);
+    at(avx2)->layer_norm_stats(x, rows, d, eps, mean, rstd);
 }
 void tg_cpu_vlayer_norm_stats(const float *x, int64_t rows, int64_t d, float eps, float *mean,
                               float *rstd) {
@@ -1518,15 +1536,11 @@ void tg_cpu_vlayer_norm_back_rows(const float *x, const float *gamma, const floa
 }
 
 float tg_cpu_vce_sumexp_path(const float *x, int64_t n, float *max, float *sum_x, bool avx2) {
-#if TG_VMATH_X86
-    if (avx2 && have_avx2_fma()) return WIDEST(ce_sumexp)(x, n, max, sum_x);
-#endif
-    (void)avx2;
-    return ce_sumexp_scalar(x, n, max, sum_x, NULL);
+    return at(avx2)->ce_sumexp(x, n, max, sum_x);
 }
 void tg_cpu_vce_grad_path(const float *x, int64_t n, float max, float inv, float scale, float base,
                           float *y, bool avx2) {
-    DISPATCH(WIDEST(ce_grad), ce_grad_scalar, x, n, max, inv, scale, base, y);
+    at(avx2)->ce_grad(x, n, max, inv, scale, base, y);
 }
 float tg_cpu_vce_sumexp(const float *x, int64_t n, float *max, float *sum_x) {
     return tg_cpu_vce_sumexp_path(x, n, max, sum_x, true);

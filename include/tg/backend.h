@@ -7,6 +7,7 @@
 #define TG_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "tg/error.h"
 
@@ -22,6 +23,7 @@ typedef struct tg_backend tg_backend;
 typedef struct tg_backend_options {
     int threads; /* CPU threads (0: TG_NUM_THREADS, else all cores); ignored by GPU backends */
     int device;  /* GPU index (0: the first); ignored by the CPU backend */
+    const char *cpu_isa; /* cap of the CPU kernels' instruction set, as tg_cpu_set_isa (NULL: none) */
 } tg_backend_options;
 
 /* The backend registered as `name` ("cpu", "cuda"), created with opts (NULL: the defaults).
@@ -42,6 +44,17 @@ const char *tg_backend_names(void);
  * the environment variable TG_CPU_BIND=0 leaves all placement to the kernel. Writes the new backend
  * to *out; the caller frees it with tg_backend_free. */
 tg_status tg_backend_cpu_new(int nthreads, tg_backend **out);
+
+/* The instruction set the CPU kernels use: "portable" (plain C), "avx2" (AVX2 + FMA) or
+ * "avx512" (AVX-512F as well): the best this CPU has, unless capped. The level is the process's,
+ * shared by every CPU backend, and decided when the first one is created. */
+const char *tg_cpu_isa_name(void);
+/* Caps the CPU kernels' instruction set at `level` ("portable", "avx2", "avx512") for the whole
+ * process, as the environment variable TG_CPU_ISA does: for diagnosis, tests and benchmarks
+ * (the AVX-512 kernels give the AVX2 ones' bits; the portable ones agree within float rounding).
+ * Call it before graphs run. An unknown name is TG_ERR_INVALID and changes nothing; a level this
+ * CPU lacks is TG_ERR_UNSUPPORTED naming what it has, and the best it has is used. */
+tg_status tg_cpu_set_isa(const char *level);
 
 /* A CUDA backend on device `device` (TG_ERR_UNSUPPORTED if built without CUDA, TG_ERR_BACKEND
  * with CUDA's message if no usable GPU). */
