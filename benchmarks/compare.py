@@ -45,7 +45,9 @@ PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.execu
 VARIANTS = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_pairwise"]
 # Readings that are options of a kind: name -> (tg train --attention, extra tg train options).
 # interacting_noproj: the authors' public Keras code builds W_O but never applies it.
-READINGS = {"interacting_noproj": ("interacting", ["--no-out-proj"])}
+READINGS = {"interacting_noproj": ("interacting", ["--no-out-proj"]),
+            # ours, a diagnostic: interacting with its logits at mha's scale at initialisation
+            "interacting_sqrth": ("interacting", ["--interacting-sqrt-h"])}
 ALL_VARIANTS = VARIANTS + list(READINGS)
 TASKS = {
     # name: (kind, quality metrics, primary metric, lower is better)

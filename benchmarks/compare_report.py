@@ -115,7 +115,7 @@ def main_table(results):
 
 
 def order(variant):
-    known = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_noproj",
+    known = ["mha", "fixed_head", "talking_heads", "interacting", "interacting_noproj", "interacting_sqrth",
              "interacting_pairwise"]
     return known.index(variant) if variant in known else len(known)
 

@@ -264,7 +264,9 @@ tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
                           tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self) {
     const tg_model_config *c = &m->cfg;
     int64_t h = c->heads, dk = tg_model_head_dim(c);
-    float scale = 1.0f / sqrtf((float)dk);
+    /* interacting_sqrt_h: the summed query sum_i Q_i of h independent heads is ~sqrt(h) times a
+     * head's query at initialisation; dividing by it too starts the logits at mha's scale */
+    float scale = c->interacting_sqrt_h ? 1.0f / sqrtf((float)dk * (float)h) : 1.0f / sqrtf((float)dk);
     tg_tensor *q = proj(m, g, prefix, "q_proj", xq);
     if (!q || !k || !v || !k2 != !v2) return NULL;
     kv_parts kv = {k, v, k2, v2};

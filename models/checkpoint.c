@@ -50,6 +50,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     BOOL("interacting_literal", c->interacting_literal);
     /* written only when set, so checkpoints of every other configuration keep their bytes */
     if (c->no_out_proj) BOOL("no_out_proj", true);
+    if (c->interacting_sqrt_h) BOOL("interacting_sqrt_h", true);
 #undef NUM
 #undef STR
 #undef BOOL
@@ -197,6 +198,7 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         c->tie_output = get_bool(o, "tie_output", !has_out_proj);
         c->interacting_literal = get_bool(o, "interacting_literal", false);
         c->no_out_proj = get_bool(o, "no_out_proj", false);
+        c->interacting_sqrt_h = get_bool(o, "interacting_sqrt_h", false);
         c->dropout = get_float(o, "dropout", 0.1f);
         c->attn_dropout = get_float(o, "attn_dropout", c->dropout);
         c->ffn_dropout = get_float(o, "ffn_dropout", 0.0f);

@@ -122,6 +122,9 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     }
     RANGE(!c->no_out_proj || c->attention == TG_ATTN_INTERACTING,
           "no_out_proj applies to the interacting kind only (not %s)", tg_attn_kind_name(c->attention));
+    RANGE(!c->interacting_sqrt_h || c->attention == TG_ATTN_INTERACTING,
+          "interacting_sqrt_h applies to the interacting kind only (not %s)",
+          tg_attn_kind_name(c->attention));
     RANGE(!c->rope || !c->learned_pos, "pos is rope or learned, not both");
     RANGE(c->classes >= 0 && c->classes <= 1 << 20, "classes %lld outside [0, 1048576]", (long long)c->classes);
     RANGE(c->classes == 0 || c->arch == TG_ARCH_MLM, "a classification head (classes %lld) needs arch mlm",

@@ -77,6 +77,8 @@ END_TEST
 
 /* ---- identities of docs/model.md §2 on one attention sub-layer ---- */
 
+static tg_model *tiny_from(const tg_model_config *c);
+
 static tg_model *tiny_opts(tg_attn_kind kind, int64_t heads, int64_t head_dim, bool literal, bool no_out_proj) {
     tg_model_config c = tg_model_config_default();
     c.no_out_proj = no_out_proj;
@@ -89,6 +91,12 @@ static tg_model *tiny_opts(tg_attn_kind kind, int64_t heads, int64_t head_dim, b
     c.head_dim = head_dim;
     c.interacting_literal = literal;
     c.max_len = 32;
+    c.share_embeddings = true;
+    return tiny_from(&c);
+}
+
+/* a model of configuration c over the tiny models' vocabulary of 6 tokens */
+static tg_model *tiny_from(const tg_model_config *c) {
     tg_vocab *v;
     ck_assert_int_eq(tg_vocab_new(&v), TG_OK);
     for (int i = 0; i < 6; i++) {
@@ -96,9 +104,8 @@ static tg_model *tiny_opts(tg_attn_kind kind, int64_t heads, int64_t head_dim, b
         snprintf(t, sizeof t, "t%d", i);
         tg_vocab_add(v, t, NULL);
     }
-    c.share_embeddings = true;
     tg_model *m;
-    ck_assert_msg(tg_model_new(&c, v, v, B, 7, &m) == TG_OK, "%s", tg_error_message());
+    ck_assert_msg(tg_model_new(c, v, v, B, 7, &m) == TG_OK, "%s", tg_error_message());
     return m;
 }
 
@@ -268,6 +275,50 @@ START_TEST(test_interacting_no_out_proj) {
     c.no_out_proj = true;
     ck_assert_int_eq(tg_model_config_check(&c), TG_ERR_INVALID);
     tg_assert_msg_has(tg_error_message(), "no_out_proj applies to the interacting kind only");
+}
+END_TEST
+
+/* interacting_sqrt_h (a diagnostic reading: logits over sqrt(d_k h)) equals interacting whose
+ * query projection, weight and bias, is divided by sqrt(h); values and gradients, 2 and 4 heads,
+ * and the option survives a save and load; it is refused on other kinds */
+START_TEST(test_interacting_sqrt_h) {
+    for (int h = 2; h <= 4; h *= 2) {
+        tg_model *it = tiny(TG_ATTN_INTERACTING, h, 0, false);
+        tg_model_config c = *tg_model_cfg(it);
+        c.interacting_sqrt_h = true;
+        tg_model *sq = tiny_from(&c);
+        randomize_biases(it);
+        copy_params(it, sq);
+        tg_store *s = tg_model_store(it);
+        const char *names[2] = {"encoder.layers.0.self_attn.q_proj.weight",
+                                "encoder.layers.0.self_attn.q_proj.bias"};
+        for (int k = 0; k < 2; k++) {
+            int64_t i = tg_store_find(s, names[k]), n = tg_store_numel(s, i);
+            float w[64];
+            tg_store_read(s, i, w, n);
+            for (int64_t x = 0; x < n; x++) w[x] /= sqrtf((float)h);
+            tg_store_write(s, i, w, n);
+        }
+        check_same(sq, it, true, "interacting_sqrt_h vs interacting with W_Q / sqrt(h)");
+        char path[] = "/tmp/tg_model_XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert(fd >= 0);
+        close(fd);
+        tg_model *back;
+        ck_assert_msg(tg_model_save(sq, path) == TG_OK, "%s", tg_error_message());
+        ck_assert_msg(tg_model_load(path, B, &back) == TG_OK, "%s", tg_error_message());
+        ck_assert(tg_model_cfg(back)->interacting_sqrt_h);
+        check_same(sq, back, false, "interacting_sqrt_h after save/load");
+        unlink(path);
+        tg_model_free(back);
+        tg_model_free(sq);
+        tg_model_free(it);
+    }
+    tg_model_config c = tg_model_config_default();
+    c.src_vocab = c.tgt_vocab = 10;
+    c.interacting_sqrt_h = true;
+    ck_assert_int_eq(tg_model_config_check(&c), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "interacting_sqrt_h applies to the interacting kind only");
 }
 END_TEST
 
@@ -492,6 +543,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_talking_heads_mixing_matters);
     tcase_add_test(tc, test_interacting_literal_equals_summed);
     tcase_add_test(tc, test_interacting_no_out_proj);
+    tcase_add_test(tc, test_interacting_sqrt_h);
     tcase_add_test(tc, test_interacting_equals_mha_with_summed_query);
     tcase_add_test(tc, test_pairwise_one_head_equals_mha);
     tcase_add_loop_test(tc, test_padding_keys_do_not_matter, 0, 5);

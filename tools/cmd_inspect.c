@@ -68,6 +68,7 @@ int tg_cmd_inspect(int argc, char **argv) {
                                                                          : " (summed-query form)")
                                                : "");
     if (c->no_out_proj) printf(", no output projection");
+    if (c->interacting_sqrt_h) printf(", logits over sqrt(heads)");
     if (c->window > 0) printf(", restricted to a window of %lld", (long long)c->window);
     printf("\n");
     printf("  norm %s (%s), pos %s, activation %s\n", c->pre_norm ? "pre" : "post", c->rms_norm ? "rms" : "layer",

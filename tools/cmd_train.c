@@ -78,7 +78,7 @@ typedef struct {
     /* model */
     int64_t d_model, heads, enc_layers, dec_layers, d_ff, head_dim, max_len, window;
     const char *attention, *norm, *pos, *activation, *norm_kind;
-    bool interacting_literal, no_out_proj, share_embeddings, tie_output;
+    bool interacting_literal, no_out_proj, interacting_sqrt_h, share_embeddings, tie_output;
     double dropout, attn_dropout, ffn_dropout, label_smoothing;
     /* training */
     const char *optimizer, *schedule, *progress, *backend;
@@ -172,6 +172,8 @@ static void table(train_opts *o, tg_opt *t) {
          "interacting: the paper's all-pairs form", 0, 0},
         {"no-out-proj", TG_OPT_BOOL, &o->no_out_proj, 0, 0, NULL, NULL,
          "interacting: no output projection (the authors' public code)", 0, 0},
+        {"interacting-sqrt-h", TG_OPT_BOOL, &o->interacting_sqrt_h, 0, 0, NULL, NULL,
+         "interacting: logits also divided by sqrt(heads) (a diagnostic, not the paper's)", 0, 0},
         {"norm", TG_OPT_CHOICE, &o->norm, 0, 0, "post|pre", NULL, "layer norm placement", 0, 0},
         {"window", TG_OPT_INT, &o->window, 0, 1 << 20, NULL, "R",
          "restricted self-attention: keys within R positions, O(R·n·d) (0: all)", 0, 0},
@@ -251,6 +253,7 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
         return fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
     c->interacting_literal = o->interacting_literal;
     c->no_out_proj = o->no_out_proj;
+    c->interacting_sqrt_h = o->interacting_sqrt_h;
     c->pre_norm = !strcmp(o->norm, "pre");
     c->learned_pos = !strcmp(o->pos, "learned");
     c->gelu = !strcmp(o->activation, "gelu");

@@ -66,6 +66,8 @@ typedef struct tg_model_config {
     bool interacting_literal; /* interacting: the paper's all-pairs form instead of summed query */
     bool no_out_proj;         /* interacting: no output projection W_O (the authors' public code
                                  builds W_O but never applies it): out = Concat(O_1..O_h) */
+    bool interacting_sqrt_h;  /* interacting: logits also divided by sqrt(h), the summed query's
+                                 scale at initialisation (a diagnostic reading, not the paper's) */
     bool pre_norm;            /* norm=pre (default post) */
     bool learned_pos;         /* pos=learned (default sinusoidal) */
     bool share_embeddings;    /* one table for source, target and output */
