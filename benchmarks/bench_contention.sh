@@ -2,12 +2,15 @@
 # bench_contention.sh: a training step beside other processes — tgraph (one or more builds) and
 # PyTorch's nn.Transformer, each alone and beside busy processes, alternating, with ratios.
 #
-#   benchmarks/bench_contention.sh [--build DIR]... [--no-torch] [--rounds N] [--steps N]
-#                                  [--loads "none busy nice19"] [-- bench_step/peer options]
+#   benchmarks/bench_contention.sh [--build DIR]... [--isa LEVELS] [--no-torch] [--rounds N]
+#                                  [--steps N] [--loads "none busy nice19"] [-- bench_step/peer options]
 #
 # --build DIR   a build directory holding benchmarks/bench_step (repeatable: compare builds,
 #               e.g. an old and a new one, and get each later build's time ÷ the first's round
 #               by round; default: build)
+# --isa LEVELS  comma-separated CPU instruction sets each build runs at, e.g. avx2,avx512 (the
+#               TG_CPU_ISA cap, backends/cpu/isa.h: an AVX-512 host measured as an AVX2 one; the
+#               program's name gets @LEVEL); default: none set, the CPU's own
 # --no-torch    leave out PyTorch (benchmarks/peer/nn_transformer_step.py, its best settings)
 # --rounds N    rounds (default 5); a round runs every contender under every load, in turn
 # --steps N     timed steps per run (default 5, after 2 untimed; PyTorch: max(N/2, 2) after 1)
@@ -28,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 builds=()
+isas=("")
 torch=1
 rounds=5
 steps=5
@@ -37,12 +41,13 @@ model=(--d-model 256 --heads 4 --layers 3 --d-ff 1024 --src-vocab 30 --tgt-vocab
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) builds+=("$2"); shift ;;
+    --isa) IFS=, read -r -a isas <<<"$2"; shift ;;
     --no-torch) torch=0 ;;
     --rounds) rounds="$2"; shift ;;
     --steps) steps="$2"; shift ;;
     --loads) loads="$2"; shift ;;
     --) shift; model=("$@"); break ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "bench_contention.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -73,13 +78,18 @@ echo "model: ${model[*]}; $rounds rounds, $steps timed steps per tgraph run, $ts
 for r in $(seq 1 "$rounds"); do
     for l in $loads; do
         for b in "${builds[@]}"; do
-            start_load "$l"
-            v=$(env -u TG_NUM_THREADS -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u OMP_PROC_BIND \
-                    -u GOMP_SPINCOUNT "$b/benchmarks/bench_step" "${model[@]}" --steps "$steps" \
-                    --warmup-steps 2 | ms)
-            stop_load
-            echo "$b $l $v" >> "$out"
-            echo "round $r: $b, load $l: $v ms"
+            for isa in "${isas[@]}"; do
+                name=$b${isa:+@$isa}
+                cap=(-u TG_CPU_ISA)
+                [ -z "$isa" ] || cap=(TG_CPU_ISA="$isa")
+                start_load "$l"
+                v=$(env -u TG_NUM_THREADS -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u OMP_PROC_BIND \
+                        -u GOMP_SPINCOUNT "${cap[@]}" "$b/benchmarks/bench_step" "${model[@]}" \
+                        --steps "$steps" --warmup-steps 2 | ms)
+                stop_load
+                echo "$name $l $v" >> "$out"
+                echo "round $r: $name, load $l: $v ms"
+            done
         done
         if [ $torch = 1 ]; then
             start_load "$l"
