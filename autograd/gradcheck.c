@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "core/tg-impl.h"
+#include "tg/autograd.h"
+#include "tg/rng.h"
 #include "tg/gradcheck.h"
 
 tg_gradcheck_options tg_gradcheck_options_default(void) {

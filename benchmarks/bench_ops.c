@@ -38,6 +38,7 @@
 
 #include "core/ops/ops-impl.h"
 #include "core/tg-impl.h"
+#include "tg/tg.h"
 
 static int NT = 2;      /* threads for everyone */
 static int BLOCKS = 5;  /* alternating blocks per contender */

@@ -44,6 +44,7 @@
 #include "core/tg-impl.h"
 #include "tg/model.h"
 #include "tg/tg.h"
+#include "train/train-impl.h"
 
 /* Floating-point operations of the graph's matrix products (2 M N K each, batches counted):
  * the work a step must do, whatever the rest costs, for GFLOP/s against the FMA peak. */

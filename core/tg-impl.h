@@ -9,7 +9,13 @@
 #include <stdio.h>
 
 #include "core/ops/params.h"
-#include "tg/tg.h"
+#include "tg/backend.h"
+#include "tg/error.h"
+#include "tg/graph.h"
+#include "tg/ops.h"
+#include "tg/store.h"
+#include "tg/tensor.h"
+#include "tg/update.h"
 
 #define TG_MAX_SRC 8
 #define TG_ALIGN 64
@@ -278,7 +284,7 @@ bool tg__op_table_check(char *msg, size_t n);
 void tg__grad_accum(tg_tensor *src, tg_tensor *contrib);
 /* dy, the gradient of src's slice [lo, hi) on axis a, into src's gradient: joined to the
  * slices before it when they meet end to end (one concatenation instead of a zero-padded copy
- * per slice and their sum), else added (autograd/backward.c). */
+ * per slice and their sum), else added (core/grad.c). */
 void tg__grad_slice(tg_tensor *src, int a, int64_t lo, int64_t hi, tg_tensor *dy);
 /* t's whole gradient so far (its gathered slices added in): what its gradient rule reads. */
 tg_tensor *tg__grad_take(tg_tensor *t);
@@ -293,11 +299,6 @@ tg_tensor *tg__grad_take(tg_tensor *t);
 #define TG_CHAIN_TILE 1024
 tg_status tg__plan_fuse_chains(tg_graph *g);
 
-/* Tests (train/optim.c): an optimizer step in one pass per parameter (off) instead of one per
- * run of parameters with the same group (on, the default); returns the previous setting */
-bool tg__optim_runs(bool on);
-/* Tests: how many passes over the backend's memory o's last step made */
-int64_t tg__optim_passes(const tg_optim *o);
 
 /* TG_PROFILE (core/profile.c): whether it is set, and one node's time in seconds */
 bool tg__profile_on(void);

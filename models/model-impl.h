@@ -4,6 +4,12 @@
 #define TG_MODEL_IMPL_H
 
 #include "core/tg-impl.h"
+#include "tg/autograd.h"
+#include "tg/decode.h"
+#include "tg/init.h"
+#include "tg/kv_cache.h"
+#include "tg/rng.h"
+#include "tg/sample.h"
 #include "tg/model.h"
 
 /* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c) */

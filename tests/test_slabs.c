@@ -20,6 +20,7 @@
 
 #include "backends/cpu/cpu-impl.h"
 #include "core/tg-impl.h"
+#include "train/train-impl.h"
 #include "tg/tg.h"
 #include "tg_check.h"
 

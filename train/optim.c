@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/tg-impl.h"
+#include "tg/optim.h"
+#include "train/train-impl.h"
 
 /* The moments mirror the store's slabs of trainable parameters (core/tg-impl.h): slab k's
  * moments at ms[k] and vs[k], a parameter's at its offset in its slab. So a run of parameters

@@ -7,6 +7,12 @@
 
 #define TG_TRAIN_MAX_META 8
 
+/* Tests (train/optim.c): an optimizer step in one pass per parameter (off) instead of one per
+ * run of parameters with the same group (on, the default); returns the previous setting */
+bool tg__optim_runs(bool on);
+/* Tests: how many passes over the backend's memory o's last step made */
+int64_t tg__optim_passes(const tg_optim *o);
+
 /* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
  * (train/data.c; set by tg_corpus_new_mlm). */
 void tg__train_corpus_set_mlm(tg_corpus *c);

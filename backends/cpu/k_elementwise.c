@@ -12,6 +12,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/vmath.h"
 #include "core/backend-helpers.h"
+#include "tg/rng.h"
 
 #if TG_CPU_X86
 #include <immintrin.h> /* dropout's Philox on AVX2 and AVX-512 (isa.h) */

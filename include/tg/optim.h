@@ -5,24 +5,12 @@
 #include <stdint.h>
 
 #include "tg/store.h"
+#include "tg/update.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum tg_optim_kind {
-    TG_OPTIM_SGD = 0,  /* v = momentum*v + g; w -= lr*(v + wd*w) (wd as L2 in the gradient) */
-    TG_OPTIM_ADAM = 1, /* Kingma & Ba, bias-corrected; weight decay added to the gradient */
-    TG_OPTIM_ADAMW = 2 /* Loshchilov & Hutter: decoupled decay w -= lr*wd*w */
-} tg_optim_kind;
-
-typedef struct tg_optim_config {
-    tg_optim_kind kind;
-    float momentum;     /* SGD */
-    float beta1, beta2; /* Adam */
-    float eps;
-    float weight_decay;
-} tg_optim_config;
 
 typedef struct tg_optim tg_optim;
 

@@ -10,6 +10,7 @@
 #include "tg/store.h"
 #include "tg/autograd.h"
 #include "tg/optim.h"
+#include "tg/update.h"
 #include "tg/rng.h"
 /* files: JSON and safetensors */
 #include "tg/json.h"
