@@ -58,6 +58,8 @@ tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **
         int64_t n = tg_tensor_numel(cap.w[i]);
         if (!(out[i].w = malloc((size_t)n * sizeof *out[i].w))) st = tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: out of memory");
         else st = tg_tensor_read(cap.w[i], out[i].w, (size_t)n * sizeof *out[i].w);
+        if (st == TG_OK)
+            st = tg__model_check_finite(g, m->backend, out[i].w, n, "tg_model_attention_maps: map %s", out[i].name);
     }
     free(cap.name);
     free(cap.w);

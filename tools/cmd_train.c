@@ -678,8 +678,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         rc = TG_EXIT_INTERRUPTED;
         st = TG_OK;
     } else if (st == TG_OK && leader) {
-        fprintf(stderr, "tg train: done at step %lld, epoch %lld; model in %s\n", (long long)tg_trainer_steps(tr),
-                (long long)tg_trainer_epoch(tr), model_path);
+        /* the published name: a resumed run loaded a hidden model file that its saves removed */
+        fprintf(stderr, "tg train: done at step %lld, epoch %lld; model in %s/model.safetensors\n",
+                (long long)tg_trainer_steps(tr), (long long)tg_trainer_epoch(tr), o.out);
     }
 done:
     if (grp && st == TG_OK && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED) {
@@ -701,6 +702,13 @@ done:
             snprintf(p, sizeof p, "%s/.tg-train.lock", o.out);
             unlink(p);
             rmdir(o.out);
+        } else if (leader && lock && !file_exists(o.out, "state.safetensors")) {
+            /* a directory that was there, where this run saved nothing (a first save that failed:
+             * a full disk): its metrics and any model file of the failed save go at once */
+            char p[4096];
+            snprintf(p, sizeof p, "%s/metrics.jsonl", o.out);
+            unlink(p);
+            if (tg_train_dir_tidy(o.out, false) != TG_OK) tg_error_clear();
         }
     }
     tg_trainer_free(tr);
