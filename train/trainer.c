@@ -118,6 +118,14 @@ static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64
     float lq[2] = {0.0f, 0.0f};
     if (st == TG_OK)
         st = pair ? tg_tensor_read(pair, lq, sizeof lq) : tg_tensor_read(loss, lq, sizeof lq[0]);
+    /* an evaluation's non-finite loss: the node it came from (a graph without gradients runs
+     * again as it ran; a training step's is a diverging run, which the trainer tells) */
+    if (st == TG_OK && !grad && !(isfinite(lq[0]) && isfinite(lq[1]))) {
+        const double bad = isfinite(lq[0]) ? lq[1] : lq[0];
+        st = tg_graph_find_nonfinite(g, tg_model_backend(m));
+        st = st == TG_OK ? tg_error_set(TG_ERR_NUMERIC, "the loss is %g", isnan(bad) ? fabs(bad) : bad)
+                         : tg_error_prefix(st, "the loss is %g", isnan(bad) ? fabs(bad) : bad);
+    }
     tg_graph_free(g);
     *loss_sum = lq[0];
     *nll_sum = pair ? lq[1] : lq[0];

@@ -112,7 +112,8 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b);
  * TG_ERR_NUMERIC error: "node 41 (matmul) [8, 16] made inf at element 7 from finite inputs",
  * or, for a NaN that a node reads from a parameter or an input, that tensor. TG_OK when no node
  * made one (an infinity that came from infinite inputs, such as a mask's -inf, is no origin).
- * The same results as tg_graph_run; slower (a diagnosis, made once a value is found wrong). */
+ * Without a finding the results are tg_graph_run's, bit for bit; with one the run stops at the
+ * node named (run g again to read its outputs). Slower: a diagnosis, once a value is found wrong. */
 tg_status tg_graph_find_nonfinite(tg_graph *g, tg_backend *b);
 
 /* With TG_PROFILE set in the environment, graph runs time every op; this prints the totals per
