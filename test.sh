@@ -2,7 +2,7 @@
 # tgraph: install what is missing, configure, build (-Werror) and run every test.
 #   ./test.sh              release build in build/, all suites
 #   ./test.sh --sanitize   the same under AddressSanitizer + UBSan, in build-sanitize/
-#   ./test.sh --tsan       the library and its threading tests (suites threads, team,
+#   ./test.sh --tsan       the library and its threading tests (tests threads, team,
 #                          dist_threads) under ThreadSanitizer, in build-tsan/
 #   ./test.sh --suite S    only meson test suite S (e.g. cpu, gpu, data)
 #   ./test.sh --debug-build  only configure and build a debug build (-O0, asserts, -Werror) in

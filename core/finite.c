@@ -52,12 +52,20 @@ static void describe(const tg_tensor *t, char *out, size_t size) {
     if (k > 0 && (size_t)k < size) snprintf(out + k, size - (size_t)k, "]");
 }
 
-/* Node t's inputs, and those of the chain members it runs (core/fuse.c), into in[]. */
+/* Whether x is one of the chain members that node t runs (t itself included) */
+static bool in_chain(const tg_tensor *t, const tg_tensor *x) {
+    for (const tg_tensor *c = t; c; c = c->chain_prev)
+        if (c == tg__tensor_root(x)) return true;
+    return false;
+}
+
+/* Node t's inputs, and those of the chain members it runs (core/fuse.c), into in[]: what the
+ * node reads from before it, not the members it computes itself. */
 static int inputs_of(const tg_tensor *t, const tg_tensor **in, int max) {
     int n = 0;
     for (const tg_tensor *c = t; c; c = c->chain_prev)
         for (int s = 0; s < c->nsrc && n < max; s++)
-            if (c->src[s] && !(c->src[s]->flags & TG_TF_TRANSIENT)) in[n++] = c->src[s];
+            if (c->src[s] && !(c->src[s]->flags & TG_TF_TRANSIENT) && !in_chain(t, c->src[s])) in[n++] = c->src[s];
     return n;
 }
 

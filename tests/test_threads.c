@@ -1,7 +1,8 @@
 /* The thread contract (include/tg/backend.h): several threads train examples/mlp.c's MLP at
  * once, each with its own graphs, store and optimizer, on one shared CPU backend (of 1 and of 2
  * threads) and on backends of their own; every thread's parameters must equal, bit for bit,
- * those of the same training run alone on a backend of the same thread count. Each thread's
+ * those of the same training run alone on a backend of the same thread count. Several threads
+ * score and beam-search with Transformers of their own on one backend: the same bits too. Each thread's
  * error message stays its own while the others fail with theirs. Built into the ThreadSanitizer
  * run as well (./test.sh --tsan), which then also checks the locking itself. */
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg/decode.h"
 #include "tg_check.h"
 
 enum { N = 96, CLASSES = 3, STEPS = 20, WORKERS = 4, VARIANTS = 2 };
@@ -152,6 +154,97 @@ START_TEST(test_own_backends) {
 }
 END_TEST
 
+/* ---- a Transformer: scores and beam search (attention, layer norm, softmax, embeddings, the
+ * decoder's kept weights) ---- */
+
+enum { PAIRS = 8, MAX_OUT = 8 * 64 };
+
+typedef struct {
+    tg_backend *b;
+    double scores[PAIRS];
+    int32_t out[MAX_OUT]; /* every best hypothesis's ids, each after its length */
+    tg_status st;
+    char msg[512];
+} translation;
+
+static tg_status translate(translation *r) {
+    memset(r->scores, 0, sizeof r->scores);
+    memset(r->out, 0, sizeof r->out);
+    tg_model *m = NULL;
+    tg_lines src = {0}, tgt = {0};
+    tg_corpus *c = NULL;
+    tg_batch b = {0};
+    tg_nbest *res = NULL;
+    tg_status st = tg_model_load(TG_TEST_DATA "/fixtures/models/mha_pre.safetensors", r->b, &m);
+    if (!st) st = tg_lines_read(TG_TEST_DATA "/fixtures/models/pairs.src", false, &src);
+    if (!st) st = tg_lines_read(TG_TEST_DATA "/fixtures/models/pairs.tgt", false, &tgt);
+    tg_corpus_options co = {.max_len = 64};
+    if (!st) st = tg_corpus_new(&src, &tgt, tg_model_src_vocab(m), tg_model_tgt_vocab(m), &co, &c);
+    int64_t idx[PAIRS] = {0, 1, 2, 3, 4, 5, 6, 7};
+    if (!st && tg_corpus_size(c) != PAIRS) st = tg_error_set(TG_ERR_INVALID, "the fixture has %lld pairs", (long long)tg_corpus_size(c));
+    if (!st) st = tg_corpus_batch(c, idx, PAIRS, &b);
+    if (!st) st = tg_model_score(m, &b, r->scores);
+    const int32_t *rows[PAIRS];
+    int64_t len[PAIRS];
+    for (int i = 0; !st && i < PAIRS; i++) {
+        rows[i] = b.src + i * b.src_len;
+        len[i] = 0;
+        while (len[i] < b.src_len && rows[i][len[i]] != 0) len[i]++;
+        len[i]--; /* without </s> */
+    }
+    tg_decode_options o = tg_decode_options_default();
+    if (!st) st = tg_decode(m, rows, len, PAIRS, &o, &res);
+    for (int i = 0, at = 0; !st && i < PAIRS; i++) {
+        const tg_hypothesis *h = &res[i].hyp[0];
+        if (at + 1 + h->len > MAX_OUT) break;
+        r->out[at++] = (int32_t)h->len;
+        memcpy(r->out + at, h->ids, (size_t)h->len * sizeof *h->ids);
+        at += (int)h->len;
+    }
+    tg_decode_free(res, PAIRS);
+    tg_batch_free(&b);
+    tg_corpus_free(c);
+    tg_lines_free(&src);
+    tg_lines_free(&tgt);
+    tg_model_free(m);
+    return st;
+}
+
+static void *translate_main(void *arg) {
+    translation *r = arg;
+    r->st = translate(r);
+    if (r->st) snprintf(r->msg, sizeof r->msg, "%s", tg_error_message());
+    return NULL;
+}
+
+/* WORKERS threads score and translate at once with models of their own on one backend of 2
+ * threads: the same bits as alone. */
+START_TEST(test_shared_backend_transformer) {
+    translation ref = {0};
+    ck_assert_int_eq(tg_backend_cpu_new(2, &ref.b), TG_OK);
+    ck_assert_msg(translate(&ref) == TG_OK, "reference: %s", tg_error_message());
+    tg_backend_free(ref.b);
+    ck_assert(ref.scores[0] < 0.0 && ref.out[0] > 0); /* something was scored and translated */
+    tg_backend *b;
+    ck_assert_int_eq(tg_backend_cpu_new(2, &b), TG_OK);
+    for (int round = 0; round < 3; round++) {
+        translation w[WORKERS];
+        pthread_t tid[WORKERS];
+        for (int i = 0; i < WORKERS; i++) {
+            w[i] = (translation){.b = b};
+            ck_assert_int_eq(pthread_create(&tid[i], NULL, translate_main, &w[i]), 0);
+        }
+        for (int i = 0; i < WORKERS; i++) pthread_join(tid[i], NULL);
+        for (int i = 0; i < WORKERS; i++) {
+            ck_assert_msg(w[i].st == TG_OK, "round %d worker %d: %s", round, i, w[i].msg);
+            ck_assert_msg(!memcmp(w[i].scores, ref.scores, sizeof ref.scores), "round %d worker %d: scores differ", round, i);
+            ck_assert_msg(!memcmp(w[i].out, ref.out, sizeof ref.out), "round %d worker %d: translations differ", round, i);
+        }
+    }
+    tg_backend_free(b);
+}
+END_TEST
+
 /* Each thread fails a call with a message of its own, many times, while the others do too:
  * the message read back is always the thread's own. */
 typedef struct {
@@ -190,6 +283,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_shared_backend_two_threads);
     tcase_add_test(tc, test_shared_backend_one_thread);
     tcase_add_test(tc, test_own_backends);
+    tcase_add_test(tc, test_shared_backend_transformer);
     tcase_add_test(tc, test_error_message_per_thread);
     suite_add_tcase(s, tc);
     return s;
