@@ -57,7 +57,7 @@ tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **
         float *l = malloc((size_t)(n ? n : 1) * sizeof *l);
         st = l ? tg_tensor_read(logits, l, (size_t)n * sizeof *l)
                : tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: out of memory");
-        if (st == TG_OK) st = tg__model_check_finite(g, m->backend, l, n, "tg_model_attention_maps: the logits");
+        if (st == TG_OK) st = tg__model_check_finite(g, m->backend, l, n, 1, "tg_model_attention_maps: the logits");
         free(l);
     }
     tg_attn_map *out = st == TG_OK ? calloc((size_t)(cap.n ? cap.n : 1), sizeof *out) : NULL;
@@ -69,7 +69,7 @@ tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **
         if (!(out[i].w = malloc((size_t)n * sizeof *out[i].w))) st = tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: out of memory");
         else st = tg_tensor_read(cap.w[i], out[i].w, (size_t)n * sizeof *out[i].w);
         if (st == TG_OK)
-            st = tg__model_check_finite(g, m->backend, out[i].w, n, "tg_model_attention_maps: map %s", out[i].name);
+            st = tg__model_check_finite(g, m->backend, out[i].w, n, 1, "tg_model_attention_maps: map %s", out[i].name);
     }
     free(cap.name);
     free(cap.w);

@@ -225,7 +225,16 @@ static void top_insert(double *tv, int32_t *tw, int64_t *cnt, int64_t c, double 
 /* The library is built for baseline x86-64: the bound test 16 floats a compare where the CPU has
  * AVX-512F rather than SSE2's 4 (the Bible test set's beam search with a 128-wide model took
  * 0.97x the time) */
-#if defined(__x86_64__) && defined(__gnu_linux__)
+/* (none under ThreadSanitizer or in the fuzz build, whose instrumented resolvers crash at
+ * start-up: backends/cpu/cpu-impl.h, TG_NO_CPU_CLONES) */
+#if defined(__SANITIZE_THREAD__)
+#define ROW_TOP_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ROW_TOP_NO_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__gnu_linux__) && !defined(ROW_TOP_NO_CLONES) && !defined(TG_NO_CPU_CLONES)
 #define ROW_TOP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ROW_TOP_CLONES

@@ -7,10 +7,14 @@
 
 #include "models/model-impl.h"
 
-/* The first of x[0..n) whose exponent bits are all ones (an infinity or a NaN), or -1: integer
- * operations only, which the compiler turns into vectors, so a decoder's step pays a fraction
- * of what copying its output would cost. */
-static int64_t first_nonfinite(const float *x, int64_t n) {
+/* The first of x[0], x[stride], ... (below n) that is an infinity or a NaN, or -1. Stride 1: by
+ * the exponent bits, integer operations only, which the compiler turns into vectors. */
+static int64_t first_nonfinite(const float *x, int64_t n, int64_t stride) {
+    if (stride > 1) {
+        for (int64_t i = 0; i < n; i += stride)
+            if (!isfinite(x[i])) return i;
+        return -1;
+    }
     enum { BLOCK = 4096 };
     for (int64_t lo = 0; lo < n; lo += BLOCK) {
         const int64_t hi = n - lo < BLOCK ? n : lo + BLOCK;
@@ -27,8 +31,9 @@ static int64_t first_nonfinite(const float *x, int64_t n) {
     return -1;
 }
 
-tg_status tg__model_check_finite(tg_graph *g, tg_backend *b, const float *x, int64_t n, const char *what, ...) {
-    const int64_t at = first_nonfinite(x, n);
+tg_status tg__model_check_finite(tg_graph *g, tg_backend *b, const float *x, int64_t n, int64_t stride,
+                                 const char *what, ...) {
+    const int64_t at = first_nonfinite(x, n, stride);
     if (at < 0) return TG_OK;
     char w[256];
     va_list ap;
