@@ -3,6 +3,8 @@
 #   ./test.sh              release build in build/, all suites; then the Check suites again at
 #                          each lower instruction set of the CPU kernels (TG_CPU_ISA=avx2, portable)
 #   ./test.sh --sanitize   the same under AddressSanitizer + UBSan, in build-sanitize/
+#   ./test.sh --tsan       the library and its threading tests (tests threads, team,
+#                          dist_threads) under ThreadSanitizer, in build-tsan/
 #   ./test.sh --suite S    only meson test suite S (e.g. cpu, gpu, data)
 #   ./test.sh --debug-build  only configure and build a debug build (-O0, asserts, -Werror) in
 #                          build-debug/, no tests: gcc warns differently without optimisation
@@ -14,16 +16,18 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 sanitize=0
+tsan=0
 debug_build=0
 fuzz=""
 suite=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --sanitize) sanitize=1 ;;
+    --tsan) tsan=1 ;;
     --debug-build) debug_build=1 ;;
     --suite) shift; suite=(--suite "$1") ;;
     --fuzz) shift; fuzz=${1:-}; [[ $fuzz =~ ^[0-9]+$ ]] || { echo "test.sh: --fuzz SECONDS" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -66,6 +70,22 @@ print(' '.join(next(t['cmd'][1:] for t in json.load(sys.stdin) if t['name'] == '
         fi
     done
     exit $status
+fi
+
+if [ $tsan = 1 ]; then
+    # The threading tests only (the contract of include/tg/backend.h: threads sharing a backend;
+    # the team; data-parallel threads): ThreadSanitizer reports any data race and fails the test.
+    # Check's fork per test is off: TSan follows the threads of one process.
+    tests=(threads team dist_threads)
+    if [ ! -f build-tsan/build.ninja ]; then
+        meson setup build-tsan -Db_sanitize=thread -Dbuildtype=debugoptimized -Db_lundef=false \
+            -Dcuda=disabled -Dmpi=disabled -Dnccl=disabled
+    fi
+    ninja -C build-tsan tests/test_threads tests/test_team tests/test_dist
+    export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" CK_FORK=no
+    meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 "${tests[@]}"
+    echo "test.sh: ThreadSanitizer run OK (${tests[*]})"
+    exit 0
 fi
 
 if [ $sanitize = 1 ]; then

@@ -21,8 +21,10 @@ tg_status tg_backend_set_threads(tg_backend *b, int n) {
 }
 
 void tg__backend_account(tg_backend *b, ptrdiff_t delta) {
-    b->in_use = (size_t)((ptrdiff_t)b->in_use + delta);
-    if (b->in_use > b->peak) b->peak = b->in_use;
+    const size_t now = atomic_fetch_add(&b->in_use, (size_t)delta) + (size_t)delta;
+    size_t peak = atomic_load(&b->peak);
+    while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now)) {
+    }
 }
 
 void *tg__backend_alloc_lasting(tg_backend *b, size_t bytes) {

@@ -140,11 +140,17 @@ tg_status tg_graph_run(tg_graph *g, tg_backend *b) {
     const bool prof = tg__profile_on();
     run_ctx r = {.g = g, .b = b, .list = list, .prof = prof, .t0 = prof ? now_sec() : 0.0};
     bool need_after = r.prof || g->grad_hook;
-    int64_t failed = 0;
-    if (b->vt->run_graph)
+    int64_t failed = -1;
+    if (g->find_nonfinite)
+        st = tg__finite_run(b, list, n, &failed);
+    else if (b->vt->run_graph)
         st = b->vt->run_graph(b, list, n, need_after ? after_node : NULL, &r, &failed);
     else
         st = run_each(b, list, n, need_after ? &r : NULL, &failed);
+    if (st && failed < 0) { /* tg__finite_run's finding names its node already */
+        free(list);
+        return st;
+    }
     if (st) {
         tg_tensor *t = list[failed];
         free(list);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ static void fi_init(void) {
 }
 
 int tg__io_fault(const char *op, const char *path) {
-    if (fi_mode == FI_UNSET) fi_init(); /* the writers run on one thread */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fi_init); /* writers may run on several threads */
     if (fi_mode == FI_OFF) return 0;
     long long n = atomic_fetch_add(&fi_count, 1) + 1;
     switch (fi_mode) {

@@ -3,6 +3,7 @@
  * profiler. A node's time runs from the previous node's completion to its own, as the calling
  * thread sees them (core/exec.c calls tg__profile_node in order). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +29,12 @@ typedef struct {
 static mm_shape shapes[PROF_SHAPES];
 static int nshapes;
 
+/* read once; atomic, since graph runs on several threads ask at once */
 bool tg__profile_on(void) {
-    static int on = -1;
-    if (on < 0) on = getenv("TG_PROFILE") != NULL;
-    return on > 0;
+    static atomic_int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) atomic_store_explicit(&on, v = getenv("TG_PROFILE") != NULL, memory_order_relaxed);
+    return v > 0;
 }
 
 static void add_shape(const tg_tensor *t, double sec) {

@@ -3,6 +3,7 @@
 #ifndef TG_IMPL_H
 #define TG_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,7 @@ struct tg_graph {
     tg_status status;
     char msg[512];
     bool training, grad_enabled, planner, fusion, backward_done;
+    bool find_nonfinite; /* tg_graph_find_nonfinite's run: node by node, values checked */
     uint64_t seed;
     tg_grad_hook grad_hook; /* tg_graph_set_grad_hook */
     void *grad_hook_ctx;
@@ -201,7 +203,9 @@ typedef struct tg_backend_vtable {
 struct tg_backend {
     const tg_backend_vtable *vt;
     int nthreads;
-    size_t in_use, peak;
+    /* bytes held and their peak (tg__backend_account): atomic, since threads sharing the
+     * backend allocate at once (include/tg/backend.h) */
+    _Atomic size_t in_use, peak;
     void *impl;
 };
 
@@ -231,6 +235,8 @@ bool tg__tensor_same_shape(const tg_tensor *a, const tg_tensor *b);
 /* x itself if contiguous, else a CONT copy. */
 tg_tensor *tg__op_cont(tg_tensor *x);
 /* Storage owner of t (t itself if not a view). */
+/* The nodes of tg_graph_find_nonfinite's run (core/finite.c) */
+tg_status tg__finite_run(tg_backend *b, tg_tensor *const *list, int64_t n, int64_t *failed);
 /* File-system calls of the writers with a fault-injection point in front of each (core/io.c,
  * TG_FAULT_INJECT): -1 with errno set on failure, real or injected. */
 int tg__io_fault(const char *op, const char *path); /* 0, or the errno to fail with */

@@ -39,7 +39,9 @@ tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **
     tg_graph_set_training(g, false);
     tg_graph_set_grad_enabled(g, false);
     m->capture = &cap;
-    tg_tensor *logits = tg_model_logits(m, g, b);
+    /* the logits kept and checked too: a softmax gives a row of NaN logits as zeros (a fully
+     * masked row's answer), so the maps alone can look sound when the model's numbers are not */
+    tg_tensor *logits = tg_keep(tg_model_logits(m, g, b));
     m->capture = NULL;
     const char *msg;
     tg_status st = tg_graph_status(g, &msg);
@@ -50,6 +52,14 @@ tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **
         st = tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: %lld of %lld maps recorded", (long long)cap.n,
                           (long long)layers);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) {
+        const int64_t n = tg_tensor_numel(logits);
+        float *l = malloc((size_t)(n ? n : 1) * sizeof *l);
+        st = l ? tg_tensor_read(logits, l, (size_t)n * sizeof *l)
+               : tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: out of memory");
+        if (st == TG_OK) st = tg__model_check_finite(g, m->backend, l, n, 1, "tg_model_attention_maps: the logits");
+        free(l);
+    }
     tg_attn_map *out = st == TG_OK ? calloc((size_t)(cap.n ? cap.n : 1), sizeof *out) : NULL;
     if (st == TG_OK && !out) st = tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: out of memory");
     for (int64_t i = 0; st == TG_OK && i < cap.n; i++) {
@@ -58,6 +68,8 @@ tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **
         int64_t n = tg_tensor_numel(cap.w[i]);
         if (!(out[i].w = malloc((size_t)n * sizeof *out[i].w))) st = tg_error_set(TG_ERR_NOMEM, "tg_model_attention_maps: out of memory");
         else st = tg_tensor_read(cap.w[i], out[i].w, (size_t)n * sizeof *out[i].w);
+        if (st == TG_OK)
+            st = tg__model_check_finite(g, m->backend, out[i].w, n, 1, "tg_model_attention_maps: map %s", out[i].name);
     }
     free(cap.name);
     free(cap.w);

@@ -117,6 +117,7 @@ static tg_status encode(tg_decoder *d) {
         else
             snprintf(p, sizeof p, "memory");
         st = tg_tensor_read(keep[k], host, (size_t)(n * S * width) * sizeof *host);
+        if (st == TG_OK) st = tg__model_check_finite(g, m->backend, host, n * S * width, 1, "%s", p);
         if (st == TG_OK) st = tg_store_add(d->cache, p, 2, shape, host, false);
     }
     free(host);
@@ -380,13 +381,21 @@ static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64
     tg_status st = built(g, y);
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
     if (st != TG_OK) return st;
+    const int64_t V = m->cfg.tgt_vocab, n = R * V;
+    /* Checked before a search reads them. Log-probabilities: the first of each row. A row whose
+     * logits hold a NaN or +inf is NaN throughout (its sum of exponentials is), one with no
+     * finite logit is -inf throughout (backends/cpu/vmath.c: a dead row): R reads instead of a
+     * pass over R x V values that would cost a search a few per cent of its time. */
+    const int64_t stride = log_probs ? V : 1;
+    const char *what = log_probs ? "log-probabilities" : "logits";
     if (view && m->backend->vt->host_memory && tg__tensor_is_contiguous(y)) {
         *view = y->data;
         *hold = true;
-        return TG_OK;
+        return tg__model_check_finite(g, m->backend, *view, n, stride, "the %s", what);
     }
     if (view) *view = out;
-    return tg_tensor_read(y, out, (size_t)(R * m->cfg.tgt_vocab) * sizeof *out);
+    st = tg_tensor_read(y, out, (size_t)n * sizeof *out);
+    return st ? st : tg__model_check_finite(g, m->backend, out, n, stride, "the %s", what);
 }
 
 /* Cached step at position t: builds, runs, returns the logits (or log-probabilities) and appends

@@ -222,8 +222,7 @@ static void top_insert(double *tv, int32_t *tw, int64_t *cnt, int64_t c, double 
  * the row is first compared 64 values at a time against that bound (a test the compiler vectorises)
  * and a block with none above it is passed over: most of a vocabulary is. The same list as
  * top_insert over every value. */
-int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv,
-                                          int32_t *tw) {
+int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv, int32_t *tw) {
     int64_t cnt = 0, w = 0;
     for (; w < V && cnt < c; w++)
         if (allowed(w)) top_insert(tv, tw, &cnt, c, (double)x[w], (int32_t)w);

@@ -85,6 +85,7 @@ tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct
     }
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
     if (st == TG_OK) st = tg_tensor_read(logits, l, (size_t)(n * V) * sizeof *l);
+    if (st == TG_OK) st = tg__model_check_finite(g, m->backend, l, n * V, 1, "tg_model_mlm_accuracy: the logits");
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
         if (b->tgt_out[i] == TG_PAD) continue;
         ++*total;

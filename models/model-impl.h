@@ -124,6 +124,11 @@ tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
                           tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self);
 
 /* parameter initialisation (models/init.c) */
+/* Whether the values x[0], x[stride], ... (below n) that a run of g on b gave are all finite:
+ * TG_OK, else TG_ERR_NUMERIC saying which (what, printf-style, and the index) and naming the
+ * node that made it (tg_graph_find_nonfinite runs g again). */
+tg_status tg__model_check_finite(tg_graph *g, tg_backend *b, const float *x, int64_t n, int64_t stride,
+                                 const char *what, ...) __attribute__((format(printf, 6, 7)));
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);
 /* The parameters config c implies, in store order, without allocating any: fn is called with
  * each name and shape; a non-OK return stops the walk and is returned. */

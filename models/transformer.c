@@ -214,6 +214,8 @@ tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores) {
     if (st == TG_OK) st = tg_graph_run(g, m->backend);
     if (st == TG_OK) st = tg_tensor_read(tok, nll, (size_t)n * sizeof *nll);
     if (st == TG_OK)
+        st = tg__model_check_finite(g, m->backend, nll, n, 1, "tg_model_score: the log-probabilities of a batch");
+    if (st == TG_OK)
         for (int64_t i = 0; i < b->size; i++) {
             double s = 0.0;
             for (int64_t t = 0; t < b->tgt_len; t++) s -= nll[i * b->tgt_len + t];

@@ -490,6 +490,56 @@ START_TEST(test_cross_entropy_target_out_of_range_at_run) {
 }
 END_TEST
 
+/* tg_graph_find_nonfinite names the node that made the first NaN or overflow. */
+START_TEST(test_find_nonfinite_overflow) {
+    /* 3e38 is finite; the product's sums overflow: inf, then softmax of inf: NaN */
+    float x[4] = {3e38f, 3e38f, 1.0f, 2.0f}, w[4] = {2.0f, 2.0f, 1.0f, 1.0f};
+    int64_t s[2] = {2, 2};
+    tg_tensor *a = tg_input(G, TG_DTYPE_F32, 2, s, x), *b = tg_input(G, TG_DTYPE_F32, 2, s, w);
+    tg_tensor *y = tg_keep(tg_softmax(tg_relu(tg_matmul(a, b, false, false))));
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(tg_graph_run(G, B), TG_OK); /* a run does not look at values */
+    float out[4];
+    ck_assert_int_eq(tg_tensor_read(y, out, sizeof out), TG_OK);
+    ck_assert(isnan(out[0]));
+    EXPECT_STATUS(tg_graph_find_nonfinite(G, B), TG_ERR_NUMERIC, "(matmul) [2, 2] made inf at element 0 from finite inputs");
+}
+END_TEST
+
+START_TEST(test_find_nonfinite_nan_parameter) {
+    tg_store *st;
+    ck_assert_int_eq(tg_store_new(B, &st), TG_OK);
+    float w[3] = {1.0f, NAN, 2.0f};
+    int64_t n = 3;
+    ck_assert_int_eq(tg_store_add(st, "layer.weight", 1, &n, w, false), TG_OK);
+    float x[3] = {1.0f, 2.0f, 3.0f};
+    tg_tensor *y = tg_keep(tg_mul(tg_input(G, TG_DTYPE_F32, 1, &n, x), tg_param(G, st, "layer.weight")));
+    ck_assert_ptr_nonnull(y);
+    EXPECT_STATUS(tg_graph_find_nonfinite(G, B), TG_ERR_NUMERIC,
+                  "reads nan at element 1 of its input parameter 'layer.weight' [3]");
+    tg_graph_free(G);
+    G = NULL;
+    tg_store_free(st);
+}
+END_TEST
+
+START_TEST(test_find_nonfinite_mask_is_no_origin) {
+    /* a masked logit is -inf by design; the softmax gives zeros: nothing to report */
+    float x[4] = {1.0f, 2.0f, 3.0f, 4.0f}, m[4] = {0.0f, 1.0f, 0.0f, 0.0f};
+    int64_t s[2] = {2, 2};
+    tg_tensor *l = tg_masked_fill(tg_input(G, TG_DTYPE_F32, 2, s, x), tg_input(G, TG_DTYPE_F32, 2, s, m), -INFINITY);
+    tg_tensor *y = tg_keep(tg_softmax(tg_scale(l, 2.0f)));
+    ck_assert_ptr_nonnull(y);
+    float out[4], again[4];
+    ck_assert_int_eq(tg_graph_run(G, B), TG_OK);
+    ck_assert_int_eq(tg_tensor_read(y, out, sizeof out), TG_OK);
+    ck_assert_int_eq(tg_graph_find_nonfinite(G, B), TG_OK);
+    ck_assert_int_eq(tg_tensor_read(y, again, sizeof again), TG_OK);
+    ck_assert(out[1] == 0.0f && isfinite(out[0]));
+    ck_assert(!memcmp(out, again, sizeof out)); /* node by node: the same bits */
+}
+END_TEST
+
 START_TEST(test_run_null_arguments) {
     EXPECT_STATUS(tg_graph_run(NULL, B), TG_ERR_INVALID, "tg_graph_run: graph or backend is NULL");
     EXPECT_STATUS(tg_graph_run(G, NULL), TG_ERR_INVALID, "tg_graph_run: graph or backend is NULL");
@@ -758,6 +808,9 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_embedding_negative_id_at_run);
     tcase_add_test(tc, test_cross_entropy_target_out_of_range_at_run);
     tcase_add_test(tc, test_run_null_arguments);
+    tcase_add_test(tc, test_find_nonfinite_overflow);
+    tcase_add_test(tc, test_find_nonfinite_nan_parameter);
+    tcase_add_test(tc, test_find_nonfinite_mask_is_no_origin);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("store_optim_backend");

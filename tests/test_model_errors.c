@@ -347,6 +347,40 @@ START_TEST(test_decoding_entry_points) {
 }
 END_TEST
 
+/* A finite but huge weight: every number a model gives from it fails, naming the product that
+ * overflowed and its parameter -- a dev evaluation's loss, a score, a decoder's step. */
+START_TEST(test_huge_weight_named) {
+    const char *w = "decoder.layers.0.ffn.fc1.weight";
+    ck_assert_int_eq(tg_model_load(TG_TEST_DATA "/fixtures/models/mha_pre.safetensors", B, &M), TG_OK);
+    tg_store *st = tg_model_store(M);
+    const int64_t i = tg_store_find(st, w), n = tg_store_numel(st, i);
+    float *big = malloc((size_t)n * sizeof *big);
+    for (int64_t k = 0; k < n; k++) big[k] = 3e38f;
+    ck_assert_int_eq(tg_store_write(st, i, big, n), TG_OK);
+    free(big);
+    tg_lines src = {0}, tgt = {0};
+    ck_assert_int_eq(tg_lines_read(TG_TEST_DATA "/fixtures/models/pairs.src", false, &src), TG_OK);
+    ck_assert_int_eq(tg_lines_read(TG_TEST_DATA "/fixtures/models/pairs.tgt", false, &tgt), TG_OK);
+    tg_corpus *c;
+    tg_corpus_options co = {.max_len = tg_model_cfg(M)->max_len};
+    ck_assert_int_eq(tg_corpus_new(&src, &tgt, tg_model_src_vocab(M), tg_model_tgt_vocab(M), &co, &c), TG_OK);
+    tg_eval_info e;
+    TG_EXPECT_STATUS(tg_train_evaluate(M, c, 1000, &e), TG_ERR_NUMERIC, "the loss is nan");
+    tg_assert_msg_has(tg_error_message(), "(matmul)");
+    tg_assert_msg_has(tg_error_message(), "from finite inputs");
+    tg_assert_msg_has(tg_error_message(), "parameter 'decoder.layers.0.ffn.fc1.weight'");
+    int64_t idx[2] = {0, 1};
+    tg_batch b;
+    ck_assert_int_eq(tg_corpus_batch(c, idx, 2, &b), TG_OK);
+    double scores[2];
+    TG_EXPECT_STATUS(tg_model_score(M, &b, scores), TG_ERR_NUMERIC, "parameter 'decoder.layers.0.ffn.fc1.weight'");
+    tg_batch_free(&b);
+    tg_corpus_free(c);
+    tg_lines_free(&src);
+    tg_lines_free(&tgt);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("model_errors");
     TCase *tc = tcase_create("model_errors");
@@ -359,6 +393,7 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_attention_mismatched_masks_and_inputs, 0, NCONFIGS);
     tcase_add_loop_test(tc, test_decoding_entry_points, 0, TG_ATTN_COUNT); /* every kind, post-LN */
     tcase_add_test(tc, test_batch_build);
+    tcase_add_test(tc, test_huge_weight_named);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -101,6 +101,8 @@ static int set_value(const char *cmd, tg_opt *o, const char *v, const char *orig
         char *end;
         errno = 0;
         double x = strtod(v, &end);
+        /* an underflow (4e-320) is a number, read as the nearest double: ERANGE only for an overflow */
+        if (errno == ERANGE && fabs(x) < 1.0) errno = 0;
         if (!*v || *end || errno || !isfinite(x))
             return tg_cli_fail(cmd, TG_CLI_ERROR, "%s--%s expects a number, got '%s'", origin, o->name, v);
         if (x < o->min || x > o->max) {

@@ -192,6 +192,9 @@ int tg_cmd_attention(int argc, char **argv) {
     int64_t max_len = m ? tg_model_cfg(m)->max_len : 0;
     if (st == TG_OK && arch == TG_ARCH_ENCDEC) {
         st = make_seq(sv, src, chars, NULL, "</s>", &es);
+        if (st == TG_OK && es.n > max_len)
+            st = tg_error_set(TG_ERR_INVALID, "--src has %lld tokens (+ </s>); the model takes at most %lld",
+                              (long long)(es.n - 1), (long long)(max_len - 1));
         if (st == TG_OK && tgt) st = make_seq(tv, tgt, chars, "<s>", NULL, &ds);
         if (st == TG_OK && !tgt) { /* the greedy translation */
             tg_decode_options o = tg_decode_options_default();
@@ -208,10 +211,18 @@ int tg_cmd_attention(int argc, char **argv) {
                 ds.tok[i] = strdup(i ? tg_vocab_token(tv, ds.ids[i - 1]) : "<s>");
             }
         }
+        if (st == TG_OK && !tgt && ds.n > max_len) {
+            /* the greedy translation ran to max_len without </s>: its first tokens that fit */
+            fprintf(stderr, "tg attention: the greedy translation reached max_len %lld without </s>; the maps show its "
+                            "first %lld tokens\n", (long long)max_len, (long long)(max_len - 1));
+            for (int64_t i = max_len; i < ds.n; i++) free(ds.tok[i]);
+            ds.n = max_len;
+        }
         int64_t tn = ds.n - 1, sn = es.n - 1;
         const int32_t *tp = ds.ids, *sp = es.ids;
-        if (st == TG_OK && (sn + 1 > max_len || tn + 1 > max_len))
-            st = tg_error_set(TG_ERR_INVALID, "the input is longer than the model's max_len %lld", (long long)max_len);
+        if (st == TG_OK && tn + 1 > max_len)
+            st = tg_error_set(TG_ERR_INVALID, "--tgt has %lld tokens (+ <s>); the model takes at most %lld", (long long)tn,
+                              (long long)(max_len - 1));
         if (st == TG_OK) st = tg_batch_build(&b, 1, &sp, &sn, &tp, &tn);
         have_batch = st == TG_OK;
     } else if (st == TG_OK) {

@@ -250,14 +250,18 @@ int tg_cmd_eval(int argc, char **argv) {
     if (rc) return TG_EXIT_USAGE;
     if (!hyp || !ref) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--hyp and --ref are required");
     if (pbs != (base != NULL)) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--paired-bs and --baseline go together");
-    for (const char *p = metric; *p;) {
+    /* every name between commas known: "bleu," or "" names no metric after the comma */
+    for (const char *p = metric;;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p), m = 0;
+        if (len == 0)
+            return tg_cli_fail(cmd, TG_EXIT_USAGE, "--metric '%s' has an empty name (a list such as bleu,chrf)", metric);
         while (m < NMETRICS && !(strlen(METRICS[m].name) == len && !strncmp(p, METRICS[m].name, len))) m++;
         if (m == NMETRICS)
             return tg_cli_fail(cmd, TG_EXIT_USAGE,
                                "unknown metric '%.*s' (bleu, chrf, wer, per, meteor, rouge_l, cider)", (int)len, p);
-        p = e ? e + 1 : p + len;
+        if (!e) break;
+        p = e + 1;
     }
 
     report[0] = '\0';

@@ -80,6 +80,8 @@ int tg_cmd_score(int argc, char **argv) {
     }
     int64_t tokens = 0, right = 0;
     int64_t n = tg_corpus_size(c);
+    if (st == TG_OK && n == 0) /* an empty score list would pass for a result */
+        st = tg_error_set(TG_ERR_INVALID, "'%s' holds no %s: nothing to score", lm ? text : src, lm ? "line" : "sentence");
     if (st == TG_OK && !(scores = malloc((size_t)(n ? n : 1) * sizeof *scores)))
         st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     int64_t *idx = st == TG_OK ? malloc((size_t)batch * sizeof *idx) : NULL;

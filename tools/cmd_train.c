@@ -340,6 +340,15 @@ static int train_config(const char *cmd, const train_opts *o, tg_opt *t, tg_trai
 }
 
 /* Vocabularies for a new run: from files, or built from the training data. */
+/* A vocabulary built with --min-count N that holds no token but the four specials: every token
+ * of the data would be <unk>, and a masked language model would find nothing to predict. */
+static tg_status check_min_count(const train_opts *o, const tg_vocab *v, const char *which) {
+    if (o->min_count > 1 && tg_vocab_size(v) <= 4)
+        return tg_error_set(TG_ERR_INVALID, "--min-count %lld leaves no token in the %svocabulary (every token of the "
+                            "training data occurs fewer times)", (long long)o->min_count, which);
+    return TG_OK;
+}
+
 static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_lines *lt, tg_vocab **sv,
                              tg_vocab **tv) {
     tg_text_options to = {.chars = o->chars};
@@ -347,7 +356,9 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
     tg_status st = TG_OK;
     *sv = *tv = NULL;
     if (o->src_vocab) st = tg_vocab_read(o->src_vocab, sv);
-    else st = tg_vocab_build(both, o->joint && !strcmp(o->arch, "encdec") ? 2 : 1, &to, o->min_count, o->max_vocab, sv);
+    else if ((st = tg_vocab_build(both, o->joint && !strcmp(o->arch, "encdec") ? 2 : 1, &to, o->min_count,
+                                  o->max_vocab, sv)) == TG_OK)
+        st = check_min_count(o, *sv, o->joint ? "" : "source ");
     if (st == TG_OK && !strcmp(o->arch, "mlm")) st = tg_vocab_add(*sv, "<mask>", NULL); /* the mask token */
     if (st) return st;
     if (o->joint) {
@@ -355,7 +366,8 @@ static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_l
         return TG_OK;
     }
     if (o->tgt_vocab) st = tg_vocab_read(o->tgt_vocab, tv);
-    else st = tg_vocab_build(tl, 1, &to, o->min_count, o->max_vocab, tv);
+    else if ((st = tg_vocab_build(tl, 1, &to, o->min_count, o->max_vocab, tv)) == TG_OK)
+        st = check_min_count(o, *tv, "target ");
     return st;
 }
 
@@ -475,8 +487,10 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     bool lm = strcmp(o.arch, "encdec") != 0; /* lm or mlm: one text */
     /* (a resumed lm run stored --train as --train-src and --train-tgt too: those agree) */
 #define SAME_OR_UNSET(a, b) (!(a) || ((b) && !strcmp((a), (b))))
-    if (lm && !(SAME_OR_UNSET(o.train_src, o.train) && SAME_OR_UNSET(o.train_tgt, o.train) &&
-                SAME_OR_UNSET(o.dev_src, o.dev) && SAME_OR_UNSET(o.dev_tgt, o.dev))) {
+    const bool pair_on_cli = tg_cli_find(t, "train-src")->on_cli || tg_cli_find(t, "train-tgt")->on_cli ||
+                             tg_cli_find(t, "dev-src")->on_cli || tg_cli_find(t, "dev-tgt")->on_cli;
+    if (lm && (pair_on_cli || !(SAME_OR_UNSET(o.train_src, o.train) && SAME_OR_UNSET(o.train_tgt, o.train) &&
+                                SAME_OR_UNSET(o.dev_src, o.dev) && SAME_OR_UNSET(o.dev_tgt, o.dev)))) {
         rc = fail(cmd, TG_EXIT_USAGE, "--arch %s trains on one text: give --train FILE [--dev FILE], not --train-src/--train-tgt",
                   o.arch);
         goto done;
@@ -570,11 +584,17 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         if (st) goto done;
     }
     if (tg_corpus_size(train) == 0) {
-        st = tg_error_set(TG_ERR_INVALID, "every training pair is longer than --max-len %lld", (long long)mc.max_len);
+        st = tg_corpus_skipped(train)
+                 ? tg_error_set(TG_ERR_INVALID, "every training pair is longer than --max-len %lld", (long long)mc.max_len)
+                 : tg_error_set(TG_ERR_INVALID, "the training data ('%s') hold no %s", lm ? o.train : o.train_src,
+                                lm ? "line" : "pair");
         goto done;
     }
     if (dev && tg_corpus_size(dev) == 0) {
-        st = tg_error_set(TG_ERR_INVALID, "every dev pair is longer than --max-len %lld", (long long)mc.max_len);
+        st = tg_corpus_skipped(dev)
+                 ? tg_error_set(TG_ERR_INVALID, "every dev pair is longer than --max-len %lld", (long long)mc.max_len)
+                 : tg_error_set(TG_ERR_INVALID, "the dev data ('%s') hold no %s", lm ? o.dev : o.dev_src,
+                                lm ? "line" : "pair");
         goto done;
     }
     tg_corpus_stats cs;
@@ -681,8 +701,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         rc = TG_EXIT_INTERRUPTED;
         st = TG_OK;
     } else if (st == TG_OK && leader) {
-        fprintf(stderr, "tg train: done at step %lld, epoch %lld; model in %s\n", (long long)tg_trainer_steps(tr),
-                (long long)tg_trainer_epoch(tr), model_path);
+        /* the published name: a resumed run loaded a hidden model file that its saves removed */
+        fprintf(stderr, "tg train: done at step %lld, epoch %lld; model in %s/model.safetensors\n",
+                (long long)tg_trainer_steps(tr), (long long)tg_trainer_epoch(tr), o.out);
     }
 done:
     if (grp && st == TG_OK && rc != TG_EXIT_OK && rc != TG_EXIT_INTERRUPTED) {
@@ -704,6 +725,13 @@ done:
             snprintf(p, sizeof p, "%s/.tg-train.lock", o.out);
             unlink(p);
             rmdir(o.out);
+        } else if (leader && lock && !file_exists(o.out, "state.safetensors")) {
+            /* a directory that was there, where this run saved nothing (a first save that failed:
+             * a full disk): its metrics and any model file of the failed save go at once */
+            char p[4096];
+            snprintf(p, sizeof p, "%s/metrics.jsonl", o.out);
+            unlink(p);
+            if (tg_train_dir_tidy(o.out, false) != TG_OK) tg_error_clear();
         }
     }
     tg_trainer_free(tr);

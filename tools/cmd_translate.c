@@ -17,6 +17,7 @@
 #include "tg/json.h"
 #include "tg/model.h"
 #include "tg/tg.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 static const char USAGE[] =
@@ -45,6 +46,18 @@ static int fail(const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     return 1;
+}
+
+/* A usage error: the message, and exit status 2 as for every command (tools/cli.h) */
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tg translate: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return TG_EXIT_USAGE;
 }
 
 static bool parse_int(const char *s, long long lo, long long hi, int64_t *out) {
@@ -152,24 +165,24 @@ static int parse_args(int argc, char **argv, options *op) {
             fputs(USAGE, stdout);
             return 0;
         }
-        if (strncmp(a, "--", 2) != 0) return fail("unexpected argument '%s' (see --help)", a);
+        if (strncmp(a, "--", 2) != 0) return usage("unexpected argument '%s' (see --help)", a);
         char key[32];
         const char *eq = strchr(a, '=');
         size_t kl = eq ? (size_t)(eq - a) : strlen(a);
-        if (kl >= sizeof key) return fail("unknown option '%s' (see --help)", a);
+        if (kl >= sizeof key) return usage("unknown option '%s' (see --help)", a);
         memcpy(key, a, kl);
         key[kl] = '\0';
         static const char *known[] = {"--model",     "--beam",  "--alpha", "--nbest", "--max-len-a", "--max-len-b",
                                       "--batch",     "--input", "--output", "--threads"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) ok |= !strcmp(key, known[k]);
-        if (!ok) return fail("unknown option '%s' (see --help)", key);
+        if (!ok) return usage("unknown option '%s' (see --help)", key);
         if (eq)
             val = eq + 1;
         else if (i + 1 < argc)
             val = argv[++i];
         else
-            return fail("option %s needs a value", key);
+            return usage("option %s needs a value", key);
         bool good = true;
         if (!strcmp(key, "--model")) op->model = val;
         else if (!strcmp(key, "--input")) op->input = val;
@@ -181,11 +194,11 @@ static int parse_args(int argc, char **argv, options *op) {
         else if (!strcmp(key, "--threads")) good = parse_int(val, 1, 4096, &op->threads);
         else if (!strcmp(key, "--alpha")) good = parse_real(val, 0.0, &op->o.alpha);
         else if (!strcmp(key, "--max-len-a")) good = parse_real(val, 0.0, &op->o.max_len_a);
-        if (!good) return fail("bad value '%s' for %s (see --help)", val, key);
+        if (!good) return usage("bad value '%s' for %s (see --help)", val, key);
     }
-    if (!op->model) return fail("--model is required (see --help)");
+    if (!op->model) return usage("--model is required (see --help)");
     if (op->o.nbest > op->o.beam)
-        return fail("--nbest %lld exceeds the beam size %lld", (long long)op->o.nbest, (long long)op->o.beam);
+        return usage("--nbest %lld exceeds the beam size %lld", (long long)op->o.nbest, (long long)op->o.beam);
     return -1;
 }
 

@@ -233,7 +233,8 @@ void tg_train_dir_unlock(tg_train_lock *l) {
 
 /* ---- metrics.jsonl on resume ---- */
 
-tg_status tg__train_metrics_truncate(const char *path, int64_t step) {
+tg_status tg__train_metrics_truncate(const char *path, int64_t step, bool *ended) {
+    *ended = false;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? TG_OK : tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
@@ -255,6 +256,7 @@ tg_status tg__train_metrics_truncate(const char *path, int64_t step) {
         char *end;
         long long v = s ? strtoll(s + 7, &end, 10) : -1;
         if (!s || end == s + 7 || v > step) break;
+        *ended = v == step && !strncmp(text + keep, "{\"event\":\"end\",", 15);
         keep = (size_t)(nl - text) + 1;
     }
     if (st == TG_OK && keep < (size_t)got && ftruncate(fd, (off_t)keep) != 0)

@@ -15,6 +15,7 @@
  * point (train/rundir.c); the state also holds the model's fingerprint, so a state paired with
  * a different checkpoint is refused on resume. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,17 @@ static tg_status get_hex(const tg_json *o, const char *key, uint64_t *v, const c
     return TG_OK;
 }
 
+/* Moments that the update could have made: finite, and second moments (which) not negative (a
+ * running mean of squares). A NaN there would surface steps later as a diverged run. */
+static tg_status check_moments(const float *x, int64_t n, int which, const char *name, const char *path) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (which == 1 && x[i] < 0.0f))
+            return tg_error_set(TG_ERR_NUMERIC, "'%s': optimizer state '%s' holds %g at index %lld (a diverged or "
+                                "damaged training state)", path, name, (double)(isnan(x[i]) ? fabsf(x[i]) : x[i]),
+                                (long long)i);
+    return TG_OK;
+}
+
 tg_status tg_trainer_load_state(tg_trainer *t, const char *path) {
     if (!t || !path) return tg_error_set(TG_ERR_INVALID, "tg_trainer_load_state: NULL argument");
     tg_st_file *f = NULL;
@@ -192,6 +204,7 @@ tg_status tg_trainer_load_state(tg_trainer *t, const char *path) {
             }
             buf = p;
             st = tg_st_read_f32(f, k, buf, (size_t)n);
+            if (st == TG_OK) st = check_moments(buf, n, which, name, path);
             if (st == TG_OK) st = tg_optim_write_state(t->opt, i, which, buf, n);
         }
     }

@@ -57,7 +57,7 @@ double tg__train_now(void);
 tg_status tg__train_model_file(int64_t step, char *buf, size_t n);
 tg_status tg__train_dir_publish(const char *dir, const char *model_file, const char *as);
 tg_status tg__train_dir_drop_models(const char *dir, const char *keep);
-tg_status tg__train_metrics_truncate(const char *path, int64_t step);
+tg_status tg__train_metrics_truncate(const char *path, int64_t step, bool *ended);
 /* FNV-1a over every parameter's float bytes, in store order. */
 tg_status tg__train_model_hash(tg_model *m, uint64_t *out);
 

@@ -118,6 +118,14 @@ static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64
     float lq[2] = {0.0f, 0.0f};
     if (st == TG_OK)
         st = pair ? tg_tensor_read(pair, lq, sizeof lq) : tg_tensor_read(loss, lq, sizeof lq[0]);
+    /* an evaluation's non-finite loss: the node it came from (a graph without gradients runs
+     * again as it ran; a training step's is a diverging run, which the trainer tells) */
+    if (st == TG_OK && !grad && !(isfinite(lq[0]) && isfinite(lq[1]))) {
+        const double bad = isfinite(lq[0]) ? lq[1] : lq[0];
+        st = tg_graph_find_nonfinite(g, tg_model_backend(m));
+        st = st == TG_OK ? tg_error_set(TG_ERR_NUMERIC, "the loss is %g", isnan(bad) ? fabs(bad) : bad)
+                         : tg_error_prefix(st, "the loss is %g", isnan(bad) ? fabs(bad) : bad);
+    }
     tg_graph_free(g);
     *loss_sum = lq[0];
     *nll_sum = pair ? lq[1] : lq[0];
@@ -636,6 +644,7 @@ static tg_status stop_flags(tg_trainer *t, volatile sig_atomic_t *stop, int *fla
 tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
     if (!t) return tg_error_set(TG_ERR_INVALID, "tg_trainer_run: NULL trainer");
     tg_status st = TG_OK;
+    bool ended = false; /* a resumed run that had finished: metrics.jsonl ends with its "end" */
     if (t->out_dir && t->writer) {
         char *path = t->metrics_path;
         snprintf(path, sizeof t->metrics_path, "%s/metrics.jsonl", t->out_dir);
@@ -643,11 +652,16 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
             st = tg_error_set(TG_ERR_IO, "cannot create directory '%s': %s", t->out_dir, strerror(errno));
         /* lines past the step we start from were logged by a run that crashed before saving
          * them: this run logs those steps again */
-        else if ((st = tg__train_metrics_truncate(path, t->step)) == TG_OK &&
+        else if ((st = tg__train_metrics_truncate(path, t->step, &ended)) == TG_OK &&
                  !(t->metrics = fopen(path, "a")))
             st = tg_error_set(TG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     }
     st = tg_dist_agree(t->cfg.dist, st);
+    if (st == TG_OK && tg_dist_size(t->cfg.dist) > 1) { /* rank 0 read it: every rank acts on it */
+        double e = ended;
+        st = tg_dist_max(t->cfg.dist, &e, 1);
+        ended = e > 0.0;
+    }
     if (st) return st;
     t->run_start = t->win_time0 = tg__train_now();
     t->last_bar = 0.0;
@@ -695,10 +709,13 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
             last_save = t->step;
         }
     }
+    /* a resumed run that had finished and took no step: its last evaluation, save and "end" are
+     * on record already */
+    const bool done_before = ended && t->step == t->steps_at_start && !interrupted;
     if (st == TG_OK && t->win_tokens_t > 0) st = tg_dist_agree(t->cfg.dist, log_train(t, &si, true)); /* the last window */
-    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted)
+    if (st == TG_OK && t->dev && last_eval != t->step && !interrupted && !done_before)
         st = tg_dist_agree(t->cfg.dist, tg_trainer_eval(t, NULL));
-    if (st == TG_OK && t->out_dir && last_save != t->step) st = save_all(t);
+    if (st == TG_OK && t->out_dir && last_save != t->step && !done_before) st = save_all(t);
     end_bar(t);
     if (tg__profile_on() && t->writer && t->step > t->steps_at_start + 1) {
         fprintf(log_stream(t),
@@ -707,7 +724,7 @@ tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop) {
         tg_profile_report(log_stream(t));
     }
     if (t->metrics) {
-        if (st == TG_OK) {
+        if (st == TG_OK && !done_before) {
             fprintf(t->metrics, "{\"event\":\"%s\",\"step\":%lld,\"epoch\":%lld", interrupted ? "interrupted" : "end",
                     (long long)t->step, (long long)tg_batcher_epoch(t->bt));
             json_num(t->metrics, "elapsed_s", elapsed(t));

@@ -21,7 +21,15 @@
 #define CACHE_SLOTS 32
 #define CACHE_MAX_BYTES ((size_t)1 << 30)
 
+/* Threads (include/tg/backend.h: any number may use one backend at once): the cache and the
+ * byte counts (ptr, size, n, bytes; tg__backend_account) are under `mu`, held for a whole
+ * block_new or cpu_free — two runs taking the same cached block gave both the same memory. A
+ * graph run takes the team when it is free (team.c: a run that finds it busy runs on its caller
+ * alone, cut into the same shares: the same bits), the counters are atomic, and the team's
+ * judgement is owned by one caller at a time (`judging`). Everything else a run needs is its
+ * own (graph_job). */
 typedef struct {
+    pthread_mutex_t mu;
     void *ptr[CACHE_SLOTS];
     size_t size[CACHE_SLOTS]; /* in insertion order, oldest first */
     int n;
@@ -131,7 +139,7 @@ static void release(tg_backend *b, void *p, size_t size) {
 
 /* A block of `bytes`: from the cache of freed blocks, else new; a big one on huge pages, and a
  * big lasting one (a store's slab) always so, never a cached block from the heap. */
-static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
+static void *block_new_locked(tg_backend *b, size_t bytes, bool lasting) {
     cpu_impl *c = b->impl;
     size_t want = rounded(bytes);
     const bool huge =
@@ -176,6 +184,14 @@ static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
     return p;
 }
 
+static void *block_new(tg_backend *b, size_t bytes, bool lasting) {
+    cpu_impl *c = b->impl;
+    pthread_mutex_lock(&c->mu);
+    void *p = block_new_locked(b, bytes, lasting);
+    pthread_mutex_unlock(&c->mu);
+    return p;
+}
+
 static void *cpu_alloc(tg_backend *b, size_t bytes) {
     return block_new(b, bytes, false);
 }
@@ -189,8 +205,10 @@ static void cpu_free(tg_backend *b, void *p, size_t bytes) {
     (void)bytes;
     if (!p) return;
     size_t got = header(p)[0];
+    pthread_mutex_lock(&c->mu);
     if (got > CACHE_MAX_BYTES) {
         release(b, p, got);
+        pthread_mutex_unlock(&c->mu);
         return;
     }
     while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + got > CACHE_MAX_BYTES)) {
@@ -201,6 +219,7 @@ static void cpu_free(tg_backend *b, void *p, size_t bytes) {
     c->size[c->n] = got;
     c->n++;
     c->bytes += got;
+    pthread_mutex_unlock(&c->mu);
 }
 
 static tg_status cpu_copy(tg_backend *b, void *dst, const void *src, size_t bytes) {
@@ -1012,6 +1031,7 @@ static void cpu_destroy(tg_backend *b) {
     tg_cpu_gemm_shared_b_trim(); /* the GEMM's idle op(B) buffers (any backend's: they are idle) */
     for (int i = 0; i < c->n; i++)
         block_free(c->ptr[i]);
+    pthread_mutex_destroy(&c->mu);
     free(c);
     free(b);
 }
@@ -1121,6 +1141,7 @@ tg_status tg_backend_cpu_new(int nthreads, tg_backend **out) {
         return tg_error_set(TG_ERR_NOMEM, "tg_backend_cpu_new: cannot start %d threads", nthreads);
     }
     openblas_set_num_threads(1);
+    pthread_mutex_init(&c->mu, NULL);
     c->team = team;
     c->window_cpu = window_cpu;
     atomic_init(&c->ahead, 0);

@@ -94,7 +94,9 @@ struct tg_cpu_team {
     void *slot;
     void *ctx;
     bool quit;
-    bool everyone;       /* the posted job needs every member (tg_cpu_team_run) */
+    /* the posted job needs every member (tg_cpu_team_run); atomic: a member that woke late reads
+     * it before its join fails, while member 0 posts the next job */
+    atomic_bool everyone;
     atomic_bool running; /* member 0 is inside tg_cpu_team_run or tg_cpu_team_offer */
     atomic_bool away;    /* tests: the members other than 0 join no offered job */
     int n;
@@ -388,11 +390,13 @@ static void *member_main(void *arg) {
     for (;;) {
         tg_cpu_event_wait(&t->posted, job_posted, &w);
         w.seen = (unsigned)(atomic_load_explicit(&t->job, memory_order_acquire) >> 32);
-        if (!t->everyone && atomic_load_explicit(&t->away, memory_order_relaxed)) continue;
+        if (!atomic_load_explicit(&t->everyone, memory_order_relaxed) &&
+            atomic_load_explicit(&t->away, memory_order_relaxed))
+            continue;
         if (!join(t, w.seen)) continue;
         atomic_store_explicit(&t->joined[p->ith], w.seen, memory_order_release);
         tg_cpu_team_repin(p); /* lent in an earlier job and not back at a node since */
-        bool quit = t->quit, everyone = t->everyone;
+        bool quit = t->quit, everyone = atomic_load_explicit(&t->everyone, memory_order_relaxed);
         if (!quit) {
             p->solo_next = 0;
             t->fn(t->ctx, p);
@@ -451,7 +455,7 @@ static void post(tg_cpu_team *t, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx
     unsigned num = (unsigned)(atomic_load(&t->job) >> 32) + 1;
     t->fn = fn;
     t->ctx = ctx;
-    t->everyone = everyone;
+    atomic_store_explicit(&t->everyone, everyone, memory_order_relaxed);
     atomic_store_explicit(&t->next, 0, memory_order_relaxed);
     t->threads[0] = pthread_self(); /* member 0 is whoever posts (tg_cpu_member_cpu_ns) */
     atomic_store_explicit(&t->joined[0], num, memory_order_relaxed);

@@ -5,6 +5,7 @@
 #define TG_CUDA_HOST_H
 
 #include <cublas_v2.h>
+#include <pthread.h>
 
 #include "backends/cuda/cuda-access.h"
 #include "backends/cuda/cuda-impl.h"
@@ -21,6 +22,10 @@ typedef struct tgcu_block {
 } tgcu_block;
 
 typedef struct tgcu_impl {
+    /* Threads (include/tg/backend.h): every vtable call holds this recursive lock, so the
+     * cache, the staging buffer, the read-back words and the cuBLAS handle serve one call at a
+     * time; the calls of several threads interleave on the one stream, each in stream order. */
+    pthread_mutex_t mu;
     int device;
     cudaStream_t stream;      /* every kernel, copy and cuBLAS call goes on this one stream */
     cublasHandle_t blas;

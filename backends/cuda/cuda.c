@@ -144,8 +144,8 @@ void tgcu_free(tg_backend *b, void *p, size_t bytes) {
 /* Page-locked staging for host-to-device copies (token ids, masks, parameter uploads). */
 #define STAGING_BYTES ((size_t)32 << 20)
 
-static void *cuda_alloc(tg_backend *b, size_t bytes) { return tgcu_alloc(b, bytes); }
-static void cuda_free(tg_backend *b, void *p, size_t bytes) { tgcu_free(b, p, bytes); }
+static void *cuda_alloc_unlocked(tg_backend *b, size_t bytes) { return tgcu_alloc(b, bytes); }
+static void cuda_free_unlocked(tg_backend *b, void *p, size_t bytes) { tgcu_free(b, p, bytes); }
 
 /* Wait for everything enqueued; the staging buffer is then free again. */
 static tg_status synchronize(tgcu_impl *c, const char *what) {
@@ -168,7 +168,7 @@ tg_status tgcu_read_back(tg_backend *b, void *dst, const void *src, size_t bytes
  * Small copies go through the page-locked staging buffer and do not wait; a copy that does
  * not fit in what is left of it waits for the stream first (then the whole buffer is free);
  * one larger than the buffer is copied directly and waited for. */
-static tg_status cuda_copy_in(tg_backend *b, void *dst, const void *src, size_t bytes) {
+static tg_status cuda_copy_in_unlocked(tg_backend *b, void *dst, const void *src, size_t bytes) {
     tgcu_impl *c = b->impl;
     if (!bytes) return TG_OK;
     tg_status st = enter(c);
@@ -190,11 +190,11 @@ static tg_status cuda_copy_in(tg_backend *b, void *dst, const void *src, size_t 
                        "copy to device");
 }
 
-static tg_status cuda_copy_out(tg_backend *b, void *dst, const void *src, size_t bytes) {
+static tg_status cuda_copy_out_unlocked(tg_backend *b, void *dst, const void *src, size_t bytes) {
     return tgcu_read_back(b, dst, src, bytes);
 }
 
-static tg_status cuda_memset0(tg_backend *b, void *dst, size_t bytes) {
+static tg_status cuda_memset0_unlocked(tg_backend *b, void *dst, size_t bytes) {
     tgcu_impl *c = b->impl;
     if (!bytes) return TG_OK;
     tg_status st = enter(c);
@@ -207,12 +207,12 @@ static bool cuda_supports(tg_backend *b, tg_op op) {
     return tgcu_supports_op(op);
 }
 
-static tg_status cuda_run_node(tg_backend *b, tg_tensor *t) {
+static tg_status cuda_run_node_unlocked(tg_backend *b, tg_tensor *t) {
     tg_status st = enter(b->impl);
     return st ? st : tgcu_run_node(b, t);
 }
 
-static tg_status cuda_sync(tg_backend *b) {
+static tg_status cuda_sync_unlocked(tg_backend *b) {
     tgcu_impl *c = b->impl;
     tg_status st = enter(c);
     if (st) return st;
@@ -235,7 +235,7 @@ static tg_status cuda_update(tgcu_impl *c, const tg_optim_config *cfg, float lr,
                        "adam update");
 }
 
-static tg_status cuda_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr,
+static tg_status cuda_optim_update_unlocked(tg_backend *b, const tg_optim_config *cfg, float lr,
                                    int64_t step, float *w, float *g, float *m, float *v, int64_t n,
                                    bool zero_g) {
     tgcu_impl *c = b->impl;
@@ -247,7 +247,7 @@ static tg_status cuda_optim_update(tg_backend *b, const tg_optim_config *cfg, fl
     return st;
 }
 
-static tg_status cuda_sumsq(tg_backend *b, const float *x, int64_t n, double *out) {
+static tg_status cuda_sumsq_unlocked(tg_backend *b, const float *x, int64_t n, double *out) {
     tgcu_impl *c = b->impl;
     tg_status st = enter(c);
     if (st) return st;
@@ -262,11 +262,58 @@ static tg_status cuda_sumsq(tg_backend *b, const float *x, int64_t n, double *ou
     return st;
 }
 
-static tg_status cuda_scale(tg_backend *b, float *x, int64_t n, float s) {
+static tg_status cuda_scale_unlocked(tg_backend *b, float *x, int64_t n, float s) {
     tgcu_impl *c = b->impl;
     tg_status st = enter(c);
     return st ? st : tgcu_status(tgcu_scale_inplace(c->stream, x, n, s), "scale");
 }
+
+/* ---- the entry points: each under the backend's lock (cuda-host.h: tgcu_impl.mu) ---- */
+
+static void lock(tg_backend *b) { pthread_mutex_lock(&((tgcu_impl *)b->impl)->mu); }
+static void unlock(tg_backend *b) { pthread_mutex_unlock(&((tgcu_impl *)b->impl)->mu); }
+
+static void *cuda_alloc(tg_backend *b, size_t bytes) {
+    lock(b);
+    void *p = cuda_alloc_unlocked(b, bytes);
+    unlock(b);
+    return p;
+}
+static void cuda_free(tg_backend *b, void *p, size_t bytes) {
+    lock(b);
+    cuda_free_unlocked(b, p, bytes);
+    unlock(b);
+}
+#define LOCKED(call)            \
+    do {                        \
+        lock(b);                \
+        tg_status st_ = (call); \
+        unlock(b);              \
+        return st_;             \
+    } while (0)
+static tg_status cuda_copy_in(tg_backend *b, void *dst, const void *src, size_t bytes) {
+    LOCKED(cuda_copy_in_unlocked(b, dst, src, bytes));
+}
+static tg_status cuda_copy_out(tg_backend *b, void *dst, const void *src, size_t bytes) {
+    LOCKED(cuda_copy_out_unlocked(b, dst, src, bytes));
+}
+static tg_status cuda_memset0(tg_backend *b, void *dst, size_t bytes) {
+    LOCKED(cuda_memset0_unlocked(b, dst, bytes));
+}
+static tg_status cuda_run_node(tg_backend *b, tg_tensor *t) { LOCKED(cuda_run_node_unlocked(b, t)); }
+static tg_status cuda_sync(tg_backend *b) { LOCKED(cuda_sync_unlocked(b)); }
+static tg_status cuda_optim_update(tg_backend *b, const tg_optim_config *cfg, float lr,
+                                   int64_t step, float *w, float *g, float *m, float *v, int64_t n,
+                                   bool zero_g) {
+    LOCKED(cuda_optim_update_unlocked(b, cfg, lr, step, w, g, m, v, n, zero_g));
+}
+static tg_status cuda_sumsq(tg_backend *b, const float *x, int64_t n, double *out) {
+    LOCKED(cuda_sumsq_unlocked(b, x, n, out));
+}
+static tg_status cuda_scale(tg_backend *b, float *x, int64_t n, float s) {
+    LOCKED(cuda_scale_unlocked(b, x, n, s));
+}
+#undef LOCKED
 
 static void destroy_impl(tg_backend *b) {
     tgcu_impl *c = b->impl;
@@ -280,6 +327,7 @@ static void destroy_impl(tg_backend *b) {
     if (c->blas) (void)tgcu_blas.destroy(c->blas);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();
+    pthread_mutex_destroy(&c->mu);
     free(c);
     b->impl = NULL;
 }
@@ -347,6 +395,12 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out) {
         free(c);
         return tg_error_set(TG_ERR_NOMEM, "tg_backend_cuda_new: out of memory");
     }
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    /* recursive: an entry point calls others (alloc releases the cache, sumsq allocates) */
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&c->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
     b->vt = &cuda_vtable;
     b->nthreads = 1;
     b->impl = c;

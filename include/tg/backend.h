@@ -2,7 +2,17 @@
  *
  * A backend is created once and shared by stores and graph runs. The CPU backend is always
  * present; the CUDA backend exists when the library was built with it (tg_backend_cuda_new
- * then needs a GPU at run time). */
+ * then needs a GPU at run time).
+ *
+ * Threads. Any number of threads may use one backend at once: run graphs on it, allocate
+ * and free on it (stores, graph workspaces), step optimizers whose stores live on it. The
+ * results are those of the same calls made one after another: on the CPU backend bit for bit,
+ * since a graph run that finds the backend's thread team busy with another thread's run goes on
+ * its own thread alone, cut into the same shares as the team would cut it (the CUDA backend
+ * serves one call at a time, on its one stream). Every other object — a graph, a store, an
+ * optimizer, a model, a decoder — is used by one thread at a time; give each thread its own.
+ * tg_backend_set_threads and tg_backend_free are not made while another thread uses the
+ * backend. An error's message is kept per thread (tg_error_message). */
 #ifndef TG_BACKEND_H
 #define TG_BACKEND_H
 

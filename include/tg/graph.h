@@ -106,6 +106,16 @@ int64_t tg_graph_exec_count(const tg_graph *g);
  * gradients accumulate again). */
 tg_status tg_graph_run(tg_graph *g, tg_backend *b);
 
+/* Where a non-finite value that a run of g on b gave comes from: g is run again node by node,
+ * every float input of a node read before it runs and its output after, and the first node
+ * that made a NaN, or an infinity from finite inputs (an overflow), is named in a
+ * TG_ERR_NUMERIC error: "node 41 (matmul) [8, 16] made inf at element 7 from finite inputs",
+ * or, for a NaN that a node reads from a parameter or an input, that tensor. TG_OK when no node
+ * made one (an infinity that came from infinite inputs, such as a mask's -inf, is no origin).
+ * Without a finding the results are tg_graph_run's, bit for bit; with one the run stops at the
+ * node named (run g again to read its outputs). Slower: a diagnosis, once a value is found wrong. */
+tg_status tg_graph_find_nonfinite(tg_graph *g, tg_backend *b);
+
 /* With TG_PROFILE set in the environment, graph runs time every op; this prints the totals per
  * op (calls, milliseconds, share) to `out` (a FILE *), then the matrix products by shape (M, N,
  * K, batch count, transposes: calls, milliseconds, share, GFLOP/s), the slowest first. */
