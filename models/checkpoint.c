@@ -310,13 +310,17 @@ tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
     if (st) return st;
     const char *fmt = tg_st_metadata(f, "format");
     if (!fmt || strcmp(fmt, "tgraph"))
-        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': __metadata__ format is '%s', expected 'tgraph'", path,
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': __metadata__ format is '%s', expected 'tgraph' (not a tgraph checkpoint: "
+                          "`tg inspect` lists its tensors, `tg import --from hf` converts a Hugging Face model)", path,
                           fmt ? fmt : "(absent)");
     tg_model_config c;
     tg_vocab *sv = NULL, *tv = NULL;
     size_t out_idx;
-    bool has_out_proj = tg_st_find(f, "out_proj.weight", &out_idx) == TG_OK;
-    tg_error_clear();
+    bool has_out_proj = false;
+    if (st == TG_OK) { /* a failed lookup sets the thread's message: only clear our own */
+        has_out_proj = tg_st_find(f, "out_proj.weight", &out_idx) == TG_OK;
+        tg_error_clear();
+    }
     if (st == TG_OK) st = parse_config(tg_st_metadata(f, "config"), path, has_out_proj, &c);
     if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "src_vocab"), "src_vocab", path, &sv);
     if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "tgt_vocab"), "tgt_vocab", path, &tv);
