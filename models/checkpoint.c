@@ -40,7 +40,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     NUM("classes", c->classes);
     NUM("max_len", c->max_len);
     BOOL("share_embeddings", c->share_embeddings);
-    STR("activation", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
+    STR("activation", c->swiglu ? "swiglu" : c->gelu ? (c->gelu_erf ? "gelu_erf" : "gelu") : "relu");
     NUM("dropout", c->dropout);
     NUM("label_smoothing", c->label_smoothing);
     /* tgraph's own extras (other readers ignore unknown keys) */
@@ -50,6 +50,12 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     BOOL("interacting_literal", c->interacting_literal);
     /* written only when set, so checkpoints of every other configuration keep their bytes */
     if (c->no_out_proj) BOOL("no_out_proj", true);
+    if (c->type_vocab > 0) NUM("type_vocab", c->type_vocab);
+    if (c->embed_norm) BOOL("embed_norm", true);
+    if (c->mlm_head) BOOL("mlm_head", true);
+    if (c->norm_eps > 0.0f) NUM("norm_eps", c->norm_eps);
+    if (c->embed_scale > 0.0f) NUM("embed_scale", c->embed_scale);
+    if (c->pad_id != 0) NUM("pad_id", c->pad_id);
 #undef NUM
 #undef STR
 #undef BOOL
@@ -180,8 +186,9 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
     if (st == TG_OK) {
         const tg_json *a = tg_json_get(o, "activation");
         act = tg_json_kind(a) == TG_JSON_STRING ? tg_json_string(a) : "relu";
-        if (strcmp(act, "relu") && strcmp(act, "gelu") && strcmp(act, "swiglu"))
-            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu, gelu or swiglu", path, act);
+        if (strcmp(act, "relu") && strcmp(act, "gelu") && strcmp(act, "gelu_erf") && strcmp(act, "swiglu"))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu, gelu, gelu_erf or swiglu",
+                              path, act);
     }
     if (st == TG_OK && c->attention == TG_ATTN_FIXED_HEAD) st = get_int(o, "head_dim", &c->head_dim, path);
     if (st == TG_OK) {
@@ -190,7 +197,8 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         c->pre_norm = !strcmp(norm, "pre");
         c->learned_pos = !strcmp(pos, "learned");
         c->rope = !strcmp(pos, "rope");
-        c->gelu = act && !strcmp(act, "gelu");
+        c->gelu = act && (!strcmp(act, "gelu") || !strcmp(act, "gelu_erf"));
+        c->gelu_erf = act && !strcmp(act, "gelu_erf");
         c->swiglu = act && !strcmp(act, "swiglu");
         c->share_embeddings = get_bool(o, "share_embeddings", false);
         /* docs/model.md §4: out_proj.weight exists only when the output projection is not tied */
@@ -201,6 +209,18 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         c->attn_dropout = get_float(o, "attn_dropout", c->dropout);
         c->ffn_dropout = get_float(o, "ffn_dropout", 0.0f);
         c->label_smoothing = get_float(o, "label_smoothing", 0.1f);
+        /* BERT's details (absent in older checkpoints: off) */
+        c->embed_norm = get_bool(o, "embed_norm", false);
+        c->mlm_head = get_bool(o, "mlm_head", false);
+        c->norm_eps = get_float(o, "norm_eps", 0.0f);
+        c->embed_scale = get_float(o, "embed_scale", 0.0f);
+        const tg_json *tv = tg_json_get(o, "type_vocab"), *pi = tg_json_get(o, "pad_id");
+        int64_t pad = 0;
+        if (tv && tg_json_int64(tv, &c->type_vocab) != TG_OK)
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'type_vocab' is not an integer", path);
+        if (pi && (tg_json_int64(pi, &pad) != TG_OK || pad < -1 || pad > INT32_MAX))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'pad_id' is not an id or -1", path);
+        c->pad_id = (int32_t)pad;
     }
     tg_json_free(o);
     return st;

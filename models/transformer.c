@@ -144,6 +144,13 @@ tg_tensor *tg__model_decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *m
 
 tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
     int64_t flat[2] = {-1, m->cfg.d_model};
+    if (m->cfg.mlm_head) { /* BERT's prediction head: LN(gelu(y W^T + b)), then E^T + bias */
+        tg_tensor *h = tg__layer_linear(m, g, "mlm_head.dense", y, true);
+        h = tg__layer_norm(m, g, "mlm_head.norm", m->cfg.gelu_erf ? tg_gelu_erf(h) : tg_gelu(h));
+        return tg_add(tg_matmul(tg_reshape(h, 2, flat), tg_param(g, m->store, tg__model_out_proj_name(&m->cfg)),
+                                false, true),
+                      tg_param(g, m->store, "mlm_head.bias"));
+    }
     return tg_matmul(tg_reshape(y, 2, flat),
                      tg_param(g, m->store, tg__model_out_proj_name(&m->cfg)), false, true);
 }

@@ -17,6 +17,7 @@
 /* the Transformer zoo and its decoding */
 #include "tg/model.h"
 #include "tg/decode.h"
+#include "tg/tokenizer.h"
 /* training, metrics, data-parallel process groups */
 #include "tg/train.h"
 #include "tg/metrics.h"
