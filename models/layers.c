@@ -137,6 +137,10 @@ tg_tensor *tg__layer_pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_
 }
 
 tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {
+    return tg__layer_causal_mask_pad(g, ids, B, T, TG_PAD);
+}
+
+tg_tensor *tg__layer_causal_mask_pad(tg_graph *g, const int32_t *ids, int64_t B, int64_t T, int32_t pad) {
     if (!ids || B < 1 || T < 1)
         return tg__graph_fail(g, TG_ERR_INVALID,
                               "causal mask: empty batch or NULL ids ([%lld,%lld])", (long long)B,
@@ -146,7 +150,7 @@ tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T; i++)
             for (int64_t j = 0; j < T; j++)
-                mk[(b * T + i) * T + j] = (j > i || ids[b * T + j] == TG_PAD) ? 1.0f : 0.0f;
+                mk[(b * T + i) * T + j] = (j > i || ids[b * T + j] == pad) ? 1.0f : 0.0f;
     int64_t s[4] = {B, 1, T, T};
     tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
     free(mk);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/model-impl.h"
 #include "models/tok-impl.h"
 #include "tg/json.h"
 
@@ -529,5 +530,31 @@ tg_status tg_tokenizer_decode(const tg_tokenizer *t, const int32_t *ids, int64_t
         return tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
     }
     *out = b.p;
+    return TG_OK;
+}
+
+/* ---- the model's tokenizer ---- */
+
+const tg_tokenizer *tg_model_tokenizer(const tg_model *m) { return m ? m->tok : NULL; }
+
+tg_status tg_model_set_tokenizer(tg_model *m, tg_tokenizer *t) {
+    if (!m || !t) {
+        tg_tokenizer_free(t);
+        return tg_error_set(TG_ERR_INVALID, "tg_model_set_tokenizer: NULL argument");
+    }
+    const tg_vocab *v = t->vocab;
+    bool same = tg_vocab_size(v) == tg_vocab_size(m->src);
+    for (int32_t i = 0; same && i < tg_vocab_size(v); i++) same = !strcmp(tg_vocab_token(v, i), tg_vocab_token(m->src, i));
+    if (!same) {
+        tg_status st = tg_error_set(TG_ERR_INVALID, "tg_model_set_tokenizer: the tokenizer's vocabulary (%lld tokens) is not "
+                                    "the model's (%lld tokens)", (long long)tg_vocab_size(v), (long long)tg_vocab_size(m->src));
+        tg_tokenizer_free(t);
+        return st;
+    }
+    tg_vocab_free(t->owned); /* the model's own, token for token */
+    t->owned = NULL;
+    t->vocab = m->src;
+    tg_tokenizer_free(m->tok);
+    m->tok = t;
     return TG_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tg/hf.h"
 #include "tg/model.h"
 #include "tg/safetensors.h"
 #include "tg/tokenizer.h"
@@ -107,12 +108,170 @@ static void expect_fixture_ids(const char *dir, int min_lines) {
 START_TEST(test_wordpiece_equals_hf) { expect_fixture_ids("wordpiece", 2000); }
 END_TEST
 
+/* ---- imported models against transformers (float64 references) ---- */
+
+typedef struct {
+    tg_st_file *f;
+} expected;
+
+static expected open_expected(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/%s/expected.safetensors", TG_TEST_DATA, dir);
+    expected e;
+    ck_assert_msg(tg_st_open(path, &e.f) == TG_OK, "%s", tg_error_message());
+    return e;
+}
+
+/* tensor name.i of the reference as floats (malloc'ed), its element count in *n */
+static float *ref(expected e, const char *name, int i, size_t *n) {
+    char key[64];
+    snprintf(key, sizeof key, "%s.%d", name, i);
+    size_t k;
+    ck_assert_msg(tg_st_find(e.f, key, &k) == TG_OK, "%s", tg_error_message());
+    *n = tg_st_tensor_numel(e.f, k);
+    float *x = malloc(*n * sizeof *x + 1);
+    ck_assert_int_eq(tg_st_read_f32(e.f, k, x, *n), TG_OK);
+    return x;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+static tg_model *import(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/%s", TG_TEST_DATA, dir);
+    tg_model *m = NULL;
+    ck_assert_msg(tg_hf_import(path, B, &m) == TG_OK, "%s", tg_error_message());
+    return m;
+}
+
+/* logits [n, V] of one sequence ids[0..n): encoder (mlm) or language model (lm) */
+static float *logits_of(tg_model *m, const int32_t *ids, int64_t n) {
+    tg_batch b = {.size = 1, .src_len = n, .tgt_len = n, .src = (int32_t *)ids, .tgt_in = (int32_t *)ids,
+                  .tgt_out = (int32_t *)ids};
+    tg_graph *g = tg_graph_new();
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    tg_tensor *l = tg_keep(tg_model_logits(m, g, &b));
+    ck_assert_msg(l != NULL, "%s", tg_error_message());
+    ck_assert_msg(tg_graph_run(g, B) == TG_OK, "%s", tg_error_message());
+    float *x = tg_test_read_all(l);
+    tg_graph_free(g);
+    return x;
+}
+
+/* Every sentence of the BERT fixture: the tokenizer's ids equal HF's, and the final hidden
+ * states, the masked-LM logits (BertForMaskedLM's head) and the mean-pooled normalised
+ * embedding equal transformers' to 1e-5. Token-type embeddings, the embedding LayerNorm,
+ * eps 1e-12, embedding scale 1 and the exact GELU each move these by more than that. */
+START_TEST(test_bert_import_equals_transformers) {
+    tg_model *m = import("bert");
+    const tg_model_config *c = tg_model_cfg(m);
+    ck_assert(c->arch == TG_ARCH_MLM && c->gelu_erf && c->embed_norm && c->mlm_head && c->type_vocab == 2);
+    ck_assert(c->pool == TG_POOL_MEAN && c->normalize);
+    const tg_tokenizer *t = tg_model_tokenizer(m);
+    ck_assert_int_eq(tg_tokenizer_special(t, "unk"), 100);
+    ck_assert_int_eq(tg_tokenizer_special(t, "bos"), 101);
+    expected e = open_expected("bert");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/bert/sentences.txt", TG_TEST_DATA);
+    char *lines[16];
+    int ns = tg_test_read_lines(path, lines, 16);
+    ck_assert_int_ge(ns, 5);
+    int64_t d = c->d_model, V = c->tgt_vocab;
+    double worst[3] = {0};
+    for (int i = 0; i < ns; i++) {
+        int32_t *ids;
+        int64_t n;
+        ck_assert_int_eq(tg_tokenizer_encode(t, lines[i], strlen(lines[i]), &ids, &n, NULL), TG_OK);
+        size_t nr;
+        float *rid = ref(e, "ids", i, &nr);
+        ck_assert_int_eq((int64_t)nr, n);
+        for (int64_t j = 0; j < n; j++) ck_assert_int_eq(ids[j], (int32_t)rid[j]);
+        /* hidden states */
+        tg_graph *g = tg_graph_new();
+        tg_graph_set_training(g, false);
+        tg_tensor *h = tg_keep(tg_model_encode(m, g, ids, 1, n, NULL));
+        ck_assert_msg(h && tg_graph_run(g, B) == TG_OK, "%s", tg_error_message());
+        float *hx = tg_test_read_all(h), *rh = ref(e, "hidden", i, &nr);
+        ck_assert_int_eq((int64_t)nr, n * d);
+        worst[0] = fmax(worst[0], max_diff(hx, rh, nr));
+        tg_graph_free(g);
+        float *lx = logits_of(m, ids, n), *rl = ref(e, "logits", i, &nr);
+        ck_assert_int_eq((int64_t)nr, n * V);
+        worst[1] = fmax(worst[1], max_diff(lx, rl, nr));
+        float emb[64], *re = ref(e, "embedding", i, &nr);
+        ck_assert_int_eq(tg_model_embed(m, ids, 1, n, c->pool, c->normalize, emb), TG_OK);
+        worst[2] = fmax(worst[2], max_diff(emb, re, nr));
+        free(hx), free(rh), free(lx), free(rl), free(re), free(rid), free(ids), free(lines[i]);
+    }
+    fprintf(stderr, "bert fixture: max |diff| hidden %.3g, logits %.3g, embedding %.3g\n", worst[0], worst[1], worst[2]);
+    ck_assert_msg(worst[0] < 1e-5 && worst[1] < 1e-5 && worst[2] < 1e-5, "hidden %g logits %g embedding %g", worst[0],
+                  worst[1], worst[2]);
+    tg_st_close(e.f);
+    tg_model_free(m);
+}
+END_TEST
+
+/* GPT-2: byte-level BPE ids, logits to 1e-5, and greedy continuation equal to transformers'
+ * generate (12 tokens, the whole prefix re-run each step). */
+START_TEST(test_gpt2_import_equals_transformers) {
+    tg_model *m = import("gpt2");
+    const tg_model_config *c = tg_model_cfg(m);
+    ck_assert(c->arch == TG_ARCH_LM && c->pad_id == -1 && !c->gelu_erf && c->pre_norm);
+    const tg_tokenizer *t = tg_model_tokenizer(m);
+    expected e = open_expected("gpt2");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/gpt2/sentences.txt", TG_TEST_DATA);
+    char *lines[16];
+    int ns = tg_test_read_lines(path, lines, 16);
+    int64_t V = c->tgt_vocab;
+    double worst = 0.0;
+    for (int i = 0; i < ns; i++) {
+        int32_t *ids;
+        int64_t n;
+        ck_assert_int_eq(tg_tokenizer_encode(t, lines[i], strlen(lines[i]), &ids, &n, NULL), TG_OK);
+        size_t nr;
+        float *rid = ref(e, "ids", i, &nr);
+        ck_assert_msg((int64_t)nr == n, "sentence %d: %lld ids, HF %zu", i, (long long)n, nr);
+        for (int64_t j = 0; j < n; j++) ck_assert_int_eq(ids[j], (int32_t)rid[j]);
+        float *lx = logits_of(m, ids, n), *rl = ref(e, "logits", i, &nr);
+        ck_assert_int_eq((int64_t)nr, n * V);
+        worst = fmax(worst, max_diff(lx, rl, nr));
+        free(lx);
+        float *rg = ref(e, "greedy", i, &nr);
+        int32_t seq[64];
+        memcpy(seq, ids, (size_t)n * sizeof *seq);
+        for (size_t k = 0; k < nr; k++) {
+            float *l = logits_of(m, seq, n + (int64_t)k);
+            seq[n + (int64_t)k] = (int32_t)tg_argmax(l + (n + (int64_t)k - 1) * V, V);
+            free(l);
+            ck_assert_msg(seq[n + (int64_t)k] == (int32_t)rg[k], "sentence %d greedy token %zu: %d, HF %d", i, k,
+                          seq[n + (int64_t)k], (int)rg[k]);
+        }
+        char *text = NULL;
+        ck_assert_int_eq(tg_tokenizer_decode(t, ids, n, &text), TG_OK);
+        ck_assert_str_eq(text, lines[i]); /* byte-level BPE round-trips the text */
+        free(text), free(rl), free(rg), free(rid), free(ids), free(lines[i]);
+    }
+    fprintf(stderr, "gpt2 fixture: max |diff| logits %.3g\n", worst);
+    ck_assert_msg(worst < 1e-5, "logits differ by %g", worst);
+    tg_st_close(e.f);
+    tg_model_free(m);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("hf");
     TCase *tc = tcase_create("hf");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_load_names_a_foreign_format);
     tcase_add_test(tc, test_wordpiece_equals_hf);
+    tcase_add_test(tc, test_bert_import_equals_transformers);
+    tcase_add_test(tc, test_gpt2_import_equals_transformers);
     suite_add_tcase(s, tc);
     return s;
 }

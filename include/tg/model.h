@@ -63,6 +63,9 @@ typedef enum tg_model_arch {
                          * and an output tied to the embedding; the vocabulary holds "<mask>" */
 } tg_model_arch;
 
+/* How a sentence embedding pools the final states of its tokens (padding excluded). */
+typedef enum tg_pool { TG_POOL_MEAN = 0, TG_POOL_CLS, TG_POOL_MAX } tg_pool;
+
 typedef struct tg_model_config {
     tg_model_arch arch;
     int64_t d_model, heads, enc_layers, dec_layers, d_ff;
@@ -98,6 +101,10 @@ typedef struct tg_model_config {
     float norm_eps;           /* epsilon of every LayerNorm / RMSNorm; 0 = 1e-5 */
     float embed_scale;        /* token embeddings are multiplied by it; 0 = sqrt(d_model) */
     int32_t pad_id;           /* the padding token (masked as a key); 0 = <pad>, -1 = none (GPT-2) */
+    /* sentence embeddings (tg_model_embed): the pooling of the encoder's states, and whether
+     * the pooled vector is scaled to unit length (sentence-transformers' Normalize) */
+    tg_pool pool;
+    bool normalize;
     float dropout, attn_dropout, ffn_dropout, label_smoothing;
     int64_t src_vocab, tgt_vocab; /* sizes (filled from the vocabularies) */
 } tg_model_config;
@@ -183,6 +190,14 @@ tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64
 /* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
  * and their number. */
 tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
+
+/* ---- sentence embeddings (models/embed.c) ---- */
+/* One vector per sequence of an encoder (arch mlm): the final encoder states of ids [B, S]
+ * (right-padded with the model's pad id, which is excluded) pooled by `pool` (mean over the
+ * tokens, the first token, or the maximum per channel), then scaled to unit L2 length when
+ * normalize. out: B * d_model floats, caller-owned. */
+tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int64_t S, tg_pool pool, bool normalize,
+                         float *out);
 
 /* ---- graphs ---- */
 /* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)

@@ -65,6 +65,13 @@ int32_t tg_tokenizer_special(const tg_tokenizer *t, const char *role);
 int64_t tg_tokenizer_max_length(const tg_tokenizer *t);
 void tg_tokenizer_set_max_length(tg_tokenizer *t, int64_t max_length);
 
+/* The tokenizer that travels with a model (NULL when its checkpoint stores none: then the
+ * tools' --chars option and whitespace words apply, as before tokenizers travelled). */
+const tg_tokenizer *tg_model_tokenizer(const tg_model *m);
+/* Give the model a tokenizer over its vocabulary (ownership passes, even on failure): its
+ * vocabulary must be the model's, token for token. tg_model_save stores it. */
+tg_status tg_model_set_tokenizer(tg_model *m, tg_tokenizer *t);
+
 #ifdef __cplusplus
 }
 #endif
