@@ -73,6 +73,8 @@ tg_status tg__wordpiece_encode(const tg_tokenizer *t, const char *s, size_t len,
 tg_status tg__bpe_encode(const tg_tokenizer *t, const char *s, size_t len, tg__ids *out);
 /* BPE's merge table from t->merges over t->vocab */
 tg_status tg__bpe_prepare(tg_tokenizer *t);
+/* The tokenizer as a Hugging Face tokenizer.json (malloc'ed): the export's. */
+tg_status tg__tokenizer_hf_json(const tg_tokenizer *t, char **out);
 /* GPT-2's byte <-> printable character mapping: the UTF-8 of byte b's character */
 const char *tg__bpe_byte_char(unsigned b);
 /* the byte of a mapped character, -1 if none */

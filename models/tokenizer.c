@@ -558,3 +558,122 @@ tg_status tg_model_set_tokenizer(tg_model *m, tg_tokenizer *t) {
     m->tok = t;
     return TG_OK;
 }
+
+/* ---- as a Hugging Face tokenizer.json ---- */
+
+static tg_json *obj(const char *type) {
+    tg_json *o = tg_json_new_object();
+    if (o && type && tg_json_object_set(o, "type", tg_json_new_string(type, strlen(type)))) {
+        tg_json_free(o);
+        return NULL;
+    }
+    return o;
+}
+static tg_json *jstring(const char *s) { return s ? tg_json_new_string(s, strlen(s)) : tg_json_new_null(); }
+
+tg_status tg__tokenizer_hf_json(const tg_tokenizer *t, char **out) {
+    bool wp = t->kind == TG_TOK_WORDPIECE;
+    if (!wp && t->kind != TG_TOK_BPE_BYTES)
+        return tg_error_set(TG_ERR_UNSUPPORTED, "tokenizer.json: a %s tokenizer has no Hugging Face form", tg_tokenizer_kind_name(t->kind));
+    tg_json *root = obj(NULL), *model = obj(wp ? "WordPiece" : "BPE"), *vocab = tg_json_new_object(), *added = tg_json_new_array();
+    tg_status st = root && model && vocab && added ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tokenizer.json: out of memory");
+    for (int32_t i = 0; st == TG_OK && i < tg_vocab_size(t->vocab); i++)
+        st = tg_json_object_set(vocab, tg_vocab_token(t->vocab, i), tg_json_new_number(i));
+    for (int64_t k = 0; st == TG_OK && k < t->nadded; k++) {
+        tg_json *a = obj(NULL);
+        st = a ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tokenizer.json: out of memory");
+        if (st == TG_OK) st = tg_json_object_set(a, "id", tg_json_new_number(tg_vocab_find(t->vocab, t->added[k])));
+        if (st == TG_OK) st = tg_json_object_set(a, "content", jstring(t->added[k]));
+        if (st == TG_OK) st = tg_json_object_set(a, "single_word", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(a, "lstrip", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(a, "rstrip", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(a, "normalized", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(a, "special", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_array_append(added, a);
+    }
+    if (st == TG_OK) st = tg_json_object_set(root, "version", jstring("1.0"));
+    if (st == TG_OK && t->max_length > 0) {
+        tg_json *tr = obj(NULL);
+        st = tr ? tg_json_object_set(tr, "max_length", tg_json_new_number((double)t->max_length)) : TG_ERR_NOMEM;
+        if (st == TG_OK) st = tg_json_object_set(tr, "strategy", jstring("LongestFirst"));
+        if (st == TG_OK) st = tg_json_object_set(tr, "stride", tg_json_new_number(0));
+        if (st == TG_OK) st = tg_json_object_set(root, "truncation", tr);
+    } else if (st == TG_OK) st = tg_json_object_set(root, "truncation", tg_json_new_null());
+    if (st == TG_OK) st = tg_json_object_set(root, "padding", tg_json_new_null());
+    if (st == TG_OK) st = tg_json_object_set(root, "added_tokens", added), added = NULL;
+    tg_json *norm = wp ? obj("BertNormalizer") : tg_json_new_null(), *pre = obj(wp ? "BertPreTokenizer" : "ByteLevel"),
+            *post = obj(wp ? "TemplateProcessing" : "ByteLevel"), *dec = obj(wp ? "WordPiece" : "ByteLevel");
+    if (st == TG_OK && wp) {
+        st = tg_json_object_set(norm, "clean_text", tg_json_new_bool(t->clean_text));
+        if (st == TG_OK) st = tg_json_object_set(norm, "handle_chinese_chars", tg_json_new_bool(t->chinese_chars));
+        if (st == TG_OK) st = tg_json_object_set(norm, "strip_accents", tg_json_new_bool(t->strip_accents));
+        if (st == TG_OK) st = tg_json_object_set(norm, "lowercase", tg_json_new_bool(t->lowercase));
+        tg_json *single = tg_json_new_array(), *pair = tg_json_new_array(), *sp = tg_json_new_object();
+        if (t->add_bos) {
+            tg_json *e = tg_json_new_object(), *x = tg_json_new_object();
+            tg_json_object_set(x, "id", jstring(tg_vocab_token(t->vocab, t->bos)));
+            tg_json_object_set(x, "type_id", tg_json_new_number(0));
+            tg_json_object_set(e, "SpecialToken", x);
+            tg_json_array_append(single, e);
+        }
+        tg_json *e = tg_json_new_object(), *x = tg_json_new_object();
+        tg_json_object_set(x, "id", jstring("A"));
+        tg_json_object_set(x, "type_id", tg_json_new_number(0));
+        tg_json_object_set(e, "Sequence", x);
+        tg_json_array_append(single, e);
+        if (t->add_eos) {
+            e = tg_json_new_object(), x = tg_json_new_object();
+            tg_json_object_set(x, "id", jstring(tg_vocab_token(t->vocab, t->eos)));
+            tg_json_object_set(x, "type_id", tg_json_new_number(0));
+            tg_json_object_set(e, "SpecialToken", x);
+            tg_json_array_append(single, e);
+        }
+        const int32_t sids[2] = {t->add_bos ? t->bos : -1, t->add_eos ? t->eos : -1};
+        for (int k = 0; k < 2; k++)
+            if (sids[k] >= 0) {
+                tg_json *r = tg_json_new_object(), *ids = tg_json_new_array(), *toks = tg_json_new_array();
+                const char *name = tg_vocab_token(t->vocab, sids[k]);
+                tg_json_array_append(ids, tg_json_new_number(sids[k]));
+                tg_json_array_append(toks, jstring(name));
+                tg_json_object_set(r, "id", jstring(name));
+                tg_json_object_set(r, "ids", ids);
+                tg_json_object_set(r, "tokens", toks);
+                tg_json_object_set(sp, name, r);
+            }
+        if (st == TG_OK) st = tg_json_object_set(post, "single", single);
+        if (st == TG_OK) st = tg_json_object_set(post, "pair", pair); /* pairs: not supported, empty */
+        if (st == TG_OK) st = tg_json_object_set(post, "special_tokens", sp);
+        if (st == TG_OK) st = tg_json_object_set(dec, "prefix", jstring(t->prefix));
+        if (st == TG_OK) st = tg_json_object_set(dec, "cleanup", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(model, "unk_token", jstring(tg_vocab_token(t->vocab, t->unk)));
+        if (st == TG_OK) st = tg_json_object_set(model, "continuing_subword_prefix", jstring(t->prefix));
+        if (st == TG_OK) st = tg_json_object_set(model, "max_input_chars_per_word", tg_json_new_number((double)t->max_word_chars));
+    } else if (st == TG_OK) {
+        st = tg_json_object_set(pre, "add_prefix_space", tg_json_new_bool(t->add_prefix_space));
+        if (st == TG_OK) st = tg_json_object_set(pre, "trim_offsets", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(pre, "use_regex", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(post, "add_prefix_space", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(post, "trim_offsets", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(post, "use_regex", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(dec, "add_prefix_space", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(dec, "trim_offsets", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(dec, "use_regex", tg_json_new_bool(1));
+        if (st == TG_OK) st = tg_json_object_set(model, "dropout", tg_json_new_null());
+        if (st == TG_OK) st = tg_json_object_set(model, "unk_token", t->unk >= 0 ? jstring(tg_vocab_token(t->vocab, t->unk)) : tg_json_new_null());
+        if (st == TG_OK) st = tg_json_object_set(model, "continuing_subword_prefix", tg_json_new_null());
+        if (st == TG_OK) st = tg_json_object_set(model, "end_of_word_suffix", tg_json_new_null());
+        if (st == TG_OK) st = tg_json_object_set(model, "fuse_unk", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(model, "byte_fallback", tg_json_new_bool(0));
+        if (st == TG_OK) st = tg_json_object_set(model, "merges", strings(t->merges, t->nmerges));
+    }
+    if (st == TG_OK) st = tg_json_object_set(model, "vocab", vocab), vocab = NULL;
+    if (st == TG_OK) st = tg_json_object_set(root, "normalizer", norm), norm = NULL;
+    if (st == TG_OK) st = tg_json_object_set(root, "pre_tokenizer", pre), pre = NULL;
+    if (st == TG_OK) st = tg_json_object_set(root, "post_processor", post), post = NULL;
+    if (st == TG_OK) st = tg_json_object_set(root, "decoder", dec), dec = NULL;
+    if (st == TG_OK) st = tg_json_object_set(root, "model", model), model = NULL;
+    if (st == TG_OK) st = tg_json_print(root, 0, out, NULL);
+    tg_json_free(norm), tg_json_free(pre), tg_json_free(post), tg_json_free(dec);
+    tg_json_free(model), tg_json_free(vocab), tg_json_free(added), tg_json_free(root);
+    return st;
+}
