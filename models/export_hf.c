@@ -87,6 +87,27 @@ static tg_status config_json(const tg_model *m, tg_hf_family fam, bool mlm, char
     return st;
 }
 
+/* sentence-transformers' modules.json and 1_Pooling/config.json: the model's pooling and
+ * Normalize, which tg_hf_import reads back */
+static tg_status st_files(const char *dir, const tg_model_config *c) {
+    char text[1024], sub[1100];
+    snprintf(text, sizeof text,
+             "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},\n"
+             " {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}%s]\n",
+             c->normalize ? ",\n {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", \"type\": "
+                            "\"sentence_transformers.models.Normalize\"}" : "");
+    tg_status st = write_text(dir, "modules.json", text);
+    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
+    if (st == TG_OK && mkdir(sub, 0777) && errno != EEXIST) st = tg_error_set(TG_ERR_IO, "'%s': %s", sub, strerror(errno));
+    snprintf(text, sizeof text,
+             "{\"word_embedding_dimension\": %lld, \"pooling_mode_cls_token\": %s, \"pooling_mode_mean_tokens\": %s, "
+             "\"pooling_mode_max_tokens\": %s, \"pooling_mode_mean_sqrt_len_tokens\": false}\n",
+             (long long)c->d_model, c->pool == TG_POOL_CLS ? "true" : "false", c->pool == TG_POOL_MEAN ? "true" : "false",
+             c->pool == TG_POOL_MAX ? "true" : "false");
+    if (st == TG_OK) st = write_text(sub, "config.json", text);
+    return st;
+}
+
 tg_status tg_hf_export(const tg_model *m, const char *dir) {
     if (!m || !dir) return tg_error_set(TG_ERR_INVALID, "tg_hf_export: NULL argument");
     const tg_model_config *c = &m->cfg;
@@ -155,6 +176,7 @@ tg_status tg_hf_export(const tg_model *m, const char *dir) {
     if (st == TG_OK) st = tg_st_writer_save(w, path);
     if (st == TG_OK) st = write_text(dir, "config.json", cfg);
     if (st == TG_OK && tok) st = write_text(dir, "tokenizer.json", tok);
+    if (st == TG_OK && fam == TG_HF_BERT && (c->normalize || c->pool != TG_POOL_MEAN)) st = st_files(dir, c);
     tg_st_writer_free(w);
     for (int64_t k = 0; k < nt; k++) free(t[k].x);
     free(t);
