@@ -264,6 +264,39 @@ START_TEST(test_gpt2_import_equals_transformers) {
 }
 END_TEST
 
+/* An imported model saved and loaded: the new config keys, the vocabulary in BERT's layout and
+ * the tokenizer come back, and the embeddings are bit-identical. */
+START_TEST(test_imported_model_save_load) {
+    tg_model *m = import("bert");
+    char path[] = "/tmp/tg_hf_save_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(tg_model_save(m, path) == TG_OK, "%s", tg_error_message());
+    tg_model *l = NULL;
+    ck_assert_msg(tg_model_load(path, B, &l) == TG_OK, "%s", tg_error_message());
+    const tg_model_config *a = tg_model_cfg(m), *b = tg_model_cfg(l);
+    ck_assert(a->type_vocab == b->type_vocab && a->embed_norm == b->embed_norm && a->gelu_erf == b->gelu_erf &&
+              a->mlm_head == b->mlm_head && a->norm_eps == b->norm_eps && a->embed_scale == b->embed_scale &&
+              a->pad_id == b->pad_id && a->pool == b->pool && a->normalize == b->normalize);
+    ck_assert_str_eq(tg_vocab_token(tg_model_src_vocab(l), 100), "[UNK]");
+    const tg_tokenizer *t = tg_model_tokenizer(l);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(tg_tokenizer_kind(t), TG_TOK_WORDPIECE);
+    int32_t *ids;
+    int64_t n;
+    ck_assert_int_eq(tg_tokenizer_encode(t, "The earth was formless.", 23, &ids, &n, NULL), TG_OK);
+    float e1[64], e2[64];
+    ck_assert_int_eq(tg_model_embed(m, ids, 1, n, TG_POOL_MEAN, true, e1), TG_OK);
+    ck_assert_int_eq(tg_model_embed(l, ids, 1, n, TG_POOL_MEAN, true, e2), TG_OK);
+    ck_assert(memcmp(e1, e2, 32 * sizeof *e1) == 0);
+    free(ids);
+    tg_model_free(l);
+    tg_model_free(m);
+    unlink(path);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("hf");
     TCase *tc = tcase_create("hf");
@@ -272,6 +305,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_wordpiece_equals_hf);
     tcase_add_test(tc, test_bert_import_equals_transformers);
     tcase_add_test(tc, test_gpt2_import_equals_transformers);
+    tcase_add_test(tc, test_imported_model_save_load);
     suite_add_tcase(s, tc);
     return s;
 }
