@@ -40,7 +40,7 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     NUM("classes", c->classes);
     NUM("max_len", c->max_len);
     BOOL("share_embeddings", c->share_embeddings);
-    STR("activation", c->swiglu ? "swiglu" : c->gelu ? "gelu" : "relu");
+    STR("activation", c->swiglu ? "swiglu" : c->gelu ? (c->gelu_erf ? "gelu_erf" : "gelu") : "relu");
     NUM("dropout", c->dropout);
     NUM("label_smoothing", c->label_smoothing);
     /* tgraph's own extras (other readers ignore unknown keys) */
@@ -51,6 +51,14 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     /* written only when set, so checkpoints of every other configuration keep their bytes */
     if (c->no_out_proj) BOOL("no_out_proj", true);
     if (c->interacting_sqrt_h) BOOL("interacting_sqrt_h", true);
+    if (c->type_vocab > 0) NUM("type_vocab", c->type_vocab);
+    if (c->embed_norm) BOOL("embed_norm", true);
+    if (c->mlm_head) BOOL("mlm_head", true);
+    if (c->norm_eps > 0.0f) NUM("norm_eps", c->norm_eps);
+    if (c->embed_scale > 0.0f) NUM("embed_scale", c->embed_scale);
+    if (c->pad_id != 0) NUM("pad_id", c->pad_id);
+    if (c->pool != TG_POOL_MEAN) STR("pool", c->pool == TG_POOL_CLS ? "cls" : "max");
+    if (c->normalize) BOOL("normalize", true);
 #undef NUM
 #undef STR
 #undef BOOL
@@ -86,6 +94,10 @@ tg_status tg_model_save(const tg_model *m, const char *path) {
     if (st == TG_OK) st = tg_st_writer_set_metadata(w, "config", cfg);
     if (st == TG_OK) st = tg_st_writer_set_metadata(w, "src_vocab", sv);
     if (st == TG_OK) st = tg_st_writer_set_metadata(w, "tgt_vocab", tv);
+    char *tok = NULL; /* written only when the model has one: other checkpoints keep their bytes */
+    if (st == TG_OK && m->tok) st = tg_tokenizer_to_json(m->tok, &tok);
+    if (st == TG_OK && tok) st = tg_st_writer_set_metadata(w, "tokenizer", tok);
+    free(tok);
     for (int64_t i = 0; st == TG_OK && i < tg_store_count(m->store); i++) {
         int64_t n = tg_store_numel(m->store, i), shape[TG_MAX_DIMS];
         int nd = tg_store_shape(m->store, i, shape);
@@ -181,8 +193,9 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
     if (st == TG_OK) {
         const tg_json *a = tg_json_get(o, "activation");
         act = tg_json_kind(a) == TG_JSON_STRING ? tg_json_string(a) : "relu";
-        if (strcmp(act, "relu") && strcmp(act, "gelu") && strcmp(act, "swiglu"))
-            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu, gelu or swiglu", path, act);
+        if (strcmp(act, "relu") && strcmp(act, "gelu") && strcmp(act, "gelu_erf") && strcmp(act, "swiglu"))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': activation '%s' is not relu, gelu, gelu_erf or swiglu",
+                              path, act);
     }
     if (st == TG_OK && c->attention == TG_ATTN_FIXED_HEAD) st = get_int(o, "head_dim", &c->head_dim, path);
     if (st == TG_OK) {
@@ -191,7 +204,8 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         c->pre_norm = !strcmp(norm, "pre");
         c->learned_pos = !strcmp(pos, "learned");
         c->rope = !strcmp(pos, "rope");
-        c->gelu = act && !strcmp(act, "gelu");
+        c->gelu = act && (!strcmp(act, "gelu") || !strcmp(act, "gelu_erf"));
+        c->gelu_erf = act && !strcmp(act, "gelu_erf");
         c->swiglu = act && !strcmp(act, "swiglu");
         c->share_embeddings = get_bool(o, "share_embeddings", false);
         /* docs/model.md §4: out_proj.weight exists only when the output projection is not tied */
@@ -203,12 +217,32 @@ static tg_status parse_config(const char *text, const char *path, bool has_out_p
         c->attn_dropout = get_float(o, "attn_dropout", c->dropout);
         c->ffn_dropout = get_float(o, "ffn_dropout", 0.0f);
         c->label_smoothing = get_float(o, "label_smoothing", 0.1f);
+        /* BERT's details (absent in older checkpoints: off) */
+        c->embed_norm = get_bool(o, "embed_norm", false);
+        c->mlm_head = get_bool(o, "mlm_head", false);
+        c->norm_eps = get_float(o, "norm_eps", 0.0f);
+        c->embed_scale = get_float(o, "embed_scale", 0.0f);
+        const tg_json *tv = tg_json_get(o, "type_vocab"), *pi = tg_json_get(o, "pad_id");
+        int64_t pad = 0;
+        if (tv && tg_json_int64(tv, &c->type_vocab) != TG_OK)
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'type_vocab' is not an integer", path);
+        if (pi && (tg_json_int64(pi, &pad) != TG_OK || pad < -1 || pad > INT32_MAX))
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': config key 'pad_id' is not an id or -1", path);
+        c->pad_id = (int32_t)pad;
+        const tg_json *pl = tg_json_get(o, "pool");
+        const char *ps = tg_json_kind(pl) == TG_JSON_STRING ? tg_json_string(pl) : "mean";
+        c->pool = !strcmp(ps, "cls") ? TG_POOL_CLS : !strcmp(ps, "max") ? TG_POOL_MAX : TG_POOL_MEAN;
+        if (strcmp(ps, "mean") && c->pool == TG_POOL_MEAN)
+            st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': pool '%s' is not mean, cls or max", path, ps);
+        c->normalize = get_bool(o, "normalize", false);
     }
     tg_json_free(o);
     return st;
 }
 
-static tg_status parse_vocab(const char *text, const char *key, const char *path, tg_vocab **out) {
+/* free: the layout of special tokens is the stored tokenizer's (an imported model's), not the
+ * four fixed ones of docs/model.md §4 */
+static tg_status parse_vocab(const char *text, const char *key, const char *path, bool free_layout, tg_vocab **out) {
     *out = NULL;
     if (!text) return tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': no '%s' in __metadata__", path, key);
     tg_json *a = NULL;
@@ -217,12 +251,12 @@ static tg_status parse_vocab(const char *text, const char *key, const char *path
     static const char *specials[4] = {"<pad>", "<unk>", "<s>", "</s>"};
     if (tg_json_kind(a) != TG_JSON_ARRAY || tg_json_size(a) < 4)
         st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': %s is not an array of at least 4 tokens", path, key);
-    for (size_t i = 0; st == TG_OK && i < 4; i++)
+    for (size_t i = 0; st == TG_OK && !free_layout && i < 4; i++)
         if (tg_json_kind(tg_json_at(a, i)) != TG_JSON_STRING || strcmp(tg_json_string(tg_json_at(a, i)), specials[i]))
             st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': %s entry %zu must be %s", path, key, i, specials[i]);
     tg_vocab *v = NULL;
-    if (st == TG_OK) st = tg_vocab_new(&v);
-    for (size_t i = 4; st == TG_OK && i < tg_json_size(a); i++) {
+    if (st == TG_OK) st = free_layout ? tg_vocab_new_empty(&v) : tg_vocab_new(&v);
+    for (size_t i = free_layout ? 0 : 4; st == TG_OK && i < tg_json_size(a); i++) {
         const tg_json *t = tg_json_at(a, i);
         int32_t id;
         if (tg_json_kind(t) != TG_JSON_STRING) {
@@ -312,16 +346,21 @@ tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
     if (st) return st;
     const char *fmt = tg_st_metadata(f, "format");
     if (!fmt || strcmp(fmt, "tgraph"))
-        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': __metadata__ format is '%s', expected 'tgraph'", path,
+        st = tg_error_set(TG_ERR_FORMAT, "checkpoint '%s': __metadata__ format is '%s', expected 'tgraph' (not a tgraph checkpoint: "
+                          "`tg inspect` lists its tensors, `tg import --from hf` converts a Hugging Face model)", path,
                           fmt ? fmt : "(absent)");
     tg_model_config c;
     tg_vocab *sv = NULL, *tv = NULL;
     size_t out_idx;
-    bool has_out_proj = tg_st_find(f, "out_proj.weight", &out_idx) == TG_OK;
-    tg_error_clear();
+    bool has_out_proj = false;
+    if (st == TG_OK) { /* a failed lookup sets the thread's message: only clear our own */
+        has_out_proj = tg_st_find(f, "out_proj.weight", &out_idx) == TG_OK;
+        tg_error_clear();
+    }
     if (st == TG_OK) st = parse_config(tg_st_metadata(f, "config"), path, has_out_proj, &c);
-    if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "src_vocab"), "src_vocab", path, &sv);
-    if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "tgt_vocab"), "tgt_vocab", path, &tv);
+    const char *tok = tg_st_metadata(f, "tokenizer");
+    if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "src_vocab"), "src_vocab", path, tok != NULL, &sv);
+    if (st == TG_OK) st = parse_vocab(tg_st_metadata(f, "tgt_vocab"), "tgt_vocab", path, tok != NULL, &tv);
     tg_model *m = NULL;
     if (st == TG_OK && c.share_embeddings) { /* a joint vocabulary: one object for both sides */
         if (!same_vocab(sv, tv))
@@ -373,6 +412,13 @@ tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out) {
         if (st == TG_OK) st = tg_store_write(m->store, i, buf, n);
     }
     free(buf);
+    if (st == TG_OK && tok) {
+        tg_tokenizer *t = NULL;
+        char origin[1100];
+        snprintf(origin, sizeof origin, "checkpoint '%s': tokenizer", path);
+        st = tg_tokenizer_from_json(tok, origin, m->src, &t);
+        if (st == TG_OK) m->tok = t;
+    }
     tg_st_close(f);
     if (st) {
         tg_model_free(m);

@@ -132,6 +132,13 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     RANGE(c->window >= 0 && c->window <= 1 << 20, "window %lld outside [0, 1048576]", (long long)c->window);
     RANGE(!c->rope || tg_model_head_dim(c) % 2 == 0, "rope rotates pairs of channels: head dim %lld is odd",
           (long long)tg_model_head_dim(c));
+    RANGE(c->type_vocab >= 0 && c->type_vocab <= 1 << 20, "type_vocab %lld outside [0, 1048576]",
+          (long long)c->type_vocab);
+    RANGE(!c->mlm_head || c->arch == TG_ARCH_MLM, "mlm_head needs arch mlm");
+    RANGE(c->norm_eps >= 0.0f && c->norm_eps < 1.0f, "norm_eps %g outside [0, 1)", (double)c->norm_eps);
+    RANGE(c->embed_scale >= 0.0f && c->embed_scale < 1e6f, "embed_scale %g outside [0, 1e6)", (double)c->embed_scale);
+    RANGE(c->pad_id >= -1 && c->pad_id < c->tgt_vocab, "pad_id %d outside [-1, %lld)", (int)c->pad_id,
+          (long long)c->tgt_vocab);
     RANGE(c->max_len >= 2 && c->max_len <= 1 << 20, "max_len %lld outside [2, 1048576]", (long long)c->max_len);
     RANGE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout %g outside [0, 1)", (double)c->dropout);
     RANGE(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f, "attn_dropout %g outside [0, 1)", (double)c->attn_dropout);

@@ -129,6 +129,8 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
         TRY(add(m, &r, "tgt_embed.weight", c->tgt_vocab, c->d_model, INIT_EMBED));
     }
     if (c->learned_pos) TRY(add(m, &r, "pos_embed.weight", c->max_len, c->d_model, INIT_EMBED));
+    if (c->type_vocab > 0) TRY(add(m, &r, "type_embed.weight", c->type_vocab, c->d_model, INIT_EMBED));
+    if (c->embed_norm) TRY(norm(m, &r, "embed_norm"));
     for (int64_t l = 0; l < c->enc_layers; l++) {
         snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
         TRY(attention(m, &r, p));
@@ -157,6 +159,11 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
         if (c->dec_layers > 0) TRY(norm(m, &r, "decoder.norm"));
     }
     if (c->classes > 0) TRY(linear(m, &r, "cls_head", c->classes, c->d_model));
+    if (c->mlm_head) {
+        TRY(linear(m, &r, "mlm_head.dense", c->d_model, c->d_model));
+        TRY(norm(m, &r, "mlm_head.norm"));
+        TRY(add(m, &r, "mlm_head.bias", c->tgt_vocab, 0, INIT_ZERO));
+    }
     if (!c->share_embeddings && !c->tie_output)
         TRY(add(m, &r, "out_proj.weight", c->tgt_vocab, c->d_model, INIT_XAVIER));
     return TG_OK;

@@ -33,9 +33,10 @@ tg_tensor *tg__layer_linear(tg_model *m, tg_graph *g, const char *prefix, tg_ten
 /* LayerNorm, or RMSNorm: x / sqrt(mean(x^2) + eps) * g (no centring, no bias), composed of
  * primitive ops (their gradients compose). */
 tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
-    if (!m->cfg.rms_norm) return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), 1e-5f);
+    float eps = m->cfg.norm_eps > 0.0f ? m->cfg.norm_eps : 1e-5f;
+    if (!m->cfg.rms_norm) return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), eps);
     tg_tensor *ms = tg_mean(tg_mul(x, x), -1, true);
-    return tg_mul(tg_mul(x, tg_rsqrt(tg_add_scalar(ms, 1e-5f))), param(m, g, prefix, "weight"));
+    return tg_mul(tg_mul(x, tg_rsqrt(tg_add_scalar(ms, eps))), param(m, g, prefix, "weight"));
 }
 
 /* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0).
@@ -50,7 +51,7 @@ tg_tensor *tg__layer_ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
         tg_tensor *sig = tg_affine(tg_tanh(tg_scale(h, 0.5f)), 0.5f, 0.5f);
         h = tg_mul(tg_mul(h, sig), tg__layer_linear(m, g, p, x, true));
     } else {
-        h = m->cfg.gelu ? tg_gelu(h) : tg_relu(h);
+        h = m->cfg.gelu ? (m->cfg.gelu_erf ? tg_gelu_erf(h) : tg_gelu(h)) : tg_relu(h);
     }
     h = tg_dropout(h, m->cfg.ffn_dropout);
     snprintf(p, sizeof p, "%s.fc2", prefix);
@@ -113,16 +114,18 @@ tg_tensor *tg__layer_embed(tg_model *m, tg_graph *g, const char *table, const in
         return NULL;
     int64_t s[2] = {B, len};
     tg_tensor *x = tg_embedding(tg_param(g, m->store, table), tg_input(g, TG_DTYPE_I32, 2, s, ids));
-    x = tg_scale(x, sqrtf((float)c->d_model));
-    tg_tensor *pos;
-    if (c->rope) { /* positions enter in the attention (rotary), not here */
-        return tg_dropout(x, c->dropout);
-    } else if (c->learned_pos) {
-        pos = tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_arange(g, offset, len));
-    } else {
-        pos = sinusoid(g, offset, len, c->d_model);
+    float scale = c->embed_scale > 0.0f ? c->embed_scale : sqrtf((float)c->d_model);
+    if (scale != 1.0f) x = tg_scale(x, scale);
+    if (c->learned_pos) /* rope: positions enter in the attention (rotary), not here */
+        x = tg_add(x, tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_arange(g, offset, len)));
+    else if (!c->rope)
+        x = tg_add(x, sinusoid(g, offset, len, c->d_model));
+    if (c->type_vocab > 0) { /* one segment: row 0 of the token-type table at every position */
+        int64_t d1[2] = {1, c->d_model};
+        x = tg_add(x, tg_reshape(tg_slice(tg_param(g, m->store, "type_embed.weight"), 0, 0, 1), 2, d1));
     }
-    return tg_dropout(tg_add(x, pos), c->dropout);
+    if (c->embed_norm) x = tg__layer_norm(m, g, "embed_norm", x);
+    return tg_dropout(x, c->dropout);
 }
 
 tg_tensor *tg__layer_pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len) {
@@ -134,6 +137,10 @@ tg_tensor *tg__layer_pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_
 }
 
 tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T) {
+    return tg__layer_causal_mask_pad(g, ids, B, T, TG_PAD);
+}
+
+tg_tensor *tg__layer_causal_mask_pad(tg_graph *g, const int32_t *ids, int64_t B, int64_t T, int32_t pad) {
     if (!ids || B < 1 || T < 1)
         return tg__graph_fail(g, TG_ERR_INVALID,
                               "causal mask: empty batch or NULL ids ([%lld,%lld])", (long long)B,
@@ -143,7 +150,7 @@ tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T; i++)
             for (int64_t j = 0; j < T; j++)
-                mk[(b * T + i) * T + j] = (j > i || ids[b * T + j] == TG_PAD) ? 1.0f : 0.0f;
+                mk[(b * T + i) * T + j] = (j > i || ids[b * T + j] == pad) ? 1.0f : 0.0f;
     int64_t s[4] = {B, 1, T, T};
     tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, mk);
     free(mk);

@@ -11,6 +11,7 @@
 #include "tg/rng.h"
 #include "tg/sample.h"
 #include "tg/model.h"
+#include "tg/tokenizer.h"
 
 /* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c) */
 typedef struct tg__attn_capture {
@@ -36,6 +37,8 @@ struct tg_model {
     /* tg_decoder_hold_weights calls not yet released: the decoder's weights stay prepared on the
      * backend between decoders while it is above 0 */
     int64_t decode_holds;
+    /* the tokenizer that travels with the model (NULL: none stored; owned) */
+    tg_tokenizer *tok;
 };
 
 /* tg_model_new, the parameters made as for m->no_draw when draw is false */
@@ -68,6 +71,8 @@ tg_tensor *tg__layer_embed(tg_model *m, tg_graph *g, const char *table, const in
 tg_tensor *tg__layer_pad_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t len);
 /* decoder self-attention mask [B,1,T,T]: causal or padded keys */
 tg_tensor *tg__layer_causal_mask(tg_graph *g, const int32_t *ids, int64_t B, int64_t T);
+/* the same with the padding id pad (-1: no key is padding, as in GPT-2) */
+tg_tensor *tg__layer_causal_mask_pad(tg_graph *g, const int32_t *ids, int64_t B, int64_t T, int32_t pad);
 
 /* a sub-layer with residual, norm and dropout (docs/model.md §1 wiring); f computes the sub-layer */
 typedef tg_tensor *(*tg__model_sublayer_fn)(tg_model *m, tg_graph *g, const char *prefix,

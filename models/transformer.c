@@ -29,7 +29,8 @@ tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt
     m->backend = b;
     m->no_draw = !draw;
     tg_status st = tg_model_config_check(&m->cfg);
-    if (st == TG_OK && m->cfg.arch == TG_ARCH_MLM && tg_vocab_id(src, "<mask>") == TG_UNK)
+    if (st == TG_OK && m->cfg.arch == TG_ARCH_MLM && tg_vocab_id(src, "<mask>") == TG_UNK &&
+        tg_vocab_find(src, "[MASK]") < 0) /* the classic layout's mask, or BERT's */
         st = tg_error_set(TG_ERR_INVALID, "tg_model_new: a masked language model (arch mlm) needs the token <mask> in its vocabulary");
     if (st == TG_OK) st = tg_store_new(b, &m->store);
     if (st == TG_OK) st = tg__model_init_params(m, seed);
@@ -48,6 +49,7 @@ void tg_model_free(tg_model *m) {
     while (m->decode_holds > 0)
         tg_decoder_release_weights(m);
     tg_store_free(m->store);
+    tg_tokenizer_free(m->tok);
     if (m->tgt != m->src) tg_vocab_free(m->tgt);
     tg_vocab_free(m->src);
     free(m);
@@ -144,6 +146,13 @@ tg_tensor *tg__model_decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *m
 
 tg_tensor *tg__model_output_logits(tg_model *m, tg_graph *g, tg_tensor *y) {
     int64_t flat[2] = {-1, m->cfg.d_model};
+    if (m->cfg.mlm_head) { /* BERT's prediction head: LN(gelu(y W^T + b)), then E^T + bias */
+        tg_tensor *h = tg__layer_linear(m, g, "mlm_head.dense", y, true);
+        h = tg__layer_norm(m, g, "mlm_head.norm", m->cfg.gelu_erf ? tg_gelu_erf(h) : tg_gelu(h));
+        return tg_add(tg_matmul(tg_reshape(h, 2, flat), tg_param(g, m->store, tg__model_out_proj_name(&m->cfg)),
+                                false, true),
+                      tg_param(g, m->store, "mlm_head.bias"));
+    }
     return tg_matmul(tg_reshape(y, 2, flat),
                      tg_param(g, m->store, tg__model_out_proj_name(&m->cfg)), false, true);
 }
@@ -173,7 +182,7 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
         return NULL;
     tg_tensor *y =
         tg__layer_embed(m, g, tg__model_tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
-    tg_tensor *self_mask = tg__layer_causal_mask(g, b->tgt_in, b->size, b->tgt_len);
+    tg_tensor *self_mask = tg__layer_causal_mask_pad(g, b->tgt_in, b->size, b->tgt_len, c->pad_id);
     return tg__model_output_logits(m, g, tg__model_decode(m, g, y, mem, src_mask, self_mask));
 }
 

@@ -89,6 +89,18 @@ tg_status tg_vocab_new(tg_vocab **out) {
     return TG_OK;
 }
 
+tg_status tg_vocab_new_empty(tg_vocab **out) {
+    if (!out) return tg_error_set(TG_ERR_INVALID, "tg_vocab_new_empty: out is NULL");
+    *out = calloc(1, sizeof **out);
+    return *out ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_vocab_new_empty: out of memory");
+}
+
+int32_t tg_vocab_find(const tg_vocab *v, const char *token) {
+    if (!v || !token || !v->nslot) return -1;
+    int64_t s = find_slot(v, token);
+    return v->slot[s];
+}
+
 int32_t tg_vocab_id(const tg_vocab *v, const char *token) {
     if (!v || !token || !v->nslot) return TG_UNK;
     int64_t s = find_slot(v, token);

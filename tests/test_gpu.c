@@ -159,6 +159,7 @@ B1(b_tanh, tg_tanh(x[0]))
 B1(b_relu, tg_relu(x[0]))
 B1(b_gelu, tg_gelu(x[0]))
 B1(b_silu, tg_silu(x[0]))
+B1(b_gelu_erf, tg_gelu_erf(x[0]))
 B1(b_sum0, tg_sum(x[0], 0, false))
 B1(b_sum_last, tg_sum(x[0], -1, true))
 B1(b_sum_mid, tg_sum(x[0], 1, false))
@@ -371,6 +372,7 @@ static const op_case cases[] = {
     {"cross_entropy_with_nll_none", 1, {2}, {S(64, 1000)}, {0}, b_ce_nll_none},
     /* ops added later go last: a case's inputs come from its index (seed 1000 + index) */
     {"silu", 1, {2}, {S(257, 31)}, {0}, b_silu},
+    {"gelu_erf", 1, {2}, {S(257, 31)}, {0}, b_gelu_erf},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

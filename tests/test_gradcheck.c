@@ -24,6 +24,7 @@ static tg_tensor *b_tanh(tg_graph *g, tg_tensor **x) { (void)g; return tg_tanh(x
 static tg_tensor *b_relu(tg_graph *g, tg_tensor **x) { (void)g; return tg_relu(x[0]); }
 static tg_tensor *b_gelu(tg_graph *g, tg_tensor **x) { (void)g; return tg_gelu(x[0]); }
 static tg_tensor *b_silu(tg_graph *g, tg_tensor **x) { (void)g; return tg_silu(x[0]); }
+static tg_tensor *b_gelu_erf(tg_graph *g, tg_tensor **x) { (void)g; return tg_gelu_erf(x[0]); }
 static tg_tensor *b_neg(tg_graph *g, tg_tensor **x) { (void)g; return tg_neg(x[0]); }
 static tg_tensor *b_sum0(tg_graph *g, tg_tensor **x) { (void)g; return tg_sum(x[0], 0, false); }
 static tg_tensor *b_sum1k(tg_graph *g, tg_tensor **x) { (void)g; return tg_sum(x[0], -1, true); }
@@ -178,6 +179,7 @@ static const gc_case cases[] = {
     {"relu", 1, {2}, {S(3, 4)}, {GC_AWAY0}, b_relu, 0, 0},
     {"gelu", 1, {2}, {S(3, 4)}, {0}, b_gelu, 0, 0},
     {"silu", 1, {2}, {S(3, 4)}, {0}, b_silu, 0, 0},
+    {"gelu_erf", 1, {2}, {S(3, 4)}, {0}, b_gelu_erf, 0, 0},
     {"sum_axis0", 1, {3}, {S(2, 3, 4)}, {0}, b_sum0, 0, 0},
     {"sum_last_keepdim", 1, {3}, {S(2, 3, 4)}, {0}, b_sum1k, 0, 0},
     {"mean", 1, {3}, {S(2, 3, 4)}, {0}, b_mean, 0, 0},

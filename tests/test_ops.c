@@ -220,6 +220,24 @@ END_TEST
 
 /* Values from PyTorch 1.13 in float64 (torch.nn.functional.silu, then y.backward(dy) for
  * x.grad), printed with %.9g. */
+/* Values from PyTorch 1.13 in float64 (torch.nn.functional.gelu, the exact erf form, then
+ * y.backward(dy) for x.grad), printed with %.9g. By hand: gelu(1) = Phi(1) = 0.841344746;
+ * d/dx at 1 = Phi(1) + phi(1) = 0.841344746 + 0.241970725 = 1.08331547 (times dy = -1). */
+START_TEST(test_gelu_erf_and_its_gradient) {
+    float x[9] = {-6, -3, -1, -0.5f, 0, 0.5f, 1, 3, 6};
+    float dy[9] = {1, 0.5f, -2, 1, 3, 1, -1, 0.25f, 2};
+    tg_tensor *xi = tg_requires_grad(IN(x, 9));
+    tg_tensor *y = tg_keep(tg_gelu_erf(xi));
+    ck_assert_int_eq(tg_backward(G, tg_sum_all(tg_mul(y, IN(dy, 9)))), TG_OK);
+    tg_tensor *dx = tg_keep(tg_grad(G, xi));
+    run_ok();
+    EXPECT(y, 1e-6, -5.91952587e-09, -0.00404969409, -0.158655254, -0.154268769, 0, 0.345731231,
+           0.841344746, 2.99595031, 5.99999999);
+    EXPECT(dx, 1e-6, -3.54687095e-08, -0.0059728236, 0.166630941, 0.132504875, 1.5, 0.867495125,
+           -1.08331547, 0.252986412, 2.00000007);
+}
+END_TEST
+
 START_TEST(test_silu_and_its_gradient) {
     float x[9] = {-20, -3, -1, -0.5f, 0, 0.5f, 1, 3, 20};
     float dy[9] = {1, 0.5f, -2, 1, 3, 1, -1, 0.25f, 2};
@@ -856,6 +874,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_relu_gradient);
     tcase_add_test(tc, test_gelu_tanh_form);
     tcase_add_test(tc, test_silu_and_its_gradient);
+    tcase_add_test(tc, test_gelu_erf_and_its_gradient);
     tcase_add_test(tc, test_masked_fill_f32_mask);
     tcase_add_test(tc, test_masked_fill_i32_broadcast_row);
     tcase_add_test(tc, test_masked_fill_neg_inf_column_mask);

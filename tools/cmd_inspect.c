@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "tg/model.h"
+#include "tg/safetensors.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -31,6 +32,33 @@ static void row(int indent, const char *label, int64_t count) {
     printf("%*s%-*s %14s\n", indent, "", 40 - indent, label, c);
 }
 
+/* Any safetensors file that is not a tgraph checkpoint (a Hugging Face model.safetensors, say):
+ * its metadata keys and every tensor's name, dtype and shape, and the parameter count. */
+static int inspect_tensors(const char *cmd, const tg_st_file *f) {
+    const char *path = tg_st_path(f);
+    struct stat sb;
+    const char *fmt = tg_st_metadata(f, "format");
+    printf("file: %s (%lld bytes), safetensors, format %s (not a tgraph checkpoint)\n", path,
+           stat(path, &sb) == 0 ? (long long)sb.st_size : -1LL, fmt ? fmt : "(absent)");
+    for (size_t i = 0; i < tg_st_metadata_count(f); i++)
+        if (strcmp(tg_st_metadata_key(f, i), "format"))
+            printf("metadata: %s (%zu bytes)\n", tg_st_metadata_key(f, i), strlen(tg_st_metadata_value(f, i)));
+    printf("tensors:\n");
+    int64_t total = 0;
+    for (size_t i = 0; i < tg_st_count(f); i++) {
+        char sh[96];
+        int64_t n = (int64_t)tg_st_tensor_numel(f, i);
+        printf("  %-52s %-5s %-16s %12lld\n", tg_st_name(f, i), tg_st_dtype_name(tg_st_tensor_dtype(f, i)),
+               tg_shape_str(sh, sizeof sh, tg_st_tensor_ndim(f, i), tg_st_tensor_shape(f, i)), (long long)n);
+        total += n;
+    }
+    char c[32];
+    group(c, sizeof c, total);
+    printf("total: %zu tensors, %s parameters\n", tg_st_count(f), c);
+    (void)cmd;
+    return TG_EXIT_OK;
+}
+
 int tg_cmd_inspect(int argc, char **argv) {
     const char *cmd = "inspect", *path = NULL;
     bool tensors = false;
@@ -39,11 +67,21 @@ int tg_cmd_inspect(int argc, char **argv) {
         {"tensors", TG_OPT_BOOL, &tensors, 0, 0, NULL, NULL, "also list every tensor with its shape", 0, 0},
         {0},
     };
-    tg_cli_set_usage("--model M [--tensors]", "Print the configuration and parameter counts of a checkpoint.");
+    tg_cli_set_usage("--model M [--tensors]", "Print the configuration and parameter counts of a checkpoint; of any other "
+                     "safetensors file, its tensors (names, dtypes, shapes) and parameter count.");
     int rc = tg_cli_parse(cmd, opts, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
     if (rc) return TG_EXIT_USAGE;
     if (!path) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--model is required");
+    tg_st_file *sf = NULL; /* a safetensors file of another program: its tensors */
+    if (tg_st_open(path, &sf) != TG_OK) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
+    const char *fmt = tg_st_metadata(sf, "format");
+    if (!fmt || strcmp(fmt, "tgraph")) {
+        rc = inspect_tensors(cmd, sf);
+        tg_st_close(sf);
+        return rc;
+    }
+    tg_st_close(sf);
     tg_backend *be = NULL;
     tg_model *m = NULL;
     tg_status st = tg_backend_cpu_new(1, &be);

@@ -12,5 +12,9 @@ int tg_cmd_score(int argc, char **argv);
 int tg_cmd_eval(int argc, char **argv);
 int tg_cmd_inspect(int argc, char **argv);
 int tg_cmd_average(int argc, char **argv);
+int tg_cmd_import(int argc, char **argv);
+int tg_cmd_export(int argc, char **argv);
+int tg_cmd_tokenize(int argc, char **argv);
+int tg_cmd_embed(int argc, char **argv);
 
 #endif

@@ -25,6 +25,10 @@ static const command commands[] = {
     {"attention", tg_cmd_attention, "attention weights of every layer and head: CSV and heat maps"},
     {"inspect", tg_cmd_inspect, "configuration and parameter counts of a checkpoint"},
     {"average", tg_cmd_average, "average the parameters of several checkpoints"},
+    {"import", tg_cmd_import, "convert a Hugging Face model (BERT, GPT-2) into a checkpoint"},
+    {"export", tg_cmd_export, "write a checkpoint as a Hugging Face model directory"},
+    {"tokenize", tg_cmd_tokenize, "the ids of each line as the model's tokenizer makes them"},
+    {"embed", tg_cmd_embed, "one sentence embedding per line from an encoder"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -514,6 +514,8 @@ static const tgcu_kernel kernels[TG_OP_COUNT] = {
     [TG_OP_GRAD_ACC] = grad_acc,
     [TG_OP_SILU] = unary,
     [TG_OP_SILU_BACK] = binary, /* srcs x, dy */
+    [TG_OP_GELU_ERF] = unary,
+    [TG_OP_GELU_ERF_BACK] = binary, /* srcs x, dy */
 };
 _Static_assert(sizeof kernels / sizeof kernels[0] == TG_OP_COUNT, "one CUDA kernel slot per op");
 

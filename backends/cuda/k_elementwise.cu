@@ -24,6 +24,9 @@ __device__ inline float binop(int op, float x, float y) {
     case TG_OP_SILU_BACK: /* as backends/cpu/k_elementwise.c: dy s (1 + x (1 - s)) */
         return y * (1.0f / (1.0f + tgcu_fast_expf(-x))) *
                (1.0f + x * (1.0f - 1.0f / (1.0f + tgcu_fast_expf(-x))));
+    case TG_OP_GELU_ERF_BACK: /* as backends/cpu/k_elementwise.c: dy (Phi(x) + x phi(x)) */
+        return y * (0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+                    x * 0.39894228040143268f * expf(-0.5f * x * x));
     default: return y * gelu_grad(x); /* TG_OP_GELU_BACK */
     }
 }
@@ -38,6 +41,7 @@ __device__ inline float unop(int op, float x, float s, float c) {
     case TG_OP_TANH: return tanhf(x);
     case TG_OP_RELU: return x > 0.0f ? x : 0.0f;
     case TG_OP_SILU: return x / (1.0f + tgcu_fast_expf(-x)); /* the CPU's fast exp */
+    case TG_OP_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     default: return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x))); /* TG_OP_GELU */
     }
 }

@@ -87,6 +87,9 @@ tg_tensor *tg_gelu(tg_tensor *x) {
 tg_tensor *tg_silu(tg_tensor *x) {
     return tg__op_unary(TG_OP_SILU, x, NULL);
 }
+tg_tensor *tg_gelu_erf(tg_tensor *x) {
+    return tg__op_unary(TG_OP_GELU_ERF, x, NULL);
+}
 
 /* ---- gradient rules ---- */
 
@@ -160,6 +163,12 @@ static void g_silu(tg_tensor *node, tg_tensor *dy) {
     tg__grad_accum(X(0), tg__op_unary(TG_OP_SILU_BACK, X(0), dy));
 }
 
+/* y = gelu_erf(x) = x Phi(x), Phi the standard normal CDF = 0.5 (1 + erf(x / sqrt 2)):
+ * dx = gelu_erf_back(x, dy) = dy (Phi(x) + x phi(x)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
+static void g_gelu_erf(tg_tensor *node, tg_tensor *dy) {
+    tg__grad_accum(X(0), tg__op_unary(TG_OP_GELU_ERF_BACK, X(0), dy));
+}
+
 /* ---- the family's rows ---- */
 
 TG__OP_FAMILY(elementwise) = {
@@ -181,5 +190,8 @@ TG__OP_FAMILY(elementwise) = {
     [TG_OP_SILU] = {"silu", TG_OPF_INPLACE | TG_OPF_TILE, g_silu},
     [TG_OP_SILU_BACK] = {"silu_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY,
                          NULL}, /* srcs x, dy */
+    [TG_OP_GELU_ERF] = {"gelu_erf", TG_OPF_INPLACE | TG_OPF_TILE, g_gelu_erf},
+    [TG_OP_GELU_ERF_BACK] = {"gelu_erf_back", TG_OPF_INPLACE | TG_OPF_TILE | TG_OPF_BACKWARD_ONLY,
+                             NULL}, /* srcs x, dy */
 };
 TG__OP_FAMILY_CHECK(elementwise);

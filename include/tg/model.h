@@ -28,6 +28,11 @@ void tg_vocab_free(tg_vocab *v);
 tg_status tg_vocab_add(tg_vocab *v, const char *token, int32_t *id);
 /* Id of a token, TG_UNK if absent. */
 int32_t tg_vocab_id(const tg_vocab *v, const char *token);
+/* An empty vocabulary, for a layout of special tokens that a tokenizer defines (an imported
+ * model's: BERT's [PAD] 0, [UNK] 100, [CLS] 101, ...). */
+tg_status tg_vocab_new_empty(tg_vocab **out);
+/* Id of a token, -1 if absent. */
+int32_t tg_vocab_find(const tg_vocab *v, const char *token);
 /* Token of an id (NULL if out of range); owned by the vocabulary. */
 const char *tg_vocab_token(const tg_vocab *v, int32_t id);
 int64_t tg_vocab_size(const tg_vocab *v);
@@ -58,6 +63,9 @@ typedef enum tg_model_arch {
                          * and an output tied to the embedding; the vocabulary holds "<mask>" */
 } tg_model_arch;
 
+/* How a sentence embedding pools the final states of its tokens (padding excluded). */
+typedef enum tg_pool { TG_POOL_MEAN = 0, TG_POOL_CLS, TG_POOL_MAX } tg_pool;
+
 typedef struct tg_model_config {
     tg_model_arch arch;
     int64_t d_model, heads, enc_layers, dec_layers, d_ff;
@@ -83,6 +91,22 @@ typedef struct tg_model_config {
                                * query at position i sees keys j with |i - j| <= window only
                                * (0 = unrestricted); cross-attention is never restricted */
     int64_t max_len;          /* longest sequence (tokens incl. specials) */
+    /* BERT's embedding and output details, each off (0) by default (docs/model.md "Imported
+     * models"): */
+    int64_t type_vocab;       /* > 0: token-type embeddings type_embed.weight [type_vocab, d]
+                               * added to every position (one segment: type 0) */
+    bool embed_norm;          /* a LayerNorm (embed_norm.*) on the embedding sum, before dropout */
+    bool gelu_erf;            /* activation=gelu_erf: the exact GELU x Phi(x) (gelu is the tanh form) */
+    bool mlm_head;            /* arch mlm: BERT's prediction head before the tied output:
+                               * LN(gelu(y W^T + b)) with mlm_head.dense and mlm_head.norm, and an
+                               * output bias mlm_head.bias [V] */
+    float norm_eps;           /* epsilon of every LayerNorm / RMSNorm; 0 = 1e-5 */
+    float embed_scale;        /* token embeddings are multiplied by it; 0 = sqrt(d_model) */
+    int32_t pad_id;           /* the padding token (masked as a key); 0 = <pad>, -1 = none (GPT-2) */
+    /* sentence embeddings (tg_model_embed): the pooling of the encoder's states, and whether
+     * the pooled vector is scaled to unit length (sentence-transformers' Normalize) */
+    tg_pool pool;
+    bool normalize;
     float dropout, attn_dropout, ffn_dropout, label_smoothing;
     int64_t src_vocab, tgt_vocab; /* sizes (filled from the vocabularies) */
 } tg_model_config;
@@ -168,6 +192,14 @@ tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64
 /* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
  * and their number. */
 tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
+
+/* ---- sentence embeddings (models/embed.c) ---- */
+/* One vector per sequence of an encoder (arch mlm): the final encoder states of ids [B, S]
+ * (right-padded with the model's pad id, which is excluded) pooled by `pool` (mean over the
+ * tokens, the first token, or the maximum per channel), then scaled to unit L2 length when
+ * normalize. out: B * d_model floats, caller-owned. */
+tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int64_t S, tg_pool pool, bool normalize,
+                         float *out);
 
 /* ---- graphs ---- */
 /* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)

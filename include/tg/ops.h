@@ -72,6 +72,8 @@ typedef enum tg_op {
     TG_OP_SILU,          /* x * sigmoid(x) */
     TG_OP_SILU_BACK,     /* dy * silu'(x) */
     TG_OP_LAYER_NORM_GAMMA_BACK, /* layer norm's dgamma: sum over rows of dy (x - mean) rstd */
+    TG_OP_GELU_ERF,      /* exact GELU: x Phi(x) */
+    TG_OP_GELU_ERF_BACK, /* dy * (Phi(x) + x phi(x)) */
     TG_OP_COUNT
 } tg_op;
 
@@ -122,6 +124,8 @@ tg_tensor *tg_relu(tg_tensor *x);
 tg_tensor *tg_gelu(tg_tensor *x);
 /* SiLU (swish): x * sigmoid(x) = x / (1 + exp(-x)). */
 tg_tensor *tg_silu(tg_tensor *x);
+/* GELU, exact form (BERT's, PyTorch's default): x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))). */
+tg_tensor *tg_gelu_erf(tg_tensor *x);
 /* where(mask != 0, value, x); mask (f32 or i32) broadcasts to x. value may be -INFINITY. */
 tg_tensor *tg_masked_fill(tg_tensor *x, tg_tensor *mask, float value);
 /* Inverted dropout: zero with probability p, scale kept values by 1/(1-p). Identity in

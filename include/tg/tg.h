@@ -18,6 +18,8 @@
 /* the Transformer zoo and its decoding */
 #include "tg/model.h"
 #include "tg/decode.h"
+#include "tg/tokenizer.h"
+#include "tg/hf.h"
 /* training, metrics, data-parallel process groups */
 #include "tg/train.h"
 #include "tg/metrics.h"

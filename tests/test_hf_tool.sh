@@ -1,0 +1,70 @@
+#!/bin/sh
+# End-to-end tests of Hugging Face models in the `tg` program on the tiny committed fixtures of
+# tests/fixtures/hf: tg inspect of a foreign safetensors file, tg import, tg tokenize (HF's ids),
+# tg embed (transformers' embeddings), tg export (the names and shapes transformers expects;
+# tests/fixtures/hf_roundtrip.py checks the round trip through transformers, by hand), and bad
+# input: files missing, unsupported types, wrong shapes and dtypes, a config contradicting the
+# weights -- each a message naming the file and the cause, exit 1 and no output file.
+# Usage: test_hf_tool.sh PATH/TO/tg     Prints "N passed, N failed"; exit status 1 on any failure.
+set -u
+
+TG=${1:?usage: test_hf_tool.sh PATH/TO/tg}
+case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
+hf=$(cd "$(dirname "$0")" && pwd)/fixtures/hf
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_hf_tool.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
+passed=0
+failed=0
+. "$hf/../../tool_lib.sh"
+
+expect "inspect lists a Hugging Face file's tensors" 0 "bert.embeddings.word_embeddings.weight" inspect --model "$hf/bert/model.safetensors"
+check "inspect: dtype, shape and parameter count" sh -c 'grep -q "F32 *\[461,32\]" out.txt && grep -q "^total: .* parameters" out.txt'
+expect "import bert" 0 "tokenizer wordpiece" import --from hf "$hf/bert" --out bert.st
+expect "import gpt2" 0 "tokenizer bpe_bytes" import --from hf "$hf/gpt2" --out gpt2.st
+expect "tokenize with the model's tokenizer" 0 "" tokenize --model bert.st --text "$hf/bert/sentences.txt"
+check "tokenize: first line [CLS] ... [SEP]" sh -c 'head -1 out.txt | grep -q "^101 .* 102$"'
+check "tokenize: one line per input line" sh -c '[ "$(wc -l <out.txt)" = "$(wc -l <"$0")" ]' "$hf/bert/sentences.txt"
+expect "embed: mean pooling, normalised" 0 "" embed --model bert.st --text "$hf/bert/sentences.txt" --output emb.txt
+check "embed: 32 floats per line, unit length" awk 'NF != 32 { exit 1 } { s = 0; for (i = 1; i <= NF; i++) s += $i * $i; if (s < 0.9999 || s > 1.0001) exit 1 }' emb.txt
+expect "embed --normalize off --pool cls" 0 "" embed --model bert.st --text "$hf/bert/sentences.txt" --normalize off --pool cls
+check "embed --normalize off: not unit length" sh -c 'head -1 out.txt | awk "{ s = 0; for (i = 1; i <= NF; i++) s += \$i * \$i; exit (s > 0.99 && s < 1.01) }"'
+expect "embed refuses a language model" 1 "is not an encoder" embed --model gpt2.st --text "$hf/bert/sentences.txt"
+expect "export bert" 0 "" export --to hf bert.st out-bert
+expect "export gpt2" 0 "" export --to hf gpt2.st out-gpt2
+expect "exported names and shapes (BertForMaskedLM)" 0 "bert.encoder.layer.1.attention.self.query.weight" inspect --model out-bert/model.safetensors
+check "exported shapes equal the original's" sh -c '"$0" inspect --model "$1/bert/model.safetensors" | grep "^  " | sort >a.txt; "$0" inspect --model out-bert/model.safetensors | grep "^  " | sort >b.txt; cmp -s a.txt b.txt' "$TG" "$hf"
+check "exported gpt2 shapes equal the original's" sh -c '"$0" inspect --model "$1/gpt2/model.safetensors" | grep "^  " | sort >a.txt; "$0" inspect --model out-gpt2/model.safetensors | grep "^  " | sort >b.txt; cmp -s a.txt b.txt' "$TG" "$hf"
+expect "re-import of the export" 0 "" import --from hf out-bert --out again.st
+expect "the re-import embeds the same" 0 "" embed --model again.st --text "$hf/bert/sentences.txt" --output emb2.txt
+check "same embeddings after the round trip" cmp -s emb.txt emb2.txt
+
+# bad input: a copy of the fixture, broken one way at a time
+broken() { rm -rf d && cp -r "$hf/bert" d; }
+broken; rm d/tokenizer.json
+expect "missing tokenizer.json" 1 "d/tokenizer.json" import --from hf d --out x.st
+check "no output file" absent x.st
+broken; rm d/model.safetensors
+expect "missing model.safetensors" 1 "d/model.safetensors" import --from hf d --out x.st
+broken; sed 's/"bert"/"roberta"/' "$hf/bert/config.json" >d/config.json
+expect "unsupported model_type" 1 "model_type 'roberta' is not supported" import --from hf d --out x.st
+broken; sed 's/"BertForMaskedLM"/"BertForSequenceClassification"/' "$hf/bert/config.json" >d/config.json
+expect "unsupported architecture" 1 "BertForSequenceClassification' is not supported" import --from hf d --out x.st
+broken; sed 's/"type": "WordPiece", "unk_token"/"type": "Unigram", "unk_token"/' "$hf/bert/tokenizer.json" >d/tokenizer.json
+expect "unsupported tokenizer type" 1 "tokenizer model type 'Unigram' is not supported" import --from hf d --out x.st
+broken; sed 's/"intermediate_size": 64/"intermediate_size": 65/' "$hf/bert/config.json" >d/config.json
+expect "config contradicting the weights" 1 "config.json implies [65,32]" import --from hf d --out x.st
+broken; sed 's/"vocab_size": 461/"vocab_size": 462/' "$hf/bert/config.json" >d/config.json
+expect "config contradicting the tokenizer" 1 "vocab_size is 462, but" import --from hf d --out x.st
+check "no output file after any failure" absent x.st
+echo "not json" >notjson.txt
+broken; cp notjson.txt d/config.json
+expect "malformed config.json" 1 "d/config.json" import --from hf d --out x.st
+expect "tokenize: missing text" 1 "cannot read 'nope.txt'" tokenize --model bert.st --text nope.txt
+expect "import: missing directory" 1 "nowhere/config.json" import --from hf nowhere --out x.st
+check "no output file" absent x.st
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
