@@ -25,6 +25,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/train_group.h"
+#include "tools/train_stream.h"
 
 static const char SYNOPSIS[] =
     "--train-src FILE --train-tgt FILE [--dev-src FILE --dev-tgt FILE] --out DIR\n"
@@ -73,6 +74,9 @@ typedef struct {
     const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
     const char *arch, *train, *dev; /* --arch lm / mlm: one text file each */
     double mask_prob;               /* --arch mlm */
+    int64_t block;                  /* --arch lm: positions per block of the token stream */
+    const char *documents;          /* --arch lm: file|paragraphs|lines */
+    double holdout;                 /* --arch lm: share of the stream's tail held out as dev */
     bool joint, chars, resume, overwrite;
     int64_t min_count, max_vocab;
     /* model */
@@ -107,6 +111,8 @@ static void defaults(train_opts *o) {
     o->attention = "mha";
     o->arch = "encdec";
     o->mask_prob = 0.15;
+    o->documents = "file";
+    o->holdout = 0.1;
     o->norm = "post";
     o->pos = "sinusoidal";
     o->activation = "relu";
@@ -147,8 +153,15 @@ static void table(train_opts *o, tg_opt *t) {
         {"dev-tgt", TG_OPT_STRING, &o->dev_tgt, 0, 0, NULL, "FILE", "dev target sentences", 0, 0},
         {"arch", TG_OPT_CHOICE, &o->arch, 0, 0, "encdec|lm|mlm", NULL,
          "model family: encoder-decoder, language model, masked language model", 0, 0},
-        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE", "--arch lm/mlm: training text, one sequence per line", 0, 0},
+        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE",
+         "--arch lm: training text(s), a token stream (FILE[,FILE...]); --arch mlm: one sequence per line", 0, 0},
         {"dev", TG_OPT_STRING, &o->dev, 0, 0, NULL, "FILE", "--arch lm/mlm: dev text (loss at intervals)", 0, 0},
+        {"block", TG_OPT_INT, &o->block, 0, 1 << 20, NULL, "N",
+         "--arch lm: positions per block of the token stream (0: --max-len)", 0, 0},
+        {"documents", TG_OPT_CHOICE, &o->documents, 0, 0, "file|paragraphs|lines", NULL,
+         "--arch lm: the documents joined by </s> in the stream (paragraphs: blank-line-separated)", 0, 0},
+        {"holdout", TG_OPT_FLOAT, &o->holdout, 0, 0.5, NULL, "F",
+         "--arch lm without --dev: the stream's last F held out as dev (0: none)", 0, 0},
         {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
         {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
@@ -277,6 +290,13 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
         if (!tg_cli_find(t, "pos")->set) c->learned_pos = true;
         if (!tg_cli_find(t, "activation")->set) c->gelu = true;
         if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
+        /* a language model's positions are its blocks unless --max-len says otherwise */
+        if (lm && o->block && !tg_cli_find(t, "max-len")->set) c->max_len = o->block;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        static const char *lm_only[] = {"block", "documents", "holdout"};
+        if (c->arch != TG_ARCH_LM && tg_cli_find(t, lm_only[i])->on_cli)
+            return fail(cmd, TG_EXIT_USAGE, "--%s applies to --arch lm (a token stream) only", lm_only[i]);
     }
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
@@ -409,6 +429,7 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     tg_json *cfg_json = NULL, *state_json = NULL;
     char *cfg_text = NULL, state_path[4096] = "", model_path[4096] = "";
     tg_lines ls = {0}, lt = {0}, ds = {0}, dt = {0};
+    tg_lm_texts lm_train = {0}, lm_dev = {0};
     tg_vocab *sv = NULL, *tv = NULL;
     tg_model *m = NULL;
     tg_backend *be = NULL;
@@ -517,13 +538,19 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     AGREE_OR_DONE();
 
     /* data: read and check everything before writing anything */
-    st = tg_lines_read(o.train_src, false, &ls);
-    if (st == TG_OK) st = tg_lines_read(o.train_tgt, false, &lt);
-    if (st == TG_OK) st = tg_lines_check_parallel(&ls, &lt);
-    if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_src, false, &ds);
-    if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_tgt, false, &dt);
-    if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
-    if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
+    bool stream = !strcmp(o.arch, "lm"); /* a token stream of documents cut into blocks */
+    if (stream) {
+        st = tg_lm_texts_read(o.train, &lm_train);
+        if (st == TG_OK && o.dev) st = tg_lm_texts_read(o.dev, &lm_dev);
+    } else {
+        st = tg_lines_read(o.train_src, false, &ls);
+        if (st == TG_OK) st = tg_lines_read(o.train_tgt, false, &lt);
+        if (st == TG_OK) st = tg_lines_check_parallel(&ls, &lt);
+        if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_src, false, &ds);
+        if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_tgt, false, &dt);
+        if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
+        if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
+    }
     AGREE_OR_DONE();
     int threads = grp && o.threads == 0 ? tg_train_group_threads(grp) : (int)o.threads;
     /* one GPU per rank of a host */
@@ -541,7 +568,12 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         AGREE_OR_DONE();
         mc = *tg_model_cfg(m);
     } else {
-        st = make_vocabs(&o, &ls, &lt, &sv, &tv);
+        if (stream) {
+            st = tg_lm_vocab(&lm_train, &(tg_text_options){.chars = o.chars}, o.src_vocab, o.min_count, o.max_vocab, &sv);
+            tv = sv;
+        } else {
+            st = make_vocabs(&o, &ls, &lt, &sv, &tv);
+        }
         AGREE_OR_DONE();
         mc.src_vocab = tg_vocab_size(sv);
         mc.tgt_vocab = tg_vocab_size(tv);
@@ -553,32 +585,56 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     const tg_vocab *vs = m ? tg_model_src_vocab(m) : sv, *vt = m ? tg_model_tgt_vocab(m) : tv;
     tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
     bool mlm = !strcmp(o.arch, "mlm"); /* masks drawn once from the seed (dev: seed + 1) */
-    st = mlm  ? tg_corpus_new_mlm(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
-         : lm ? tg_corpus_new_lm(&lt, vt, &co, &train)
-              : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
-    if (st == TG_OK && o.dev_src)
-        st = mlm  ? tg_corpus_new_mlm(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
-             : lm ? tg_corpus_new_lm(&dt, vt, &co, &dev)
-                  : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    int64_t block = o.block ? o.block : mc.max_len;
+    tg_lm_data lmd = {0};
+    if (stream && block > mc.max_len) {
+        st = tg_error_set(TG_ERR_INVALID, "--block %lld is past the model's %lld positions (--max-len)", (long long)block,
+                          (long long)mc.max_len);
+        if (!o.resume) { /* a usage error: the two options disagree */
+            rc = fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
+            st = TG_OK;
+            goto done;
+        }
+    } else if (stream) {
+        tg_stream_options so = {.text = {.chars = o.chars},
+                                .docs = !strcmp(o.documents, "paragraphs") ? TG_DOCS_PARAGRAPHS
+                                        : !strcmp(o.documents, "lines")    ? TG_DOCS_LINES
+                                                                           : TG_DOCS_FILE};
+        st = tg_lm_corpora(&lm_train, o.dev ? &lm_dev : NULL, vt, &so, block, o.holdout, &train, &dev, &lmd);
+    } else {
+        st = mlm ? tg_corpus_new_mlm(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
+                 : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
+        if (st == TG_OK && o.dev_src)
+            st = mlm ? tg_corpus_new_mlm(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
+                     : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    }
     AGREE_OR_DONE();
     if (grp) {
         st = tg_train_group_same(grp, tg_corpus_hash(train), "training data");
         if (st == TG_OK) st = tg_train_group_same(grp, dev ? tg_corpus_hash(dev) : 0, "dev data");
         if (st) goto done;
     }
+    const char *unit = mlm ? "sequence" : "pair";
     if (tg_corpus_size(train) == 0) {
-        st = tg_error_set(TG_ERR_INVALID, "every training pair is longer than --max-len %lld", (long long)mc.max_len);
+        st = tg_error_set(TG_ERR_INVALID, "every training %s is longer than --max-len %lld", unit, (long long)mc.max_len);
         goto done;
     }
     if (dev && tg_corpus_size(dev) == 0) {
-        st = tg_error_set(TG_ERR_INVALID, "every dev pair is longer than --max-len %lld", (long long)mc.max_len);
+        st = tg_error_set(TG_ERR_INVALID, "every dev %s is longer than --max-len %lld", unit, (long long)mc.max_len);
         goto done;
     }
     tg_corpus_stats cs;
     tg_corpus_stats_get(train, &cs);
-    if (lm) cs.mean_len = cs.tgt_mean; /* the sources of a language model are empty */
     int64_t hmax = tg_model_max_heads(mc.d_model, cs.mean_len);
-    if (leader)
+    if (leader && stream) /* each family speaks of its own data */
+        fprintf(stderr, "tg train: a token stream of %lld tokens (%lld document%s) in %lld blocks of %lld positions; "
+                        "dev: %s%lld tokens%s; vocabulary %lld\n", (long long)lmd.tokens, (long long)lmd.documents,
+                lmd.documents == 1 ? "" : "s", (long long)cs.pairs, (long long)block, lmd.held_out ? "the last " : "",
+                (long long)lmd.dev_tokens, lmd.held_out ? " held out" : dev ? "" : " (none)", (long long)mc.tgt_vocab);
+    else if (leader && mlm)
+        fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens), vocabulary %lld (with <mask>)\n",
+                (long long)cs.pairs, cs.tgt_mean, (long long)mc.tgt_vocab);
+    else if (leader)
         fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
                 (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,
                 mc.share_embeddings ? " (shared)" : "", (long long)hmax);
@@ -598,12 +654,14 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     if (!leader) {
         /* the messages below come from rank 0 */
     } else if (tg_corpus_skipped(train))
-        fprintf(stderr, "tg train: skipped %lld training pairs longer than max_len %lld (tokens + </s>)\n",
-                (long long)tg_corpus_skipped(train), (long long)mc.max_len);
+        fprintf(stderr, "tg train: skipped %lld training %ss longer than max_len %lld (tokens + </s>)\n",
+                (long long)tg_corpus_skipped(train), unit, (long long)mc.max_len);
     if (leader && dev && tg_corpus_skipped(dev))
-        fprintf(stderr, "tg train: skipped %lld dev pairs longer than max_len %lld\n", (long long)tg_corpus_skipped(dev),
+        fprintf(stderr, "tg train: skipped %lld dev %ss longer than max_len %lld\n", (long long)tg_corpus_skipped(dev), unit,
                 (long long)mc.max_len);
-    if (leader && mc.heads > hmax)
+    /* h_max bounds heads of attention over sentences of mean length n̄ (the encoder-decoder's pairs);
+     * a language model's blocks and masked sequences are not that setting */
+    if (leader && !lm && mc.heads > hmax)
         fprintf(stderr, "tg train: warning: %lld heads > h_max = floor(%lld / %.2f) = %lld of the training data "
                         "(docs/model.md §2.4: heads narrower than the mean sequence length hit the low-rank bottleneck)\n",
                 (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
@@ -714,6 +772,8 @@ done:
     tg_lines_free(&lt);
     tg_lines_free(&ds);
     tg_lines_free(&dt);
+    tg_lm_texts_free(&lm_train);
+    tg_lm_texts_free(&lm_dev);
     tg_json_free(cfg_json);
     tg_json_free(state_json);
     free(cfg_text);

@@ -314,6 +314,7 @@ struct tg_corpus {
     int64_t n, skipped;
     bool has_tgt;
     bool mlm;                   /* masked-LM pairs: batches by tg_batch_build_mlm */
+    bool stream;                /* blocks of a token stream: batches by tg_batch_build_lm_blocks */
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
@@ -322,6 +323,10 @@ struct tg_corpus {
 
 void tg__train_corpus_set_mlm(tg_corpus *c) {
     c->mlm = true;
+}
+
+void tg__train_corpus_set_stream(tg_corpus *c) {
+    c->stream = true;
 }
 
 void tg_corpus_free(tg_corpus *c) {
@@ -519,7 +524,8 @@ tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_
         s[i] = tg_corpus_src(c, idx[i], &sn[i]);
         if (c->has_tgt) t[i] = tg_corpus_tgt(c, idx[i], &tn[i]);
     }
-    if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
+    if (st == TG_OK && c->stream) st = tg_batch_build_lm_blocks(out, n, t, tn);
+    else if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
     else if (st == TG_OK) st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
     free(s);
     free(t);

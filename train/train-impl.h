@@ -10,6 +10,9 @@
 /* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
  * (train/data.c; set by tg_corpus_new_mlm). */
 void tg__train_corpus_set_mlm(tg_corpus *c);
+/* Mark a corpus of token-stream blocks: its batches are tg_batch_build_lm_blocks's
+ * (train/data.c; set by tg_corpus_new_stream). */
+void tg__train_corpus_set_stream(tg_corpus *c);
 
 struct tg_trainer {
     tg_model *m;

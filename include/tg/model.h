@@ -147,6 +147,11 @@ void tg_batch_free(tg_batch *b);
  * empty. */
 tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
 
+/* A batch of n windows of a token stream (arch lm trained on a stream, train/stream.c): window i
+ * of len[i] >= 2 ids reads seq[i][0, len-1) (tgt_in) and predicts seq[i][1, len) (tgt_out), with
+ * no <s> or </s> added; sources empty (</s> alone). */
+tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len);
+
 /* ---- masked language models (arch mlm; models/mlm.c) ---- */
 /* BERT's masking rule (Devlin et al. 2019) on ids[0..n): every token that is not special
  * (id >= 4) and not <mask> is chosen with probability p (at least one when any is eligible);
