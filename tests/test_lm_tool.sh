@@ -91,6 +91,26 @@ check "  60 new tokens over the model's 16 positions" sh -c '[ "$(head -c 63 out
 printf 'just one line of text without any break at all, but long\n' >line.txt
 expect "train --arch lm on a one-line corpus" 0 "(1 document) in" train --arch lm --chars --train line.txt \
     --out O --d-model 16 --heads 2 --dec-layers 1 --d-ff 32 --block 8 --progress none --steps 2
+# each family's own defaults (tools/train_defaults.c): a small model for a small text, PyTorch's Adam
+# and a short warm-up for lm and mlm; the encoder-decoder keeps the paper's base model and recipe
+expect "train --arch lm with the family's defaults" 0 "done at step 1" train --arch lm --chars --train line.txt \
+    --out F --progress none --steps 1
+expect "  inspect: the small lm" 0 "d_model 128, heads 4 (head dim 32), d_ff 512" inspect --model F/model.safetensors
+check "  4 decoder layers, 128 positions" sh -c 'grep -q "encoder layers 0, decoder layers 4" out.txt &&
+    grep -q "max_len 128," out.txt && ! grep -q cross out.txt'
+check "  stored options: Adam 0.999 / 1e-8, warm-up half a 1-step run, clip 1, cosine over --steps" sh -c \
+    'grep -aq "beta2[^,]*:0.999," F/state.safetensors && grep -aq "eps[^,]*:1e-08" F/state.safetensors &&
+     grep -aq "warmup[^,]*:0," F/state.safetensors && grep -aq "clip[^,]*:1," F/state.safetensors &&
+     grep -aq "schedule[^,]*cosine" F/state.safetensors'
+expect "train --help --arch lm shows the lm defaults" 0 "" train --arch lm --help
+check "  d-model 128, beta2 0.999" sh -c 'grep -q -- "--d-model D .*(default 128)" out.txt &&
+    grep -q -- "--beta2 B .*(default 0.999)" out.txt && grep -q "PyTorch" out.txt'
+expect "train --help shows the encoder-decoder's" 0 "" train --help
+check "  d-model 512, beta2 0.98, warmup 4000" sh -c 'grep -q -- "--d-model D .*(default 512)" out.txt &&
+    grep -q -- "--beta2 B .*(default 0.98)" out.txt && grep -q -- "--warmup N .*(default 4000)" out.txt'
+expect "train --arch mlm with the family's defaults" 0 "done at step 1" train --arch mlm --train train.txt \
+    --out FM --progress none --steps 1
+expect "  inspect: the small mlm" 0 "encoder layers 4, decoder layers 0" inspect --model FM/model.safetensors
 expect "train --arch lm --block past --max-len" 2 "--block 64 is past the model's 32 positions" train --arch lm \
     --train line.txt --out X --steps 1 --block 64 --max-len 32
 expect "train --arch mlm --block" 2 "--block applies to --arch lm" train --arch mlm --train dev.txt --out X \

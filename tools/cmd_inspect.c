@@ -131,7 +131,7 @@ int tg_cmd_inspect(int argc, char **argv) {
             snprintf(label, sizeof label, "%s layer %lld", side ? "decoder" : "encoder", (long long)l);
             row(2, label, sum);
             for (int k = 0; k < K_COUNT; k++) {
-                if (side == 0 && k == K_CROSS) continue;
+                if ((side == 0 || c->arch != TG_ARCH_ENCDEC) && k == K_CROSS) continue; /* none there */
                 if (k == K_SELF || k == K_CROSS)
                     snprintf(label, sizeof label, "%s (%s)", kind_label[k], tg_attn_kind_name(c->attention));
                 else snprintf(label, sizeof label, "%s", kind_label[k]);
@@ -143,12 +143,14 @@ int tg_cmd_inspect(int argc, char **argv) {
     if (final_norm) row(2, "final norms (pre-LN)", final_norm);
     if (other) row(2, "other", other);
     printf("by kind:\n");
+    /* the stacks the family has: a language model no encoder, a masked one no decoder, neither
+     * any cross-attention */
     snprintf(label, sizeof label, "encoder self-attention (%s)", tg_attn_kind_name(c->attention));
-    row(2, label, by_kind[0][K_SELF]);
+    if (c->arch != TG_ARCH_LM) row(2, label, by_kind[0][K_SELF]);
     snprintf(label, sizeof label, "decoder self-attention (%s)", tg_attn_kind_name(c->attention));
-    row(2, label, by_kind[1][K_SELF]);
+    if (c->arch != TG_ARCH_MLM) row(2, label, by_kind[1][K_SELF]);
     snprintf(label, sizeof label, "cross-attention (%s)", tg_attn_kind_name(c->attention));
-    row(2, label, by_kind[1][K_CROSS]);
+    if (c->arch == TG_ARCH_ENCDEC) row(2, label, by_kind[1][K_CROSS]);
     row(2, "feed-forward", by_kind[0][K_FFN] + by_kind[1][K_FFN]);
     row(2, "layer norms", by_kind[0][K_NORM] + by_kind[1][K_NORM] + final_norm);
     row(2, "embeddings and output", embed);

@@ -24,6 +24,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/train_defaults.h"
 #include "tools/train_group.h"
 #include "tools/train_stream.h"
 
@@ -32,15 +33,17 @@ static const char SYNOPSIS[] =
     "                | --arch lm|mlm --train FILE [--dev FILE] --out DIR\n"
     "                (--steps N | --epochs N | --minutes M) [model and training options] [--config FILE] [--resume]";
 static const char DESCRIPTION[] =
-    "Train an encoder-decoder Transformer, or with --arch lm a decoder-only language model on a\n"
-    "text of one sequence per line (GPT-2 style defaults: pre-LN, learned positions, GELU, one\n"
-    "vocabulary tied to the output, no label smoothing), or with --arch mlm an encoder-only masked\n"
-    "language model (BERT style: 15 % of the tokens masked once by the 80/10/10 rule). Writes DIR/model.safetensors, DIR/state.safetensors and\n"
-    "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
-    "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
-    "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).\n"
-    "Under mpirun -np N each rank trains on 1/N of every batch and rank 0 writes the files; --replicas N\n"
-    "does the same with N threads of one process (docs/distributed.md).";
+    "Train an encoder-decoder Transformer; or with --arch lm a decoder-only language model on a\n"
+    "token stream (GPT-2 style: the documents of --train, each <s> ... </s> with </s> the end-of-text\n"
+    "token and line breaks the token U+21B5, cut into shuffled blocks of --block positions; dev data\n"
+    "from --dev or the stream's held-out tail); or with --arch mlm an encoder-only masked language\n"
+    "model (BERT style: 15 % of the tokens of each line masked by the 80/10/10 rule). Writes\n"
+    "DIR/model.safetensors, DIR/state.safetensors and DIR/metrics.jsonl. Options may also come from a\n"
+    "JSON file (--config; keys as the option names, '-' or '_'); the command line wins. --resume\n"
+    "continues the run in DIR bit-exactly, with its stored options unless given again. Ctrl-C saves\n"
+    "a checkpoint and stops (exit status 130). Under mpirun -np N each rank trains on 1/N of every\n"
+    "batch and rank 0 writes the files; --replicas N does the same with N threads of one process\n"
+    "(docs/distributed.md).";
 
 /* In a group every rank passes here with its own status and leaves with the group's (the first
  * failing rank's message), so no rank waits for one that has already given up. Alone: st. */
@@ -204,8 +207,10 @@ static void table(train_opts *o, tg_opt *t) {
          "longest sequence incl. </s>; longer training pairs are skipped", 0, 0},
         {"optimizer", TG_OPT_CHOICE, &o->optimizer, 0, 0, "adam|adamw|sgd", NULL, "optimizer", 0, 0},
         {"beta1", TG_OPT_FLOAT, &o->beta1, 0, 0.999999, NULL, "B", "Adam beta1", 0, 0},
-        {"beta2", TG_OPT_FLOAT, &o->beta2, 0, 0.999999, NULL, "B", "Adam beta2", 0, 0},
-        {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E", "Adam epsilon", 0, 0},
+        {"beta2", TG_OPT_FLOAT, &o->beta2, 0, 0.999999, NULL, "B",
+         "Adam beta2 (encdec: 0.98, the Transformer recipe; lm, mlm: 0.999, PyTorch's)", 0, 0},
+        {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E",
+         "Adam epsilon (encdec: 1e-9, the recipe; lm, mlm: 1e-8, PyTorch's)", 0, 0},
         {"weight-decay", TG_OPT_FLOAT, &o->weight_decay, 0, 10, NULL, "W",
          "weight decay (AdamW: decoupled; default 0, 0.01 with adamw)", 0, 0},
         {"no-decay-vectors", TG_OPT_BOOL, &o->no_decay_vectors, 0, 0, NULL, NULL,
@@ -248,6 +253,34 @@ static bool file_exists(const char *dir, const char *name) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return access(p, F_OK) == 0;
+}
+
+/* The defaults of --arch lm / mlm (tools/train_defaults.h) for every option that neither the
+ * command line, --config nor a resumed run's stored options set: a model sized to the training
+ * text (tokens: -1 when unknown, as for --help), PyTorch's Adam, clipping, and a warm-up
+ * proportionate to the run. Written into the options, so that a resumed run stores and
+ * restores them like any other. */
+static void family_defaults(train_opts *o, tg_opt *t, int64_t tokens) {
+    tg_model_arch arch;
+    if (tg_model_arch_parse(o->arch, &arch) != TG_OK || arch == TG_ARCH_ENCDEC) return;
+    tg_family_defaults f;
+    tg_family_defaults_get(arch, tokens, &f);
+#define UNSET(name) (!tg_cli_find(t, name)->set)
+    if (UNSET("d-model")) o->d_model = f.d_model;
+    if (UNSET("heads")) o->heads = f.heads;
+    if (arch == TG_ARCH_LM && UNSET("dec-layers")) o->dec_layers = f.layers;
+    if (arch == TG_ARCH_MLM && UNSET("enc-layers")) o->enc_layers = f.layers;
+    if (UNSET("d-ff")) o->d_ff = f.d_ff;
+    if (UNSET("max-len") && UNSET("block")) o->max_len = f.max_len;
+    if (UNSET("max-tokens")) o->max_tokens = f.max_tokens;
+    if (UNSET("lr")) o->lr = f.lr;
+    if (UNSET("beta2")) o->beta2 = f.beta2;
+    if (UNSET("eps")) o->eps = f.eps;
+    if (UNSET("clip")) o->clip = f.clip;
+    if (UNSET("schedule")) o->schedule = o->steps > 0 ? "cosine" : "constant";
+    if (UNSET("min-lr")) o->min_lr = o->lr / 10;
+    if (UNSET("warmup")) o->warmup = tg_family_warmup(o->steps, o->epochs, tokens, o->max_tokens);
+#undef UNSET
 }
 
 /* Model configuration from the options; vocab sizes filled later. */
@@ -512,6 +545,7 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
             goto done;
         }
     }
+    if (lm) family_defaults(&o, t, tg_family_tokens_estimate(o.train, o.chars));
     if (!o.train_src || !o.train_tgt) {
         rc = fail(cmd, TG_EXIT_USAGE, "--train-src and --train-tgt are required (see tg train --help)");
         goto done;
@@ -808,7 +842,15 @@ int tg_cmd_train(int argc, char **argv) {
     defaults(&o);
     tg_opt t[80];
     table(&o, t);
-    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    /* --help after --arch lm / mlm shows that family's defaults */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch")) o.arch = argv[i + 1];
+    family_defaults(&o, t, -1);
+    static char description[4096];
+    char families[2048];
+    tg_family_describe(families, sizeof families);
+    snprintf(description, sizeof description, "%s\n\n%s", DESCRIPTION, families);
+    tg_cli_set_usage(SYNOPSIS, description);
     int rc = tg_cli_parse(cmd, t, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
     if (rc) return TG_EXIT_USAGE;
