@@ -117,6 +117,11 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
 tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
                           tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self);
 
+/* tg_mlm_mask's rule with the <mask> id and the vocabulary size V given (arguments checked by
+ * the caller); the dynamic masks of a corpus (train/data.c) are drawn with it per batch */
+void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+                      int32_t *target);
+
 /* parameter initialisation (models/init.c) */
 tg_status tg__model_init_params(tg_model *m, uint64_t seed);
 /* The parameters config c implies, in store order, without allocating any: fn is called with

@@ -156,6 +156,15 @@ expect "score --text with an mlm: accuracy" 0 "masked tokens: accuracy" score --
 cp out.txt mlm1.txt
 expect "score --text with an mlm again" 0 "" score --model M/model.safetensors --text dev.txt --seed 7
 check "mlm scores repeat with the seed" cmp -s out.txt mlm1.txt
+check "mlm: dev accuracy on fresh masks in the metrics" grep -q '"event":"dev".*"accuracy"' M/metrics.jsonl
+expect "fill-mask" 0 "<mask> 1 of 1 (token 2):" fill-mask --model M/model.safetensors --text "the <mask> sat" --top-k 3
+check "  the filled text, then 3 fillers with probabilities" sh -c '[ "$(wc -l <out.txt)" -eq 5 ] &&
+    sed -n 3p out.txt | grep -qE "^  1 [01]\.[0-9]{4} [a-z]+$"'
+expect "fill-mask without a mask" 2 "--text has no <mask> token" fill-mask --model M/model.safetensors --text "the cat"
+expect "fill-mask with a language model" 1 "tg fill-mask needs a masked language model" fill-mask \
+    --model L/model.safetensors --text "the <mask>"
+expect "train --arch mlm --static-masks" 0 "masked once (--static-masks)" train --arch mlm --train train.txt --out MS \
+    --d-model 16 --heads 2 --enc-layers 1 --d-ff 32 --max-len 12 --progress none --steps 2 --static-masks
 expect "generate with an mlm" 1 "is a masked language model (arch mlm)" generate --model M/model.safetensors --output g3.txt
 check "  nothing written" sh -c '[ ! -e g3.txt ]'
 expect "translate with an mlm" 1 "has no decoder" translate --model M/model.safetensors --input dev.txt

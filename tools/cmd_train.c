@@ -37,7 +37,8 @@ static const char DESCRIPTION[] =
     "token stream (GPT-2 style: the documents of --train, each <s> ... </s> with </s> the end-of-text\n"
     "token and line breaks the token U+21B5, cut into shuffled blocks of --block positions; dev data\n"
     "from --dev or the stream's held-out tail); or with --arch mlm an encoder-only masked language\n"
-    "model (BERT style: 15 % of the tokens of each line masked by the 80/10/10 rule). Writes\n"
+    "model (BERT style: 15 % of the tokens of each line masked by the 80/10/10 rule, anew for every\n"
+    "batch as RoBERTa does, or once with --static-masks; dev accuracy on fresh masks). Writes\n"
     "DIR/model.safetensors, DIR/state.safetensors and DIR/metrics.jsonl. Options may also come from a\n"
     "JSON file (--config; keys as the option names, '-' or '_'); the command line wins. --resume\n"
     "continues the run in DIR bit-exactly, with its stored options unless given again. Ctrl-C saves\n"
@@ -77,6 +78,7 @@ typedef struct {
     const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
     const char *arch, *train, *dev; /* --arch lm / mlm: one text file each */
     double mask_prob;               /* --arch mlm */
+    bool static_masks;              /* --arch mlm: BERT's masks drawn once (default: per batch) */
     int64_t block;                  /* --arch lm: positions per block of the token stream */
     const char *documents;          /* --arch lm: file|paragraphs|lines */
     double holdout;                 /* --arch lm: share of the stream's tail held out as dev */
@@ -165,6 +167,8 @@ static void table(train_opts *o, tg_opt *t) {
          "--arch lm: the documents joined by </s> in the stream (paragraphs: blank-line-separated)", 0, 0},
         {"holdout", TG_OPT_FLOAT, &o->holdout, 0, 0.5, NULL, "F",
          "--arch lm without --dev: the stream's last F held out as dev (0: none)", 0, 0},
+        {"static-masks", TG_OPT_BOOL, &o->static_masks, 0, 0, NULL, NULL,
+         "--arch mlm: mask each line once (BERT) instead of anew for every batch (RoBERTa)", 0, 0},
         {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
         {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
@@ -328,6 +332,8 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
     }
     for (size_t i = 0; i < 3; i++) {
         static const char *lm_only[] = {"block", "documents", "holdout"};
+        if (c->arch != TG_ARCH_MLM && tg_cli_find(t, "static-masks")->on_cli)
+            return fail(cmd, TG_EXIT_USAGE, "--static-masks applies to --arch mlm only");
         if (c->arch != TG_ARCH_LM && tg_cli_find(t, lm_only[i])->on_cli)
             return fail(cmd, TG_EXIT_USAGE, "--%s applies to --arch lm (a token stream) only", lm_only[i]);
     }
@@ -636,10 +642,14 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
                                                                            : TG_DOCS_FILE};
         st = tg_lm_corpora(&lm_train, o.dev ? &lm_dev : NULL, vt, &so, block, o.holdout, &train, &dev, &lmd);
     } else {
-        st = mlm ? tg_corpus_new_mlm(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
+        /* masks from the seed, the dev text's from seed + 1: drawn anew for every batch (dynamic;
+         * dev's the same at every evaluation, the batches being those of epoch 0), or once */
+        tg_status (*masked)(const tg_lines *, const tg_vocab *, const tg_corpus_options *, double, uint64_t,
+                            tg_corpus **) = o.static_masks ? tg_corpus_new_mlm : tg_corpus_new_mlm_dynamic;
+        st = mlm ? masked(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
                  : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
         if (st == TG_OK && o.dev_src)
-            st = mlm ? tg_corpus_new_mlm(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
+            st = mlm ? masked(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
                      : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
     }
     AGREE_OR_DONE();
@@ -666,8 +676,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
                 lmd.documents == 1 ? "" : "s", (long long)cs.pairs, (long long)block, lmd.held_out ? "the last " : "",
                 (long long)lmd.dev_tokens, lmd.held_out ? " held out" : dev ? "" : " (none)", (long long)mc.tgt_vocab);
     else if (leader && mlm)
-        fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens), vocabulary %lld (with <mask>)\n",
-                (long long)cs.pairs, cs.tgt_mean, (long long)mc.tgt_vocab);
+        fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens), vocabulary %lld (with <mask>); %.0f %% of "
+                        "the tokens masked %s\n", (long long)cs.pairs, cs.tgt_mean, (long long)mc.tgt_vocab,
+                100.0 * o.mask_prob, o.static_masks ? "once (--static-masks)" : "anew for every batch");
     else if (leader)
         fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
                 (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,

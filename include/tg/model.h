@@ -172,6 +172,12 @@ tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64
  * and their number. */
 tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
 
+/* The fillers of one sequence ids[0..n) (<mask> where a token is wanted; no specials added) under a
+ * masked language model: probs[i * V + v] = P(token v at position i), the softmax of the logits
+ * (dropout off); probs holds n * V floats (V the vocabulary size). Errors: another family, an
+ * empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
+tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs);
+
 /* ---- graphs ---- */
 /* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)
  * reads only the target side: tgt_in = <s> + tokens predicts tgt_out = tokens + </s> under a
