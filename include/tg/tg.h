@@ -17,6 +17,8 @@
 /* the Transformer zoo and its decoding */
 #include "tg/model.h"
 #include "tg/decode.h"
+#include "tg/layers.h"
+#include "tg/attn_kinds.h"
 /* training, metrics, data-parallel process groups */
 #include "tg/train.h"
 #include "tg/metrics.h"
