@@ -96,7 +96,7 @@ expect "train --arch lm on a one-line corpus" 0 "(1 document) in" train --arch l
 expect "train --arch lm with the family's defaults" 0 "done at step 1" train --arch lm --chars --train line.txt \
     --out F --progress none --steps 1
 expect "  inspect: the small lm" 0 "d_model 128, heads 4 (head dim 32), d_ff 512" inspect --model F/model.safetensors
-check "  4 decoder layers, 128 positions" sh -c 'grep -q "encoder layers 0, decoder layers 4" out.txt &&
+check "  4 decoder layers, 128 positions, one vocabulary" sh -c 'grep -q "encoder layers 0, decoder layers 4" out.txt && grep -q "^vocabulary: [0-9]* tokens (one table" out.txt &&
     grep -q "max_len 128," out.txt && ! grep -q cross out.txt'
 check "  stored options: Adam 0.999 / 1e-8, warm-up half a 1-step run, clip 1, cosine over --steps" sh -c \
     'grep -aq "beta2[^,]*:0.999," F/state.safetensors && grep -aq "eps[^,]*:1e-08" F/state.safetensors &&

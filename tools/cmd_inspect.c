@@ -76,8 +76,11 @@ int tg_cmd_inspect(int argc, char **argv) {
            (double)c->attn_dropout, (double)c->ffn_dropout, (double)c->label_smoothing);
     printf("  max_len %lld, share_embeddings %s, tie_output %s\n", (long long)c->max_len,
            c->share_embeddings ? "yes" : "no", c->tie_output ? "yes" : "no");
-    printf("vocabularies: source %lld, target %lld%s\n", (long long)c->src_vocab, (long long)c->tgt_vocab,
-           c->share_embeddings ? " (one shared table)" : "");
+    if (c->arch == TG_ARCH_ENCDEC)
+        printf("vocabularies: source %lld, target %lld%s\n", (long long)c->src_vocab, (long long)c->tgt_vocab,
+               c->share_embeddings ? " (one shared table)" : "");
+    else /* one text, one vocabulary */
+        printf("vocabulary: %lld tokens (one table, tied to the output)\n", (long long)c->tgt_vocab);
 
     int64_t ne = c->enc_layers, nd = c->dec_layers;
     int64_t *enc = calloc((size_t)(ne + 1) * K_COUNT, sizeof *enc), *dec = calloc((size_t)(nd + 1) * K_COUNT, sizeof *dec);
