@@ -329,6 +329,9 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
         if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
         /* a language model's positions are its blocks unless --max-len says otherwise */
         if (lm && o->block && !tg_cli_find(t, "max-len")->set) c->max_len = o->block;
+        if (lm && o->block > c->max_len)
+            return fail(cmd, TG_EXIT_USAGE, "--block %lld is past the model's %lld positions (--max-len)",
+                        (long long)o->block, (long long)c->max_len);
     }
     for (size_t i = 0; i < 3; i++) {
         static const char *lm_only[] = {"block", "documents", "holdout"};
@@ -523,6 +526,8 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     }
     if (o.resume) {
         if ((rc = restore_options(cmd, t, state_path, &state_json))) goto done;
+        /* a run stored before dynamic masking existed masked its lines once: resume it so */
+        if (!tg_cli_find(t, "static-masks")->set && !strcmp(o.arch, "mlm")) o.static_masks = true;
         static const char *model_opts[] = {MODEL_OPTION_NAMES};
         for (size_t i = 0; i < sizeof model_opts / sizeof *model_opts; i++)
             if (tg_cli_find(t, model_opts[i])->on_cli && leader)
@@ -627,14 +632,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     bool mlm = !strcmp(o.arch, "mlm"); /* masks drawn once from the seed (dev: seed + 1) */
     int64_t block = o.block ? o.block : mc.max_len;
     tg_lm_data lmd = {0};
-    if (stream && block > mc.max_len) {
-        st = tg_error_set(TG_ERR_INVALID, "--block %lld is past the model's %lld positions (--max-len)", (long long)block,
-                          (long long)mc.max_len);
-        if (!o.resume) { /* a usage error: the two options disagree */
-            rc = fail(cmd, TG_EXIT_USAGE, "%s", tg_error_message());
-            st = TG_OK;
-            goto done;
-        }
+    if (stream && block > mc.max_len) { /* a resumed model's positions (model_config checked the options) */
+        st = tg_error_set(TG_ERR_INVALID, "--block %lld is past the model's %lld positions (max_len of '%s')",
+                          (long long)block, (long long)mc.max_len, model_path);
     } else if (stream) {
         tg_stream_options so = {.text = {.chars = o.chars},
                                 .docs = !strcmp(o.documents, "paragraphs") ? TG_DOCS_PARAGRAPHS
