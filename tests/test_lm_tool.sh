@@ -113,6 +113,8 @@ expect "train --arch mlm with the family's defaults" 0 "done at step 1" train --
 expect "  inspect: the small mlm" 0 "encoder layers 4, decoder layers 0" inspect --model FM/model.safetensors
 expect "train --arch lm --block past --max-len" 2 "--block 64 is past the model's 32 positions" train --arch lm \
     --train line.txt --out X --steps 1 --block 64 --max-len 32
+expect "train --arch lm --holdout with --dev" 2 "--holdout and --dev exclude each other" train --arch lm \
+    --train line.txt --dev line.txt --out X --steps 1 --holdout 0.2
 expect "train --arch mlm --block" 2 "--block applies to --arch lm" train --arch mlm --train dev.txt --out X \
     --steps 1 --block 8
 check "  no directory created" sh -c '[ ! -e X ]'

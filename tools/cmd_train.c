@@ -329,6 +329,8 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
         if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
         /* a language model's positions are its blocks unless --max-len says otherwise */
         if (lm && o->block && !tg_cli_find(t, "max-len")->set) c->max_len = o->block;
+        if (lm && o->dev && tg_cli_find(t, "holdout")->on_cli)
+            return fail(cmd, TG_EXIT_USAGE, "--holdout and --dev exclude each other (the dev data is one or the other)");
         if (lm && o->block > c->max_len)
             return fail(cmd, TG_EXIT_USAGE, "--block %lld is past the model's %lld positions (--max-len)",
                         (long long)o->block, (long long)c->max_len);
