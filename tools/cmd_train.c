@@ -335,13 +335,12 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
             return fail(cmd, TG_EXIT_USAGE, "--block %lld is past the model's %lld positions (--max-len)",
                         (long long)o->block, (long long)c->max_len);
     }
-    for (size_t i = 0; i < 3; i++) {
-        static const char *lm_only[] = {"block", "documents", "holdout"};
-        if (c->arch != TG_ARCH_MLM && tg_cli_find(t, "static-masks")->on_cli)
-            return fail(cmd, TG_EXIT_USAGE, "--static-masks applies to --arch mlm only");
+    static const char *lm_only[] = {"block", "documents", "holdout"};
+    for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
         if (c->arch != TG_ARCH_LM && tg_cli_find(t, lm_only[i])->on_cli)
             return fail(cmd, TG_EXIT_USAGE, "--%s applies to --arch lm (a token stream) only", lm_only[i]);
-    }
+    if (c->arch != TG_ARCH_MLM && tg_cli_find(t, "static-masks")->on_cli)
+        return fail(cmd, TG_EXIT_USAGE, "--static-masks applies to --arch mlm only");
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
