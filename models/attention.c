@@ -374,7 +374,28 @@ tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_t
                               "[%lld,1,%lld,%lld]",
                               tg_shape_str(a, sizeof a, nm, mk), (long long)q[0], (long long)q[1],
                               (long long)kv[1]);
+    const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
+    if (def) return tg__attn_registered(m, g, def, prefix, xq, xkv, mask, xq == xkv);
     tg_tensor *k, *v;
     tg__attn_kv(m, g, prefix, xkv, &k, &v);
     return tg__attn_core(m, g, prefix, xq, k, v, mask, xq == xkv);
+}
+
+tg_tensor *tg__attn_registered(tg_model *m, tg_graph *g, const tg_attn_kind_def *def, const char *prefix,
+                               tg_tensor *xq, tg_tensor *xkv, tg_tensor *mask, bool self) {
+    if (!xq || !xkv) return NULL;
+    tg_attn_dims dims = tg__attn_dims(&m->cfg);
+    tg_tensor *o = def->forward(g, m->store, prefix, &dims, xq, xkv, mask, self, def->user);
+    if (!o) /* the kind's forward failed: its message, or one that names it */
+        return tg_graph_status(g, NULL) ? NULL
+                                        : tg__graph_fail(g, TG_ERR_INVALID, "attention kind '%s' (%s): the forward "
+                                                         "returned NULL", def->name, prefix);
+    int64_t q[TG_MAX_DIMS], os[TG_MAX_DIMS];
+    int nq = tg_tensor_shape(xq, q), no = tg_tensor_shape(o, os);
+    char a[96], b[96];
+    if (no != nq || os[0] != q[0] || os[1] != q[1] || os[2] != q[2])
+        return tg__graph_fail(g, TG_ERR_SHAPE, "attention kind '%s' (%s): the forward returned %s for queries %s; "
+                              "it must return the queries' shape [B,n,d_model]", def->name, prefix,
+                              tg_shape_str(a, sizeof a, no, os), tg_shape_str(b, sizeof b, nq, q));
+    return o;
 }

@@ -68,17 +68,26 @@ tg_status tg_model_arch_parse(const char *name, tg_model_arch *out) {
 }
 
 const char *tg_attn_kind_name(tg_attn_kind k) {
+    const tg_attn_kind_def *def = tg_attn_kind_def_get(k);
+    if (def) return def->name;
     return ((int)k >= 0 && k < TG_ATTN_COUNT) ? kind_names[k] : "unknown";
 }
 
+/* the built-in kinds, then the ones the program registered (tg/attn_kinds.h) */
 tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out) {
     for (int k = 0; name && k < TG_ATTN_COUNT; k++)
         if (strcmp(name, kind_names[k]) == 0) {
             *out = (tg_attn_kind)k;
             return TG_OK;
         }
-    return tg_error_set(TG_ERR_INVALID, "unknown attention kind '%s' (%s)", name ? name : "(null)",
-                        kind_commas + 2);
+    const tg_attn_kind_def *def;
+    for (int k = TG_ATTN_COUNT; name && (def = tg_attn_kind_def_get((tg_attn_kind)k)); k++)
+        if (strcmp(name, def->name) == 0) {
+            *out = (tg_attn_kind)k;
+            return TG_OK;
+        }
+    return tg_error_set(TG_ERR_INVALID, "unknown attention kind '%s' (%s, or one the program registers with "
+                        "tg_attn_kind_register)", name ? name : "(null)", kind_commas + 2);
 }
 
 int64_t tg_model_head_dim(const tg_model_config *c) {
@@ -112,8 +121,13 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     RANGE(c->dec_layers >= (c->arch == TG_ARCH_MLM ? 0 : 1) && c->dec_layers <= 256, "dec_layers %lld outside [%d, 256]",
           (long long)c->dec_layers, c->arch == TG_ARCH_MLM ? 0 : 1);
     RANGE(c->d_ff >= 1 && c->d_ff <= 1 << 20, "d_ff %lld outside [1, 1048576]", (long long)c->d_ff);
-    RANGE((int)c->attention >= 0 && c->attention < TG_ATTN_COUNT,
+    const tg_attn_kind_def *def = tg_attn_kind_def_get(c->attention);
+    RANGE(((int)c->attention >= 0 && c->attention < TG_ATTN_COUNT) || def,
           "unknown attention kind %d", (int)c->attention);
+    /* a registered kind computes what its forward says: the built-in kinds' options are not its */
+    RANGE(!def || (!c->rope && c->window == 0 && !c->interacting_literal),
+          "pos rope, a window and interacting_literal apply to the built-in attention kinds, not '%s'",
+          def ? def->name : "");
     if (c->attention == TG_ATTN_FIXED_HEAD) {
         RANGE(c->head_dim >= 0 && c->head_dim <= 65536, "head_dim %lld outside [0, 65536]", (long long)c->head_dim);
     } else {
@@ -145,6 +159,12 @@ tg_status tg_model_config_check(const tg_model_config *c) {
     RANGE(c->ffn_dropout >= 0.0f && c->ffn_dropout < 1.0f, "ffn_dropout %g outside [0, 1)", (double)c->ffn_dropout);
     RANGE(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f, "label_smoothing %g outside [0, 1)",
           (double)c->label_smoothing);
+    if (def && def->check) { /* the registered kind's own judgement of the dims */
+        tg_attn_dims dims = tg__attn_dims(c);
+        tg_status st = def->check(&dims, def->user);
+        if (st) return tg_error_prefix(st, "model config: attention kind '%s' does not fit d_model %lld, heads %lld",
+                                       def->name, (long long)c->d_model, (long long)c->heads);
+    }
     RANGE(c->src_vocab >= 5 && c->tgt_vocab >= 5, "vocabularies need at least one token besides the 4 specials");
     RANGE(!c->share_embeddings || c->src_vocab == c->tgt_vocab,
           "share_embeddings needs one joint vocabulary (sizes %lld and %lld)", (long long)c->src_vocab,

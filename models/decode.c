@@ -19,7 +19,11 @@
  * reads the tables' rows itself (core/plan.c: lookup fusion).
  * The attention core is the model's own (tg__attn_core), so all five variants work unchanged:
  * they only need projected K/V; the query is the one new position, and every cached key
- * precedes it, so self-attention needs no mask.
+ * precedes it, so self-attention needs no mask. A kind registered by the program
+ * (tg/attn_kinds.h) is opaque: its tables hold the sub-layer's inputs instead (w = d_model: the
+ * normed positions for self-attention, the memory for cross-attention), and a step calls its
+ * forward on the new position over the cached inputs and its own — O(t) rows as well, with the
+ * kind's projections of the earlier positions computed again.
  *
  * A language model (arch lm) uses the same decoder without an encoder: no source, no memory
  * and no cross-attention; its "sentences" are independent sequences started by <s>, and a
@@ -99,7 +103,8 @@ static tg_status encode(tg_decoder *d) {
         for (int64_t l = 0; l < L; l++)
             for (int kv = 0; kv < 2; kv++) {
                 snprintf(p, sizeof p, "decoder.layers.%lld.cross_attn.%s", (long long)l, kv ? "v_proj" : "k_proj");
-                keep[2 * l + kv] = tg_keep(tg__layer_linear(m, g, p, mem, true));
+                keep[2 * l + kv] = tg_keep(tg_attn_kind_def_get(c->attention) ? mem /* registered: the inputs */
+                                                                               : tg__layer_linear(m, g, p, mem, true));
             }
     } else {
         keep[0] = tg_keep(mem);
@@ -204,7 +209,7 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
     d->S = S;
     d->max_rows = max_rows;
     d->max_steps = max_steps;
-    d->w = c->heads * tg_model_head_dim(c);
+    d->w = tg_attn_kind_def_get(c->attention) ? c->d_model : c->heads * tg_model_head_dim(c);
     d->src = calloc((size_t)(n * S + 1), sizeof *d->src);
     d->sent = malloc((size_t)max_rows * sizeof *d->sent);
     d->sent_next = malloc((size_t)max_rows * sizeof *d->sent_next);
@@ -281,6 +286,13 @@ static tg_tensor *cache_rows(tg_graph *g, tg_decoder *d, const char *kind, int64
  * step at 512-wide attention, docs/results.md §4). */
 static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
+    const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
+    if (def) { /* the inputs cached: the new position over the earlier ones and itself */
+        *s->new_k = *s->new_v = tg_keep(x);
+        tg_tensor *parts[2] = {s->ids ? cache_rows(g, s->d, "self", s->layer, 'k', s->ids) : NULL, x};
+        tg_tensor *xkv = s->ids ? tg_concat(parts, 2, 1) : x;
+        return tg__attn_registered(m, g, def, prefix, x, xkv, NULL, true);
+    }
     char p[192];
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
     snprintf(p, sizeof p, "%s.k_proj", prefix);
@@ -304,6 +316,12 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
     step_ctx *s = ctx;
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg), R = tg_tensor_dim(x, 0),
             dm = tg_tensor_dim(x, 2);
+    const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
+    if (def) { /* the memory cached: the grouped queries over their sentence's */
+        int64_t grouped[3] = {R / s->group, s->group, dm}, rows[3] = {R, 1, dm};
+        tg_tensor *mem = cache_rows(g, s->d, "cross", s->layer, 'k', s->ids);
+        return tg_reshape(tg__attn_registered(m, g, def, prefix, tg_reshape(x, 3, grouped), mem, s->mask, false), 3, rows);
+    }
     tg_tensor *k = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
     tg_tensor *v = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
     int64_t grouped[3] = {R / s->group, s->group, dm}, rows[3] = {R, 1, dm};

@@ -40,27 +40,41 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
         if (prompt[i] <= TG_PAD || prompt[i] >= V)
             return tg_error_set(TG_ERR_INVALID, "tg_generate: prompt token %lld: id %d is <pad> or outside the vocabulary (%lld)",
                                 (long long)i, prompt[i], (long long)V);
-    /* steps: <s> and the prompt, then one per generated token but the last */
-    int64_t steps = n + o.max_new < c->max_len ? n + o.max_new : c->max_len;
+    /* ctx: every token fed so far (<s>, the prompt, then each drawn token); the decoder holds
+     * the positions from ctx[w0] on. When its max_len positions are full and more tokens are
+     * wanted, the window slides: a new decoder reads the last max_len / 2 tokens again (from
+     * position 0, as a block cut from a token stream starts), so generation runs to max_new or
+     * </s>, nanoGPT's cropped context done once per max_len / 2 tokens instead of per token. */
+    int64_t cap = n + 1 + o.max_new, w0 = 0, fed = 0, cache = cap < c->max_len ? cap : c->max_len;
+    int32_t *ctx = malloc((size_t)cap * sizeof *ctx);
     tg_decoder *d = NULL;
-    tg_status st = tg_decoder_new(m, NULL, NULL, 1, 1, steps, o.cached, &d);
+    tg_status st = tg_decoder_new(m, NULL, NULL, 1, 1, cache, o.cached, &d);
     float *lp = malloc((size_t)V * sizeof *lp);
     out->ids = malloc((size_t)o.max_new * sizeof *out->ids);
-    if (st == TG_OK && (!lp || !out->ids))
+    if (st == TG_OK && (!lp || !out->ids || !ctx))
         st = tg_error_set(TG_ERR_NOMEM, "tg_generate: out of memory");
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
     const int32_t parent = 0;
-    int32_t tok = TG_BOS;
-    for (int64_t s = 0; st == TG_OK && s < steps; s++) {
+    int64_t len = n + 1;
+    if (ctx) {
+        ctx[0] = TG_BOS;
+        if (n) memcpy(ctx + 1, prompt, (size_t)n * sizeof *ctx);
+    }
+    while (st == TG_OK) {
+        if (fed - w0 == c->max_len) { /* the decoder is full: slide the window */
+            tg_decoder_free(d);
+            d = NULL;
+            w0 = fed - c->max_len / 2;
+            fed = w0;
+            st = tg_decoder_new(m, NULL, NULL, 1, 1, cache, o.cached, &d);
+            if (st != TG_OK) break;
+        }
         /* log P under the model (temperature 1, no filters), before the masking below; the
          * sampler's softmax is the same over log-probabilities as over logits */
-        st = tg__decoder_step(d, 1, &parent, &tok, lp, true, NULL); /* lp: masked below */
+        st = tg__decoder_step(d, 1, &parent, &ctx[fed], lp, true, NULL); /* lp: masked below */
         if (st != TG_OK) break;
-        if (s < n) { /* still reading the prompt: its next token is given */
-            tok = prompt[s];
-            continue;
-        }
+        if (++fed < len) continue; /* still reading the prompt (or the window again) */
         lp[TG_PAD] = lp[TG_BOS] = -INFINITY; /* never drawn */
         int64_t next;
         st = tg_sample(lp, V, &o.sample, &rng, &next);
@@ -71,9 +85,10 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
             break;
         }
         out->ids[out->len++] = (int32_t)next;
-        tok = (int32_t)next;
+        ctx[len++] = (int32_t)next;
         if (out->len == o.max_new) break;
     }
+    free(ctx);
     free(lp);
     tg_decoder_free(d);
     if (st != TG_OK) {

@@ -7,35 +7,30 @@
 
 #include "models/model-impl.h"
 
-typedef enum { INIT_XAVIER, INIT_ZERO, INIT_ONE, INIT_EMBED, INIT_EYE } init_kind;
-
 /* tg__model_params_visit: a model without a store only lists its parameters, to this visitor */
 static _Thread_local tg__model_param_visitor visit_fn;
 static _Thread_local void *visit_ctx;
 
-static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int64_t cols,
-                     init_kind k) {
-    int64_t shape[2] = {rows, cols};
-    int ndim = cols > 0 ? 2 : 1;
+tg_status tg__model_param_add(tg_model *m, tg_rng *r, const char *name, int ndim, const int64_t *shape,
+                              tg_init_kind k) {
     if (!m->store) return visit_fn(visit_ctx, name, ndim, shape);
-    int64_t n = rows * (cols > 0 ? cols : 1);
-    if (m->no_draw && (k == INIT_XAVIER || k == INIT_EMBED)) k = INIT_ZERO; /* loaded next */
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    if (m->no_draw && (k == TG_INIT_XAVIER || k == TG_INIT_NORMAL)) k = TG_INIT_ZEROS; /* loaded next */
+    if (tg_store_find(m->store, name) >= 0)
+        return tg_error_set(TG_ERR_INVALID, "model init: a second parameter '%s'", name);
     float *w = malloc((size_t)n * sizeof *w);
     if (!w) return tg_error_set(TG_ERR_NOMEM, "model init: out of memory for '%s'", name);
-    double a = cols > 0 ? sqrt(6.0 / (double)(rows + cols)) : 0.0;
-    double sd = 1.0 / sqrt((double)m->cfg.d_model);
-    for (int64_t i = 0; i < n; i++) {
-        switch (k) {
-        case INIT_XAVIER: w[i] = (float)((2.0 * tg_rng_uniform(r) - 1.0) * a); break;
-        case INIT_ZERO: w[i] = 0.0f; break;
-        case INIT_ONE: w[i] = 1.0f; break;
-        case INIT_EMBED: w[i] = (float)(tg_rng_normal(r) * sd); break;
-        case INIT_EYE: w[i] = (i / cols == i % cols) ? 1.0f : 0.0f; break;
-        }
-    }
+    tg__params_fill(w, ndim, shape, k, r, 1.0 / sqrt((double)m->cfg.d_model));
     tg_status st = tg_store_add(m->store, name, ndim, shape, w, true);
     free(w);
     return st;
+}
+
+/* a matrix [rows, cols], or a vector [rows] when cols is 0 */
+static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int64_t cols, tg_init_kind k) {
+    int64_t shape[2] = {rows, cols};
+    return tg__model_param_add(m, r, name, cols > 0 ? 2 : 1, shape, k);
 }
 
 #define TRY(x)                   \
@@ -47,18 +42,18 @@ static tg_status add(tg_model *m, tg_rng *r, const char *name, int64_t rows, int
 static tg_status linear(tg_model *m, tg_rng *r, const char *prefix, int64_t out, int64_t in) {
     char name[176]; /* a prefix of up to 159 bytes and ".weight" */
     snprintf(name, sizeof name, "%s.weight", prefix);
-    TRY(add(m, r, name, out, in, INIT_XAVIER));
+    TRY(add(m, r, name, out, in, TG_INIT_XAVIER));
     snprintf(name, sizeof name, "%s.bias", prefix);
-    return add(m, r, name, out, 0, INIT_ZERO);
+    return add(m, r, name, out, 0, TG_INIT_ZEROS);
 }
 
 static tg_status norm(tg_model *m, tg_rng *r, const char *prefix) {
     char name[176];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    TRY(add(m, r, name, m->cfg.d_model, 0, INIT_ONE));
+    TRY(add(m, r, name, m->cfg.d_model, 0, TG_INIT_ONES));
     if (m->cfg.rms_norm) return TG_OK; /* RMSNorm has a gain only */
     snprintf(name, sizeof name, "%s.bias", prefix);
-    return add(m, r, name, m->cfg.d_model, 0, INIT_ZERO);
+    return add(m, r, name, m->cfg.d_model, 0, TG_INIT_ZEROS);
 }
 
 /* fc1 (and with SwiGLU the gate's partner fc3) [d_ff, d], fc2 [d, d_ff] */
@@ -75,6 +70,15 @@ static tg_status ffn(tg_model *m, tg_rng *r, const char *prefix) {
 
 static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
     const tg_model_config *c = &m->cfg;
+    const tg_attn_kind_def *def = tg_attn_kind_def_get(c->attention);
+    if (def) { /* a kind registered by the program (tg/attn_kinds.h) */
+        tg_params *p = tg__params_of_model(m, r);
+        if (!p) return tg_error_set(TG_ERR_NOMEM, "model init: out of memory");
+        tg_attn_dims dims = tg__attn_dims(c);
+        tg_status st = def->init(p, prefix, &dims, def->user);
+        tg_params_free(p);
+        return st ? tg_error_prefix(st, "attention kind '%s' (%s)", def->name, prefix) : TG_OK;
+    }
     int64_t d = c->d_model, h = c->heads, dk = tg_model_head_dim(c);
     char name[160];
     static const char *proj[3] = {"q_proj", "k_proj", "v_proj"};
@@ -88,9 +92,9 @@ static tg_status attention(tg_model *m, tg_rng *r, const char *prefix) {
     if (!c->no_out_proj) TRY(linear(m, r, name, d, in));
     if (c->attention == TG_ATTN_TALKING_HEADS) {
         snprintf(name, sizeof name, "%s.pre_softmax_proj", prefix);
-        TRY(add(m, r, name, h, h, INIT_EYE));
+        TRY(add(m, r, name, h, h, TG_INIT_EYE));
         snprintf(name, sizeof name, "%s.post_softmax_proj", prefix);
-        TRY(add(m, r, name, h, h, INIT_EYE));
+        TRY(add(m, r, name, h, h, TG_INIT_EYE));
     }
     return TG_OK;
 }
@@ -123,13 +127,13 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
     tg_rng_init(&r, seed);
     char p[160];
     if (c->share_embeddings) {
-        TRY(add(m, &r, "embed.weight", c->tgt_vocab, c->d_model, INIT_EMBED));
+        TRY(add(m, &r, "embed.weight", c->tgt_vocab, c->d_model, TG_INIT_NORMAL));
     } else {
-        TRY(add(m, &r, "src_embed.weight", c->src_vocab, c->d_model, INIT_EMBED));
-        TRY(add(m, &r, "tgt_embed.weight", c->tgt_vocab, c->d_model, INIT_EMBED));
+        TRY(add(m, &r, "src_embed.weight", c->src_vocab, c->d_model, TG_INIT_NORMAL));
+        TRY(add(m, &r, "tgt_embed.weight", c->tgt_vocab, c->d_model, TG_INIT_NORMAL));
     }
-    if (c->learned_pos) TRY(add(m, &r, "pos_embed.weight", c->max_len, c->d_model, INIT_EMBED));
-    if (c->type_vocab > 0) TRY(add(m, &r, "type_embed.weight", c->type_vocab, c->d_model, INIT_EMBED));
+    if (c->learned_pos) TRY(add(m, &r, "pos_embed.weight", c->max_len, c->d_model, TG_INIT_NORMAL));
+    if (c->type_vocab > 0) TRY(add(m, &r, "type_embed.weight", c->type_vocab, c->d_model, TG_INIT_NORMAL));
     if (c->embed_norm) TRY(norm(m, &r, "embed_norm"));
     for (int64_t l = 0; l < c->enc_layers; l++) {
         snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
@@ -162,9 +166,9 @@ tg_status tg__model_init_params(tg_model *m, uint64_t seed) {
     if (c->mlm_head) {
         TRY(linear(m, &r, "mlm_head.dense", c->d_model, c->d_model));
         TRY(norm(m, &r, "mlm_head.norm"));
-        TRY(add(m, &r, "mlm_head.bias", c->tgt_vocab, 0, INIT_ZERO));
+        TRY(add(m, &r, "mlm_head.bias", c->tgt_vocab, 0, TG_INIT_ZEROS));
     }
     if (!c->share_embeddings && !c->tie_output)
-        TRY(add(m, &r, "out_proj.weight", c->tgt_vocab, c->d_model, INIT_XAVIER));
+        TRY(add(m, &r, "out_proj.weight", c->tgt_vocab, c->d_model, TG_INIT_XAVIER));
     return TG_OK;
 }

@@ -10,69 +10,20 @@
 
 #include "models/model-impl.h"
 
-static tg_tensor *param(tg_model *m, tg_graph *g, const char *prefix, const char *suffix) {
-    char name[192];
-    snprintf(name, sizeof name, "%s%s%s", prefix, suffix[0] ? "." : "", suffix);
-    return tg_param(g, m->store, name);
-}
-
-/* y = x W^T + b with W [out, in] (PyTorch layout); x [..., in] is flattened to 2-D so that the
- * weight gradient is one GEMM, not a batch of them summed afterwards. */
+/* The model's linear, norm and FFN are tg/layers.h's (models/nn.c) over its store and config. */
 tg_tensor *tg__layer_linear(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, bool bias) {
-    tg_tensor *w = param(m, g, prefix, "weight");
-    if (!x || !w) return NULL;
-    int64_t shape[TG_MAX_DIMS];
-    int nd = tg_tensor_shape(x, shape);
-    int64_t flat[2] = {-1, shape[nd - 1]};
-    tg_tensor *y = tg_matmul(tg_reshape(x, 2, flat), w, false, true);
-    if (bias) y = tg_add(y, param(m, g, prefix, "bias"));
-    shape[nd - 1] = tg_tensor_dim(w, 0);
-    return tg_reshape(y, nd, shape);
+    return tg_layers_linear(g, m->store, prefix, x, bias);
 }
 
-/* LayerNorm, or RMSNorm: x / sqrt(mean(x^2) + eps) * g (no centring, no bias), composed of
- * primitive ops (their gradients compose). */
 tg_tensor *tg__layer_norm(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
-    float eps = m->cfg.norm_eps > 0.0f ? m->cfg.norm_eps : 1e-5f;
-    if (!m->cfg.rms_norm) return tg_layer_norm(x, param(m, g, prefix, "weight"), param(m, g, prefix, "bias"), eps);
-    tg_tensor *ms = tg_mean(tg_mul(x, x), -1, true);
-    return tg_mul(tg_mul(x, tg_rsqrt(tg_add_scalar(ms, eps))), param(m, g, prefix, "weight"));
+    return tg_layers_norm(g, m->store, prefix, x, m->cfg.rms_norm, m->cfg.norm_eps);
 }
 
-/* FFN(x) = act(x W1^T + b1) W2^T + b2, dropout on the hidden activation (default p = 0).
- * SwiGLU: act(x W1^T + b1) = silu(x W1^T + b1) * (x W3^T + b3), silu(z) = z sigmoid(z) and
- * sigmoid(z) = (1 + tanh(z / 2)) / 2 (primitive ops only). */
 tg_tensor *tg__layer_ffn(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x) {
-    char p[192];
-    snprintf(p, sizeof p, "%s.fc1", prefix);
-    tg_tensor *h = tg__layer_linear(m, g, p, x, true);
-    if (m->cfg.swiglu) {
-        snprintf(p, sizeof p, "%s.fc3", prefix);
-        tg_tensor *sig = tg_affine(tg_tanh(tg_scale(h, 0.5f)), 0.5f, 0.5f);
-        h = tg_mul(tg_mul(h, sig), tg__layer_linear(m, g, p, x, true));
-    } else {
-        h = m->cfg.gelu ? (m->cfg.gelu_erf ? tg_gelu_erf(h) : tg_gelu(h)) : tg_relu(h);
-    }
-    h = tg_dropout(h, m->cfg.ffn_dropout);
-    snprintf(p, sizeof p, "%s.fc2", prefix);
-    return tg__layer_linear(m, g, p, h, true);
-}
-
-/* Sinusoidal encoding, interleaved (docs/model.md §1): PE(pos, 2i) = sin(pos / 10000^(2i/d)),
- * PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). */
-static tg_tensor *sinusoid(tg_graph *g, int64_t offset, int64_t len, int64_t d) {
-    float *pe = malloc((size_t)(len * d) * sizeof *pe);
-    if (!pe) return tg__graph_fail(g, TG_ERR_NOMEM, "positional encoding: out of memory");
-    for (int64_t p = 0; p < len; p++)
-        for (int64_t i = 0; i < d; i += 2) {
-            double ang = (double)(p + offset) / pow(10000.0, (double)i / (double)d);
-            pe[p * d + i] = (float)sin(ang);
-            if (i + 1 < d) pe[p * d + i + 1] = (float)cos(ang);
-        }
-    int64_t s[2] = {len, d};
-    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 2, s, pe);
-    free(pe);
-    return t;
+    tg_ffn_kind k = m->cfg.swiglu ? TG_FFN_SWIGLU
+                    : m->cfg.gelu ? (m->cfg.gelu_erf ? TG_FFN_GELU_ERF : TG_FFN_GELU)
+                                  : TG_FFN_RELU;
+    return tg_layers_ffn(g, m->store, prefix, x, k, m->cfg.ffn_dropout);
 }
 
 bool tg__layer_check_ids(tg_graph *g, const char *who, const char *what, const int32_t *ids,
@@ -119,7 +70,7 @@ tg_tensor *tg__layer_embed(tg_model *m, tg_graph *g, const char *table, const in
     if (c->learned_pos) /* rope: positions enter in the attention (rotary), not here */
         x = tg_add(x, tg_embedding(tg_param(g, m->store, "pos_embed.weight"), tg_arange(g, offset, len)));
     else if (!c->rope)
-        x = tg_add(x, sinusoid(g, offset, len, c->d_model));
+        x = tg_add(x, tg_layers_sinusoid(g, offset, len, c->d_model));
     if (c->type_vocab > 0) { /* one segment: row 0 of the token-type table at every position */
         int64_t d1[2] = {1, c->d_model};
         x = tg_add(x, tg_reshape(tg_slice(tg_param(g, m->store, "type_embed.weight"), 0, 0, 1), 2, d1));

@@ -3,6 +3,7 @@
  * (tg__model_decode with memory NULL: no cross-attention), its parameters come from models/init.c,
  * and generation is models/generate.c on the incremental decoder of models/decode.c. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "models/model-impl.h"
 
@@ -18,4 +19,34 @@ tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, c
     free(src);
     free(src_n);
     return st;
+}
+
+tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len) {
+    if (!b || n < 1 || !seq || !len) return tg_error_set(TG_ERR_INVALID, "tg_batch_build_lm_blocks: bad arguments");
+    memset(b, 0, sizeof *b);
+    int64_t T = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!seq[i] || len[i] < 2)
+            return tg_error_set(TG_ERR_INVALID, "tg_batch_build_lm_blocks: window %lld has %lld ids (2 at least)",
+                                (long long)i, (long long)len[i]);
+        if (len[i] - 1 > T) T = len[i] - 1;
+    }
+    b->size = n;
+    b->src_len = 1;
+    b->tgt_len = T;
+    b->src = malloc((size_t)n * sizeof *b->src);
+    b->tgt_in = calloc((size_t)(n * T), sizeof *b->tgt_in); /* <pad> = 0 after a short window */
+    b->tgt_out = calloc((size_t)(n * T), sizeof *b->tgt_out);
+    if (!b->src || !b->tgt_in || !b->tgt_out) {
+        tg_batch_free(b);
+        return tg_error_set(TG_ERR_NOMEM, "tg_batch_build_lm_blocks: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        b->src[i] = TG_EOS;
+        memcpy(b->tgt_in + i * T, seq[i], (size_t)(len[i] - 1) * sizeof *seq[i]);
+        memcpy(b->tgt_out + i * T, seq[i] + 1, (size_t)(len[i] - 1) * sizeof *seq[i]);
+        b->tgt_tokens += len[i] - 1;
+    }
+    b->src_tokens = n;
+    return TG_OK;
 }

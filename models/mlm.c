@@ -14,6 +14,12 @@ tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p
     if (!(p > 0.0 && p <= 1.0)) return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: probability %g outside (0, 1]", p);
     int32_t mask = tg_vocab_id(v, "<mask>"), V = (int32_t)tg_vocab_size(v);
     if (mask == TG_UNK) return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: the vocabulary has no <mask> token");
+    tg__mlm_mask_ids(mask, V, ids, n, p, rng, input, target);
+    return TG_OK;
+}
+
+void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+                      int32_t *target) {
     int64_t eligible = 0, chosen = 0;
     for (int64_t i = 0; i < n; i++) {
         bool ok = ids[i] >= 4 && ids[i] != mask;
@@ -34,7 +40,6 @@ tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p
         if (r < 0.8) input[i] = mask;                                            /* 80 %: <mask> */
         else if (r < 0.9) input[i] = 4 + (int32_t)tg_rng_below(rng, (uint64_t)(V - 4)); /* 10 %: random */
     } /* 10 %: unchanged */
-    return TG_OK;
 }
 
 tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
@@ -93,5 +98,38 @@ tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct
     }
     free(l);
     tg_graph_free(g);
+    return st;
+}
+
+tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs) {
+    if (!m || !ids || !probs || n < 1) return tg_error_set(TG_ERR_INVALID, "tg_model_mlm_probs: NULL argument or empty sequence");
+    if (m->cfg.arch != TG_ARCH_MLM)
+        return tg_error_set(TG_ERR_INVALID, "tg_model_mlm_probs: the model is not a masked language model (arch %s)",
+                            tg_model_arch_name(m->cfg.arch));
+    /* the sequence as a batch of one (src = ids + </s>); the targets only give the logits' shape */
+    tg_batch b;
+    const int32_t *seq[1] = {ids};
+    tg_status st = tg_batch_build_mlm(&b, 1, seq, seq, &n);
+    if (st) return st;
+    tg_graph *g = tg_graph_new();
+    if (!g) {
+        tg_batch_free(&b);
+        return tg_error_set(TG_ERR_NOMEM, "tg_model_mlm_probs: out of memory");
+    }
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    int64_t V = m->cfg.tgt_vocab, S = b.src_len;
+    tg_tensor *p = tg_keep(tg_softmax(tg_model_logits(m, g, &b))); /* [S, V], the last row </s>'s */
+    float *all = malloc((size_t)(S * V) * sizeof *all);
+    const char *msg;
+    st = tg_graph_status(g, &msg);
+    if (st) tg_error_set(st, "tg_model_mlm_probs: %s", msg);
+    else if (!all) st = tg_error_set(TG_ERR_NOMEM, "tg_model_mlm_probs: out of memory");
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) st = tg_tensor_read(p, all, (size_t)(S * V) * sizeof *all);
+    if (st == TG_OK) memcpy(probs, all, (size_t)(n * V) * sizeof *probs);
+    free(all);
+    tg_graph_free(g);
+    tg_batch_free(&b);
     return st;
 }

@@ -10,6 +10,8 @@
 #include "tg/kv_cache.h"
 #include "tg/rng.h"
 #include "tg/sample.h"
+#include "tg/attn_kinds.h"
+#include "tg/layers.h"
 #include "tg/model.h"
 #include "tg/tokenizer.h"
 
@@ -127,6 +129,29 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
  * concatenated and the weights' two column ranges multiply each part's values */
 tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
                           tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self);
+
+/* tg_mlm_mask's rule with the <mask> id and the vocabulary size V given (arguments checked by
+ * the caller); the dynamic masks of a corpus (train/data.c) are drawn with it per batch */
+void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+                      int32_t *target);
+
+/* parameters (models/params.c, models/init.c): initial values of a parameter of `shape` drawn in
+ * element order (TG_INIT_NORMAL with sd); one added to a model being built (or listed to the
+ * visitor of tg__model_params_visit), with the model's sd d^-1/2; a tg_params over a model being
+ * built, with its RNG (free with tg_params_free) */
+void tg__params_fill(float *w, int ndim, const int64_t *shape, tg_init_kind k, tg_rng *r, double sd);
+tg_status tg__model_param_add(tg_model *m, tg_rng *r, const char *name, int ndim, const int64_t *shape,
+                              tg_init_kind k);
+tg_params *tg__params_of_model(tg_model *m, tg_rng *r);
+
+/* A registered kind's sub-layer (models/attention.c): its forward, and its output checked to be
+ * the queries' shape. */
+tg_tensor *tg__attn_registered(tg_model *m, tg_graph *g, const tg_attn_kind_def *def, const char *prefix,
+                               tg_tensor *xq, tg_tensor *xkv, tg_tensor *mask, bool self);
+/* registered attention kinds (models/attn_registry.c): the dims a kind is told of config c */
+tg_attn_dims tg__attn_dims(const tg_model_config *c);
+/* the number of registered kinds; a kind k is registered when TG_ATTN_COUNT <= k < that + COUNT */
+bool tg__attn_is_registered(tg_attn_kind k);
 
 /* parameter initialisation (models/init.c) */
 /* Whether the values x[0], x[stride], ... (below n) that a run of g on b gave are all finite:

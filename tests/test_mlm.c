@@ -239,6 +239,127 @@ START_TEST(test_mlm_trains) {
 }
 END_TEST
 
+/* counting sequences w_k w_{k+1} ... (mod 12), 8 long: NS lines in text/lp */
+enum { CNT_NS = 48, CNT_L = 8 };
+static tg_lines counting(char text[][128], char **lp) {
+    for (int s = 0; s < CNT_NS; s++) {
+        int o = 0;
+        for (int j = 0; j < CNT_L; j++)
+            o += snprintf(text[s] + o, 128 - (size_t)o, "%sw%d", j ? " " : "", (s + j) % 12);
+        lp[s] = text[s];
+    }
+    return (tg_lines){.n = CNT_NS, .line = lp, .buf = NULL, .path = "counting"};
+}
+
+/* the masks of batch (epoch, index) of a batcher over c, as the batch's model input */
+static void masks_at(tg_batcher *bt, int64_t epoch, int32_t *out, int64_t *n) {
+    ck_assert_int_eq(tg_batcher_seek(bt, epoch, 0), TG_OK);
+    tg_batch b;
+    ck_assert_int_eq(tg_batcher_next(bt, &b), TG_OK);
+    *n = b.size * b.src_len;
+    memcpy(out, b.src, (size_t)*n * sizeof *out);
+    tg_batch_free(&b);
+}
+
+/* dynamic masking (RoBERTa): the same batch position masks differently in another epoch, the
+ * same again in the same epoch (a resumed run draws the same); static masking repeats */
+START_TEST(test_mlm_dynamic_masks) {
+    tg_vocab *v = small_vocab(12);
+    char text[CNT_NS][128], *lp[CNT_NS];
+    tg_lines lines = counting(text, lp);
+    tg_corpus_options co = {.max_len = 16};
+    tg_corpus *dyn, *stat;
+    ck_assert_int_eq(tg_corpus_new_mlm_dynamic(&lines, v, &co, 0.15, 9, &dyn), TG_OK);
+    ck_assert_int_eq(tg_corpus_new_mlm(&lines, v, &co, 0.15, 9, &stat), TG_OK);
+    tg_corpus *cs[2] = {dyn, stat};
+    for (int k = 0; k < 2; k++) {
+        tg_batcher *bt;
+        /* no shuffling: batch 0 holds the same sequences in every epoch */
+        ck_assert_int_eq(tg_batcher_new(cs[k], 100000, 5, false, &bt), TG_OK);
+        static int32_t e0[4096], e1[4096], e0b[4096];
+        int64_t n0, n1, n0b;
+        masks_at(bt, 0, e0, &n0);
+        masks_at(bt, 1, e1, &n1);
+        masks_at(bt, 0, e0b, &n0b);
+        ck_assert(n0 == n1 && n0 == n0b && n0 >= CNT_NS * CNT_L);
+        int64_t differ = 0, again = 0;
+        for (int64_t i = 0; i < n0; i++) {
+            differ += e0[i] != e1[i];
+            again += e0[i] != e0b[i];
+        }
+        ck_assert_int_eq(again, 0);
+        if (k == 0) ck_assert_msg(differ > 20, "epochs 0 and 1 differ in %lld inputs", (long long)differ);
+        else ck_assert_int_eq(differ, 0);
+        tg_batcher_free(bt);
+    }
+    tg_corpus_free(dyn);
+    tg_corpus_free(stat);
+    tg_vocab_free(v);
+}
+END_TEST
+
+/* trained with dynamic masks on counting sequences, the model fills "w3 w4 <mask> w6 w7" with
+ * w5 (tg_model_mlm_probs, what tg fill-mask prints) */
+START_TEST(test_mlm_fill_mask_known) {
+    tg_vocab *v = small_vocab(12);
+    tg_model_config c = tg_model_config_mlm_default();
+    c.d_model = 32;
+    c.heads = 2;
+    c.enc_layers = 2;
+    c.d_ff = 64;
+    c.max_len = 16;
+    c.dropout = c.attn_dropout = 0.0f;
+    tg_model *m;
+    ck_assert_int_eq(tg_model_new(&c, v, v, B, 3, &m), TG_OK);
+    const tg_vocab *mv = tg_model_tgt_vocab(m);
+    char text[CNT_NS][128], *lp[CNT_NS];
+    tg_lines lines = counting(text, lp);
+    tg_corpus_options co = {.max_len = 16};
+    tg_corpus *corpus;
+    ck_assert_int_eq(tg_corpus_new_mlm_dynamic(&lines, mv, &co, 0.3, 9, &corpus), TG_OK);
+    tg_batcher *bt;
+    ck_assert_int_eq(tg_batcher_new(corpus, 100000, 5, true, &bt), TG_OK);
+    tg_optim_config oc = tg_optim_defaults(TG_OPTIM_ADAM);
+    tg_optim *opt;
+    ck_assert_int_eq(tg_optim_new(tg_model_store(m), &oc, &opt), TG_OK);
+    for (int step = 0; step < 200; step++) { /* a batch per epoch: new masks every step */
+        tg_batch b;
+        ck_assert_int_eq(tg_batcher_next(bt, &b), TG_OK);
+        const tg_batch *bs[1] = {&b};
+        tg_grad_info gi;
+        ck_assert_int_eq(tg_store_zero_grad(tg_model_store(m)), TG_OK);
+        ck_assert_msg(tg_train_grad(m, bs, 1, NULL, true, &gi) == TG_OK, "%s", tg_error_message());
+        ck_assert_int_eq(tg_optim_step(opt, 3e-3f), TG_OK);
+        tg_batch_free(&b);
+    }
+    int32_t ids[5] = {tg_vocab_id(mv, "w3"), tg_vocab_id(mv, "w4"), tg_vocab_id(mv, "<mask>"), tg_vocab_id(mv, "w6"),
+                      tg_vocab_id(mv, "w7")};
+    int64_t V = tg_vocab_size(mv);
+    float *p = malloc((size_t)(5 * V) * sizeof *p);
+    ck_assert_msg(tg_model_mlm_probs(m, ids, 5, p) == TG_OK, "%s", tg_error_message());
+    int32_t want = tg_vocab_id(mv, "w5");
+    ck_assert_int_eq(tg_argmax(p + 2 * V, V), want);
+    ck_assert_msg(p[2 * V + want] > 0.5f, "P(w5) = %.3f", (double)p[2 * V + want]);
+    double sum = 0;
+    for (int64_t t = 0; t < V; t++) sum += p[2 * V + t];
+    tg_assert_close(sum, 1.0, 1e-4, 0);
+    /* the wrong family */
+    tg_model *lm;
+    tg_model_config lc = tg_model_config_lm_default();
+    lc.d_model = 8, lc.heads = 2, lc.dec_layers = 1, lc.d_ff = 8, lc.max_len = 8;
+    tg_vocab *v2 = small_vocab(4);
+    ck_assert_int_eq(tg_model_new(&lc, v2, v2, B, 1, &lm), TG_OK);
+    ck_assert_int_eq(tg_model_mlm_probs(lm, ids, 5, p), TG_ERR_INVALID);
+    tg_assert_msg_has(tg_error_message(), "not a masked language model (arch lm)");
+    tg_model_free(lm);
+    free(p);
+    tg_optim_free(opt);
+    tg_batcher_free(bt);
+    tg_corpus_free(corpus);
+    tg_model_free(m);
+}
+END_TEST
+
 /* the classification head on the first token against PyTorch: each row's class log-probabilities */
 START_TEST(test_mlm_classify_fixture) {
     char path[1024], *rows[NROWS];
@@ -297,6 +418,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_mlm_save_load);
     tcase_add_test(t, test_mlm_wrong_family);
     tcase_add_test(t, test_mlm_trains);
+    tcase_add_test(t, test_mlm_dynamic_masks);
+    tcase_add_test(t, test_mlm_fill_mask_known);
     tcase_add_test(t, test_mlm_classify_fixture);
     suite_add_tcase(s, t);
     return s;

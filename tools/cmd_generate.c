@@ -19,8 +19,9 @@ static const char SYNOPSIS[] =
     "                [--seed S] [--chars] [--output FILE]";
 static const char DESCRIPTION[] =
     "Continue each prompt (--prompt, or each line of --input; none: generate from <s>) with a\n"
-    "language model trained by tg train --arch lm, and print prompt and continuation, one line\n"
-    "each. Sampling draws from softmax(logits / T) restricted to the top k tokens and then to the\n"
+    "language model trained by tg train --arch lm, and print prompt and continuation, one after\n"
+    "the other; generation stops at --max-new tokens or at </s>, the end-of-text token (a line\n"
+    "break of the training text is the token U+21B5, printed as a new line). Sampling draws from softmax(logits / T) restricted to the top k tokens and then to the\n"
     "top-p nucleus; --greedy takes the most likely token. --chars: the model was trained with\n"
     "--chars (a space is the token U+2581).";
 
@@ -44,10 +45,12 @@ static int append_tokens(char **buf, size_t *len, size_t *cap, const tg_vocab *v
                          bool chars, bool *first) {
     for (int64_t i = 0; i < n; i++) {
         const char *t = tg_vocab_token(v, ids[i]);
+        bool nl = !strcmp(t, TG_STREAM_NEWLINE); /* a line break of a token stream */
         if (chars && !strcmp(t, "\xe2\x96\x81")) t = " ";
-        if (!chars && !*first && append(buf, len, cap, " ")) return -1;
+        if (nl) t = "\n";
+        if (!chars && !*first && !nl && append(buf, len, cap, " ")) return -1;
         if (append(buf, len, cap, t)) return -1;
-        *first = false;
+        *first = nl; /* no space opens a line */
     }
     return 0;
 }
@@ -62,7 +65,9 @@ int tg_cmd_generate(int argc, char **argv) {
         {"prompt", TG_OPT_STRING, &prompt, 0, 0, NULL, "TEXT", "the prompt", 0, 0},
         {"input", TG_OPT_STRING, &input, 0, 0, NULL, "FILE", "prompts, one per line", 0, 0},
         {"output", TG_OPT_STRING, &output, 0, 0, NULL, "FILE", "write to FILE (default: standard output)", 0, 0},
-        {"max-new", TG_OPT_INT, &max_new, 1, 1 << 20, NULL, "N", "tokens to generate at most per prompt", 0, 0},
+        {"max-new", TG_OPT_INT, &max_new, 1, 1 << 20, NULL, "N",
+         "tokens to generate at most per prompt (or until </s>, the end of the text)", 0, 0},
+        {"max-new-tokens", TG_OPT_INT, &max_new, 1, 1 << 20, NULL, "N", "the same as --max-new", 0, 0},
         {"greedy", TG_OPT_BOOL, &greedy, 0, 0, NULL, NULL, "take the most likely token (temperature 0)", 0, 0},
         {"temperature", TG_OPT_FLOAT, &temperature, 0, 100, NULL, "T", "sampling temperature (0: greedy)", 0, 0},
         {"top-k", TG_OPT_INT, &top_k, 0, 1 << 30, NULL, "K", "sample from the K most likely tokens (0: all)", 0, 0},

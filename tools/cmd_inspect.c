@@ -115,8 +115,11 @@ int tg_cmd_inspect(int argc, char **argv) {
            (double)c->attn_dropout, (double)c->ffn_dropout, (double)c->label_smoothing);
     printf("  max_len %lld, share_embeddings %s, tie_output %s\n", (long long)c->max_len,
            c->share_embeddings ? "yes" : "no", c->tie_output ? "yes" : "no");
-    printf("vocabularies: source %lld, target %lld%s\n", (long long)c->src_vocab, (long long)c->tgt_vocab,
-           c->share_embeddings ? " (one shared table)" : "");
+    if (c->arch == TG_ARCH_ENCDEC)
+        printf("vocabularies: source %lld, target %lld%s\n", (long long)c->src_vocab, (long long)c->tgt_vocab,
+               c->share_embeddings ? " (one shared table)" : "");
+    else /* one text, one vocabulary */
+        printf("vocabulary: %lld tokens (one table, tied to the output)\n", (long long)c->tgt_vocab);
 
     int64_t ne = c->enc_layers, nd = c->dec_layers;
     int64_t *enc = calloc((size_t)(ne + 1) * K_COUNT, sizeof *enc), *dec = calloc((size_t)(nd + 1) * K_COUNT, sizeof *dec);
@@ -170,7 +173,7 @@ int tg_cmd_inspect(int argc, char **argv) {
             snprintf(label, sizeof label, "%s layer %lld", side ? "decoder" : "encoder", (long long)l);
             row(2, label, sum);
             for (int k = 0; k < K_COUNT; k++) {
-                if (side == 0 && k == K_CROSS) continue;
+                if ((side == 0 || c->arch != TG_ARCH_ENCDEC) && k == K_CROSS) continue; /* none there */
                 if (k == K_SELF || k == K_CROSS)
                     snprintf(label, sizeof label, "%s (%s)", kind_label[k], tg_attn_kind_name(c->attention));
                 else snprintf(label, sizeof label, "%s", kind_label[k]);
@@ -182,12 +185,14 @@ int tg_cmd_inspect(int argc, char **argv) {
     if (final_norm) row(2, "final norms (pre-LN)", final_norm);
     if (other) row(2, "other", other);
     printf("by kind:\n");
+    /* the stacks the family has: a language model no encoder, a masked one no decoder, neither
+     * any cross-attention */
     snprintf(label, sizeof label, "encoder self-attention (%s)", tg_attn_kind_name(c->attention));
-    row(2, label, by_kind[0][K_SELF]);
+    if (c->arch != TG_ARCH_LM) row(2, label, by_kind[0][K_SELF]);
     snprintf(label, sizeof label, "decoder self-attention (%s)", tg_attn_kind_name(c->attention));
-    row(2, label, by_kind[1][K_SELF]);
+    if (c->arch != TG_ARCH_MLM) row(2, label, by_kind[1][K_SELF]);
     snprintf(label, sizeof label, "cross-attention (%s)", tg_attn_kind_name(c->attention));
-    row(2, label, by_kind[1][K_CROSS]);
+    if (c->arch == TG_ARCH_ENCDEC) row(2, label, by_kind[1][K_CROSS]);
     row(2, "feed-forward", by_kind[0][K_FFN] + by_kind[1][K_FFN]);
     row(2, "layer norms", by_kind[0][K_NORM] + by_kind[1][K_NORM] + final_norm);
     row(2, "embeddings and output", embed);

@@ -24,22 +24,27 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/train_defaults.h"
 #include "tools/train_group.h"
+#include "tools/train_stream.h"
 
 static const char SYNOPSIS[] =
     "--train-src FILE --train-tgt FILE [--dev-src FILE --dev-tgt FILE] --out DIR\n"
     "                | --arch lm|mlm --train FILE [--dev FILE] --out DIR\n"
     "                (--steps N | --epochs N | --minutes M) [model and training options] [--config FILE] [--resume]";
 static const char DESCRIPTION[] =
-    "Train an encoder-decoder Transformer, or with --arch lm a decoder-only language model on a\n"
-    "text of one sequence per line (GPT-2 style defaults: pre-LN, learned positions, GELU, one\n"
-    "vocabulary tied to the output, no label smoothing), or with --arch mlm an encoder-only masked\n"
-    "language model (BERT style: 15 % of the tokens masked once by the 80/10/10 rule). Writes DIR/model.safetensors, DIR/state.safetensors and\n"
-    "DIR/metrics.jsonl. Options may also come from a JSON file (--config; keys as the option names,\n"
-    "'-' or '_'); the command line wins. --resume continues the run in DIR bit-exactly, with its\n"
-    "stored options unless given again. Ctrl-C saves a checkpoint and stops (exit status 130).\n"
-    "Under mpirun -np N each rank trains on 1/N of every batch and rank 0 writes the files; --replicas N\n"
-    "does the same with N threads of one process (docs/distributed.md).";
+    "Train an encoder-decoder Transformer; or with --arch lm a decoder-only language model on a\n"
+    "token stream (GPT-2 style: the documents of --train, each <s> ... </s> with </s> the end-of-text\n"
+    "token and line breaks the token U+21B5, cut into shuffled blocks of --block positions; dev data\n"
+    "from --dev or the stream's held-out tail); or with --arch mlm an encoder-only masked language\n"
+    "model (BERT style: 15 % of the tokens of each line masked by the 80/10/10 rule, anew for every\n"
+    "batch as RoBERTa does, or once with --static-masks; dev accuracy on fresh masks). Writes\n"
+    "DIR/model.safetensors, DIR/state.safetensors and DIR/metrics.jsonl. Options may also come from a\n"
+    "JSON file (--config; keys as the option names, '-' or '_'); the command line wins. --resume\n"
+    "continues the run in DIR bit-exactly, with its stored options unless given again. Ctrl-C saves\n"
+    "a checkpoint and stops (exit status 130). Under mpirun -np N each rank trains on 1/N of every\n"
+    "batch and rank 0 writes the files; --replicas N does the same with N threads of one process\n"
+    "(docs/distributed.md).";
 
 /* In a group every rank passes here with its own status and leaves with the group's (the first
  * failing rank's message), so no rank waits for one that has already given up. Alone: st. */
@@ -73,6 +78,10 @@ typedef struct {
     const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
     const char *arch, *train, *dev; /* --arch lm / mlm: one text file each */
     double mask_prob;               /* --arch mlm */
+    bool static_masks;              /* --arch mlm: BERT's masks drawn once (default: per batch) */
+    int64_t block;                  /* --arch lm: positions per block of the token stream */
+    const char *documents;          /* --arch lm: file|paragraphs|lines */
+    double holdout;                 /* --arch lm: share of the stream's tail held out as dev */
     bool joint, chars, resume, overwrite;
     int64_t min_count, max_vocab;
     /* model */
@@ -107,6 +116,8 @@ static void defaults(train_opts *o) {
     o->attention = "mha";
     o->arch = "encdec";
     o->mask_prob = 0.15;
+    o->documents = "file";
+    o->holdout = 0.1;
     o->norm = "post";
     o->pos = "sinusoidal";
     o->activation = "relu";
@@ -147,8 +158,17 @@ static void table(train_opts *o, tg_opt *t) {
         {"dev-tgt", TG_OPT_STRING, &o->dev_tgt, 0, 0, NULL, "FILE", "dev target sentences", 0, 0},
         {"arch", TG_OPT_CHOICE, &o->arch, 0, 0, "encdec|lm|mlm", NULL,
          "model family: encoder-decoder, language model, masked language model", 0, 0},
-        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE", "--arch lm/mlm: training text, one sequence per line", 0, 0},
+        {"train", TG_OPT_STRING, &o->train, 0, 0, NULL, "FILE",
+         "--arch lm: training text(s), a token stream (FILE[,FILE...]); --arch mlm: one sequence per line", 0, 0},
         {"dev", TG_OPT_STRING, &o->dev, 0, 0, NULL, "FILE", "--arch lm/mlm: dev text (loss at intervals)", 0, 0},
+        {"block", TG_OPT_INT, &o->block, 0, 1 << 20, NULL, "N",
+         "--arch lm: positions per block of the token stream (0: --max-len)", 0, 0},
+        {"documents", TG_OPT_CHOICE, &o->documents, 0, 0, "file|paragraphs|lines", NULL,
+         "--arch lm: the documents joined by </s> in the stream (paragraphs: blank-line-separated)", 0, 0},
+        {"holdout", TG_OPT_FLOAT, &o->holdout, 0, 0.5, NULL, "F",
+         "--arch lm without --dev: the stream's last F held out as dev (0: none)", 0, 0},
+        {"static-masks", TG_OPT_BOOL, &o->static_masks, 0, 0, NULL, NULL,
+         "--arch mlm: mask each line once (BERT) instead of anew for every batch (RoBERTa)", 0, 0},
         {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
         {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
@@ -193,8 +213,10 @@ static void table(train_opts *o, tg_opt *t) {
          "longest sequence incl. </s>; longer training pairs are skipped", 0, 0},
         {"optimizer", TG_OPT_CHOICE, &o->optimizer, 0, 0, "adam|adamw|sgd", NULL, "optimizer", 0, 0},
         {"beta1", TG_OPT_FLOAT, &o->beta1, 0, 0.999999, NULL, "B", "Adam beta1", 0, 0},
-        {"beta2", TG_OPT_FLOAT, &o->beta2, 0, 0.999999, NULL, "B", "Adam beta2", 0, 0},
-        {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E", "Adam epsilon", 0, 0},
+        {"beta2", TG_OPT_FLOAT, &o->beta2, 0, 0.999999, NULL, "B",
+         "Adam beta2 (encdec: 0.98, the Transformer recipe; lm, mlm: 0.999, PyTorch's)", 0, 0},
+        {"eps", TG_OPT_FLOAT, &o->eps, 1e-30, 1, NULL, "E",
+         "Adam epsilon (encdec: 1e-9, the recipe; lm, mlm: 1e-8, PyTorch's)", 0, 0},
         {"weight-decay", TG_OPT_FLOAT, &o->weight_decay, 0, 10, NULL, "W",
          "weight decay (AdamW: decoupled; default 0, 0.01 with adamw)", 0, 0},
         {"no-decay-vectors", TG_OPT_BOOL, &o->no_decay_vectors, 0, 0, NULL, NULL,
@@ -239,6 +261,34 @@ static bool file_exists(const char *dir, const char *name) {
     return access(p, F_OK) == 0;
 }
 
+/* The defaults of --arch lm / mlm (tools/train_defaults.h) for every option that neither the
+ * command line, --config nor a resumed run's stored options set: a model sized to the training
+ * text (tokens: -1 when unknown, as for --help), PyTorch's Adam, clipping, and a warm-up
+ * proportionate to the run. Written into the options, so that a resumed run stores and
+ * restores them like any other. */
+static void family_defaults(train_opts *o, tg_opt *t, int64_t tokens) {
+    tg_model_arch arch;
+    if (tg_model_arch_parse(o->arch, &arch) != TG_OK || arch == TG_ARCH_ENCDEC) return;
+    tg_family_defaults f;
+    tg_family_defaults_get(arch, tokens, &f);
+#define UNSET(name) (!tg_cli_find(t, name)->set)
+    if (UNSET("d-model")) o->d_model = f.d_model;
+    if (UNSET("heads")) o->heads = f.heads;
+    if (arch == TG_ARCH_LM && UNSET("dec-layers")) o->dec_layers = f.layers;
+    if (arch == TG_ARCH_MLM && UNSET("enc-layers")) o->enc_layers = f.layers;
+    if (UNSET("d-ff")) o->d_ff = f.d_ff;
+    if (UNSET("max-len") && UNSET("block")) o->max_len = f.max_len;
+    if (UNSET("max-tokens")) o->max_tokens = f.max_tokens;
+    if (UNSET("lr")) o->lr = f.lr;
+    if (UNSET("beta2")) o->beta2 = f.beta2;
+    if (UNSET("eps")) o->eps = f.eps;
+    if (UNSET("clip")) o->clip = f.clip;
+    if (UNSET("schedule")) o->schedule = o->steps > 0 ? "cosine" : "constant";
+    if (UNSET("min-lr")) o->min_lr = o->lr / 10;
+    if (UNSET("warmup")) o->warmup = tg_family_warmup(o->steps, o->epochs, tokens, o->max_tokens);
+#undef UNSET
+}
+
 /* Model configuration from the options; vocab sizes filled later. */
 static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_model_config *c) {
     *c = tg_model_config_default();
@@ -280,7 +330,20 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
         if (!tg_cli_find(t, "pos")->set) c->learned_pos = true;
         if (!tg_cli_find(t, "activation")->set) c->gelu = true;
         if (!tg_cli_find(t, "label-smoothing")->set) c->label_smoothing = 0.0f;
+        /* a language model's positions are its blocks unless --max-len says otherwise */
+        if (lm && o->block && !tg_cli_find(t, "max-len")->set) c->max_len = o->block;
+        if (lm && o->dev && tg_cli_find(t, "holdout")->on_cli)
+            return fail(cmd, TG_EXIT_USAGE, "--holdout and --dev exclude each other (the dev data is one or the other)");
+        if (lm && o->block > c->max_len)
+            return fail(cmd, TG_EXIT_USAGE, "--block %lld is past the model's %lld positions (--max-len)",
+                        (long long)o->block, (long long)c->max_len);
     }
+    static const char *lm_only[] = {"block", "documents", "holdout"};
+    for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
+        if (c->arch != TG_ARCH_LM && tg_cli_find(t, lm_only[i])->on_cli)
+            return fail(cmd, TG_EXIT_USAGE, "--%s applies to --arch lm (a token stream) only", lm_only[i]);
+    if (c->arch != TG_ARCH_MLM && tg_cli_find(t, "static-masks")->on_cli)
+        return fail(cmd, TG_EXIT_USAGE, "--static-masks applies to --arch mlm only");
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
@@ -424,6 +487,7 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     tg_json *cfg_json = NULL, *state_json = NULL;
     char *cfg_text = NULL, state_path[4096] = "", model_path[4096] = "";
     tg_lines ls = {0}, lt = {0}, ds = {0}, dt = {0};
+    tg_lm_texts lm_train = {0}, lm_dev = {0};
     tg_vocab *sv = NULL, *tv = NULL;
     tg_model *m = NULL;
     tg_backend *be = NULL;
@@ -478,6 +542,8 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     }
     if (o.resume) {
         if ((rc = restore_options(cmd, t, state_path, &state_json))) goto done;
+        /* a run stored before dynamic masking existed masked its lines once: resume it so */
+        if (!tg_cli_find(t, "static-masks")->set && !strcmp(o.arch, "mlm")) o.static_masks = true;
         static const char *model_opts[] = {MODEL_OPTION_NAMES};
         for (size_t i = 0; i < sizeof model_opts / sizeof *model_opts; i++)
             if (tg_cli_find(t, model_opts[i])->on_cli && leader)
@@ -508,6 +574,7 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
             goto done;
         }
     }
+    if (lm) family_defaults(&o, t, tg_family_tokens_estimate(o.train, o.chars));
     if (!o.train_src || !o.train_tgt) {
         rc = fail(cmd, TG_EXIT_USAGE, "--train-src and --train-tgt are required (see tg train --help)");
         goto done;
@@ -534,13 +601,19 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     AGREE_OR_DONE();
 
     /* data: read and check everything before writing anything */
-    st = tg_lines_read(o.train_src, false, &ls);
-    if (st == TG_OK) st = tg_lines_read(o.train_tgt, false, &lt);
-    if (st == TG_OK) st = tg_lines_check_parallel(&ls, &lt);
-    if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_src, false, &ds);
-    if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_tgt, false, &dt);
-    if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
-    if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
+    bool stream = !strcmp(o.arch, "lm"); /* a token stream of documents cut into blocks */
+    if (stream) {
+        st = tg_lm_texts_read(o.train, &lm_train);
+        if (st == TG_OK && o.dev) st = tg_lm_texts_read(o.dev, &lm_dev);
+    } else {
+        st = tg_lines_read(o.train_src, false, &ls);
+        if (st == TG_OK) st = tg_lines_read(o.train_tgt, false, &lt);
+        if (st == TG_OK) st = tg_lines_check_parallel(&ls, &lt);
+        if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_src, false, &ds);
+        if (st == TG_OK && o.dev_src) st = tg_lines_read(o.dev_tgt, false, &dt);
+        if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
+        if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
+    }
     AGREE_OR_DONE();
     int threads = grp && o.threads == 0 ? tg_train_group_threads(grp) : (int)o.threads;
     /* one GPU per rank of a host */
@@ -558,7 +631,12 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         AGREE_OR_DONE();
         mc = *tg_model_cfg(m);
     } else {
-        st = make_vocabs(&o, &ls, &lt, &sv, &tv);
+        if (stream) {
+            st = tg_lm_vocab(&lm_train, &(tg_text_options){.chars = o.chars}, o.src_vocab, o.min_count, o.max_vocab, &sv);
+            tv = sv;
+        } else {
+            st = make_vocabs(&o, &ls, &lt, &sv, &tv);
+        }
         AGREE_OR_DONE();
         mc.src_vocab = tg_vocab_size(sv);
         mc.tgt_vocab = tg_vocab_size(tv);
@@ -570,38 +648,63 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     const tg_vocab *vs = m ? tg_model_src_vocab(m) : sv, *vt = m ? tg_model_tgt_vocab(m) : tv;
     tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
     bool mlm = !strcmp(o.arch, "mlm"); /* masks drawn once from the seed (dev: seed + 1) */
-    st = mlm  ? tg_corpus_new_mlm(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
-         : lm ? tg_corpus_new_lm(&lt, vt, &co, &train)
-              : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
-    if (st == TG_OK && o.dev_src)
-        st = mlm  ? tg_corpus_new_mlm(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
-             : lm ? tg_corpus_new_lm(&dt, vt, &co, &dev)
-                  : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    int64_t block = o.block ? o.block : mc.max_len;
+    tg_lm_data lmd = {0};
+    if (stream && block > mc.max_len) { /* a resumed model's positions (model_config checked the options) */
+        st = tg_error_set(TG_ERR_INVALID, "--block %lld is past the model's %lld positions (max_len of '%s')",
+                          (long long)block, (long long)mc.max_len, model_path);
+    } else if (stream) {
+        tg_stream_options so = {.text = {.chars = o.chars},
+                                .docs = !strcmp(o.documents, "paragraphs") ? TG_DOCS_PARAGRAPHS
+                                        : !strcmp(o.documents, "lines")    ? TG_DOCS_LINES
+                                                                           : TG_DOCS_FILE};
+        st = tg_lm_corpora(&lm_train, o.dev ? &lm_dev : NULL, vt, &so, block, o.holdout, &train, &dev, &lmd);
+    } else {
+        /* masks from the seed, the dev text's from seed + 1: drawn anew for every batch (dynamic;
+         * dev's the same at every evaluation, the batches being those of epoch 0), or once */
+        tg_status (*masked)(const tg_lines *, const tg_vocab *, const tg_corpus_options *, double, uint64_t,
+                            tg_corpus **) = o.static_masks ? tg_corpus_new_mlm : tg_corpus_new_mlm_dynamic;
+        st = mlm ? masked(&lt, vt, &co, o.mask_prob, (uint64_t)o.seed, &train)
+                 : tg_corpus_new(&ls, &lt, vs, vt, &co, &train);
+        if (st == TG_OK && o.dev_src)
+            st = mlm ? masked(&dt, vt, &co, o.mask_prob, (uint64_t)o.seed + 1, &dev)
+                     : tg_corpus_new(&ds, &dt, vs, vt, &co, &dev);
+    }
     AGREE_OR_DONE();
     if (grp) {
         st = tg_train_group_same(grp, tg_corpus_hash(train), "training data");
         if (st == TG_OK) st = tg_train_group_same(grp, dev ? tg_corpus_hash(dev) : 0, "dev data");
         if (st) goto done;
     }
+    const char *unit = mlm ? "sequence" : "pair";
     if (tg_corpus_size(train) == 0) {
         st = tg_corpus_skipped(train)
-                 ? tg_error_set(TG_ERR_INVALID, "every training pair is longer than --max-len %lld", (long long)mc.max_len)
+                 ? tg_error_set(TG_ERR_INVALID, "every training %s is longer than --max-len %lld", unit,
+                                (long long)mc.max_len)
                  : tg_error_set(TG_ERR_INVALID, "the training data ('%s') hold no %s", lm ? o.train : o.train_src,
                                 lm ? "line" : "pair");
         goto done;
     }
     if (dev && tg_corpus_size(dev) == 0) {
         st = tg_corpus_skipped(dev)
-                 ? tg_error_set(TG_ERR_INVALID, "every dev pair is longer than --max-len %lld", (long long)mc.max_len)
+                 ? tg_error_set(TG_ERR_INVALID, "every dev %s is longer than --max-len %lld", unit, (long long)mc.max_len)
                  : tg_error_set(TG_ERR_INVALID, "the dev data ('%s') hold no %s", lm ? o.dev : o.dev_src,
                                 lm ? "line" : "pair");
         goto done;
     }
     tg_corpus_stats cs;
     tg_corpus_stats_get(train, &cs);
-    if (lm) cs.mean_len = cs.tgt_mean; /* the sources of a language model are empty */
     int64_t hmax = tg_model_max_heads(mc.d_model, cs.mean_len);
-    if (leader)
+    if (leader && stream) /* each family speaks of its own data */
+        fprintf(stderr, "tg train: a token stream of %lld tokens (%lld document%s) in %lld blocks of %lld positions; "
+                        "dev: %s%lld tokens%s; vocabulary %lld\n", (long long)lmd.tokens, (long long)lmd.documents,
+                lmd.documents == 1 ? "" : "s", (long long)cs.pairs, (long long)block, lmd.held_out ? "the last " : "",
+                (long long)lmd.dev_tokens, lmd.held_out ? " held out" : dev ? "" : " (none)", (long long)mc.tgt_vocab);
+    else if (leader && mlm)
+        fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens), vocabulary %lld (with <mask>); %.0f %% of "
+                        "the tokens masked %s\n", (long long)cs.pairs, cs.tgt_mean, (long long)mc.tgt_vocab,
+                100.0 * o.mask_prob, o.static_masks ? "once (--static-masks)" : "anew for every batch");
+    else if (leader)
         fprintf(stderr, "tg train: %lld training pairs (mean %.2f / %.2f tokens), vocabularies %lld / %lld%s, h_max %lld\n",
                 (long long)cs.pairs, cs.src_mean, cs.tgt_mean, (long long)mc.src_vocab, (long long)mc.tgt_vocab,
                 mc.share_embeddings ? " (shared)" : "", (long long)hmax);
@@ -621,12 +724,14 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     if (!leader) {
         /* the messages below come from rank 0 */
     } else if (tg_corpus_skipped(train))
-        fprintf(stderr, "tg train: skipped %lld training pairs longer than max_len %lld (tokens + </s>)\n",
-                (long long)tg_corpus_skipped(train), (long long)mc.max_len);
+        fprintf(stderr, "tg train: skipped %lld training %ss longer than max_len %lld (tokens + </s>)\n",
+                (long long)tg_corpus_skipped(train), unit, (long long)mc.max_len);
     if (leader && dev && tg_corpus_skipped(dev))
-        fprintf(stderr, "tg train: skipped %lld dev pairs longer than max_len %lld\n", (long long)tg_corpus_skipped(dev),
+        fprintf(stderr, "tg train: skipped %lld dev %ss longer than max_len %lld\n", (long long)tg_corpus_skipped(dev), unit,
                 (long long)mc.max_len);
-    if (leader && mc.heads > hmax)
+    /* h_max bounds heads of attention over sentences of mean length n̄ (the encoder-decoder's pairs);
+     * a language model's blocks and masked sequences are not that setting */
+    if (leader && !lm && mc.heads > hmax)
         fprintf(stderr, "tg train: warning: %lld heads > h_max = floor(%lld / %.2f) = %lld of the training data "
                         "(docs/model.md §2.4: heads narrower than the mean sequence length hit the low-rank bottleneck)\n",
                 (long long)mc.heads, (long long)mc.d_model, cs.mean_len, (long long)hmax);
@@ -745,6 +850,8 @@ done:
     tg_lines_free(&lt);
     tg_lines_free(&ds);
     tg_lines_free(&dt);
+    tg_lm_texts_free(&lm_train);
+    tg_lm_texts_free(&lm_dev);
     tg_json_free(cfg_json);
     tg_json_free(state_json);
     free(cfg_text);
@@ -779,7 +886,15 @@ int tg_cmd_train(int argc, char **argv) {
     defaults(&o);
     tg_opt t[80];
     table(&o, t);
-    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    /* --help after --arch lm / mlm shows that family's defaults */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch")) o.arch = argv[i + 1];
+    family_defaults(&o, t, -1);
+    static char description[4096];
+    char families[2048];
+    tg_family_describe(families, sizeof families);
+    snprintf(description, sizeof description, "%s\n\n%s", DESCRIPTION, families);
+    tg_cli_set_usage(SYNOPSIS, description);
     int rc = tg_cli_parse(cmd, t, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
     if (rc) return TG_EXIT_USAGE;

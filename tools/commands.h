@@ -7,6 +7,7 @@ int tg_cmd_prep(int argc, char **argv);
 int tg_cmd_train(int argc, char **argv);
 int tg_cmd_translate(int argc, char **argv);
 int tg_cmd_generate(int argc, char **argv);
+int tg_cmd_fill_mask(int argc, char **argv);
 int tg_cmd_attention(int argc, char **argv);
 int tg_cmd_score(int argc, char **argv);
 int tg_cmd_eval(int argc, char **argv);

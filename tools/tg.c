@@ -20,6 +20,7 @@ static const command commands[] = {
     {"train", tg_cmd_train, "train a Transformer; writes model, training state and metrics"},
     {"translate", tg_cmd_translate, "decode sentences with a checkpoint (greedy or beam search)"},
     {"generate", tg_cmd_generate, "continue prompts with a language model (greedy or sampled)"},
+    {"fill-mask", tg_cmd_fill_mask, "the most likely fillers of each <mask> under a masked language model"},
     {"score", tg_cmd_score, "log-probability of each target sentence given its source (or text: perplexity)"},
     {"eval", tg_cmd_eval, "BLEU, chrF, WER and PER of hypotheses against references"},
     {"attention", tg_cmd_attention, "attention weights of every layer and head: CSV and heat maps"},

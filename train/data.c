@@ -11,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "models/model-impl.h"
 #include "tg/json.h"
-#include "tg/train.h"
+#include "train/train-impl.h"
 
 /* The white space that separates tokens: the set tg_vocab_encode splits on. */
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
@@ -314,6 +315,11 @@ struct tg_corpus {
     int64_t n, skipped;
     bool has_tgt;
     bool mlm;                   /* masked-LM pairs: batches by tg_batch_build_mlm */
+    bool stream;                /* blocks of a token stream: batches by tg_batch_build_lm_blocks */
+    bool mlm_dynamic;           /* masks drawn per batch from the target side (dynamic masking) */
+    double mask_p;
+    uint64_t mask_seed;
+    int32_t mask_id, vocab_size;
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
@@ -322,6 +328,51 @@ struct tg_corpus {
 
 void tg__train_corpus_set_mlm(tg_corpus *c) {
     c->mlm = true;
+}
+
+void tg__train_corpus_set_stream(tg_corpus *c) {
+    c->stream = true;
+}
+
+void tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size) {
+    c->mlm_dynamic = true;
+    c->mask_p = p;
+    c->mask_seed = seed;
+    c->mask_id = mask;
+    c->vocab_size = vocab_size;
+}
+
+static uint64_t mix64(uint64_t x);
+
+/* RoBERTa's dynamic masking (Liu et al. 2019): example i of a batch of epoch `epoch` is masked by
+ * BERT's rule with an RNG seeded from (seed, epoch, i), so the masks change from epoch to epoch
+ * and are still a function of the position in the data (a resumed run draws the same ones). */
+static tg_status batch_masked(const tg_corpus *c, const int64_t *idx, int64_t n, int64_t epoch, tg_batch *out) {
+    int32_t **in = calloc((size_t)n, sizeof *in), **tg = calloc((size_t)n, sizeof *tg);
+    int64_t *len = calloc((size_t)n, sizeof *len);
+    tg_status st = in && tg && len ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_corpus_batch: out of memory");
+    for (int64_t i = 0; st == TG_OK && i < n; i++) {
+        const int32_t *ids = tg_corpus_tgt(c, idx[i], &len[i]);
+        in[i] = malloc((size_t)(len[i] + 1) * sizeof **in);
+        tg[i] = malloc((size_t)(len[i] + 1) * sizeof **tg);
+        if (!ids || !in[i] || !tg[i]) {
+            st = ids ? tg_error_set(TG_ERR_NOMEM, "tg_corpus_batch: out of memory")
+                     : tg_error_set(TG_ERR_INVALID, "tg_corpus_batch: pair %lld out of range", (long long)idx[i]);
+            break;
+        }
+        tg_rng r;
+        tg_rng_init(&r, mix64(c->mask_seed ^ mix64((uint64_t)epoch ^ mix64((uint64_t)idx[i] + 0x51ED270B27u))));
+        tg__mlm_mask_ids(c->mask_id, c->vocab_size, ids, len[i], c->mask_p, &r, in[i], tg[i]);
+    }
+    if (st == TG_OK) st = tg_batch_build_mlm(out, n, (const int32_t *const *)in, (const int32_t *const *)tg, len);
+    for (int64_t i = 0; in && tg && i < n; i++) {
+        free(in[i]);
+        free(tg[i]);
+    }
+    free(in);
+    free(tg);
+    free(len);
+    return st;
 }
 
 void tg_corpus_free(tg_corpus *c) {
@@ -507,7 +558,12 @@ uint64_t tg_corpus_hash(const tg_corpus *c) {
 }
 
 tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_batch *out) {
+    return tg__corpus_batch_at(c, idx, n, 0, out);
+}
+
+tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n, int64_t epoch, tg_batch *out) {
     if (!c || !idx || n < 1 || !out) return tg_error_set(TG_ERR_INVALID, "tg_corpus_batch: bad arguments");
+    if (c->mlm_dynamic) return batch_masked(c, idx, n, epoch, out);
     const int32_t **s = malloc((size_t)n * sizeof *s), **t = malloc((size_t)n * sizeof *t);
     int64_t *sn = malloc((size_t)n * sizeof *sn), *tn = malloc((size_t)n * sizeof *tn);
     tg_status st = (s && t && sn && tn) ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_corpus_batch: out of memory");
@@ -519,7 +575,8 @@ tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_
         s[i] = tg_corpus_src(c, idx[i], &sn[i]);
         if (c->has_tgt) t[i] = tg_corpus_tgt(c, idx[i], &tn[i]);
     }
-    if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
+    if (st == TG_OK && c->stream) st = tg_batch_build_lm_blocks(out, n, t, tn);
+    else if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
     else if (st == TG_OK) st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
     free(s);
     free(t);
@@ -677,7 +734,7 @@ tg_status tg_batcher_next(tg_batcher *b, tg_batch *out) {
         if (st) return st;
     }
     int64_t k = b->perm[b->index], lo = b->start[k], hi = b->start[k + 1];
-    tg_status st = tg_corpus_batch(b->c, b->order + lo, hi - lo, out);
+    tg_status st = tg__corpus_batch_at(b->c, b->order + lo, hi - lo, b->epoch, out);
     if (st) return st;
     memcpy(b->last, b->order + lo, (size_t)(hi - lo) * sizeof *b->last);
     b->nlast = hi - lo;

@@ -2,7 +2,8 @@
  * that batching, training, evaluation and scoring are the encoder-decoder's own code:
  *  - arch lm: the sequence is the target side and the sources are empty (an empty source costs
  *    one token, </s>, per sentence in the batch budget);
- *  - arch mlm: (masked sequence, targets at the masked positions), masked once by BERT's rule. */
+ *  - arch mlm: (masked sequence, targets at the masked positions), masked once by BERT's rule
+ *    (static), or the plain sequences masked anew for every batch (dynamic, train/data.c). */
 #include <stdlib.h>
 
 #include "train/train-impl.h"
@@ -17,6 +18,19 @@ tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg
     for (int64_t i = 0; i < text->n; i++) none.line[i] = empty;
     tg_status st = tg_corpus_new(&none, text, vocab, vocab, opt, out);
     free(none.line);
+    return st;
+}
+
+tg_status tg_corpus_new_mlm_dynamic(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+                                   double p, uint64_t seed, tg_corpus **out) {
+    if (out) *out = NULL;
+    if (!text || !vocab || !out) return tg_error_set(TG_ERR_INVALID, "tg_corpus_new_mlm_dynamic: NULL argument");
+    if (!(p > 0.0 && p <= 1.0))
+        return tg_error_set(TG_ERR_INVALID, "tg_corpus_new_mlm_dynamic: probability %g outside (0, 1]", p);
+    int32_t mask = tg_vocab_id(vocab, "<mask>");
+    if (mask == TG_UNK) return tg_error_set(TG_ERR_INVALID, "tg_corpus_new_mlm_dynamic: the vocabulary has no <mask> token");
+    tg_status st = tg_corpus_new_lm(text, vocab, opt, out);
+    if (st == TG_OK) tg__train_corpus_set_mlm_dynamic(*out, p, seed, mask, (int32_t)tg_vocab_size(vocab));
     return st;
 }
 

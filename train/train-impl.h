@@ -16,6 +16,15 @@ int64_t tg__optim_passes(const tg_optim *o);
 /* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
  * (train/data.c; set by tg_corpus_new_mlm). */
 void tg__train_corpus_set_mlm(tg_corpus *c);
+/* Mark a corpus of token-stream blocks: its batches are tg_batch_build_lm_blocks's
+ * (train/data.c; set by tg_corpus_new_stream). */
+void tg__train_corpus_set_stream(tg_corpus *c);
+/* Mark a corpus of plain sequences (the target side) as a masked language model's with masks
+ * drawn anew for every batch (train/data.c; set by tg_corpus_new_mlm_dynamic). */
+void tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size);
+/* tg_corpus_batch of a batch of epoch `epoch`: a dynamically masked corpus draws example i's
+ * masks from (seed, epoch, i), so every epoch masks anew and any batch can be built again. */
+tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n, int64_t epoch, tg_batch *out);
 
 struct tg_trainer {
     tg_model *m;
@@ -45,6 +54,7 @@ struct tg_trainer {
     int64_t win_steps;
     bool writer; /* writes files and progress: alone, or rank 0 of a group */
     int64_t **last_idx; /* in a group: sentence indices of the step's k global batches */
+    int64_t *last_epoch; /* and the epoch each came from (a dynamically masked corpus's masks) */
     int64_t nlast_idx;
     bool bar_open; /* a progress bar is on the current terminal line */
 };

@@ -160,7 +160,7 @@ tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k, 
 
 /* Summed loss, NLL, target tokens and sentences of the batches i with i % size == rank. */
 static tg_status evaluate_part(tg_model *m, const tg_corpus *c, int64_t max_tokens, int rank, int size,
-                               double sums[4]) {
+                               double sums[5]) {
     tg_batcher *bt;
     tg_status st = tg_batcher_new(c, max_tokens, 0, false, &bt);
     if (st) return st;
@@ -177,24 +177,30 @@ static tg_status evaluate_part(tg_model *m, const tg_corpus *c, int64_t max_toke
         sums[1] += q;
         sums[2] += (double)b.tgt_tokens;
         sums[3] += (double)b.size;
+        if (st == TG_OK && tg_model_cfg(m)->arch == TG_ARCH_MLM) { /* the masked tokens predicted right */
+            int64_t right = 0, total = 0;
+            st = tg_model_mlm_accuracy(m, &b, &right, &total);
+            sums[4] += (double)right;
+        }
         tg_batch_free(&b);
     }
     tg_batcher_free(bt);
     return st;
 }
 
-static void eval_info(const double sums[4], tg_eval_info *e) {
+static void eval_info(const double sums[5], tg_eval_info *e) {
     e->tgt_tokens = (int64_t)sums[2];
     e->sentences = (int64_t)sums[3];
     e->loss = sums[0] / sums[2];
     e->nll = sums[1] / sums[2];
     e->ppl = exp(e->nll);
+    e->accuracy = sums[2] > 0 ? sums[4] / sums[2] : 0.0;
 }
 
 tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out) {
     if (!m || !c || !out) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: NULL argument");
     if (!tg_corpus_tgt(c, 0, NULL)) return tg_error_set(TG_ERR_INVALID, "tg_train_evaluate: corpus has no targets");
-    double sums[4] = {0};
+    double sums[5] = {0};
     tg_status st = evaluate_part(m, c, max_tokens, 0, 1, sums);
     if (st) return st;
     eval_info(sums, out);
@@ -205,10 +211,10 @@ tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens,
 static tg_status trainer_evaluate(tg_trainer *t, tg_eval_info *out) {
     tg_dist *d = t->cfg.dist;
     if (tg_dist_size(d) == 1) return tg_train_evaluate(t->m, t->dev, t->cfg.max_tokens, out);
-    double sums[4] = {0};
+    double sums[5] = {0};
     tg_status st = evaluate_part(t->m, t->dev, t->cfg.max_tokens, tg_dist_rank(d), tg_dist_size(d), sums);
     st = tg_dist_agree(d, st);
-    if (st == TG_OK) st = tg_dist_sum(d, sums, 4);
+    if (st == TG_OK) st = tg_dist_sum(d, sums, 5);
     if (st == TG_OK) eval_info(sums, out);
     return st;
 }
@@ -226,6 +232,7 @@ void tg_trainer_free(tg_trainer *t) {
     }
     for (int64_t i = 0; i < t->nlast_idx; i++) free(t->last_idx[i]);
     free(t->last_idx);
+    free(t->last_epoch);
     free(t->out_dir);
     free(t);
 }
@@ -320,7 +327,7 @@ static tg_status dist_grad(tg_trainer *t, tg_status st, tg_batch *b, int64_t k, 
     for (int64_t i = 0; st == TG_OK && i < k; i++) {
         int64_t lo = b[i].size * r / n, hi = b[i].size * (r + 1) / n;
         if (hi > lo) {
-            st = tg_corpus_batch(t->train, t->last_idx[i] + lo, hi - lo, &part[i]);
+            st = tg__corpus_batch_at(t->train, t->last_idx[i] + lo, hi - lo, t->last_epoch[i], &part[i]);
             last = i;
         }
     }
@@ -367,7 +374,10 @@ tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
     tg_status st = (b && bp && seeds) ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_trainer_step: out of memory");
     if (st == TG_OK && group && t->nlast_idx < k) {
         int64_t **p = realloc(t->last_idx, (size_t)k * sizeof *p);
-        if (p) {
+        if (p) t->last_idx = p;
+        int64_t *e = p ? realloc(t->last_epoch, (size_t)k * sizeof *e) : NULL;
+        if (e) t->last_epoch = e;
+        if (p && e) {
             for (int64_t i = t->nlast_idx; i < k; i++) p[i] = NULL;
             t->last_idx = p;
             t->nlast_idx = k;
@@ -377,6 +387,7 @@ tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info) {
     }
     int64_t got = 0;
     for (; st == TG_OK && got < k; got++) {
+        if (group) t->last_epoch[got] = tg_batcher_epoch(t->bt); /* the epoch of the batch next */
         st = tg_batcher_next(t->bt, &b[got]);
         if (st) break;
         bp[got] = &b[got];
@@ -562,6 +573,7 @@ tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
         json_num(t->metrics, "loss", e.loss);
         json_num(t->metrics, "nll", e.nll);
         json_num(t->metrics, "ppl", e.ppl);
+        if (tg_model_cfg(t->m)->arch == TG_ARCH_MLM) json_num(t->metrics, "accuracy", e.accuracy);
         fprintf(t->metrics, ",\"tgt_tokens\":%lld,\"sentences\":%lld", (long long)e.tgt_tokens,
                 (long long)e.sentences);
         json_num(t->metrics, "elapsed_s", elapsed(t));
@@ -570,8 +582,15 @@ tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
     }
     if (t->cfg.progress != TG_PROGRESS_NONE) {
         end_bar(t);
-        fprintf(log_stream(t), "dev step %lld: loss %.4f nll %.4f ppl %.3f (%lld sentences)\n", (long long)t->step,
-                e.loss, e.nll, e.ppl, (long long)e.sentences);
+        /* each family counts its own data: blocks of a stream, masked tokens, sentences */
+        tg_model_arch a = tg_model_cfg(t->m)->arch;
+        if (a == TG_ARCH_MLM)
+            fprintf(log_stream(t), "dev step %lld: loss %.4f ppl %.3f, masked-token accuracy %.1f %% (%lld masked tokens "
+                                   "in %lld sequences)\n", (long long)t->step, e.loss, e.ppl, 100.0 * e.accuracy,
+                    (long long)e.tgt_tokens, (long long)e.sentences);
+        else
+            fprintf(log_stream(t), "dev step %lld: loss %.4f nll %.4f ppl %.3f (%lld %s)\n", (long long)t->step, e.loss,
+                    e.nll, e.ppl, (long long)e.sentences, a == TG_ARCH_LM ? "sequences" : "sentences");
         fflush(log_stream(t));
     }
     if (out) *out = e;

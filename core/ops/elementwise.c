@@ -36,15 +36,17 @@ tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(TG_OP_DIV, a, b, "
 /* A same-shape op of one f32 input (plus optional extra inputs of the same shape). */
 tg_tensor *tg__op_unary(tg_op op, tg_tensor *x, tg_tensor *extra) {
     TG__OP_CHECK(x);
-    TG__OP_CHECK(tg__op_need_f32(x, tg_op_name(op)));
+    char fn[64]; /* the public function's name, as every other builder's errors say it */
+    snprintf(fn, sizeof fn, "tg_%s", tg_op_name(op));
+    TG__OP_CHECK(tg__op_need_f32(x, fn));
     tg_tensor *src[2] = {tg__op_cont(x), extra ? tg__op_cont(extra) : NULL};
     TG__OP_CHECK(src[0]);
     if (extra) {
         TG__OP_CHECK(src[1]);
         if (!tg__tensor_same_shape(x, extra)) {
             char a[96], b[96];
-            return tg__graph_fail(x->graph, TG_ERR_SHAPE, "%s: shapes %s and %s differ",
-                                  tg_op_name(op), TG__OP_SHAPESTR(a, x), TG__OP_SHAPESTR(b, extra));
+            return tg__graph_fail(x->graph, TG_ERR_SHAPE, "%s: shapes %s and %s differ", fn,
+                                  TG__OP_SHAPESTR(a, x), TG__OP_SHAPESTR(b, extra));
         }
     }
     tg_tensor *t = tg__graph_new(x->graph, op, TG_DTYPE_F32, x->ndim, x->shape);

@@ -37,7 +37,7 @@ tg_tensor *tg_max(tg_tensor *x, int axis, bool keepdim) {
     return reduce(TG_OP_MAX, x, axis, keepdim, "tg_max");
 }
 tg_tensor *tg_mean(tg_tensor *x, int axis, bool keepdim) {
-    tg_tensor *s = tg_sum(x, axis, keepdim);
+    tg_tensor *s = reduce(TG_OP_SUM, x, axis, keepdim, "tg_mean"); /* its errors name tg_mean */
     TG__OP_CHECK(s);
     int64_t n = x->shape[tg__tensor_axis(axis, x->ndim)];
     return tg_scale(s, n ? 1.0f / (float)n : 0.0f);

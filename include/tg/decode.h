@@ -127,12 +127,13 @@ typedef struct tg_generation {
     int64_t len;
     double logprob;  /* log P of the generated ids (and </s> when finished) under the model at
                       * temperature 1, whatever the sampling options */
-    bool finished;   /* ended with </s> (false: max_new or the model's max_len reached) */
+    bool finished;   /* ended with </s> (false: max_new reached) */
 } tg_generation;
 
 /* Continue `prompt` (n >= 0 ids of the model's vocabulary, without <s>): <s> and the prompt are
- * fed one token per step, then tokens are drawn (tg_sample) until </s>, max_new tokens, or the
- * model's max_len positions. <pad> and <s> are never drawn. Errors: an encoder-decoder model, a
+ * fed one token per step, then tokens are drawn (tg_sample) until </s> or max_new tokens. Past
+ * the model's max_len positions the context slides: the last max_len / 2 tokens are read again
+ * from position 0 and drawing goes on. <pad> and <s> are never drawn. Errors: an encoder-decoder model, a
  * prompt with <pad> or an id outside the vocabulary, or a prompt that with <s> does not fit in
  * max_len. On success *out owns its ids (tg_generation_free). */
 tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,

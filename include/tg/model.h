@@ -173,6 +173,11 @@ void tg_batch_free(tg_batch *b);
  * empty. */
 tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
 
+/* A batch of n windows of a token stream (arch lm trained on a stream, train/stream.c): window i
+ * of len[i] >= 2 ids reads seq[i][0, len-1) (tgt_in) and predicts seq[i][1, len) (tgt_out), with
+ * no <s> or </s> added; sources empty (</s> alone). */
+tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len);
+
 /* ---- masked language models (arch mlm; models/mlm.c) ---- */
 /* BERT's masking rule (Devlin et al. 2019) on ids[0..n): every token that is not special
  * (id >= 4) and not <mask> is chosen with probability p (at least one when any is eligible);
@@ -200,6 +205,11 @@ tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct
  * normalize. out: B * d_model floats, caller-owned. */
 tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int64_t S, tg_pool pool, bool normalize,
                          float *out);
+/* The fillers of one sequence ids[0..n) (<mask> where a token is wanted; no specials added) under a
+ * masked language model: probs[i * V + v] = P(token v at position i), the softmax of the logits
+ * (dropout off); probs holds n * V floats (V the vocabulary size). Errors: another family, an
+ * empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
+tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs);
 
 /* ---- graphs ---- */
 /* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)

@@ -20,6 +20,8 @@
 #include "tg/decode.h"
 #include "tg/tokenizer.h"
 #include "tg/hf.h"
+#include "tg/layers.h"
+#include "tg/attn_kinds.h"
 /* training, metrics, data-parallel process groups */
 #include "tg/train.h"
 #include "tg/metrics.h"

@@ -145,6 +145,41 @@ tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg
  * must hold <mask>. */
 tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt, double p,
                             uint64_t seed, tg_corpus **out);
+/* ---- token streams for language models (train/stream.c) ---- */
+
+/* What a document is when texts become one token stream. */
+typedef enum tg_docs_kind {
+    TG_DOCS_FILE = 0,   /* each text (file) is one document; blank lines are line breaks */
+    TG_DOCS_PARAGRAPHS, /* blank-line-separated paragraphs are the documents */
+    TG_DOCS_LINES,      /* every non-blank line is a document */
+} tg_docs_kind;
+
+typedef struct tg_stream_options {
+    tg_text_options text;
+    tg_docs_kind docs;
+} tg_stream_options;
+
+/* The token of a line break inside a document: "↵" (U+21B5), as "▁" stands for a space. */
+extern const char TG_STREAM_NEWLINE[];
+
+/* The texts as one stream of ids: every document is <s>, its tokens, </s> (</s> is the
+ * end-of-text token between documents), the line breaks inside a document the token
+ * TG_STREAM_NEWLINE (<unk> when the vocabulary lacks it); empty lines are allowed. *ids is
+ * malloc'ed (caller frees), *n its length. Errors name the file. */
+tg_status tg_stream_encode(const tg_lines *const *texts, int ntexts, const tg_vocab *v, const tg_stream_options *o,
+                           int32_t **ids, int64_t *n);
+/* A language model's corpus (arch lm) of blocks of a token stream ids[0..n) (copied): block i
+ * holds ids [i·block, (i+1)·block] (block + 1 ids; the last may be shorter), the model reading
+ * the first `block` and predicting the next ones (tg_batch_build_lm_blocks). A stream of n ids
+ * has ceil((n - 1) / block) blocks; fewer than 2 ids give an empty corpus. */
+tg_status tg_corpus_new_stream(const int32_t *ids, int64_t n, int64_t block, tg_corpus **out);
+/* A masked language model's corpus with dynamic masking (RoBERTa, Liu et al. 2019): the lines
+ * are kept plain, and every batch masks its sequences anew by BERT's rule (probability p), example
+ * i of a batch of epoch e from an RNG seeded with (seed, e, i): new masks every epoch, the same
+ * ones for the same position in the data (resuming, and a group's ranks, draw the same). Batches
+ * and errors as tg_corpus_new_mlm; tg_corpus_batch builds epoch 0's. */
+tg_status tg_corpus_new_mlm_dynamic(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+                                    double p, uint64_t seed, tg_corpus **out);
 void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 int64_t tg_corpus_size(const tg_corpus *c);
@@ -222,6 +257,9 @@ tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k,
 typedef struct tg_eval_info {
     double loss, nll, ppl;
     int64_t tgt_tokens, sentences;
+    /* masked language models (arch mlm): the masked tokens predicted right (argmax), as a share
+     * of tgt_tokens (the masked ones); 0 for the other families */
+    double accuracy;
 } tg_eval_info;
 tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out);
 

@@ -1,0 +1,147 @@
+/* `tg fill-mask`: the most likely fillers of each <mask> of a text under a masked language model
+ * (arch mlm; tg_model_mlm_probs), with their probabilities, as Hugging Face's fill-mask pipeline
+ * shows them.
+ *
+ * The text is tokenized as the model was trained (words, or --chars) with every "<mask>" one
+ * mask token: "<mask>" is first replaced by a private-use character (U+E000), so that in a
+ * character model too it stays one token and the spaces around it stay where they were. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tg/train.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+static const char SYNOPSIS[] = "--model M --text \"... <mask> ...\" [--top-k K] [--chars] [--threads N] [--backend cpu|cuda]";
+static const char DESCRIPTION[] =
+    "Print the --top-k most likely fillers of each <mask> in --text under a masked language model\n"
+    "(tg train --arch mlm), with their probabilities: first the text with every mask filled by its\n"
+    "most likely token, then per mask one line per filler, \"rank probability token\". Specials\n"
+    "(<pad>, <unk>, <s>, </s>, <mask>) are never proposed; the probabilities are over the whole\n"
+    "vocabulary. --chars: the model was trained with --chars.";
+
+static const char PLACEHOLDER[] = "\xEE\x80\x80"; /* U+E000 */
+
+/* text with each "<mask>" replaced by PLACEHOLDER (malloc'ed); *masks gets their count */
+static char *mark_masks(const char *text, int64_t *masks) {
+    char *out = malloc(strlen(text) + 1), *o = out;
+    *masks = 0;
+    if (!out) return NULL;
+    for (const char *p = text; *p;) {
+        if (!strncmp(p, "<mask>", 6)) {
+            memcpy(o, PLACEHOLDER, 3);
+            o += 3;
+            p += 6;
+            ++*masks;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* the text of a token as printed: U+2581 a space (characters), U+21B5 a line break */
+static const char *shown(const char *t, bool chars) {
+    if (chars && !strcmp(t, "\xE2\x96\x81")) return " ";
+    if (!strcmp(t, TG_STREAM_NEWLINE)) return "\n";
+    return t;
+}
+
+int tg_cmd_fill_mask(int argc, char **argv) {
+    const char *cmd = "fill-mask", *model = NULL, *text = NULL, *backend = "cpu";
+    int64_t top_k = 5, threads = 0;
+    bool chars = false;
+    tg_opt opts[] = {
+        {"model", TG_OPT_STRING, &model, 0, 0, NULL, "M", "masked language model checkpoint (required)", 0, 0},
+        {"text", TG_OPT_STRING, &text, 0, 0, NULL, "TEXT", "text with one or more <mask> (required)", 0, 0},
+        {"top-k", TG_OPT_INT, &top_k, 1, 1000, NULL, "K", "fillers shown per mask", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (trained with --chars)", 0, 0},
+        {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
+        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        {0},
+    };
+    tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
+    int rc = tg_cli_parse(cmd, opts, argc, argv, NULL, 0, NULL);
+    if (rc == TG_CLI_HELP) return TG_EXIT_OK;
+    if (rc) return TG_EXIT_USAGE;
+    if (!model || !text) return tg_cli_fail(cmd, TG_EXIT_USAGE, "--model and --text are required (see tg fill-mask --help)");
+    int64_t nmask = 0;
+    char *marked = mark_masks(text, &nmask);
+    if (!marked) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "out of memory");
+    if (nmask == 0) {
+        free(marked);
+        return tg_cli_fail(cmd, TG_EXIT_USAGE, "--text has no <mask> token to fill: \"%s\"", text);
+    }
+    tg_backend *be = NULL;
+    tg_model *m = NULL;
+    char **toks = NULL;
+    int64_t nt = 0, V = 0;
+    int32_t *ids = NULL;
+    float *probs = NULL;
+    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
+    if (st == TG_OK) st = tg_model_load(model, be, &m);
+    if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_MLM)
+        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg fill-mask needs a masked language model (tg train --arch mlm)",
+                          model, tg_model_cfg(m)->arch == TG_ARCH_LM ? "a language model" : "an encoder-decoder model",
+                          tg_model_arch_name(tg_model_cfg(m)->arch));
+    if (st == TG_OK) st = tg_tokenize(marked, &(tg_text_options){.chars = chars}, &toks, &nt);
+    const tg_vocab *v = m ? tg_model_tgt_vocab(m) : NULL;
+    if (st == TG_OK) {
+        V = tg_vocab_size(v);
+        ids = malloc((size_t)(nt ? nt : 1) * sizeof *ids);
+        probs = malloc((size_t)(nt ? nt : 1) * (size_t)V * sizeof *probs);
+        if (!ids || !probs) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    }
+    int32_t mask = v ? tg_vocab_id(v, "<mask>") : 0;
+    for (int64_t i = 0; st == TG_OK && i < nt; i++) ids[i] = !strcmp(toks[i], PLACEHOLDER) ? mask : tg_vocab_id(v, toks[i]);
+    if (st == TG_OK && nt + 1 > tg_model_cfg(m)->max_len)
+        st = tg_error_set(TG_ERR_INVALID, "--text has %lld tokens; the model takes at most %lld (+ </s>)", (long long)nt,
+                          (long long)tg_model_cfg(m)->max_len - 1);
+    if (st == TG_OK) st = tg_model_mlm_probs(m, ids, nt, probs);
+    int64_t k = top_k < V ? top_k : V;
+    int32_t *best = st == TG_OK ? malloc((size_t)(nmask * k) * sizeof *best) : NULL;
+    if (st == TG_OK && !best) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    /* the k most likely non-special tokens at each mask, by a partial selection */
+    for (int64_t i = 0, j = 0; st == TG_OK && i < nt; i++) {
+        if (ids[i] != mask) continue;
+        const float *p = probs + i * V;
+        for (int64_t r = 0; r < k; r++) {
+            int32_t arg = -1;
+            for (int32_t t = 4; t < (int32_t)V; t++) {
+                bool taken = t == mask;
+                for (int64_t q = 0; q < r && !taken; q++) taken = best[j * k + q] == t;
+                if (!taken && (arg < 0 || p[t] > p[arg])) arg = t;
+            }
+            best[j * k + r] = arg;
+        }
+        j++;
+    }
+    if (st == TG_OK) {
+        for (int64_t i = 0, j = 0; i < nt; i++) { /* the text, each mask filled by its best */
+            int32_t id = ids[i] == mask ? best[j++ * k] : ids[i];
+            const char *t = id >= 0 ? tg_vocab_token(v, id) : "?";
+            printf("%s%s", i > 0 && !chars ? " " : "", shown(t, chars));
+        }
+        printf("\n");
+        for (int64_t i = 0, j = 0; i < nt; i++) {
+            if (ids[i] != mask) continue;
+            printf("<mask> %lld of %lld (token %lld):\n", (long long)j + 1, (long long)nmask, (long long)i + 1);
+            for (int64_t r = 0; r < k && best[j * k + r] >= 0; r++)
+                printf("  %lld %.4f %s\n", (long long)r + 1, (double)probs[i * V + best[j * k + r]],
+                       tg_vocab_token(v, best[j * k + r]));
+            j++;
+        }
+        fflush(stdout);
+    }
+    free(best);
+    free(ids);
+    free(probs);
+    tg_tokens_free(toks, nt);
+    free(marked);
+    tg_model_free(m);
+    tg_backend_free(be);
+    if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
+    return TG_EXIT_OK;
+}
