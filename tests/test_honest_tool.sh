@@ -92,7 +92,7 @@ expect "--resume: a negative second moment is refused" 1 "optimizer state 'optim
     --resume --steps 8
 
 # shellcheck disable=SC2086
-expect "train --dev of an empty file" 1 "the dev data ('empty.txt') hold no line" train $lm --dev empty.txt --out E --steps 2
+expect "train --dev of an empty file" 1 "the dev data ('empty.txt') hold 0 tokens" train $lm --dev empty.txt --out E --steps 2
 check "train --dev of an empty file: no directory left" absent E
 # shellcheck disable=SC2086
 expect "train --arch lm with --train-src" 2 "not --train-src" train $lm --train-src train.txt --out E --steps 2

@@ -86,13 +86,14 @@ tg_status tg_lm_corpora(const tg_lm_texts *train, const tg_lm_texts *dev_texts, 
         }
     }
     if (st == TG_OK && keep < 2)
-        st = tg_error_set(TG_ERR_INVALID, "the training text holds %lld tokens with <s> and </s>: a block needs 2",
-                          (long long)keep);
+        st = tg_error_set(TG_ERR_INVALID, "the training data ('%s') hold %lld tokens with <s> and </s>: a block needs 2",
+                          train->n ? train->files[0].path : "", (long long)keep);
     if (st == TG_OK) st = tg_corpus_new_stream(ids, keep, block, train_out);
     if (st == TG_OK && info->held_out) st = tg_corpus_new_stream(ids + keep, n - keep, block, dev_out);
     if (st == TG_OK && dev_texts) st = stream(dev_texts, v, so, &dids, &dn);
     if (st == TG_OK && dev_texts && dn < 2)
-        st = tg_error_set(TG_ERR_INVALID, "the dev text holds %lld tokens with <s> and </s>: a block needs 2", (long long)dn);
+        st = tg_error_set(TG_ERR_INVALID, "the dev data ('%s') hold %lld tokens with <s> and </s>: a block needs 2",
+                          dev_texts->n ? dev_texts->files[0].path : "", (long long)dn);
     if (st == TG_OK && dev_texts) st = tg_corpus_new_stream(dids, dn, block, dev_out);
     info->tokens = keep;
     info->dev_tokens = info->held_out ? n - keep : dn;
