@@ -17,7 +17,8 @@ START_TEST(test_rank_two) {
     double v1[7] = {1, 1, 1, 1, 1, 1, 0}, v2[7] = {1, -1, 1, -1, 1, -1, 0};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 7; j++) {
-            a[i * 7 + j] = (float)(3 * (u1[i] / 2) * (v1[j] / sqrt(6)) + (u2[i] / 2) * (v2[j] / sqrt(6)));
+            a[i * 7 + j] =
+                (float)(3 * (u1[i] / 2) * (v1[j] / sqrt(6)) + (u2[i] / 2) * (v2[j] / sqrt(6)));
             at[j * 5 + i] = a[i * 7 + j];
         }
     const float *m[2] = {a, at};
@@ -26,10 +27,12 @@ START_TEST(test_rank_two) {
         ck_assert_int_eq(tg_spectrum_svals(m[t], r[t], c[t], sv), 0);
         tg_assert_close(sv[0], 3.0, 1e-6, 0);
         tg_assert_close(sv[1], 1.0, 1e-6, 0);
-        for (int i = 2; i < 5; i++) ck_assert_msg(sv[i] < 1e-6, "sv[%d] = %g, expected 0", i, sv[i]);
+        for (int i = 2; i < 5; i++)
+            ck_assert_msg(sv[i] < 1e-6, "sv[%d] = %g, expected 0", i, sv[i]);
         ck_assert_int_eq(tg_spectrum_rank(sv, 5, r[t], c[t]), 2);
         /* p = (3/4, 1/4): exp(−(3/4 ln 3/4 + 1/4 ln 1/4)) = 1.7547654... */
-        tg_assert_close(tg_spectrum_erank(sv, 5), exp(-(0.75 * log(0.75) + 0.25 * log(0.25))), 1e-6, 0);
+        tg_assert_close(tg_spectrum_erank(sv, 5), exp(-(0.75 * log(0.75) + 0.25 * log(0.25))), 1e-6,
+                        0);
     }
 }
 END_TEST
@@ -41,12 +44,14 @@ START_TEST(test_diagonal) {
     double sv[4];
     ck_assert_int_eq(tg_spectrum_svals(a, 4, 4, sv), 0);
     double want[4] = {4, 3, 2, 0};
-    for (int i = 0; i < 4; i++) tg_assert_close(sv[i], want[i], 1e-12, 0);
+    for (int i = 0; i < 4; i++)
+        tg_assert_close(sv[i], want[i], 1e-12, 0);
     ck_assert_int_eq(tg_spectrum_rank(sv, 4, 4, 4), 3);
     double h = -(4 / 9.0 * log(4 / 9.0) + 3 / 9.0 * log(3 / 9.0) + 2 / 9.0 * log(2 / 9.0));
     tg_assert_close(tg_spectrum_erank(sv, 4), exp(h), 1e-12, 0);
     float id[36] = {0};
-    for (int i = 0; i < 6; i++) id[i * 7] = 1;
+    for (int i = 0; i < 6; i++)
+        id[i * 7] = 1;
     double s6[6];
     ck_assert_int_eq(tg_spectrum_svals(id, 6, 6, s6), 0);
     ck_assert_int_eq(tg_spectrum_rank(s6, 6, 6, 6), 6);
@@ -96,13 +101,15 @@ START_TEST(test_low_rank_product) {
     for (int i = 0; i < N; i++)
         for (int j = 0; j < N; j++) {
             float v = 0;
-            for (int c = 0; c < D; c++) v += q[i * D + c] * k[j * D + c];
+            for (int c = 0; c < D; c++)
+                v += q[i * D + c] * k[j * D + c];
             s[i * N + j] = v;
             fro += (double)v * v;
         }
     double sv[N], sum = 0;
     ck_assert_int_eq(tg_spectrum_svals(s, N, N, sv), 0);
-    for (int i = 0; i < N; i++) sum += sv[i] * sv[i];
+    for (int i = 0; i < N; i++)
+        sum += sv[i] * sv[i];
     tg_assert_close(sum, fro, 0, 1e-12);
     ck_assert_int_eq(tg_spectrum_rank(sv, N, N, N), D);
     double er = tg_spectrum_erank(sv, N);

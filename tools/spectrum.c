@@ -62,7 +62,8 @@ int tg_spectrum_svals(const float *a, int64_t r, int64_t c, double *sv) {
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j <= i; j++) {
             double sum = 0;
-            for (int64_t l = 0; l < len; l++) sum += (double)a[i * vs + l * es] * (double)a[j * vs + l * es];
+            for (int64_t l = 0; l < len; l++)
+                sum += (double)a[i * vs + l * es] * (double)a[j * vs + l * es];
             g[i * k + j] = g[j * k + i] = sum;
         }
     jacobi(g, k);
@@ -79,13 +80,15 @@ int64_t tg_spectrum_rank(const double *sv, int64_t k, int64_t r, int64_t c) {
     if (k <= 0 || !(sv[0] > 0)) return 0;
     double tol = sv[0] * (double)(r > c ? r : c) * 0x1p-23;
     int64_t rank = 0;
-    while (rank < k && sv[rank] > tol) rank++;
+    while (rank < k && sv[rank] > tol)
+        rank++;
     return rank;
 }
 
 double tg_spectrum_erank(const double *sv, int64_t k) {
     double sum = 0, h = 0;
-    for (int64_t i = 0; i < k; i++) sum += sv[i];
+    for (int64_t i = 0; i < k; i++)
+        sum += sv[i];
     if (!(sum > 0)) return 0;
     for (int64_t i = 0; i < k; i++) {
         double p = sv[i] / sum;
