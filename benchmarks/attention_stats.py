@@ -121,7 +121,7 @@ def run_tg(o, tg, run, data, csv_path):
     if p.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
     os.replace(csv_path + ".part", csv_path)
-    return p.stdout.splitlines()[0] if p.stdout else "done"
+    return p.stdout.splitlines()[0].replace(".csv.part", ".csv") if p.stdout else "done"
 
 
 def summarise(csv_path):
