@@ -290,16 +290,15 @@ tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
     case TG_ATTN_MHA:
     case TG_ATTN_FIXED_HEAD: {
         tg_tensor *s = tg_scale(kv_scores(split_heads(q, h, dk), &kv), scale);
-        o = kv_mix(tg__attn_seen(m, prefix, probs(m, s, mask)), &kv);
+        o = kv_mix(tg__attn_seen(m, prefix, probs(m, s, mask), s, NULL), &kv);
         break;
     }
     case TG_ATTN_TALKING_HEADS: {
         tg_tensor *j = tg_scale(kv_scores(split_heads(q, h, dk), &kv), scale);
         tg_tensor *l = mix_heads(param(m, g, prefix, "pre_softmax_proj"), j);
-        if (mask) l = tg_masked_fill(l, mask, -INFINITY);
-        tg_tensor *w = tg_softmax(l);
+        tg_tensor *w = tg_softmax(mask ? tg_masked_fill(l, mask, -INFINITY) : l);
         tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), w);
-        o = kv_mix(tg__attn_seen(m, prefix, tg_dropout(u, c->attn_dropout)), &kv);
+        o = kv_mix(tg__attn_seen(m, prefix, tg_dropout(u, c->attn_dropout), l, w), &kv);
         break;
     }
     case TG_ATTN_INTERACTING: {
@@ -315,7 +314,8 @@ tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
             tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
             s = kv_scores(tg_reshape(qsum, 4, qs), &kv);
         }
-        o = kv_mix(tg__attn_seen(m, prefix, probs(m, tg_scale(s, scale), mask)), &kv);
+        s = tg_scale(s, scale);
+        o = kv_mix(tg__attn_seen(m, prefix, probs(m, s, mask), s, NULL), &kv);
         break;
     }
     case TG_ATTN_INTERACTING_PAIRWISE: {
@@ -331,7 +331,7 @@ tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
             int64_t s5[5] = {ms[0], 1, 1, ms[2], ms[3]};
             m5 = tg_reshape(mask, 5, s5);
         }
-        tg_tensor *a = tg__attn_seen(m, prefix, probs(m, s, m5));
+        tg_tensor *a = tg__attn_seen(m, prefix, probs(m, s, m5), s, NULL);
         tg_tensor *o5 = kv_mix(a, &pairs); /* [B,h,h,n,dv] */
         static const int perm[5] = {0, 3, 1, 2, 4};
         int64_t flat[3] = {B, n, h * h * dk};

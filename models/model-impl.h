@@ -15,11 +15,13 @@
 #include "tg/model.h"
 #include "tg/tokenizer.h"
 
-/* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c) */
+/* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c);
+ * with logits set, each sub-layer's pre-mask logits (s) and talking heads' softmax (p) too */
 typedef struct tg__attn_capture {
     int64_t n, cap;
+    bool logits;
     char (*name)[160];
-    tg_tensor **w;
+    tg_tensor **w, **s, **p;
 } tg__attn_capture;
 
 struct tg_model {
@@ -47,9 +49,12 @@ struct tg_model {
 tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
                         uint64_t seed, bool draw, tg_model **out);
 
-/* The attention weights of sub-layer `prefix` (the tensor that multiplies V), recorded and
- * kept when m->capture is set; returns w. */
-tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w);
+/* The attention weights of sub-layer `prefix` (w, the tensor that multiplies V), recorded and
+ * kept when m->capture is set; returns w. s: the kind's scaled logits before the mask (same
+ * shape as w); p: talking heads' softmax before the post-softmax mixing, NULL for the kinds
+ * whose w is the softmax. s and p are kept only when the capture asks for logits, so that the
+ * graph of tg_model_attention_maps is the one it always was. */
+tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w, tg_tensor *s, tg_tensor *p);
 
 /* parameter names of docs/model.md §4 */
 const char *tg__model_src_embed_name(const tg_model_config *c);

@@ -2,6 +2,7 @@
  * attention kind (fixtures from tests/fixtures/make_lm_fixtures.py), cached generation against
  * full recomputation, save -> load, training, and the errors of the wrong family and of a
  * prompt that does not fit. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +312,62 @@ START_TEST(test_attention_maps) {
 }
 END_TEST
 
+/* tg_model_attention_logits, every kind: the weights are those of tg_model_attention_maps (the
+ * extra kept tensors change no value beyond float rounding, 1e-6), and the captured logits S are
+ * the ones the weights come from: softmax over the keys the causal mask (and window) leave,
+ * computed here in double from S, is w, or p for talking heads, whose w is mixed after it. S
+ * is taken before the mask, so the masked entries hold finite scores. */
+START_TEST(test_attention_logits) {
+    tg_model *m = load_fixture(kinds[_i]);
+    const tg_model_config *c = tg_model_cfg(m);
+    const int32_t s[5] = {4, 5, 6, 7, 8};
+    const int32_t *p[1] = {s};
+    int64_t n = 5;
+    tg_batch b;
+    ck_assert_int_eq(tg_batch_build_lm(&b, 1, p, &n), TG_OK);
+    tg_attn_map *plain, *maps;
+    int64_t count, count2;
+    ck_assert_msg(tg_model_attention_maps(m, &b, &plain, &count) == TG_OK, "%s", tg_error_message());
+    ck_assert_msg(tg_model_attention_logits(m, &b, &maps, &count2) == TG_OK, "%s", tg_error_message());
+    ck_assert_int_eq(count, count2);
+    for (int64_t k = 0; k < count; k++) {
+        const tg_attn_map *mp = &maps[k];
+        ck_assert_ptr_null(plain[k].s);
+        ck_assert_ptr_nonnull(mp->s);
+        ck_assert_int_eq(mp->p != NULL, c->attention == TG_ATTN_TALKING_HEADS);
+        int64_t T = mp->shape[mp->ndim - 1], heads = mp->ndim == 5 ? mp->shape[1] * mp->shape[2] : mp->shape[1];
+        ck_assert_int_eq(T, 6);
+        ck_assert_int_eq(heads, c->attention == TG_ATTN_INTERACTING_PAIRWISE ? c->heads * c->heads : c->heads);
+        for (int64_t e = 0; e < heads * T * T; e++) {
+            tg_assert_close(mp->w[e], plain[k].w[e], 1e-6, 0);
+            ck_assert(isfinite(mp->s[e]));
+        }
+        const float *sm = mp->p ? mp->p : mp->w;
+        for (int64_t a = 0; a < heads; a++)
+            for (int64_t i = 0; i < T; i++) {
+                const float *row = mp->s + (a * T + i) * T;
+                double mx = -INFINITY, z = 0;
+                for (int64_t j = 0; j <= i; j++)
+                    if (c->window == 0 || i - j <= c->window) mx = fmax(mx, row[j]);
+                for (int64_t j = 0; j <= i; j++)
+                    if (c->window == 0 || i - j <= c->window) z += exp(row[j] - mx);
+                for (int64_t j = 0; j < T; j++) {
+                    bool seen = j <= i && (c->window == 0 || i - j <= c->window);
+                    double want = seen ? exp(row[j] - mx) / z : 0.0;
+                    ck_assert_msg(fabs(sm[(a * T + i) * T + j] - want) <= 1e-5,
+                                  "%s map %lld head %lld [%lld, %lld]: weight %g, softmax of the logits %g", kinds[_i],
+                                  (long long)k, (long long)a, (long long)i, (long long)j,
+                                  (double)sm[(a * T + i) * T + j], want);
+                }
+            }
+    }
+    tg_attn_maps_free(plain, count);
+    tg_attn_maps_free(maps, count2);
+    tg_batch_free(&b);
+    tg_model_free(m);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("lm");
     TCase *t = tcase_create("lm");
@@ -323,6 +380,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_lm_wrong_family);
     tcase_add_test(t, test_lm_trains);
     tcase_add_test(t, test_attention_maps);
+    tcase_add_loop_test(t, test_attention_logits, 0, nk);
     suite_add_tcase(s, t);
     return s;
 }

@@ -146,6 +146,55 @@ expect "attention: --text for an encoder-decoder" 1 "give --src (and --tgt)" att
     --model "$fixtures/mha_pre.safetensors" --text "a" --out att3
 check "  no directory created" sh -c '[ ! -e att3 ]'
 
+# tg attention --stats: the rank of the pre-mask logits S per head over a file of inputs.
+# every_row CSV EXPR: EXPR (awk, over the columns by their header names in c[...]) holds on
+# every data row, and there is at least one row
+every_row() {
+    awk -F, -v expr="$2" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        { for (k in col) c[k] = $col[k]; rows++
+          ok = 1
+          if (expr == "rank") ok = c["rank_mean"] <= c["width"] + 1e-9 && c["rank_mean"] <= c["bound_mean"] + 1e-9 &&
+              c["bound_mean"] <= c["n_mean"] + 1e-9 && c["bound_mean"] <= c["m_mean"] + 1e-9 &&
+              c["rank_over_bound"] <= 1 + 1e-9 && c["rank_mean"] >= 1
+          else if (expr == "at_dk") ok = c["rank_mean"] == c["d_k"] && c["width_binds"] == 1 && c["at_bound"] == 1
+          else if (expr == "below_dk") ok = c["width_binds"] == 0 && c["rank_mean"] <= c["n_mean"] + 1e-9
+          if (!ok) { print "row " NR - 1 ": " $0; bad++ } }
+        END { exit !(rows > 0 && !bad) }' "$1"
+}
+# every fixture kind (d_model 8, 2 heads: d_k 4, fixed_head 6) over the 8 pairs: rank <= d_k (h d_k for
+# talking heads) and <= min(n, m), per sentence, so in the means
+for k in mha_pre fixed_head_post talking_heads_pre interacting_post interacting_pairwise_pre; do
+    expect "attention --stats of $k" 0 "over 8 inputs" attention --model "$fixtures/$k.safetensors" \
+        --src-file "$fixtures/pairs.src" --tgt-file "$fixtures/pairs.tgt" --stats "st_$k.csv"
+    check "  rank <= d_k and <= min(n, m) for every head" every_row "st_$k.csv" rank
+done
+check "  one line per sub-layer on stdout" grep -q "^decoder.layers.1.cross_attn .* 4 head pairs .* rank " out.txt
+check "  pairwise: h^2 rows per sub-layer" sh -c '[ "$(grep -c "^encoder.layers.0.self_attn," st_interacting_pairwise_pre.csv)" -eq 4 ]'
+# one pair of 8 and 7 tokens: every query and key count (>= 8) exceeds d_k = 4, so the width binds
+# and the rank of every mha head's S is exactly d_k
+echo "d e f a b c d e" >long.src
+echo "F E D C B A F" >long.tgt
+expect "attention --stats, n > d_k" 0 "rank 4.00 of bound 4.00 (width binds 100%, at bound 100%)" attention \
+    --model "$fixtures/mha_pre.safetensors" --src-file long.src --tgt-file long.tgt --stats long.csv
+check "  mha: rank = d_k in every head when d_k < n" every_row long.csv at_dk
+# a language model (d_k 16, n <= 12: the width never binds) with --text-file, --limit
+expect "attention --stats of a language model" 0 "over 2 inputs" attention --model R/model.safetensors \
+    --text-file dev.txt --stats lm.csv --limit 2
+check "  rank <= min(n, m) below the width" every_row lm.csv below_dk
+check "  2 sub-layers x 2 heads" sh -c '[ "$(wc -l <lm.csv)" -eq 5 ]'
+expect "attention --stats with --out" 2 "no --out" attention --model R/model.safetensors --text-file dev.txt \
+    --stats x.csv --out att4
+expect "attention --stats without input files" 2 "--stats needs --src-file" attention --model R/model.safetensors \
+    --stats x.csv
+expect "attention --src-file without --stats" 2 "go with --stats" attention --model R/model.safetensors \
+    --src-file dev.txt --out att4
+expect "attention --stats --text-file of an encoder-decoder" 1 "give --src-file (and --tgt-file)" attention \
+    --model "$fixtures/mha_pre.safetensors" --text-file dev.txt --stats x.csv
+head -3 "$fixtures/pairs.tgt" >three.tgt
+expect "attention --stats: files of different lengths" 1 "has 8 lines and 'three.tgt' 3" attention \
+    --model "$fixtures/mha_pre.safetensors" --src-file "$fixtures/pairs.src" --tgt-file three.tgt --stats x.csv
+check "  no CSV written" sh -c '[ ! -e x.csv ] && [ ! -e att4 ]'
+
 # the masked language model family (--arch mlm)
 # shellcheck disable=SC2086
 expect "train --arch mlm" 0 "done at step 60" train --arch mlm --train train.txt --dev dev.txt --out M \

@@ -241,12 +241,23 @@ typedef struct tg_attn_map {
     int64_t shape[TG_MAX_DIMS];
     float *w;                   /* the weights that multiply V (talking heads: after the
                                  * post-softmax mixing), row-major; malloc'ed */
+    /* Filled by tg_model_attention_logits only (NULL otherwise), row-major, shape as w: */
+    float *s; /* the logits before the mask, as the kind computes them: Q_i K_i^T / sqrt(d_k)
+               * per head (mha, fixed_head), the mixed logits L_j = sum_i P_l[i,j] S_i
+               * (talking_heads), (sum_i Q_i) K_j^T / sqrt(d_k) (interacting), Q_i K_j^T /
+               * sqrt(d_k) per pair (interacting_pairwise); masked entries hold the raw score */
+    float *p; /* talking_heads: softmax(L + mask), before the post-softmax mixing; NULL for the
+               * other kinds, whose w is that softmax */
 } tg_attn_map;
 
 /* The attention weights of every attention sub-layer (encoder self, decoder self, cross, in
  * build order) for a batch (as tg_model_logits takes it), dropout off. On success *maps is a
  * malloc'ed array of *count maps, freed with tg_attn_maps_free. */
 tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
+/* The same with each map's logits s (and talking heads' softmax p) filled in: the forward graph
+ * also keeps those tensors, so the weights are computed by the same ops as in
+ * tg_model_attention_maps (equal up to the rounding of any fusion the kept tensors prevent). */
+tg_status tg_model_attention_logits(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
 void tg_attn_maps_free(tg_attn_map *maps, int64_t count);
 
 #ifdef __cplusplus
