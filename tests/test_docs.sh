@@ -7,6 +7,7 @@ set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${2:-$root/build}
 cc=${CC:-cc}
+build=$(cd "$build" && pwd) || exit 1
 lib=$build/libtgraph.so
 [ -f "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_docs.XXXXXX") || exit 1
