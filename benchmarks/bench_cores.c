@@ -7,7 +7,7 @@
  * "round_trip_ns"}. With --watch, the first pair again every half second for that long, one
  * object per reading with its time ("t_s"): on a virtual machine the host may move the vCPUs
  * between cores near each other and cores on different chiplets while a run goes on, and a
- * two-thread training step is then 15–30 % slower (docs/results.md §4). Exit status 77 with a
+ * two-thread training step is then 15–30 % slower (docs/log/2026-12-04.md). Exit status 77 with a
  * message when fewer than two CPUs are available. */
 #include <stdio.h>
 #include <string.h>

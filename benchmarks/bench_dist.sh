@@ -103,7 +103,7 @@ rep_cmd="$tg train $common --replicas 2"
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
 # the round trip of a cache line between the first two CPUs, where bench_cores is built: the
 # host may hold the cores near each other or far apart, and the 1x2 runs' speed follows
-# (docs/results.md §4)
+# (docs/log/2026-12-04.md)
 cores=$(dirname "$tg")/../benchmarks/bench_cores
 rtt() { [ -x "$cores" ] && "$cores" | head -n 1 | sed -n 's/.*"round_trip_ns": \([0-9.]*\).*/, core round trip \1 ns/p'; }
 echo "host: $(nproc) cores; data: $data; $steps steps, $rounds round(s)"

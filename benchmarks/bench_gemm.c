@@ -116,7 +116,7 @@ static double time_calls(const bench *x, int who, double budget) {
 
 /* Operands start on a 64-byte line, as every tensor of a tgraph graph does (its allocator's
  * TG_ALIGN): rows 16 bytes off a line, as a large malloc() gives them, make the small path's
- * dot-product kernel (Q·Kᵀ over a few keys) 1.1–1.4× slower (docs/results.md §4). */
+ * dot-product kernel (Q·Kᵀ over a few keys) 1.1–1.4× slower (docs/log/2026-12-03.md). */
 static float *filled(int64_t n) {
     float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
     if (!p) {
@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
         run((shape){"proj dX", 1, 1, M, K, N, false, true}, false, budget);
         run((shape){"proj dW", 1, 1, K, N, M, true, false}, false, budget);
     }
-    /* Output projections over a vocabulary: the translation models of docs/results.md §8 (about
+    /* Output projections over a vocabulary: the translation models of docs/log/experiments.md §8 (about
      * 2,000 target tokens per batch, d 128, 7,816 pieces) and nmt-small (1,024 tokens, d 512,
      * 8,000): logits = H·Eᵀ, dH = dZ·E, dE = dZᵀ·H. */
     static const int64_t vocab[][3] = {{2000, 7816, 128}, {1024, 8000, 512}};

@@ -6,7 +6,7 @@
  *    same shapes with OpenBLAS on the same number of threads; target >= 0.9x.
  * 2. batched attention-shaped products (B·h small products, heads split by a permuted view,
  *    as a model builds them) against a loop of cblas_sgemm calls over the batch with OpenBLAS
- *    on the same threads; target >= 1.5x (the speed issue's table, docs/results.md §4).
+ *    on the same threads; target >= 1.5x (the speed issue's table, docs/log/2026-12-06.md).
  * 3. memory-bound ops in GB/s (bytes each op must read and write once) against a triad loop
  *    a[i] = b[i] + s·c[i] (OpenMP, same threads) over the same number of bytes; target >= 0.5x.
  *    Forward ops run as whole graphs (parameter in, kept result out); softmax also as its
@@ -27,7 +27,7 @@
  * warm-up call, then samples of enough calls to last >= 2 ms); blocks of the two contenders
  * alternate, so the machine's noise hits both alike, and the result is the median sample.
  * Shapes are those of g2p-small (d 256, h 4, d_ff 1024, 128 × 10 tokens) and nmt-small
- * (d 512, h 8, d_ff 2048, 32 × 32 tokens, vocabulary 8000) of docs/results.md §4. */
+ * (d 512, h 8, d_ff 2048, 32 × 32 tokens, vocabulary 8000) of docs/log/2026-12-04.md. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -621,7 +621,7 @@ static void section_memory(void) {
 /* Section 3's kernels over tensors of ~128 MiB each, four times the 32 MiB L3 (STREAM's rule
  * for its arrays), so that every call streams its operands from DRAM, against a triad over the
  * same bytes: section 3 measures them at the models' own sizes, which the caches hold, and
- * there exp's arithmetic bounds softmax and GELU (docs/results.md §4); here they meet the
+ * there exp's arithmetic bounds softmax and GELU (docs/log/2026-12-04.md); here they meet the
  * memory's bandwidth. Bytes as in STREAM: each tensor read or written once, no write-allocate
  * counted (a kernel that reads one tensor and writes one moves 1.5x the bytes it is credited
  * with, a triad 1.33x: one bound by DRAM reads ~0.9x the triad, not 1x). */

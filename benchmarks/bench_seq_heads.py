@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Training-step time against sequence length and head count, every attention kind, with
-PyTorch's own nn.Transformer alongside (docs/results.md §4, "Step time against sequence
+PyTorch's own nn.Transformer alongside (docs/log/2026-12-01.md, "Step time against sequence
 length and heads").
 
 For each sequence length n (source = target = n positions) and head count h it times one
@@ -31,7 +31,7 @@ Outputs: the CSV (one row per run), a PNG figure via gnuplot (--png; ms/step aga
 each kind at up to four head counts, and tgraph mha / PyTorch against n per head count), and
 a Markdown table of medians over rounds on stdout (--table FILE writes it to a file too).
 
-Example (the reduced grid of docs/results.md §4):
+Example (the reduced grid of docs/log/2026-12-01.md):
   /usr/bin/python3 benchmarks/bench_seq_heads.py --seq 8,16,32,64,128 --heads 1,4,16,64 \\
       --kinds mha,interacting --rounds 2 --csv docs/results/seq-heads.csv \\
       --png docs/results/seq-heads.png

@@ -27,7 +27,7 @@
  * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two
  * CPUs (benchmarks/core_rtt.h) before the first timed step and after the last — on a virtual
  * machine the host may hold the cores near each other or far apart, and the step's time
- * follows (docs/results.md §4). */
+ * follows (docs/log/2026-12-05.md). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>

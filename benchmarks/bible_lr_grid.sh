@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The learning-rate grid of the "does the verdict survive tuning" study (docs/results.md):
+# The learning-rate grid of the "does the verdict survive tuning" study (docs/results.md §3):
 # Bible EN->ES at the sweep's size (d 128, 2+2 layers, 1,200 steps), heads 4 and 16, each of
 # mha, interacting, fixed_head, talking_heads and the diagnostic interacting_sqrth (logits over
 # sqrt(h), ours) at noam factor 0.2, 0.4 and 0.8 (the sweep's

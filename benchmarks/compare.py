@@ -424,7 +424,7 @@ def tool_env(o):
 def peer_env(o):
     """Environment of the PyTorch peer: its best settings on a shared machine, passive OpenMP
     waiting unless the caller chose a policy (spinning OpenMP threads wait for descheduled
-    members: docs/results.md §4)."""
+    members: docs/log/experiments.md §0)."""
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env

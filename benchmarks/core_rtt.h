@@ -4,7 +4,7 @@
  * run got: on one Zen 4 virtual machine of two vCPUs the round trip read ~55–90 ns or ~330–380
  * ns, switching between the two every few seconds to minutes (cores in one core complex
  * against cores on two chiplets; the guest cannot tell otherwise, and sees one L3 either way),
- * and a two-thread training step was 15–30 % slower in the second state (docs/results.md §4).
+ * and a two-thread training step was 15–30 % slower in the second state (docs/log/2026-12-04.md).
  * The benchmarks print it beside their times so that each reading can be told apart. */
 #ifndef TG_BENCH_CORE_RTT_H
 #define TG_BENCH_CORE_RTT_H

@@ -16,7 +16,7 @@ COMMAND; from --after seconds on, for --seconds, it reads every thread's /proc e
 
 It prints what it measured and leaves COMMAND's own output at the end. Sampling costs CPU
 itself (about 10-20 % of one core at the default interval): compare programs under the same
-sampler, not against runs without it. docs/results.md §4 uses it on bench_step.
+sampler, not against runs without it. docs/log/2026-12-02.md uses it on bench_step.
 """
 import argparse
 import collections

@@ -156,7 +156,7 @@ static void into_copies(tg_graph *g, const int64_t *readers) {
  * cached keys or values gathered for each hypothesis, [R, t, w], split into heads), is read by
  * m's kernel from the table's rows itself — e runs nothing and has no buffer. The gathered copy,
  * written and then read again by the product, was a quarter of a 512-wide model's decoding
- * (docs/results.md §4). The values m reads are the same, so are its results. Needs a backend
+ * (docs/log/2026-12-06.md). The values m reads are the same, so are its results. Needs a backend
  * whose matmul kernel can, for that product (reads_lookup); m's reads of the table and the ids
  * count for their liveness (below) and for the runner's hazards (core/hazard.c). */
 static tg_status fuse_lookups(tg_graph *g, tg_backend *b) {

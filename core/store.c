@@ -44,7 +44,7 @@ void tg_store_free(tg_store *s) {
  *     8 MiB and more, on 2-MiB huge pages (backends/cpu/cpu.c), so an optimizer's streams over
  *     weights, gradients and moments meet 2-MiB pages, not 4-KiB ones, and a 512th of the TLB
  *     misses: Adam's step over g2p-small's 22 MB of weights took 3.1 ms instead of 3.6
- *     (docs/results.md §4);
+ *     (docs/log/2026-12-05.md);
  *   - zeroing the gradients, scaling them, and an optimizer's step (train/optim.c) run over a
  *     slab or a run of parameters at a time, not a pass of the backend's thread team per
  *     parameter.

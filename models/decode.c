@@ -138,7 +138,7 @@ static tg_status encode(tg_decoder *d) {
  * tg_decoder_release_weights: the backend counts the holders). The CPU backend packs them for its
  * GEMM, so a step of a few rows packs no weight (the same bits; 64-row products of 512 × 128
  * weights 1.5× faster; the output projection's, cut by columns, each thread reading its part of the
- * vocabulary's panels: docs/results.md §4). */
+ * vocabulary's panels: docs/log/2026-12-06.md). */
 static void keep_weights(tg_model *m, bool keep) {
     tg_backend *b = m->backend;
     void (*fn)(tg_backend *, const float *, int64_t, int64_t) =
@@ -283,7 +283,7 @@ static tg_tensor *cache_rows(tg_graph *g, tg_decoder *d, const char *kind, int64
 /* Self-attention of the new position over positions 0..t: cached K/V rows of the ancestors,
  * then this position's own K/V ([R, 1, w] each, kept for the cache), as the two parts of
  * tg__attn_core2 (concatenating them copied every row's whole history once more: 17 % of a
- * step at 512-wide attention, docs/results.md §4). */
+ * step at 512-wide attention, docs/log/2026-12-06.md). */
 static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
     const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
@@ -391,7 +391,7 @@ static tg_status memory_inputs(tg_graph *g, tg_decoder *d, int64_t R, int64_t gr
  * every step: on the host, one double exp a logit, it was three quarters of a beam search's
  * time; as max, exp, sum and log nodes, 15 % of a step's). With view, on a backend whose memory
  * is the host's, where it lies: copying [64, 7,816] out every step was 9 % of a narrow model's
- * beam search (docs/results.md §4); the step keeps g for it (*hold). */
+ * beam search (docs/log/); the step keeps g for it (*hold). */
 static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64_t R, float *out,
                           bool log_probs, const float **view, bool *hold) {
     tg_model *m = d->m;

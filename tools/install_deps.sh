@@ -6,7 +6,7 @@
 # Without root, it names what is missing and returns 1 (the caller decides what to do).
 set -eu
 what=${1:-build}
-pkgs="gcc meson ninja-build pkg-config libopenblas-dev check python3 libopenmpi-dev openmpi-bin"
+pkgs="gcc meson ninja-build pkg-config libopenblas-dev check python3 libopenmpi-dev openmpi-bin doxygen"
 if [ "$what" = run ]; then
     pkgs="$pkgs pocketsphinx-en-us gnuplot-nox python3-torch"
 fi

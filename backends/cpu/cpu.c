@@ -62,7 +62,7 @@ typedef struct {
  * core/store.c) and a graph's workspace. Streams over tens of MiB then take a TLB miss per
  * 2 MiB, not per 4 KiB, and in a virtual machine each miss walks two levels of page tables: on
  * an Intel Xeon VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and `tg
- * train`'s steps 0.96× the time with the workspace so too (docs/results.md §4).
+ * train`'s steps 0.96× the time with the workspace so too (docs/log/2026-12-05.md).
  *
  * A new mapping is paid for once, as its pages are first touched (the kernel zeroes 2 MiB at a
  * time, and a VM's host may back them only then), so a big block that is not lasting is made in
@@ -310,14 +310,14 @@ enum { STEAL_NS = 100 * 1000 };
  * the sleeper first lends the holder every CPU of the team (tg_cpu_team_lend; the holder pins
  * itself again at its next node), else a pinned holder waits out the other process's time
  * slice on its own core while the sleeper's stays idle (beside a busy process on a Xeon host
- * a g2p-small step 0.96-0.98x the time: docs/results.md §4). Sleeping rather than spinning,
+ * a g2p-small step 0.96-0.98x the time: docs/log/2026-12-02.md). Sleeping rather than spinning,
  * beside one busy process a g2p-small step takes ~6 % less time and tgraph 16-19 % less CPU,
- * which the other process gets (docs/results.md §4); a holder at work (an idle machine, a partner merely late, a nice-19
+ * which the other process gets (docs/log/2026-12-02.md); a holder at work (an idle machine, a partner merely late, a nice-19
  * neighbour) keeps the spin-yield wait. (Computing such a share again, from a private copy of C,
  * was tried: no faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a
  * cost of its own: a woken member tends to be placed on its waker's CPU, and beside a busy process
  * the two members share one core 72-74 % of the time while the other process has the other; 45 %
- * without these sleeps: benchmarks/placement.py, docs/results.md §4.) */
+ * without these sleeps: benchmarks/placement.py, docs/log/2026-12-02.md.) */
 enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 
 /* A graph run of at least CONTENDED_MIN_NODES nodes in which members waited CONTENDED_OFFCORE
@@ -331,7 +331,7 @@ enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
  * member's shares on its own core's cache when both are at work). The finer cut has a price
  * on an idle machine — its blocks share op(B), but each still streams all of it and meets each
  * B panel with fewer A panels: cutting always so cost ~1.5 % of the step — hence only after a
- * contended run. Beside a nice-0 loop (docs/results.md §4): the finer cut 0.97× the step
+ * contended run. Beside a nice-0 loop (docs/log/2026-12-02.md): the finer cut 0.97× the step
  * (16 rounds), taking at once another 0.97× (22 rounds); alone and beside a nice-19 loop the
  * same within the noise. */
 enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
@@ -344,7 +344,7 @@ enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
  * the yielder instead. Pinned members never share a core, so a spinning member holds up no
  * partner; an unpinned team (also any with more members than CPUs) keeps yielding, and so does a
  * run after a contended one (a busy process of equal priority), where yielding measured as fast or
- * faster (team.c: tg_cpu_event_wait; docs/results.md §4: beside a nice-19 loop 0.95x the step
+ * faster (team.c: tg_cpu_event_wait; docs/log/: beside a nice-19 loop 0.95x the step
  * time on a Xeon host, beside a busy one and idle the same). */
 
 /* RUN_ALONE. Members that other processes keep off their cores cannot help, and a team that
@@ -365,7 +365,7 @@ enum { CONTENDED_OFFCORE = 4, CONTENDED_MIN_NODES = 16 };
  * bound, the members left asleep), cut into the same shares, so the same bits; then the team
  * runs again and is judged again, which brings it back once the other processes are gone.
  * Beside two busy processes decoding takes 0.71-0.85x the time, beside one and idle the same
- * (docs/results.md §4). */
+ * (docs/log/2026-12-06.md). */
 enum { ALONE_WINDOW = 8, ALONE_SHARE = 5, ALONE_CPU_NUM = 3, ALONE_CPU_DEN = 4 };
 #define ALONE_NS (100 * 1000 * 1000)
 
@@ -385,14 +385,14 @@ enum { ALONE_WINDOW = 8, ALONE_SHARE = 5, ALONE_CPU_NUM = 3, ALONE_CPU_DEN = 4 }
  * each such window in a row, up to 16 times: every try beside a busy process costs its window
  * and the ~0.1 s the kernel takes to place that process again. A team that is not pinned, or
  * whose runs are contended, yields as before. Beside a nice-19 loop decoding takes 0.72x the
- * time (its idle time), beside busy processes and idle the same (docs/results.md §4). */
+ * time (its idle time), beside busy processes and idle the same (docs/log/2026-12-06.md). */
 enum { KEEP_CPU_NUM = 3, KEEP_CPU_DEN = 4 };
 #define KEEP_RETRY_NS ((int64_t)1000 * 1000 * 1000)
 #define KEEP_WINDOW_NS (25 * 1000 * 1000)
 
 /* A run of fewer nodes binds the caller to member 0's CPU only when it is not there already
  * (team.h: tg_cpu_team_offer_short): a one-node run of the g2p-small step's softmax took
- * 16.8 µs on 2 threads so, 25.4 bound every time (docs/results.md §4). */
+ * 16.8 µs on 2 threads so, 25.4 bound every time (docs/log/2026-12-03.md). */
 enum { SHORT_RUN_NODES = 4 };
 
 /* A share's state word: the member holding it + 1 above the two low bits, which say UNTAKEN,
@@ -924,7 +924,7 @@ static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *
  * the caller alone, the gradients that the other member wrote last (its shares of the weight
  * gradients' sums) came across from its cache line by line: on a host that puts the two vCPUs
  * on different chiplets, zeroing g2p-small's 22 MB of gradients took 2.9 ms instead of 1.0
- * (docs/results.md §4). */
+ * (docs/log/). */
 enum { ZERO_CHUNK = 4096 };
 
 typedef struct {

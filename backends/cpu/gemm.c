@@ -38,7 +38,7 @@
  * 64 hypotheses × 128 × 128) goes on to the rules below (the packed path): the small path cuts it
  * into blocks of rows that each pack all of op(B), where the packed path packs it once for every
  * member; in `tg translate`'s steps 64 × 128 × 128 ran 1.6× faster so, 16 × 128 × 128 1.9×
- * slower (docs/results.md §4).
+ * slower (docs/log/2026-12-06.md).
  *
  * Of the rest, the packed path (our packed GEMM per block, gemm_packed.c) takes those whose
  * weight matrix has at most 2^18 values (1 MiB): op(B), K × N, for X·W and dY·Wᵀ (M, the
@@ -50,7 +50,7 @@
  * 0.91–1.13×, mostly below 1) and every CPU without AVX2+FMA — except where the packed path
  * runs its 512-bit kernel (AVX-512F: tg_cpu_gemm_packed_is_wide): there it took every one of
  * these products at 1.5–2× the rate of OpenBLAS 0.3.21's call on 2 threads (which stays on
- * its AVX2 kernels there; benchmarks/bench_gemm on a Zen 5-class host, docs/results.md §4). */
+ * its AVX2 kernels there; benchmarks/bench_gemm on a Zen 5-class host, docs/log/2026-12-02.md). */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
 #define TG_GEMM_SMALL_ONE_MIN_M 32
 #define TG_GEMM_SMALL_MAX_N 64

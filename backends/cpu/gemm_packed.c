@@ -1,6 +1,6 @@
 /* The packed path of the CPU GEMM (gemm.h): the big products — projections, feed-forward
  * layers, their gradients — on one thread's block of C, faster than OpenBLAS's sgemm at these
- * models' shapes on Zen-class AVX2 (benchmarks/bench_gemm_packed.c; docs/results.md §4).
+ * models' shapes on Zen-class AVX2 (benchmarks/bench_gemm_packed.c; docs/log/).
  *
  * The GotoBLAS/BLIS loop nest:
  *
@@ -21,13 +21,13 @@
  * of 12 zmm accumulators (tg_cpu_gemm_packed_kernel2): the same FMAs in the same order per
  * element, so the same bits, at twice the width — on a Zen 5-class host 1.7–1.95× the 6×16
  * kernel's rate over the projections and their gradients, and a g2p-small step 0.60–0.63× the
- * time (docs/results.md §4) — and four at a time through a 6×64 kernel of 24
+ * time (docs/log/) — and four at a time through a 6×64 kernel of 24
  * (tg_cpu_gemm_packed_kernel4, below; an Intel Xeon's step 0.94× the time). The panels and
  * their packing are unchanged. When op(A) is
  * row-major (a forward projection X·Wᵀ, a dX = dY·W) and every column falls in such tiles,
  * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa)
  * instead of packing them with the 8×8 transposes (3–4 % of such a product's time): 1.00–1.04×
- * on the projections, hot or with L3 flushed (docs/results.md §4); so does a transposed op(A)
+ * on the projections, hot or with L3 flushed (docs/log/); so does a transposed op(A)
  * (a weight gradient's Xᵀ: six consecutive values of each of A's rows,
  * tg_cpu_gemm_packed_kernel2_cola) where A's rows are at most 1 KiB apart. The same values
  * meet the same FMAs.
@@ -39,7 +39,7 @@
  * per step, over the load ports' rate), and a prototype GEMM around that kernel ran ~10 %
  * slower than around this one. The kernel fetches its C tile's six rows (ldc apart) before
  * the k loop: over the products the rule gives this path, 1.04–1.07× OpenBLAS without the
- * prefetch and 1.06–1.11× with it (bench_gemm_packed, alternately; docs/results.md §4).
+ * prefetch and 1.06–1.11× with it (bench_gemm_packed, alternately; docs/log/2026-12-02.md).
  *
  * Each element of C is summed over k in the same order (k blocks in turn, FMA by FMA within a
  * block) whatever the block of C a thread is given: results do not depend on the thread count.
@@ -183,7 +183,7 @@ static pack_bufs *bufs_get(void) {
     "test %[k4],%[k4]\n jz 2f\n"                                                                   \
     /* 4 values of k per pass; the A panel 16 values of k ahead is fetched. The loop starts on a  \
      * 64-byte line (.p2align 6): wherever the linker put it, steps of the models ran up to       \
-     * 1.02x slower (docs/results.md §4) */                                                       \
+     * 1.02x slower (docs/log/) */                                                       \
     ".p2align 6\n1:\n" APF                                                                       \
     STEP(R, B1, 0) STEP(R, B1, 1) STEP(R, B1, 2) STEP(R, B1, 3)                                    \
     AADV(4) BADV("256") "dec %[k4]\n jnz 1b\n"                                                     \
@@ -259,7 +259,7 @@ PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
  * 6 broadcasts for 24 FMAs, where the 6×32 kernel has 2 and 6 for 12: on an Intel Xeon with two
  * 512-bit FMA units the broadcasts beside the FMAs held that kernel to ~83 % of the FMA peak
  * (178 of 214 GFLOP/s on one core, A in L2, B in L1), this one at 85–90 % (183–194) with B
- * (64 KiB at kc 256) from L2 (docs/results.md §4). The same FMAs in the same order per element
+ * (64 KiB at kc 256) from L2 (docs/log/2026-12-04.md). The same FMAs in the same order per element
  * as the 6×16 kernel: the same bits. */
 /* clang-format off */
 #define PK4_ROW(ADDR, s, r0, r1, r2, r3)                                                           \
@@ -443,7 +443,7 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
  * it was full; a panel at a time reads a piece of each of kc rows ld apart, and with ld a multiple
  * of 1024 floats (4 KiB) those rows share one set of L1 and a few of L2 and evict each other (1.10×
  * a weight gradient's time). In groups, 1.01–1.05× faster weight gradients and projections, one
- * thread (bench_gemm_packed), and a g2p-small step 0.98–0.99× the time (docs/results.md §4); groups
+ * thread (bench_gemm_packed), and a g2p-small step 0.98–0.99× the time (docs/log/2026-12-05.md); groups
  * of 2–8 op(B) panels and 4–16 op(A) panels measured alike. Inlined with w constant, so that each
  * copy is a fixed-size move rather than a call of memcpy. Fetching the rows PF_ROWS ahead made a
  * cold weight gradient (256 × 256 × 1280, Xᵀ·dY) 1.03–1.04× faster (a scratch program flushing L3
@@ -451,7 +451,7 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
  * input read again by its weight gradient), and its rows, ld apart, are separate short streams that
  * the hardware prefetcher picks up late. In groups the fetches run within each group (a group's
  * first PF_ROWS rows unfetched): cold, the weight gradients read 1.01–1.03x the row-by-row loop's
- * rate, and fetching the next group's first rows too changed nothing (docs/results.md §4). */
+ * rate, and fetching the next group's first rows too changed nothing (docs/log/2026-12-05.md). */
 enum { PF_ROWS = 8 };
 static inline __attribute__((always_inline)) void
 pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {

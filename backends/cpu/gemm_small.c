@@ -496,7 +496,7 @@ typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int6
  * Q·Kᵀ over fewer than 16 keys, one or two query rows over any number of keys (a decoder's
  * step: one new position per hypothesis and head against its cached keys): there every key row
  * is used once or twice, and packing them into panels took longer than the products
- * (docs/results.md §4). */
+ * (docs/log/2026-12-06.md). */
 static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
     if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return NULL;
     switch (g->K) {

@@ -7,7 +7,7 @@
  * machine whose host sometimes holds its two vCPUs on different chiplets (a cache line's round
  * trip 330–380 ns instead of 55–90: benchmarks/bench_cores), those reads made a g2p-small
  * step's 36 projection weight gradients 1.35× slower and the whole two-thread step 1.2×
- * (docs/results.md §4). Cut along k instead, share i of n sums rows [i·kb, (i+1)·kb) of X and
+ * (docs/log/2026-12-04.md). Cut along k instead, share i of n sums rows [i·kb, (i+1)·kb) of X and
  * dY, kb = ceil(K / n) — the rows the elementwise and row kernels and the row-cut products
  * before it gave member i — so only the partial sums cross between cores: M·N values per extra
  * share instead of (M + N)·K/2.
@@ -27,7 +27,7 @@
  * cblas_sgemm's sums do not depend on the block), so the bits are the same as uncut. One
  * static cut of k per member left the slower member's half of a feed-forward weight gradient
  * to finish alone: beside a busy process those products took 1.61-1.70x their idle time, the
- * others ~1.45x (docs/results.md §4).
+ * others ~1.45x (docs/log/2026-12-05.md).
  *
  * The partial buffers of a product come with the node's shared object (team.h: the graph
  * runner gives it back when the node is done) from a pool of mapped pages: a step runs a few
@@ -146,7 +146,7 @@ TG_CPU_BY_LEVEL(, add_rows, (float *c, int64_t ldc, const float *x, int64_t ldx,
 /* Fewest columns (or rows) per block of C of a cut block of k: the 6×64 kernel's width; and
  * fewest values: each block streams all of its block of k of the other operand, so blocks of
  * an attention projection's 256 × 256 gradient made those products slower beside a busy
- * process (docs/results.md §4) */
+ * process (docs/log/2026-12-05.md) */
 enum { SPLIT_K_MIN_BLOCK = 64, SPLIT_K_MIN_BLOCK_VALUES = 1 << 16 };
 
 static bool blocks_by_rows(const tg_cpu_gemm_args *g) {

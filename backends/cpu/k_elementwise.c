@@ -200,7 +200,7 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, uint32
  * AVX-512F), and two such blocks of L groups at once: the ten rounds of one block are a chain
  * of ~60 dependent operations that the CPU overlapped little with the next block's, and two
  * chains interleaved take a quarter less time per element (1.45 -> 1.0-1.14 ns on Zen 3;
- * docs/results.md §4; four chains gained nothing more on Zen 4). */
+ * docs/log/2026-12-02.md; four chains gained nothing more on Zen 4). */
 #define DROPOUT_FN(NAME, ATTR, VEC, L, START, ROUND, APPLY)                                        \
     ATTR static void NAME(const float *a, float *o, int64_t g0, int64_t g1, uint32_t stream,       \
                           const uint32_t key[2], uint32_t thr, float ks) {                         \
@@ -283,7 +283,7 @@ AVX512_FN void philox16_round(__m512i c[4], uint32_t k0, uint32_t k1) {
  * 16-bit masks, and PDEP spreads mask w's bit g to bit 4g + w of one 64-bit mask, whose 16-bit
  * quarters then select the kept elements of the four vectors of 16: the words never need
  * transposing into element order (16 shuffles, on the port the rounds' permutes already load),
- * 1.10x the transposing version's rate (docs/results.md §4). A zeroed lane is +0, as in
+ * 1.10x the transposing version's rate (docs/log/2026-12-05.md). A zeroed lane is +0, as in
  * dropout8_apply. */
 AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, uint32_t thr,
                                float ks) {
@@ -407,7 +407,7 @@ static void gather_row(const tg_tensor *s, int64_t off, int64_t is, int64_t len,
  * merged dims (merge_dims), rows that repeat (the dim above the rows broadcast: a padding mask
  * over the heads and query positions) copied from the first by doubling. Attention's masks over
  * rows of 10 keys had cost ~4 cycles a value gathered row by row, more than the chain they feed
- * (docs/results.md §4). Where s gives every merged row the same values (a bias; a causal mask,
+ * (docs/log/2026-12-05.md). Where s gives every merged row the same values (a bias; a causal mask,
  * rows of n·n), they depend only on the first column and n, and *key records them: a tile that
  * meets the same key (most tiles of a bias add: 1024-element tiles of 256- or 1024-wide rows)
  * takes buf as it is. */

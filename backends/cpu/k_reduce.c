@@ -82,7 +82,7 @@ TG_CPU_BY_LEVEL(, column_sums_by_columns,
  * sums per block, and whichever share finishes last adds them up in block order. Cut by
  * columns instead, every member read every row: on a host that puts the two vCPUs on different
  * chiplets, half of them from the other chiplet's cache (`sum_to` took 2.3x its time with the
- * cores near; docs/results.md §4). The partial rows live in the node's shared object (team.h). */
+ * cores near; docs/log/2026-12-04.md). The partial rows live in the node's shared object (team.h). */
 enum { ROW_SUMS_MAX = 1 << 20 }; /* most partial values: 4 MiB */
 
 typedef struct {

@@ -24,7 +24,7 @@
  * member wakes ~50–100 µs late. With 20 ms instead of 200 µs, one process of two threads
  * trained the small G2P model as fast as two MPI ranks (110–122 against 130–195 ms per step),
  * and beside a nice-19 loop the g2p-small step was as fast or faster in 5 of 6 rounds; alone
- * and beside a nice-0 loop the same within the noise (docs/results.md §4). A yield is not
+ * and beside a nice-0 loop the same within the noise (docs/log/2026-12-02.md). A yield is not
  * free beside a lowest-priority process either: an EEVDF kernel (Linux 6.6 and later) hands
  * it the core on a yield (two threads yielding in a loop left a nice-19 loop 95 % of a core on
  * Linux 6.18), and beside a g2p-small step it got a quarter of one. Spinning through the yield
@@ -268,7 +268,7 @@ static int usable_cpus(void) {
  * busy process sat on one core 72-76 % of the time while the other process had the other core
  * alone: two runnable threads against one is as balanced as three threads on two cores get, so
  * the kernel moves none of them, and the team had one core where a fair share is one and a
- * third (benchmarks/placement.py, docs/results.md §4). Pinned, one member shares its core with
+ * third (benchmarks/placement.py, docs/log/2026-12-02.md). Pinned, one member shares its core with
  * the other process and the other has a core of its own, and with the graph runner's finer cut
  * after a contended run (cpu.c: CONTENDED_OFFCORE) the member with the core does most of the
  * work: beside a nice-0 loop the g2p-small step took 0.88× the time of the unpinned team

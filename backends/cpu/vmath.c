@@ -19,7 +19,7 @@
  * (EXP2_C1's comment: a table of 2^(j/8) and a cubic). Against an exp of -2u this is 16 vector
  * operations before the division instead of 24, at the same accuracy; 2^z's four multiplies
  * (where a degree-6 polynomial took six) make GELU and GELU' 1.1x as fast on a Zen 4 core
- * (docs/results.md §4).
+ * (docs/log/2026-12-04.md).
  */
 #include "backends/cpu/vmath.h"
 
@@ -641,7 +641,7 @@ AVX512 static INLINE void store_cols16(float *y, int d, int W, __m512 *c) {
 
 /* nb (1 or 2) blocks of 16 rows at x: with two (rows of up to 16 values), the blocks' long
  * chains of dependent steps (the max, exp, the division) interleave, 1.07-1.13x one block at a
- * time on an Intel Xeon core (docs/results.md §4). */
+ * time on an Intel Xeon core (docs/log/2026-12-05.md). */
 AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int W, int nb) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 c[2][SHORT_ROW_MAX], acc[2][8], m[2], inv[2];
@@ -716,7 +716,7 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
  * them), the serial (rows under 16) or j % 8 order of the dot product, then y (dy - s).
  * Bit-identical to softmax_back_row_scalar, which takes the rows a block leaves over. Only the
  * sums need the rows transposed; dx is computed in memory order (below): 1.4-2.2x the blocks
- * that transposed y, dy and dx on an Intel Xeon core (docs/results.md §4). */
+ * that transposed y, dy and dx on an Intel Xeon core (docs/log/2026-12-05.md). */
 AVX2 static INLINE __m256 mul_rounded(__m256 a, __m256 b) {
     __m256 p = _mm256_mul_ps(a, b);
     __asm__("" : "+x"(p));
@@ -880,7 +880,7 @@ static inline float ln_rstd(float sum_sq, int64_t d, float eps) {
 
 /* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
  * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and
- * with two a [1280, 256] layer norm measured 1.3x slower (docs/results.md §4). Always inlined:
+ * with two a [1280, 256] layer norm measured 1.3x slower (docs/log/). Always inlined:
  * layer_norm_avx2 takes two rows' statistics side by side. */
 AVX2 static inline __attribute__((always_inline)) void
 row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
@@ -936,7 +936,7 @@ AVX2 static inline void ln_normalize(const float *x, const float *gm, const floa
  * division and a square root, which one row at a time left the core waiting on (~200 cycles a
  * row at d 256, 0.38 of a copy's rate in cache); two rows' chains side by side overlap, and the
  * normalising pass loads gamma and beta once for both: 0.81x the time at d 256, 0.88x at 512
- * (docs/results.md §4). Each row's operations are its own, in its order: a row gives the same
+ * (docs/log/2026-12-04.md). Each row's operations are its own, in its order: a row gives the same
  * bits alone or paired, wherever a thread's share of rows starts. */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
@@ -1079,7 +1079,7 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
  * side keep the adds busy where two 16-lane chains of one row could not, and the element passes
  * do half the AVX2 code's operations. The output is then written one row after the other: with
  * the four rows' stores interleaved (four store streams) the kernel from memory took 1.07-1.28x
- * the AVX2 code's time, and the forward in a training step ~1.06x (docs/results.md §4). Rows
+ * the AVX2 code's time, and the forward in a training step ~1.06x (docs/log/2026-12-05.md). Rows
  * left over (fewer than four) go to the AVX2 functions. */
 #define LN512 TG_TARGET_AVX512
 enum { LN_ROWS = 4 };
@@ -1333,7 +1333,7 @@ AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, flo
 /* With AVX-512F, the same rows in one 16-lane vector at a time: the same elements meet the
  * same operations in the same order (exp_le0_avx512 gives exp_le0_avx2's bits; the sums end as
  * the AVX2 code's), so the same bits at twice the width — the step's cross-entropy, forward and
- * backward, is bound by exp's arithmetic at 8 lanes (docs/results.md §4). */
+ * backward, is bound by exp's arithmetic at 8 lanes (docs/log/2026-12-06.md). */
 #define AVX512 TG_TARGET_AVX512
 AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
     return n - j >= 16 ? (__mmask16)0xFFFF

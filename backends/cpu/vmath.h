@@ -25,7 +25,7 @@
  * GELU', softmax rows of 9-32 values and their backward's of 9-15, and the cross-entropy's rows
  * run 16 lanes at a time where the CPU has AVX-512F (isa.h), with the AVX2 path's operations:
  * the same bits; on a Zen 4 core GELU 1.5-1.7x and softmax 1.3-1.6x the AVX2 path's speed
- * (docs/results.md §4). The softmax
+ * (docs/log/2026-12-02.md). The softmax
  * backward's vector paths give the scalar path's bits (no fused multiply-adds).
  */
 #ifndef TG_CPU_VMATH_H

@@ -8,7 +8,7 @@ cross-entropy, backward, Adam (0.9, 0.98, 1e-9; multi-tensor) with the Noam sche
 training mode. Batches are random token ids from a fixed seed, every sentence exactly --src-len
 / --tgt-len positions (no padding).
 
-PyTorch's best settings (docs/results.md §4): OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS and
+PyTorch's best settings (docs/log/experiments.md §0): OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS and
 OMP_NUM_THREADS = --threads in the environment before torch is imported (the script re-executes
 itself with them set when they are missing), then torch.set_num_threads(--threads).
 

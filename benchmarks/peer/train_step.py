@@ -7,7 +7,7 @@ Noam schedule, dropout on (training mode). Batches are random token ids from a f
 --data-dir (train.src / train.tgt, space-separated tokens; random batches of --batch pairs,
 right-padded).
 
-Fair settings (docs/results.md §4): OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads> must be
+Fair settings (docs/log/experiments.md §0): OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads> must be
 in the environment before torch is imported, so the script re-executes itself with them set
 when they are missing; then torch.set_num_threads(<threads>).
 

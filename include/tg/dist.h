@@ -58,6 +58,7 @@ void tg_dist_free(tg_dist *d);
  * fail). Never called by the library itself. */
 void tg_dist_abort(tg_dist *d, int exit_code);
 
+/* This process's rank (0-based) and the number of ranks of the group. */
 int tg_dist_rank(const tg_dist *d);
 int tg_dist_size(const tg_dist *d);
 /* Rank among the processes on the same host, and their number (picks the GPU of a rank). */

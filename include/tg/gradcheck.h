@@ -40,6 +40,7 @@ typedef struct tg_gradcheck_options {
     tg_store *store;
 } tg_gradcheck_options;
 
+/* The default options (every field filled; change what you need). */
 tg_gradcheck_options tg_gradcheck_options_default(void);
 
 typedef struct tg_gradcheck_result {

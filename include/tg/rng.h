@@ -24,6 +24,7 @@ typedef struct tg_rng {
     uint64_t counter;
 } tg_rng;
 
+/* Seed the generator; the next 32 random bits. */
 void tg_rng_init(tg_rng *r, uint64_t seed);
 uint32_t tg_rng_u32(tg_rng *r);
 /* Uniform in [0, 1). */

@@ -29,6 +29,7 @@ size_t tg_dtype_size(tg_dtype dt);
 /* "f32" / "i32". */
 const char *tg_dtype_name(tg_dtype dt);
 
+/* Number of dimensions of t. */
 int tg_tensor_ndim(const tg_tensor *t);
 /* Size of dimension `axis`; negative axes count from the end (-1 is the last). */
 int64_t tg_tensor_dim(const tg_tensor *t, int axis);

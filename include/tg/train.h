@@ -204,6 +204,7 @@ typedef struct tg_corpus_stats {
      * (source-only corpus: the source mean) */
     double mean_len;
 } tg_corpus_stats;
+/* The statistics of corpus c into *out. */
 void tg_corpus_stats_get(const tg_corpus *c, tg_corpus_stats *out);
 
 /* ---- batching ---- */
@@ -351,6 +352,7 @@ tg_status tg_trainer_load_state(tg_trainer *t, const char *state_path);
  * resumed run can restore them). Keys "format", "state" and "train_config" are reserved. */
 tg_status tg_trainer_set_metadata(tg_trainer *t, const char *key, const char *value);
 
+/* Optimizer steps taken, the current epoch, and the model being trained. */
 int64_t tg_trainer_steps(const tg_trainer *t);
 int64_t tg_trainer_epoch(const tg_trainer *t);
 tg_model *tg_trainer_model(tg_trainer *t);
