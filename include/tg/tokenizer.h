@@ -53,8 +53,11 @@ tg_status tg_tokenizer_encode(const tg_tokenizer *t, const char *text, size_t le
 /* The text of ids (specials skipped), malloc'ed. */
 tg_status tg_tokenizer_decode(const tg_tokenizer *t, const int32_t *ids, int64_t n, char **out);
 
+/* Which kind of tokenizer t is. */
 tg_tok_kind tg_tokenizer_kind(const tg_tokenizer *t);
+/* The kind's name, as the checkpoint metadata and `tg inspect` write it. */
 const char *tg_tokenizer_kind_name(tg_tok_kind k);
+/* The vocabulary t maps tokens with (borrowed: valid while t is). */
 const tg_vocab *tg_tokenizer_vocab(const tg_tokenizer *t);
 /* The vocabulary it owns (from tg_tokenizer_from_hf), handed over: the caller owns it, and the
  * tokenizer keeps borrowing it. NULL when it owns none. */
