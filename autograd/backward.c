@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/tg-impl.h"
+#include "tg/autograd.h"
 
 tg_status tg_backward(tg_graph *g, tg_tensor *loss) {
     if (!g || !loss) {

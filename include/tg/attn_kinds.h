@@ -7,6 +7,8 @@
 #ifndef TG_ATTN_KINDS_H
 #define TG_ATTN_KINDS_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -43,9 +45,9 @@ typedef struct tg_attn_kind_def {
 /* Register a kind for the life of the process; its id (a tg_attn_kind past the built-in ones)
  * in *out. Errors: a NULL callback (init or forward), a bad name, a name registered before or
  * a built-in's, more than 32 kinds. Thread-safe; register before building models with it. */
-tg_status tg_attn_kind_register(const tg_attn_kind_def *def, tg_attn_kind *out);
+TG_API tg_status tg_attn_kind_register(const tg_attn_kind_def *def, tg_attn_kind *out);
 /* The definition of a registered kind (NULL for a built-in or unknown id). */
-const tg_attn_kind_def *tg_attn_kind_def_get(tg_attn_kind k);
+TG_API const tg_attn_kind_def *tg_attn_kind_def_get(tg_attn_kind k);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 #ifndef TG_AUTOGRAD_H
 #define TG_AUTOGRAD_H
 
+#include "tg/export.h"
+
 #include "tg/graph.h"
 
 #ifdef __cplusplus
@@ -12,11 +14,11 @@ extern "C" {
  * Gradients flow only into tensors that require them (trainable parameters and inputs marked
  * with tg_requires_grad), and branches that do not reach them cost nothing. Parameter
  * gradients are accumulated into their store when the graph runs. */
-tg_status tg_backward(tg_graph *g, tg_tensor *loss);
+TG_API tg_status tg_backward(tg_graph *g, tg_tensor *loss);
 
 /* After tg_backward: the gradient of t (kept, readable after the run), or NULL if t received
  * none. */
-tg_tensor *tg_grad(tg_graph *g, const tg_tensor *t);
+TG_API tg_tensor *tg_grad(tg_graph *g, const tg_tensor *t);
 
 #ifdef __cplusplus
 }

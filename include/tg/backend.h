@@ -16,6 +16,8 @@
 #ifndef TG_BACKEND_H
 #define TG_BACKEND_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -40,9 +42,9 @@ typedef struct tg_backend_options {
  * TG_ERR_INVALID naming the registered backends for an unknown name; a registered backend that
  * this build or machine lacks answers as its own constructor does (TG_ERR_UNSUPPORTED without
  * CUDA, TG_ERR_BACKEND without a GPU). */
-tg_status tg_backend_new(const char *name, const tg_backend_options *opts, tg_backend **out);
+TG_API tg_status tg_backend_new(const char *name, const tg_backend_options *opts, tg_backend **out);
 /* The registered backend names joined by '|' ("cpu|cuda"): e.g. a command line's choices. */
-const char *tg_backend_names(void);
+TG_API const char *tg_backend_names(void);
 
 /* A CPU backend with a team of `nthreads` threads, started here and kept until
  * tg_backend_free (0: the TG_NUM_THREADS environment variable, else OMP_NUM_THREADS, else the
@@ -53,38 +55,38 @@ const char *tg_backend_names(void);
  * a job (its affinity is restored after) and only when its own mask holds the first of them;
  * the environment variable TG_CPU_BIND=0 leaves all placement to the kernel. Writes the new backend
  * to *out; the caller frees it with tg_backend_free. */
-tg_status tg_backend_cpu_new(int nthreads, tg_backend **out);
+TG_API tg_status tg_backend_cpu_new(int nthreads, tg_backend **out);
 
 /* The instruction set the CPU kernels use: "portable" (plain C), "avx2" (AVX2 + FMA) or
  * "avx512" (AVX-512F as well): the best this CPU has, unless capped. The level is the process's,
  * shared by every CPU backend, and decided when the first one is created. */
-const char *tg_cpu_isa_name(void);
+TG_API const char *tg_cpu_isa_name(void);
 /* Caps the CPU kernels' instruction set at `level` ("portable", "avx2", "avx512") for the whole
  * process, as the environment variable TG_CPU_ISA does: for diagnosis, tests and benchmarks
  * (the AVX-512 kernels give the AVX2 ones' bits; the portable ones agree within float rounding).
  * Call it before graphs run. An unknown name is TG_ERR_INVALID and changes nothing; a level this
  * CPU lacks is TG_ERR_UNSUPPORTED naming what it has, and the best it has is used. */
-tg_status tg_cpu_set_isa(const char *level);
+TG_API tg_status tg_cpu_set_isa(const char *level);
 
 /* A CUDA backend on device `device` (TG_ERR_UNSUPPORTED if built without CUDA, TG_ERR_BACKEND
  * with CUDA's message if no usable GPU). */
-tg_status tg_backend_cuda_new(int device, tg_backend **out);
+TG_API tg_status tg_backend_cuda_new(int device, tg_backend **out);
 
 /* True if this build includes the CUDA backend. */
-bool tg_have_cuda(void);
+TG_API bool tg_have_cuda(void);
 
 /* Free a backend (NULL is allowed). Stores and graphs using it must be freed first. */
-void tg_backend_free(tg_backend *b);
+TG_API void tg_backend_free(tg_backend *b);
 
 /* "cpu" or "cuda". */
-const char *tg_backend_name(const tg_backend *b);
+TG_API const char *tg_backend_name(const tg_backend *b);
 
 /* Thread count of a CPU backend (1 for others); set it (n >= 1). */
-int tg_backend_threads(const tg_backend *b);
-tg_status tg_backend_set_threads(tg_backend *b, int n);
+TG_API int tg_backend_threads(const tg_backend *b);
+TG_API tg_status tg_backend_set_threads(tg_backend *b, int n);
 
 /* Peak bytes ever held by the backend's allocator (graph workspaces plus stores). */
-size_t tg_backend_peak_bytes(const tg_backend *b);
+TG_API size_t tg_backend_peak_bytes(const tg_backend *b);
 
 #ifdef __cplusplus
 }

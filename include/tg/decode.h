@@ -17,6 +17,8 @@
 #ifndef TG_DECODE_H
 #define TG_DECODE_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,9 +40,9 @@ typedef struct tg_decoder tg_decoder;
  * products, are computed from them once); src is copied. Free with tg_decoder_free.
  * A language model (arch lm) has no source: src and src_n must be NULL, and the n "sentences"
  * are independent sequences, each started by feeding <s> at step 0. */
-tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+TG_API tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
                          int64_t max_rows, int64_t max_steps, bool cached, tg_decoder **out);
-void tg_decoder_free(tg_decoder *d);
+TG_API void tg_decoder_free(tg_decoder *d);
 
 /* Many decoders in turn (a file translated batch by batch: each tg_decode or tg_generate call
  * makes one): the weights the steps read, which each decoder prepares on the backend when it is
@@ -49,8 +51,8 @@ void tg_decoder_free(tg_decoder *d);
  * between prepares them again. The weights must not change in between (no training step).
  * Calls nest; a release without a hold does nothing; tg_model_free releases the holds left.
  * Errors: a NULL model. */
-tg_status tg_decoder_hold_weights(tg_model *m);
-void tg_decoder_release_weights(tg_model *m);
+TG_API tg_status tg_decoder_hold_weights(tg_model *m);
+TG_API void tg_decoder_release_weights(tg_model *m);
 
 /* One step: `rows` hypotheses (1..max_rows) each append one decoder input token. At step 0,
  * parent[r] is the sentence (0..n-1) of row r; at later steps parent[r] is the row of the
@@ -58,10 +60,10 @@ void tg_decoder_release_weights(tg_model *m);
  * search). tokens[r] is the token at this position (<s> at step 0, then the previous choice;
  * never <pad>). Writes the logits of the next token, [rows, V_tgt] row-major, into the
  * caller's array `logits`. */
-tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
+TG_API tg_status tg_decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent, const int32_t *tokens,
                           float *logits);
 /* Steps taken so far (= the position of the next token). */
-int64_t tg_decoder_steps(const tg_decoder *d);
+TG_API int64_t tg_decoder_steps(const tg_decoder *d);
 
 /* ---- search ---- */
 typedef enum tg_decode_strategy {
@@ -80,10 +82,10 @@ typedef struct tg_decode_options {
 } tg_decode_options;
 
 /* beam 4, alpha 0.6, a = 1, b = 50, nbest 1, TG_DECODE_AUTO. */
-tg_decode_options tg_decode_options_default(void);
+TG_API tg_decode_options tg_decode_options_default(void);
 
 /* GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting </s>. */
-double tg_decode_length_penalty(int64_t len, double alpha);
+TG_API double tg_decode_length_penalty(int64_t len, double alpha);
 
 typedef struct tg_hypothesis {
     int32_t *ids;    /* target ids, without <s> and </s> (malloc'ed; owned by the result) */
@@ -102,13 +104,13 @@ typedef struct tg_nbest {
  * the incremental decoder. Greedy and beam search never emit <pad> or <s> (log P is still over
  * the whole vocabulary). On success *out is a malloc'ed array of n results, freed with
  * tg_decode_free(*out, n). opts may be NULL (the defaults). */
-tg_status tg_decode(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+TG_API tg_status tg_decode(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
                     const tg_decode_options *opts, tg_nbest **out);
 /* The same search on the no-cache reference decoder (slow; for tests and checks). */
-tg_status tg_decode_full(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
+TG_API tg_status tg_decode_full(tg_model *m, const int32_t *const *src, const int64_t *src_n, int64_t n,
                          const tg_decode_options *opts, tg_nbest **out);
 /* Free the results of tg_decode (NULL is allowed). */
-void tg_decode_free(tg_nbest *r, int64_t n);
+TG_API void tg_decode_free(tg_nbest *r, int64_t n);
 
 /* ---- generation from a language model (arch lm; models/generate.c) ---- */
 typedef struct tg_generate_options {
@@ -120,7 +122,7 @@ typedef struct tg_generate_options {
 } tg_generate_options;
 
 /* max_new 100, temperature 1, top_k 0, top_p 1, seed 1, cached. */
-tg_generate_options tg_generate_options_default(void);
+TG_API tg_generate_options tg_generate_options_default(void);
 
 typedef struct tg_generation {
     int32_t *ids;    /* generated ids after the prompt, without </s> (malloc'ed) */
@@ -136,9 +138,9 @@ typedef struct tg_generation {
  * from position 0 and drawing goes on. <pad> and <s> are never drawn. Errors: an encoder-decoder model, a
  * prompt with <pad> or an id outside the vocabulary, or a prompt that with <s> does not fit in
  * max_len. On success *out owns its ids (tg_generation_free). */
-tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
+TG_API tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
                       tg_generation *out);
-void tg_generation_free(tg_generation *g);
+TG_API void tg_generation_free(tg_generation *g);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef TG_ERROR_H
 #define TG_ERROR_H
 
+#include "tg/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,20 +31,20 @@ typedef enum tg_status {
 
 /* The message of the last error set on this thread ("" if none). The pointer stays valid
  * until the next error is set on this thread. */
-const char *tg_error_message(void);
+TG_API const char *tg_error_message(void);
 
 /* A short constant name for a status, e.g. "shape error". */
-const char *tg_status_name(tg_status st);
+TG_API const char *tg_status_name(tg_status st);
 
 /* Record an error (printf-style message) and return st, so callers can write
  * `return tg_error_set(TG_ERR_SHAPE, "tg_add: ...");`. Used by the library and by tools. */
-tg_status tg_error_set(tg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TG_API tg_status tg_error_set(tg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefix the current message with "context: " (for adding a file name or a layer). */
-tg_status tg_error_prefix(tg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TG_API tg_status tg_error_prefix(tg_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Forget the last error on this thread. */
-void tg_error_clear(void);
+TG_API void tg_error_clear(void);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,8 @@
 #ifndef TG_GRADCHECK_H
 #define TG_GRADCHECK_H
 
+#include "tg/export.h"
+
 #include <stdint.h>
 
 #include "tg/graph.h"
@@ -41,7 +43,7 @@ typedef struct tg_gradcheck_options {
 } tg_gradcheck_options;
 
 /* The default options (every field filled; change what you need). */
-tg_gradcheck_options tg_gradcheck_options_default(void);
+TG_API tg_gradcheck_options tg_gradcheck_options_default(void);
 
 typedef struct tg_gradcheck_result {
     int64_t checked;   /* entries compared */
@@ -57,7 +59,7 @@ typedef struct tg_gradcheck_result {
  * defaults). TG_OK when every entry passes (worst <= 1); TG_ERR_NUMERIC naming the worst
  * entry when one does not; other errors when fn fails to build or run. *res (may be NULL) is
  * filled in either case as far as the check got. */
-tg_status tg_gradcheck(tg_gradcheck_fn fn, void *ctx, int n, tg_gradcheck_input *inputs, tg_backend *b,
+TG_API tg_status tg_gradcheck(tg_gradcheck_fn fn, void *ctx, int n, tg_gradcheck_input *inputs, tg_backend *b,
                        const tg_gradcheck_options *opt, tg_gradcheck_result *res);
 
 #ifdef __cplusplus

@@ -7,6 +7,8 @@
 #ifndef TG_HF_H
 #define TG_HF_H
 
+#include "tg/export.h"
+
 #include "tg/model.h"
 
 #ifdef __cplusplus
@@ -17,11 +19,11 @@ extern "C" {
  * the cause: a file missing, an architecture or tokenizer type not supported, a tensor missing
  * or of the wrong shape or dtype (F16, BF16 and F64 are converted to F32), a config that
  * contradicts the weights or the tokenizer. */
-tg_status tg_hf_import(const char *dir, tg_backend *b, tg_model **out);
+TG_API tg_status tg_hf_import(const char *dir, tg_backend *b, tg_model **out);
 /* Write m (arch mlm from BERT's layout, or arch lm from GPT-2's) as a directory transformers
  * loads: config.json, model.safetensors (F32, Hugging Face names) and tokenizer.json when the
  * model has a tokenizer. dir is created if absent; files are written whole or not at all. */
-tg_status tg_hf_export(const tg_model *m, const char *dir);
+TG_API tg_status tg_hf_export(const tg_model *m, const char *dir);
 
 #ifdef __cplusplus
 }

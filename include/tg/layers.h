@@ -12,6 +12,8 @@
 #ifndef TG_LAYERS_H
 #define TG_LAYERS_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,42 +42,42 @@ typedef struct tg_params tg_params;
 
 /* Parameters into store s (borrowed), drawn from seed; TG_INIT_NORMAL draws N(0, normal_sd^2).
  * Free with tg_params_free. */
-tg_status tg_params_new(tg_store *s, uint64_t seed, double normal_sd, tg_params **out);
-void tg_params_free(tg_params *p);
+TG_API tg_status tg_params_new(tg_store *s, uint64_t seed, double normal_sd, tg_params **out);
+TG_API void tg_params_free(tg_params *p);
 /* Add a trainable parameter `name` of ndim (1 to 4) dimensions; an existing name is an error. */
-tg_status tg_params_add(tg_params *p, const char *name, int ndim, const int64_t *shape, tg_init_kind init);
+TG_API tg_status tg_params_add(tg_params *p, const char *name, int ndim, const int64_t *shape, tg_init_kind init);
 
 /* ---- layers: the parameters (…_init) and the forward ---- */
 
 /* prefix.weight [out, in] (Xavier), prefix.bias [out] (zeros) when bias */
-tg_status tg_layers_linear_init(tg_params *p, const char *prefix, int64_t in, int64_t out, bool bias);
+TG_API tg_status tg_layers_linear_init(tg_params *p, const char *prefix, int64_t in, int64_t out, bool bias);
 /* y = x W^T (+ b) over the last axis of x [..., in] -> [..., out] (PyTorch's nn.Linear) */
-tg_tensor *tg_layers_linear(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *x, bool bias);
+TG_API tg_tensor *tg_layers_linear(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *x, bool bias);
 
 /* prefix.weight [d] (ones) and, unless rms, prefix.bias [d] (zeros) */
-tg_status tg_layers_norm_init(tg_params *p, const char *prefix, int64_t d, bool rms);
+TG_API tg_status tg_layers_norm_init(tg_params *p, const char *prefix, int64_t d, bool rms);
 /* LayerNorm over the last axis (biased variance), or with rms RMSNorm:
  * x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019); eps <= 0 is 1e-5 (BERT: 1e-12) */
-tg_tensor *tg_layers_norm(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *x, bool rms, float eps);
+TG_API tg_tensor *tg_layers_norm(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *x, bool rms, float eps);
 
 /* the hidden activation: ReLU, GELU in its tanh form, GELU exact (erf: BERT's), or SwiGLU */
 typedef enum tg_ffn_kind { TG_FFN_RELU = 0, TG_FFN_GELU, TG_FFN_SWIGLU, TG_FFN_GELU_ERF } tg_ffn_kind;
 /* prefix.fc1 [d_ff, d], prefix.fc2 [d, d_ff], and for SwiGLU prefix.fc3 [d_ff, d] (with biases) */
-tg_status tg_layers_ffn_init(tg_params *p, const char *prefix, int64_t d, int64_t d_ff, tg_ffn_kind kind);
+TG_API tg_status tg_layers_ffn_init(tg_params *p, const char *prefix, int64_t d, int64_t d_ff, tg_ffn_kind kind);
 /* act(x W1^T + b1) W2^T + b2 with dropout p on the hidden activation; SwiGLU (Shazeer 2020):
  * act(x W1^T + b1) = silu(x W1^T + b1) * (x W3^T + b3) */
-tg_tensor *tg_layers_ffn(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *x, tg_ffn_kind kind, float dropout);
+TG_API tg_tensor *tg_layers_ffn(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *x, tg_ffn_kind kind, float dropout);
 
 /* prefix.{q_proj [heads*dk, d], k_proj and v_proj [kv_heads*dk, d], out_proj [d, heads*dk]}
  * with biases, dk = d / heads; kv_heads divides heads (heads: multi-head attention; 1:
  * multi-query attention, Shazeer 2019; between: grouped-query) */
-tg_status tg_layers_attention_init(tg_params *p, const char *prefix, int64_t d, int64_t heads, int64_t kv_heads);
+TG_API tg_status tg_layers_attention_init(tg_params *p, const char *prefix, int64_t d, int64_t heads, int64_t kv_heads);
 /* Scaled dot-product attention (Vaswani et al. 2017): xq [B,n,d] attends over xkv [B,m,d];
  * query head i reads key/value head i / (heads / kv_heads). scores = Q K^T / sqrt(dk) + bias
  * (NULL, or broadcastable to [B, heads, n, m]: ALiBi's distances, relative positions), masked
  * where mask != 0 (NULL or broadcastable to [B,1,n,m]) with -inf, softmax, dropout p, times V,
  * heads concatenated, out_proj. Returns [B,n,d]. */
-tg_tensor *tg_layers_attention(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *xq, tg_tensor *xkv,
+TG_API tg_tensor *tg_layers_attention(tg_graph *g, tg_store *s, const char *prefix, tg_tensor *xq, tg_tensor *xkv,
                                tg_tensor *mask, tg_tensor *bias, int64_t heads, int64_t kv_heads, float dropout);
 
 /* The positions an embedding adds. */
@@ -85,14 +87,14 @@ typedef enum tg_pos_kind {
     TG_POS_NONE,           /* none here (rotary positions are applied in the attention) */
 } tg_pos_kind;
 /* prefix.weight [vocab, d] (normal) and with TG_POS_LEARNED prefix.pos [max_len, d] (normal) */
-tg_status tg_layers_embed_init(tg_params *p, const char *prefix, int64_t vocab, int64_t d, int64_t max_len,
+TG_API tg_status tg_layers_embed_init(tg_params *p, const char *prefix, int64_t vocab, int64_t d, int64_t max_len,
                                tg_pos_kind pos);
 /* Token embedding * sqrt(d) + the positions offset .. offset + T - 1 of ids [B, T] (i32 host
  * data, copied; every id must be in [0, vocab)): [B, T, d], then dropout p. */
-tg_tensor *tg_layers_embed(tg_graph *g, tg_store *s, const char *prefix, const int32_t *ids, int64_t B, int64_t T,
+TG_API tg_tensor *tg_layers_embed(tg_graph *g, tg_store *s, const char *prefix, const int32_t *ids, int64_t B, int64_t T,
                            int64_t offset, tg_pos_kind pos, float dropout);
 /* The sinusoidal encoding of positions offset .. offset + T - 1: an input [T, d]. */
-tg_tensor *tg_layers_sinusoid(tg_graph *g, int64_t offset, int64_t T, int64_t d);
+TG_API tg_tensor *tg_layers_sinusoid(tg_graph *g, int64_t offset, int64_t T, int64_t d);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #ifndef TG_METRICS_H
 #define TG_METRICS_H
 
+#include "tg/export.h"
+
 #include "tg/error.h"
 
 #include <stddef.h>
@@ -48,7 +50,7 @@ typedef struct tg_metric_bleu_options {
 } tg_metric_bleu_options;
 
 /* sacreBLEU's defaults: 13a tokenization, exp smoothing (what sacrebleu.corpus_bleu uses). */
-tg_metric_bleu_options tg_metric_bleu_options_default(void);
+TG_API tg_metric_bleu_options tg_metric_bleu_options_default(void);
 
 typedef struct tg_metric_bleu_result {
     double score;         /* corpus BLEU in [0, 100]: bp · exp(mean_n log precisions[n]) */
@@ -72,7 +74,7 @@ typedef struct tg_metric_bleu_result {
  * If no n-gram of any order matches, the score is 0 and all precisions are 0 (sacreBLEU
  * #141). An order with no hypothesis n-grams at all has precision 0 (score 0).
  * opt may be NULL for tg_metric_bleu_options_default(). Writes *out on success. */
-tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_t n,
+TG_API tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_t n,
                          const tg_metric_bleu_options *opt, tg_metric_bleu_result *out);
 
 /* sacreBLEU's 13a tokenization of one line: the tokens joined by single spaces, e.g.
@@ -80,7 +82,7 @@ tg_status tg_metric_bleu(const char *const *hyps, const char *const *refs, size_
  * Tokenizer13a()(text) it does not strip the line first (tg_metric_bleu does, as sacreBLEU's
  * BLEU does), so a final "-\n" is deleted here. On success *out is a new NUL-terminated
  * string the caller releases with free(). */
-tg_status tg_metric_tokenize_13a(const char *text, char **out);
+TG_API tg_status tg_metric_tokenize_13a(const char *text, char **out);
 
 /* ---- chrF ------------------------------------------------------------------------------- */
 
@@ -101,14 +103,14 @@ typedef struct tg_metric_chrf_result {
  * corpus, P_n = m_n / hyp_n and R_n = m_n / ref_n are averaged over the orders where both
  * hyp_n > 0 and ref_n > 0, and chrF = 100 · (1 + β²) P R / (β² P + R), β = 2 (0 if P + R = 0).
  * Characters are Unicode code points. Writes *out on success. */
-tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_t n,
+TG_API tg_status tg_metric_chrf(const char *const *hyps, const char *const *refs, size_t n,
                          tg_metric_chrf_result *out);
 
 /* ---- edit distances --------------------------------------------------------------------- */
 
 /* Word-level Levenshtein distance between hyp and ref (unit costs for substitution,
  * insertion and deletion; words compared byte for byte). Writes *dist on success. */
-tg_status tg_metric_edit_distance(const char *hyp, const char *ref, int64_t *dist);
+TG_API tg_status tg_metric_edit_distance(const char *hyp, const char *ref, int64_t *dist);
 
 typedef struct tg_metric_wer_result {
     double wer;        /* errors / ref_words (may exceed 1 with many insertions) */
@@ -119,7 +121,7 @@ typedef struct tg_metric_wer_result {
 /* Corpus word error rate: Σ_i word-Levenshtein(hyps[i], refs[i]) / Σ_i words(refs[i]).
  * A corpus whose references hold no words at all is a TG_ERR_INVALID error (WER undefined).
  * Writes *out on success. */
-tg_status tg_metric_wer(const char *const *hyps, const char *const *refs, size_t n,
+TG_API tg_status tg_metric_wer(const char *const *hyps, const char *const *refs, size_t n,
                         tg_metric_wer_result *out);
 
 typedef struct tg_metric_g2p_result {
@@ -141,7 +143,7 @@ typedef struct tg_metric_g2p_result {
  * PER is thus a corpus-level micro average (one division at the end), like WER above. A
  * corpus whose closest references hold no phonemes at all is a TG_ERR_INVALID error.
  * Writes *out on success. */
-tg_status tg_metric_g2p(const char *const *hyps, const char *const *const *refs,
+TG_API tg_status tg_metric_g2p(const char *const *hyps, const char *const *const *refs,
                         const size_t *n_refs, size_t n, tg_metric_g2p_result *out);
 
 /* ---- METEOR, ROUGE-L, CIDEr-D: means of sentence scores ---------------------------------- */
@@ -160,14 +162,14 @@ typedef struct tg_metric_mean_result {
  * alpha 0.9, beta 3, gamma 0.5 (train/meteor.c has the formula and NLTK's alignment order).
  * Each sentence score is in [0, 1]; *out gets their mean. sentence_scores, if not NULL,
  * receives the n sentence scores. */
-tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n,
+TG_API tg_status tg_metric_meteor(const char *const *hyps, const char *const *refs, size_t n,
                            tg_bleu_tokenize tok, double *sentence_scores,
                            tg_metric_mean_result *out);
 
 /* ROUGE-L F-measure as the rouge-score package computes it (no stemming) on lower-cased
  * words: with l = |LCS(hyp, ref)|, P = l/|hyp|, R = l/|ref|, F = 2PR/(P+R), 0 when either
  * side is empty. Sentence scores in [0, 1]; *out gets their mean. */
-tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n,
+TG_API tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, size_t n,
                             tg_bleu_tokenize tok, double *sentence_scores,
                             tg_metric_mean_result *out);
 
@@ -175,7 +177,7 @@ tg_status tg_metric_rouge_l(const char *const *hyps, const char *const *refs, si
  * kept): n-grams 1..4, tf-idf vectors with the document frequencies of the n references,
  * clipped cosine similarity, Gaussian length penalty sigma 6, times 10 (train/cider.c).
  * Sentence scores in [0, 10] (about); *out gets their mean. */
-tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n,
+TG_API tg_status tg_metric_cider(const char *const *hyps, const char *const *refs, size_t n,
                           tg_bleu_tokenize tok, double *sentence_scores,
                           tg_metric_mean_result *out);
 
@@ -192,7 +194,7 @@ typedef enum tg_metric_id {
 } tg_metric_id;
 
 /* "bleu", "chrf", "wer", "meteor", "rouge_l", "cider" (NULL for an unknown id). */
-const char *tg_metric_name(tg_metric_id metric);
+TG_API const char *tg_metric_name(tg_metric_id metric);
 
 /* The sufficient statistics of every sentence of a corpus for one metric: what sacreBLEU's
  * _extract_corpus_statistics keeps, so that the corpus score of any multiset of sentences
@@ -209,7 +211,7 @@ typedef struct tg_metric_stats {
  * ignores opt and splits on whitespace as tg_metric_wer does). For CIDEr-D the document
  * frequencies come from all n references and stay fixed: resampling sentences does not
  * re-estimate the IDF. On success *out owns new memory. */
-tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
+TG_API tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
                                   const char *const *refs, size_t n,
                                   const tg_metric_bleu_options *opt, tg_metric_stats *out);
 
@@ -217,8 +219,8 @@ tg_status tg_metric_stats_compute(tg_metric_id metric, const char *const *hyps,
  * NULL, on the scale `tg eval` prints: BLEU, chrF in [0, 100]; WER, METEOR, ROUGE-L in
  * percent; CIDEr-D as pycocoevalcap. A resample whose references hold no words has WER 100
  * if it has errors, else 0 (sacreBLEU's TER convention). */
-double tg_metric_stats_score(const tg_metric_stats *s, const size_t *idx, size_t m);
-void tg_metric_stats_free(tg_metric_stats *s);
+TG_API double tg_metric_stats_score(const tg_metric_stats *s, const size_t *idx, size_t m);
+TG_API void tg_metric_stats_free(tg_metric_stats *s);
 
 typedef struct tg_metric_bootstrap_result {
     double baseline, system;           /* scores on the whole corpus */
@@ -239,7 +241,7 @@ typedef struct tg_metric_bootstrap_result {
  * sorted scores x, l = samples / 40 and u = samples - l - 1 (a 95% interval). Identical
  * systems give d_s = 0 and p = 1 / (samples + 1), as in sacreBLEU. baseline and system must
  * be statistics of the same metric over the same n sentences; samples >= 1. */
-tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system,
+TG_API tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_metric_stats *system,
                                      size_t samples, uint64_t seed,
                                      tg_metric_bootstrap_result *out);
 
@@ -249,7 +251,7 @@ tg_status tg_metric_paired_bootstrap(const tg_metric_stats *baseline, const tg_m
  * Python's str.lower() does, then stemmed (see train/porter.c for NLTK's departures from
  * Porter 1980). Letters other than a e i o u y (accented ones included) count as consonants.
  * On success *out is a new NUL-terminated UTF-8 string the caller releases with free(). */
-tg_status tg_metric_porter_stem(const char *word, char **out);
+TG_API tg_status tg_metric_porter_stem(const char *word, char **out);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #ifndef TG_MODEL_H
 #define TG_MODEL_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,22 +24,22 @@ enum { TG_PAD = 0, TG_UNK = 1, TG_BOS = 2, TG_EOS = 3 };
 
 typedef struct tg_vocab tg_vocab;
 /* A vocabulary holding the four special tokens. */
-tg_status tg_vocab_new(tg_vocab **out);
-void tg_vocab_free(tg_vocab *v);
+TG_API tg_status tg_vocab_new(tg_vocab **out);
+TG_API void tg_vocab_free(tg_vocab *v);
 /* Add a token (no spaces, valid UTF-8) if absent; its id in *id (may be NULL). */
-tg_status tg_vocab_add(tg_vocab *v, const char *token, int32_t *id);
+TG_API tg_status tg_vocab_add(tg_vocab *v, const char *token, int32_t *id);
 /* Id of a token, TG_UNK if absent. */
-int32_t tg_vocab_id(const tg_vocab *v, const char *token);
+TG_API int32_t tg_vocab_id(const tg_vocab *v, const char *token);
 /* An empty vocabulary, for a layout of special tokens that a tokenizer defines (an imported
  * model's: BERT's [PAD] 0, [UNK] 100, [CLS] 101, ...). */
-tg_status tg_vocab_new_empty(tg_vocab **out);
+TG_API tg_status tg_vocab_new_empty(tg_vocab **out);
 /* Id of a token, -1 if absent. */
-int32_t tg_vocab_find(const tg_vocab *v, const char *token);
+TG_API int32_t tg_vocab_find(const tg_vocab *v, const char *token);
 /* Token of an id (NULL if out of range); owned by the vocabulary. */
-const char *tg_vocab_token(const tg_vocab *v, int32_t id);
-int64_t tg_vocab_size(const tg_vocab *v);
+TG_API const char *tg_vocab_token(const tg_vocab *v, int32_t id);
+TG_API int64_t tg_vocab_size(const tg_vocab *v);
 /* Split a line on spaces/tabs into ids (unknown -> <unk>); *ids is malloc'ed, caller frees. */
-tg_status tg_vocab_encode(const tg_vocab *v, const char *line, int32_t **ids, int64_t *n);
+TG_API tg_status tg_vocab_encode(const tg_vocab *v, const char *line, int32_t **ids, int64_t *n);
 
 /* ---- configuration ---- */
 /* The attention kinds, one row each (docs/model.md §2): the enum, the names that parsing,
@@ -113,29 +115,29 @@ typedef struct tg_model_config {
 
 /* The paper's base model defaults: N=6, d=512, d_ff=2048, h=8, dropout 0.1, post-LN, sinusoidal,
  * label smoothing 0.1, max_len 256. */
-tg_model_config tg_model_config_default(void);
+TG_API tg_model_config tg_model_config_default(void);
 /* A GPT-2 style language model (arch lm): the defaults above with no encoder, pre-LN, learned
  * positions, GELU, one shared embedding tied to the output, no label smoothing. */
-tg_model_config tg_model_config_lm_default(void);
+TG_API tg_model_config tg_model_config_lm_default(void);
 /* A BERT style masked language model (arch mlm): the defaults with no decoder, post-LN, learned
  * positions, GELU, one shared embedding tied to the output, no label smoothing. */
-tg_model_config tg_model_config_mlm_default(void);
+TG_API tg_model_config tg_model_config_mlm_default(void);
 /* Check every field; the message names the first bad one. */
-tg_status tg_model_config_check(const tg_model_config *c);
-const char *tg_attn_kind_name(tg_attn_kind k);
+TG_API tg_status tg_model_config_check(const tg_model_config *c);
+TG_API const char *tg_attn_kind_name(tg_attn_kind k);
 /* Every kind's name joined by '|' ("mha|fixed_head|...": a command line's choices). */
-const char *tg_attn_kind_choices(void);
+TG_API const char *tg_attn_kind_choices(void);
 /* "encdec" / "lm" / "mlm" */
-const char *tg_model_arch_name(tg_model_arch a);
-tg_status tg_model_arch_parse(const char *name, tg_model_arch *out);
-tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
+TG_API const char *tg_model_arch_name(tg_model_arch a);
+TG_API tg_status tg_model_arch_parse(const char *name, tg_model_arch *out);
+TG_API tg_status tg_attn_kind_parse(const char *name, tg_attn_kind *out);
 /* Per-head query/key width of the configuration (d_p for fixed_head, d/h otherwise). */
-int64_t tg_model_head_dim(const tg_model_config *c);
+TG_API int64_t tg_model_head_dim(const tg_model_config *c);
 /* The number of parameters (floats) of a model of config c (vocabulary sizes included),
  * without creating it; as a double, since a bad config can imply more than 2^63. */
-tg_status tg_model_param_count(const tg_model_config *c, double *out);
+TG_API tg_status tg_model_param_count(const tg_model_config *c, double *out);
 /* h_max = floor(d / mean_len) (docs/model.md §2.4; the interacting-head paper's head-count bound). */
-int64_t tg_model_max_heads(int64_t d_model, double mean_len);
+TG_API int64_t tg_model_max_heads(int64_t d_model, double mean_len);
 
 /* ---- the model ---- */
 typedef struct tg_model tg_model;
@@ -143,18 +145,18 @@ typedef struct tg_model tg_model;
 /* A freshly initialised model (docs/model.md §1 initialisation, seeded). Takes ownership of the
  * vocabularies (src and tgt may be the same pointer: a joint vocabulary); cfg's vocab sizes are
  * set from them. */
-tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
+TG_API tg_status tg_model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt, tg_backend *b,
                        uint64_t seed, tg_model **out);
-void tg_model_free(tg_model *m);
-const tg_model_config *tg_model_cfg(const tg_model *m);
-tg_store *tg_model_store(tg_model *m);
-const tg_vocab *tg_model_src_vocab(const tg_model *m);
-const tg_vocab *tg_model_tgt_vocab(const tg_model *m);
-tg_backend *tg_model_backend(const tg_model *m);
+TG_API void tg_model_free(tg_model *m);
+TG_API const tg_model_config *tg_model_cfg(const tg_model *m);
+TG_API tg_store *tg_model_store(tg_model *m);
+TG_API const tg_vocab *tg_model_src_vocab(const tg_model *m);
+TG_API const tg_vocab *tg_model_tgt_vocab(const tg_model *m);
+TG_API tg_backend *tg_model_backend(const tg_model *m);
 
 /* Checkpoints in the docs/model.md §4 safetensors format (usable alone; written atomically). */
-tg_status tg_model_save(const tg_model *m, const char *path);
-tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out);
+TG_API tg_status tg_model_save(const tg_model *m, const char *path);
+TG_API tg_status tg_model_load(const char *path, tg_backend *b, tg_model **out);
 
 /* ---- batches (docs/model.md §4 token conventions) ---- */
 typedef struct tg_batch {
@@ -166,17 +168,17 @@ typedef struct tg_batch {
 } tg_batch;
 
 /* Build a batch from n sentences of token ids (without specials). tgt may be NULL. */
-tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
+TG_API tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
                          const int32_t *const *tgt, const int64_t *tgt_n);
-void tg_batch_free(tg_batch *b);
+TG_API void tg_batch_free(tg_batch *b);
 /* A batch of n sequences for a language model (arch lm): targets = the sequences, sources
  * empty. */
-tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
+TG_API tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *seq_n);
 
 /* A batch of n windows of a token stream (arch lm trained on a stream, train/stream.c): window i
  * of len[i] >= 2 ids reads seq[i][0, len-1) (tgt_in) and predicts seq[i][1, len) (tgt_out), with
  * no <s> or </s> added; sources empty (</s> alone). */
-tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len);
+TG_API tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len);
 
 /* ---- masked language models (arch mlm; models/mlm.c) ---- */
 /* BERT's masking rule (Devlin et al. 2019) on ids[0..n): every token that is not special
@@ -184,54 +186,54 @@ tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const 
  * a chosen token becomes <mask> (80 %), a uniformly random id of [4, V) (10 %) or stays (10 %).
  * Writes the model input into input[0..n) and the targets into target[0..n): the original id
  * where chosen, <pad> (ignored) elsewhere. Draws from rng. */
-tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
+TG_API tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
                       int32_t *target);
 /* A batch of n masked sequences: src = input + </s>, tgt_out = target with <pad> at every
  * position not chosen (the </s> too), tgt_tokens = the number of chosen positions. */
-tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+TG_API tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
                              const int64_t *len);
 /* Class logits [B, classes] of a masked language model with a classification head (classes
  * > 0): the final encoder state of each sequence's first token through cls_head, as BERT
  * classifies from its first token. ids [B, S] (right-padded with <pad>). */
-tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S);
+TG_API tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S);
 /* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
  * and their number. */
-tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
+TG_API tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
 
 /* ---- sentence embeddings (models/embed.c) ---- */
 /* One vector per sequence of an encoder (arch mlm): the final encoder states of ids [B, S]
  * (right-padded with the model's pad id, which is excluded) pooled by `pool` (mean over the
  * tokens, the first token, or the maximum per channel), then scaled to unit L2 length when
  * normalize. out: B * d_model floats, caller-owned. */
-tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int64_t S, tg_pool pool, bool normalize,
+TG_API tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int64_t S, tg_pool pool, bool normalize,
                          float *out);
 /* The fillers of one sequence ids[0..n) (<mask> where a token is wanted; no specials added) under a
  * masked language model: probs[i * V + v] = P(token v at position i), the softmax of the logits
  * (dropout off); probs holds n * V floats (V the vocabulary size). Errors: another family, an
  * empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
-tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs);
+TG_API tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs);
 
 /* ---- graphs ---- */
 /* Logits [B*T, V_tgt] for a batch with targets (teacher forcing). A language model (arch lm)
  * reads only the target side: tgt_in = <s> + tokens predicts tgt_out = tokens + </s> under a
  * causal mask, so tg_model_loss and tg_model_score (log P of each sequence, </s> included)
  * serve both families. */
-tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b);
+TG_API tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b);
 /* Mean label-smoothed cross-entropy over non-pad target tokens (scalar). */
-tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
+TG_API tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b);
 /* log P(target | source) per sentence (docs/model.md §4: natural log, </s> included, dropout off). */
-tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores);
+TG_API tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores);
 
 /* ---- pieces for decoding and tests ---- */
 /* Encoder output [B, S, d] and the source padding mask [B, 1, 1, S] (1 = masked) it used.
  * A language model has no encoder: NULL with an error. */
-tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
+TG_API tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t B, int64_t S,
                            tg_tensor **src_mask);
 /* One attention sub-layer of the configured variant, parameters under `prefix` (e.g.
  * "encoder.layers.0.self_attn"): xq [B,n,d], xkv [B,m,d], mask broadcastable to [B,1,n,m]
  * (1 = masked, or NULL). Returns [B,n,d]. With pos=rope, xq == xkv (self-attention) rotates
  * queries and keys by their positions 0..n-1. */
-tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
+TG_API tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask);
 
 /* ---- attention weights, for looking at (models/attn_maps.c) ---- */
@@ -253,12 +255,12 @@ typedef struct tg_attn_map {
 /* The attention weights of every attention sub-layer (encoder self, decoder self, cross, in
  * build order) for a batch (as tg_model_logits takes it), dropout off. On success *maps is a
  * malloc'ed array of *count maps, freed with tg_attn_maps_free. */
-tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
+TG_API tg_status tg_model_attention_maps(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
 /* The same with each map's logits s (and talking heads' softmax p) filled in: the forward graph
  * also keeps those tensors, so the weights are computed by the same ops as in
  * tg_model_attention_maps (equal up to the rounding of any fusion the kept tensors prevent). */
-tg_status tg_model_attention_logits(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
-void tg_attn_maps_free(tg_attn_map *maps, int64_t count);
+TG_API tg_status tg_model_attention_logits(tg_model *m, const tg_batch *b, tg_attn_map **maps, int64_t *count);
+TG_API void tg_attn_maps_free(tg_attn_map *maps, int64_t count);
 
 #ifdef __cplusplus
 }

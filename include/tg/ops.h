@@ -8,6 +8,8 @@
 #ifndef TG_OPS_H
 #define TG_OPS_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -78,85 +80,85 @@ typedef enum tg_op {
 } tg_op;
 
 /* Name of an op ("matmul"). */
-const char *tg_op_name(tg_op op);
+TG_API const char *tg_op_name(tg_op op);
 /* True for ops that only appear inside gradients (checked through the op they differentiate). */
-bool tg_op_is_backward_only(tg_op op);
+TG_API bool tg_op_is_backward_only(tg_op op);
 /* True for ops with no differentiable input (fill, grad_acc). */
-bool tg_op_has_no_gradient(tg_op op);
+TG_API bool tg_op_has_no_gradient(tg_op op);
 /* Op that produced t (TG_OP_NONE for leaves). */
-tg_op tg_tensor_op(const tg_tensor *t);
+TG_API tg_op tg_tensor_op(const tg_tensor *t);
 
 /* ---- shape ops: reshape/permute/transpose/slice are views when possible ---- */
 /* New shape with the same number of elements; one entry may be -1 (inferred). */
-tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape);
+TG_API tg_tensor *tg_reshape(tg_tensor *x, int ndim, const int64_t *shape);
 /* Output dimension i is input dimension perm[i]. */
-tg_tensor *tg_permute(tg_tensor *x, const int *perm);
-tg_tensor *tg_transpose(tg_tensor *x, int axis0, int axis1);
+TG_API tg_tensor *tg_permute(tg_tensor *x, const int *perm);
+TG_API tg_tensor *tg_transpose(tg_tensor *x, int axis0, int axis1);
 /* Elements [start, end) of `axis`. */
-tg_tensor *tg_slice(tg_tensor *x, int axis, int64_t start, int64_t end);
+TG_API tg_tensor *tg_slice(tg_tensor *x, int axis, int64_t start, int64_t end);
 /* A contiguous copy (the identity when x already is contiguous). */
-tg_tensor *tg_contiguous(tg_tensor *x);
+TG_API tg_tensor *tg_contiguous(tg_tensor *x);
 /* Concatenate n >= 1 tensors of equal shape except along `axis`. */
-tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis);
+TG_API tg_tensor *tg_concat(tg_tensor *const *xs, int n, int axis);
 /* Zero padding: `before` and `after` elements added along `axis`. */
-tg_tensor *tg_pad(tg_tensor *x, int axis, int64_t before, int64_t after);
+TG_API tg_tensor *tg_pad(tg_tensor *x, int axis, int64_t before, int64_t after);
 /* Broadcast x to `shape` (NumPy rules). */
-tg_tensor *tg_expand(tg_tensor *x, int ndim, const int64_t *shape);
+TG_API tg_tensor *tg_expand(tg_tensor *x, int ndim, const int64_t *shape);
 
 /* ---- elementwise ---- */
-tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
 /* x * s */
-tg_tensor *tg_scale(tg_tensor *x, float s);
+TG_API tg_tensor *tg_scale(tg_tensor *x, float s);
 /* x * s + c */
-tg_tensor *tg_affine(tg_tensor *x, float s, float c);
-tg_tensor *tg_add_scalar(tg_tensor *x, float c);
-tg_tensor *tg_neg(tg_tensor *x);
-tg_tensor *tg_exp(tg_tensor *x);
-tg_tensor *tg_log(tg_tensor *x);
-tg_tensor *tg_sqrt(tg_tensor *x);
-tg_tensor *tg_rsqrt(tg_tensor *x);
-tg_tensor *tg_tanh(tg_tensor *x);
-tg_tensor *tg_relu(tg_tensor *x);
+TG_API tg_tensor *tg_affine(tg_tensor *x, float s, float c);
+TG_API tg_tensor *tg_add_scalar(tg_tensor *x, float c);
+TG_API tg_tensor *tg_neg(tg_tensor *x);
+TG_API tg_tensor *tg_exp(tg_tensor *x);
+TG_API tg_tensor *tg_log(tg_tensor *x);
+TG_API tg_tensor *tg_sqrt(tg_tensor *x);
+TG_API tg_tensor *tg_rsqrt(tg_tensor *x);
+TG_API tg_tensor *tg_tanh(tg_tensor *x);
+TG_API tg_tensor *tg_relu(tg_tensor *x);
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-tg_tensor *tg_gelu(tg_tensor *x);
+TG_API tg_tensor *tg_gelu(tg_tensor *x);
 /* SiLU (swish): x * sigmoid(x) = x / (1 + exp(-x)). */
-tg_tensor *tg_silu(tg_tensor *x);
+TG_API tg_tensor *tg_silu(tg_tensor *x);
 /* GELU, exact form (BERT's, PyTorch's default): x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))). */
-tg_tensor *tg_gelu_erf(tg_tensor *x);
+TG_API tg_tensor *tg_gelu_erf(tg_tensor *x);
 /* where(mask != 0, value, x); mask (f32 or i32) broadcasts to x. value may be -INFINITY. */
-tg_tensor *tg_masked_fill(tg_tensor *x, tg_tensor *mask, float value);
+TG_API tg_tensor *tg_masked_fill(tg_tensor *x, tg_tensor *mask, float value);
 /* Inverted dropout: zero with probability p, scale kept values by 1/(1-p). Identity in
  * inference mode or when p == 0. Masks come from the graph seed and the op's stream id. */
-tg_tensor *tg_dropout(tg_tensor *x, float p);
+TG_API tg_tensor *tg_dropout(tg_tensor *x, float p);
 
 /* ---- reductions ---- */
-tg_tensor *tg_sum(tg_tensor *x, int axis, bool keepdim);
-tg_tensor *tg_mean(tg_tensor *x, int axis, bool keepdim);
-tg_tensor *tg_max(tg_tensor *x, int axis, bool keepdim);
+TG_API tg_tensor *tg_sum(tg_tensor *x, int axis, bool keepdim);
+TG_API tg_tensor *tg_mean(tg_tensor *x, int axis, bool keepdim);
+TG_API tg_tensor *tg_max(tg_tensor *x, int axis, bool keepdim);
 /* Sum of all elements, a scalar. */
-tg_tensor *tg_sum_all(tg_tensor *x);
-tg_tensor *tg_mean_all(tg_tensor *x);
+TG_API tg_tensor *tg_sum_all(tg_tensor *x);
+TG_API tg_tensor *tg_mean_all(tg_tensor *x);
 /* Sum the dimensions that broadcasting stretched, back to `shape`. */
-tg_tensor *tg_sum_to(tg_tensor *x, int ndim, const int64_t *shape);
+TG_API tg_tensor *tg_sum_to(tg_tensor *x, int ndim, const int64_t *shape);
 
 /* ---- rows (last axis) ---- */
 /* Numerically stable; entries at -inf get probability 0; a row that is entirely -inf gives 0s. */
-tg_tensor *tg_softmax(tg_tensor *x);
+TG_API tg_tensor *tg_softmax(tg_tensor *x);
 /* log-softmax; an entirely -inf row gives -inf (its softmax is 0). */
-tg_tensor *tg_log_softmax(tg_tensor *x);
+TG_API tg_tensor *tg_log_softmax(tg_tensor *x);
 /* (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, biased variance.
  * gamma and beta ([d]) may be NULL. */
-tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, float eps);
+TG_API tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, float eps);
 
 /* ---- products, lookups, losses ---- */
 /* Batched matrix product op(a)·op(b) over the last two axes; batch axes broadcast. */
-tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
+TG_API tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
 /* Rows of table [V, d] selected by i32 ids of any shape: result shape ids.shape + [d]. An id
  * outside [0, V) is a run-time error. */
-tg_tensor *tg_embedding(tg_tensor *table, tg_tensor *ids);
+TG_API tg_tensor *tg_embedding(tg_tensor *table, tg_tensor *ids);
 
 typedef enum tg_reduction {
     TG_REDUCE_MEAN = 0, /* mean over non-ignored targets (0 if none) */
@@ -166,13 +168,13 @@ typedef enum tg_reduction {
 /* Label-smoothed cross-entropy (docs/model.md §1): logits [N, V], targets i32 [N];
  * q(k) = (1 - eps)[k = y] + eps / V; loss_row = -sum_k q(k) log softmax(logits)_k.
  * Rows whose target equals ignore_index contribute nothing. */
-tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
+TG_API tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets, float smoothing,
                             int32_t ignore_index, tg_reduction reduction);
 /* The same loss and, beside it, the plain negative log-likelihood (smoothing 0) of the same
  * rows, from one pass over the logits: [2] = {loss, nll} when reduced, [N, 2] per row with
  * TG_REDUCE_NONE. Each column has the bits of tg_cross_entropy with its smoothing; the gradient
  * takes both columns (a trainer that minimises the loss and reports the NLL pays one pass). */
-tg_tensor *tg_cross_entropy_with_nll(tg_tensor *logits, tg_tensor *targets, float smoothing,
+TG_API tg_tensor *tg_cross_entropy_with_nll(tg_tensor *logits, tg_tensor *targets, float smoothing,
                                      int32_t ignore_index, tg_reduction reduction);
 
 /* ---- banded (restricted, local-window) attention: O(r·n·d) instead of O(n·m·d) ----
@@ -184,10 +186,10 @@ tg_tensor *tg_cross_entropy_with_nll(tg_tensor *logits, tg_tensor *targets, floa
  * position i+j-r outside [0, m) has no key: its entry is `fill` (-INFINITY so that a softmax
  * gives it probability 0 with no mask; 0 where the scores are mixed before masking, as
  * talking-heads attention does, which then must mask those entries itself). */
-tg_tensor *tg_band_scores(tg_tensor *q, tg_tensor *k, int64_t r, float fill);
+TG_API tg_tensor *tg_band_scores(tg_tensor *q, tg_tensor *k, int64_t r, float fill);
 /* O [..., n, dv] with O_i = sum_j P[i, j] V_{i+j-r} for P [..., n, 2r+1], V [..., m, dv];
  * entries of P whose key position lies outside [0, m) are never read (they may be -inf). */
-tg_tensor *tg_band_mix(tg_tensor *p, tg_tensor *v, int64_t r);
+TG_API tg_tensor *tg_band_mix(tg_tensor *p, tg_tensor *v, int64_t r);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 #ifndef TG_SAFETENSORS_H
 #define TG_SAFETENSORS_H
 
+#include "tg/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,14 +62,14 @@ typedef enum tg_st_dtype {
 } tg_st_dtype;
 
 /* The format's name of a dtype ("F32", "BF16", ...); "?" if out of range. */
-const char *tg_st_dtype_name(tg_st_dtype dt);
+TG_API const char *tg_st_dtype_name(tg_st_dtype dt);
 
 /* Bytes per element of a dtype (1, 2, 4 or 8); 0 if out of range. */
-size_t tg_st_dtype_size(tg_st_dtype dt);
+TG_API size_t tg_st_dtype_size(tg_st_dtype dt);
 
 /* Look up a dtype by its format name (case-sensitive, e.g. "F32"). TG_ERR_NOT_FOUND if
  * unknown. */
-tg_status tg_st_dtype_parse(const char *name, tg_st_dtype *out);
+TG_API tg_status tg_st_dtype_parse(const char *name, tg_st_dtype *out);
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
@@ -77,61 +79,61 @@ typedef struct tg_st_file tg_st_file;
  * tg_st_close); on failure *out is NULL and the message names the file and the problem.
  * TG_ERR_IO for files that cannot be read, TG_ERR_FORMAT for malformed contents,
  * TG_ERR_NOMEM when the file does not fit in memory. path is copied. */
-tg_status tg_st_open(const char *path, tg_st_file **out);
+TG_API tg_status tg_st_open(const char *path, tg_st_file **out);
 
 /* As tg_st_open, from len bytes in memory (copied; the caller keeps data). name is used in
  * messages and returned by tg_st_path (copied; NULL gives "<memory>"). */
-tg_status tg_st_open_memory(const void *data, size_t len, const char *name, tg_st_file **out);
+TG_API tg_status tg_st_open_memory(const void *data, size_t len, const char *name, tg_st_file **out);
 
 /* Free everything tg_st_open allocated; every pointer obtained from f becomes invalid.
  * NULL is fine. */
-void tg_st_close(tg_st_file *f);
+TG_API void tg_st_close(tg_st_file *f);
 
 /* The path (or name) the file was opened with; owned by f. */
-const char *tg_st_path(const tg_st_file *f);
+TG_API const char *tg_st_path(const tg_st_file *f);
 
 /* Number of tensors (the "__metadata__" entry is not one). */
-size_t tg_st_count(const tg_st_file *f);
+TG_API size_t tg_st_count(const tg_st_file *f);
 
 /* Name of tensor i, 0 <= i < count, in the order the header lists them; NULL if out of
  * range. Owned by f. */
-const char *tg_st_name(const tg_st_file *f, size_t i);
+TG_API const char *tg_st_name(const tg_st_file *f, size_t i);
 
 /* Index of the tensor called name. TG_ERR_NOT_FOUND (with a message naming the file) if
  * there is none; *index is untouched then. O(log n). */
-tg_status tg_st_find(const tg_st_file *f, const char *name, size_t *index);
+TG_API tg_status tg_st_find(const tg_st_file *f, const char *name, size_t *index);
 
 /* Element type, number of dimensions, shape and element count of tensor i. The shape array
  * has ndim entries (none for a scalar: ndim 0, numel 1) and is owned by f. i must be in
  * range (out of range gives TG_ST_DTYPE_COUNT / 0 / NULL / 0). */
-tg_st_dtype tg_st_tensor_dtype(const tg_st_file *f, size_t i);
-int tg_st_tensor_ndim(const tg_st_file *f, size_t i);
-const int64_t *tg_st_tensor_shape(const tg_st_file *f, size_t i);
-size_t tg_st_tensor_numel(const tg_st_file *f, size_t i);
+TG_API tg_st_dtype tg_st_tensor_dtype(const tg_st_file *f, size_t i);
+TG_API int tg_st_tensor_ndim(const tg_st_file *f, size_t i);
+TG_API const int64_t *tg_st_tensor_shape(const tg_st_file *f, size_t i);
+TG_API size_t tg_st_tensor_numel(const tg_st_file *f, size_t i);
 
 /* Raw little-endian bytes of tensor i (tg_st_tensor_nbytes of them), owned by f and valid
  * until tg_st_close. The pointer is aligned to the element size when the file's header
  * length is a multiple of 8 and tensors are laid out by alignment (files written by tgraph
  * or by the Python package); files from other writers may give unaligned pointers, so copy
  * with memcpy or use tg_st_read_f32 rather than casting blindly. */
-const void *tg_st_tensor_data(const tg_st_file *f, size_t i);
-size_t tg_st_tensor_nbytes(const tg_st_file *f, size_t i);
+TG_API const void *tg_st_tensor_data(const tg_st_file *f, size_t i);
+TG_API size_t tg_st_tensor_nbytes(const tg_st_file *f, size_t i);
 
 /* Convert tensor i to float32 into dst (caller-owned, count floats). count must equal
  * tg_st_tensor_numel. F32 copies; F16, BF16 and F64 convert (F64 rounds to nearest, values
  * beyond float range become +-inf); integer and bool types convert to the nearest float.
  * The float8 types give TG_ERR_UNSUPPORTED. Works regardless of alignment or host
  * byte order. */
-tg_status tg_st_read_f32(const tg_st_file *f, size_t i, float *dst, size_t count);
+TG_API tg_status tg_st_read_f32(const tg_st_file *f, size_t i, float *dst, size_t count);
 
 /* Value of metadata key (NUL-terminated, owned by f), or NULL if absent. */
-const char *tg_st_metadata(const tg_st_file *f, const char *key);
+TG_API const char *tg_st_metadata(const tg_st_file *f, const char *key);
 
 /* Number of metadata entries, and key/value of entry i in header order (NULL if out of
  * range). Owned by f. */
-size_t tg_st_metadata_count(const tg_st_file *f);
-const char *tg_st_metadata_key(const tg_st_file *f, size_t i);
-const char *tg_st_metadata_value(const tg_st_file *f, size_t i);
+TG_API size_t tg_st_metadata_count(const tg_st_file *f);
+TG_API const char *tg_st_metadata_key(const tg_st_file *f, size_t i);
+TG_API const char *tg_st_metadata_value(const tg_st_file *f, size_t i);
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
@@ -139,36 +141,36 @@ typedef struct tg_st_writer tg_st_writer;
 
 /* A new, empty writer owned by the caller (free with tg_st_writer_free). NULL with the
  * error set when out of memory. */
-tg_st_writer *tg_st_writer_new(void);
+TG_API tg_st_writer *tg_st_writer_new(void);
 
 /* Free a writer and the tensor data it copied. NULL is fine. */
-void tg_st_writer_free(tg_st_writer *w);
+TG_API void tg_st_writer_free(tg_st_writer *w);
 
 /* Add a tensor. name (non-empty UTF-8, not "__metadata__", unique in this writer: a
  * duplicate is TG_ERR_INVALID) and shape (ndim entries, each >= 0; ndim 0 is a scalar) are
  * copied. data holds numel * element-size bytes in little-endian order (may be NULL when
  * numel is 0); it is COPIED, so the caller may free or reuse it at once. */
-tg_status tg_st_writer_add(tg_st_writer *w, const char *name, tg_st_dtype dtype, int ndim,
+TG_API tg_status tg_st_writer_add(tg_st_writer *w, const char *name, tg_st_dtype dtype, int ndim,
                            const int64_t *shape, const void *data);
 
 /* As tg_st_writer_add, but data is only REFERENCED: it must stay valid and unchanged until
  * tg_st_writer_save returns (saves large checkpoints without a second copy in memory). */
-tg_status tg_st_writer_add_ref(tg_st_writer *w, const char *name, tg_st_dtype dtype, int ndim,
+TG_API tg_status tg_st_writer_add_ref(tg_st_writer *w, const char *name, tg_st_dtype dtype, int ndim,
                                const int64_t *shape, const void *data);
 
 /* Set metadata key to value (both NUL-terminated UTF-8, copied). Setting a key again
  * replaces its value. */
-tg_status tg_st_writer_set_metadata(tg_st_writer *w, const char *key, const char *value);
+TG_API tg_status tg_st_writer_set_metadata(tg_st_writer *w, const char *key, const char *value);
 
 /* Number of tensors added so far. */
-size_t tg_st_writer_count(const tg_st_writer *w);
+TG_API size_t tg_st_writer_count(const tg_st_writer *w);
 
 /* Write the file atomically: everything goes to "<path>.tmp.<pid>", which is fsync'ed and
  * then rename()d over path, and the directory is fsync'ed. On any failure the temporary file
  * is removed and an existing file at path is left untouched. The writer is not consumed:
  * it may be saved again or freed. path is not retained. If path is a symbolic link, the link
  * itself is replaced by the new file (rename() semantics), not its target. */
-tg_status tg_st_writer_save(tg_st_writer *w, const char *path);
+TG_API tg_status tg_st_writer_save(tg_st_writer *w, const char *path);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,8 @@
 #ifndef TG_SAMPLE_H
 #define TG_SAMPLE_H
 
+#include "tg/export.h"
+
 #include <stdint.h>
 
 #include "tg/error.h"
@@ -15,10 +17,10 @@ extern "C" {
 #endif
 
 /* Index of the largest of x[0..n) (the first one on ties; NaN never wins); -1 when n < 1. */
-int64_t tg_argmax(const float *x, int64_t n);
+TG_API int64_t tg_argmax(const float *x, int64_t n);
 /* Indices of the k largest entries of x[0..n), largest first (ties: lower index first), into
  * idx[0..min(k, n)); returns min(k, n) (0 when k < 1 or n < 1). */
-int64_t tg_top_k(const float *x, int64_t n, int64_t k, int64_t *idx);
+TG_API int64_t tg_top_k(const float *x, int64_t n, int64_t k, int64_t *idx);
 
 typedef struct tg_sample_options {
     float temperature; /* p ∝ exp(logit / T); 0 = greedy (argmax, no draw) */
@@ -27,13 +29,13 @@ typedef struct tg_sample_options {
 } tg_sample_options;
 
 /* temperature 1, top_k 0, top_p 1: plain sampling from softmax(logits). */
-tg_sample_options tg_sample_options_default(void);
+TG_API tg_sample_options tg_sample_options_default(void);
 
 /* Draw one index from logits[0..n) under the options, consuming one uniform of rng (none when
  * greedy), into *out. Entries at -inf are never drawn; the filters keep at least the most
  * likely token. Errors: n < 1, a bad option (T < 0, top_k < 0, top_p outside (0, 1]), or no
  * finite logit. */
-tg_status tg_sample(const float *logits, int64_t n, const tg_sample_options *opt, tg_rng *rng, int64_t *out);
+TG_API tg_status tg_sample(const float *logits, int64_t n, const tg_sample_options *opt, tg_rng *rng, int64_t *out);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #ifndef TG_TG_H
 #define TG_TG_H
 /* the engine: errors, tensors, backends, graphs, ops, parameters, autodiff, optimizers, RNG */
+#include "tg/export.h"
 #include "tg/error.h"
 #include "tg/tensor.h"
 #include "tg/backend.h"

@@ -8,6 +8,8 @@
 #ifndef TG_TOKENIZER_H
 #define TG_TOKENIZER_H
 
+#include "tg/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,46 +36,46 @@ typedef struct tg_tokenizer tg_tokenizer;
  * messages. Supported: model WordPiece with BertNormalizer / BertPreTokenizer, model BPE with
  * the ByteLevel pre-tokenizer; anything else is TG_ERR_UNSUPPORTED naming the type. The
  * tokenizer owns its vocabulary (tg_tokenizer_take_vocab hands it to a model). */
-tg_status tg_tokenizer_from_hf(const char *text, size_t len, const char *origin, tg_tokenizer **out);
+TG_API tg_status tg_tokenizer_from_hf(const char *text, size_t len, const char *origin, tg_tokenizer **out);
 /* A tokenizer of kind words or chars over the classic vocabulary layout (<pad> <unk> <s> </s>
  * at ids 0-3), borrowing v. add_eos appends </s> (the encoder-decoder's source side). */
-tg_status tg_tokenizer_new_simple(tg_tok_kind kind, const tg_vocab *v, tg_tokenizer **out);
+TG_API tg_status tg_tokenizer_new_simple(tg_tok_kind kind, const tg_vocab *v, tg_tokenizer **out);
 /* The tokenizer stored in a checkpoint's metadata (json, as tg_tokenizer_to_json wrote it) over
  * the checkpoint's vocabulary v (borrowed: it must outlive the tokenizer). */
-tg_status tg_tokenizer_from_json(const char *json, const char *origin, const tg_vocab *v, tg_tokenizer **out);
+TG_API tg_status tg_tokenizer_from_json(const char *json, const char *origin, const tg_vocab *v, tg_tokenizer **out);
 /* The metadata text of a tokenizer (malloc'ed, caller frees): everything but the vocabulary. */
-tg_status tg_tokenizer_to_json(const tg_tokenizer *t, char **out);
-void tg_tokenizer_free(tg_tokenizer *t);
+TG_API tg_status tg_tokenizer_to_json(const tg_tokenizer *t, char **out);
+TG_API void tg_tokenizer_free(tg_tokenizer *t);
 
 /* Ids of one line of text (valid UTF-8, without its newline) with the tokenizer's special
  * tokens, truncated to its maximum length (*truncated says whether; may be NULL). *ids is
  * malloc'ed (caller frees). */
-tg_status tg_tokenizer_encode(const tg_tokenizer *t, const char *text, size_t len, int32_t **ids, int64_t *n,
+TG_API tg_status tg_tokenizer_encode(const tg_tokenizer *t, const char *text, size_t len, int32_t **ids, int64_t *n,
                               bool *truncated);
 /* The text of ids (specials skipped), malloc'ed. */
-tg_status tg_tokenizer_decode(const tg_tokenizer *t, const int32_t *ids, int64_t n, char **out);
+TG_API tg_status tg_tokenizer_decode(const tg_tokenizer *t, const int32_t *ids, int64_t n, char **out);
 
 /* Which kind of tokenizer t is. */
-tg_tok_kind tg_tokenizer_kind(const tg_tokenizer *t);
+TG_API tg_tok_kind tg_tokenizer_kind(const tg_tokenizer *t);
 /* The kind's name, as the checkpoint metadata and `tg inspect` write it. */
-const char *tg_tokenizer_kind_name(tg_tok_kind k);
+TG_API const char *tg_tokenizer_kind_name(tg_tok_kind k);
 /* The vocabulary t maps tokens with (borrowed: valid while t is). */
-const tg_vocab *tg_tokenizer_vocab(const tg_tokenizer *t);
+TG_API const tg_vocab *tg_tokenizer_vocab(const tg_tokenizer *t);
 /* The vocabulary it owns (from tg_tokenizer_from_hf), handed over: the caller owns it, and the
  * tokenizer keeps borrowing it. NULL when it owns none. */
-tg_vocab *tg_tokenizer_take_vocab(tg_tokenizer *t);
+TG_API tg_vocab *tg_tokenizer_take_vocab(tg_tokenizer *t);
 /* Special token ids: "pad", "unk", "bos" (BERT's [CLS]), "eos" ([SEP]), "mask"; -1 if none. */
-int32_t tg_tokenizer_special(const tg_tokenizer *t, const char *role);
+TG_API int32_t tg_tokenizer_special(const tg_tokenizer *t, const char *role);
 /* Longest output (special tokens included) before truncation; 0: no limit. */
-int64_t tg_tokenizer_max_length(const tg_tokenizer *t);
-void tg_tokenizer_set_max_length(tg_tokenizer *t, int64_t max_length);
+TG_API int64_t tg_tokenizer_max_length(const tg_tokenizer *t);
+TG_API void tg_tokenizer_set_max_length(tg_tokenizer *t, int64_t max_length);
 
 /* The tokenizer that travels with a model (NULL when its checkpoint stores none: then the
  * tools' --chars option and whitespace words apply, as before tokenizers travelled). */
-const tg_tokenizer *tg_model_tokenizer(const tg_model *m);
+TG_API const tg_tokenizer *tg_model_tokenizer(const tg_model *m);
 /* Give the model a tokenizer over its vocabulary (ownership passes, even on failure): its
  * vocabulary must be the model's, token for token. tg_model_save stores it. */
-tg_status tg_model_set_tokenizer(tg_model *m, tg_tokenizer *t);
+TG_API tg_status tg_model_set_tokenizer(tg_model *m, tg_tokenizer *t);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #ifndef TG_TRAIN_H
 #define TG_TRAIN_H
 
+#include "tg/export.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,14 +58,14 @@ typedef struct tg_lr_schedule {
 } tg_lr_schedule;
 
 /* The paper's schedule: noam, factor 1, warmup 4000, for d_model d. */
-tg_lr_schedule tg_lr_schedule_default(int64_t d_model);
+TG_API tg_lr_schedule tg_lr_schedule_default(int64_t d_model);
 /* Check a schedule's fields; the message names the first bad one. */
-tg_status tg_lr_schedule_check(const tg_lr_schedule *s);
+TG_API tg_status tg_lr_schedule_check(const tg_lr_schedule *s);
 /* The learning rate of step `step` (counted from 1; step < 1 is treated as 1). */
-double tg_lr_at(const tg_lr_schedule *s, int64_t step);
+TG_API double tg_lr_at(const tg_lr_schedule *s, int64_t step);
 /* "noam", "constant", "inverse_sqrt", "cosine"; parse accepts '-' for '_' too. */
-const char *tg_lr_kind_name(tg_lr_kind k);
-tg_status tg_lr_kind_parse(const char *name, tg_lr_kind *out);
+TG_API const char *tg_lr_kind_name(tg_lr_kind k);
+TG_API tg_status tg_lr_kind_parse(const char *name, tg_lr_kind *out);
 
 /* ---- text files (train/data.c) ------------------------------------------------------------- */
 
@@ -79,10 +81,10 @@ typedef struct tg_lines {
  * line that is empty or only white space is an error. Errors name the file and the line (and
  * the byte for bad UTF-8): "'a.src' line 3: empty line". On success *out owns the memory
  * (tg_lines_free); on failure *out is zeroed. */
-tg_status tg_lines_read(const char *path, bool allow_empty, tg_lines *out);
-void tg_lines_free(tg_lines *l);
+TG_API tg_status tg_lines_read(const char *path, bool allow_empty, tg_lines *out);
+TG_API void tg_lines_free(tg_lines *l);
 /* Both files must have the same number of lines: "'a.src' has 10 lines but 'a.tgt' has 9". */
-tg_status tg_lines_check_parallel(const tg_lines *a, const tg_lines *b);
+TG_API tg_status tg_lines_check_parallel(const tg_lines *a, const tg_lines *b);
 
 /* ---- tokenisation and vocabularies ---- */
 
@@ -95,19 +97,19 @@ typedef struct tg_text_options {
 
 /* Split line into tokens: *toks (malloc'ed array of malloc'ed strings; free with
  * tg_tokens_free) and their count *n. The line must be valid UTF-8. */
-tg_status tg_tokenize(const char *line, const tg_text_options *opt, char ***toks, int64_t *n);
-void tg_tokens_free(char **toks, int64_t n);
+TG_API tg_status tg_tokenize(const char *line, const tg_text_options *opt, char ***toks, int64_t *n);
+TG_API void tg_tokens_free(char **toks, int64_t n);
 
 /* A vocabulary of every token that occurs at least min_count (>= 1) times in the given texts
  * (one or more files: two for a joint vocabulary), after the four specials, ordered by
  * descending count and then by byte order (so it does not depend on the order of lines).
  * max_size > 0 keeps only the most frequent max_size - 4 tokens. *out is owned by the caller. */
-tg_status tg_vocab_build(const tg_lines *const *texts, int ntexts, const tg_text_options *opt,
+TG_API tg_status tg_vocab_build(const tg_lines *const *texts, int ntexts, const tg_text_options *opt,
                          int64_t min_count, int64_t max_size, tg_vocab **out);
 /* Write a vocabulary as one token per line (the specials included, index = id), atomically;
  * read one back (the first four lines must be the specials). */
-tg_status tg_vocab_save(const tg_vocab *v, const char *path);
-tg_status tg_vocab_read(const char *path, tg_vocab **out);
+TG_API tg_status tg_vocab_save(const tg_vocab *v, const char *path);
+TG_API tg_status tg_vocab_read(const char *path, tg_vocab **out);
 
 /* ---- parallel corpora of token ids ---- */
 
@@ -127,23 +129,23 @@ typedef struct tg_corpus_options {
  * the same line count (else the tg_lines_check_parallel error). tgt may be NULL for a
  * source-only corpus. The vocabularies are borrowed for the call only. *out is owned by the
  * caller (tg_corpus_free). */
-tg_status tg_corpus_new(const tg_lines *src, const tg_lines *tgt, const tg_vocab *src_vocab,
+TG_API tg_status tg_corpus_new(const tg_lines *src, const tg_lines *tgt, const tg_vocab *src_vocab,
                         const tg_vocab *tgt_vocab, const tg_corpus_options *opt, tg_corpus **out);
 /* A corpus from token ids already encoded (without specials), copied: for tests and synthetic
  * tasks. tgt and tgt_n may be NULL. */
-tg_status tg_corpus_from_ids(int64_t n, const int32_t *const *src, const int64_t *src_n,
+TG_API tg_status tg_corpus_from_ids(int64_t n, const int32_t *const *src, const int64_t *src_n,
                              const int32_t *const *tgt, const int64_t *tgt_n, tg_corpus **out);
 /* A language model's corpus (arch lm): every line of `text` one sequence (the target side;
  * the sources are empty), encoded with the model's one vocabulary. Options and errors as
  * tg_corpus_new. */
-tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+TG_API tg_status tg_corpus_new_lm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
                            tg_corpus **out);
 /* A masked language model's corpus (arch mlm): every line of `text` masked once by BERT's rule
  * (tg_mlm_mask, probability p, from an RNG seeded with `seed`: static masking, the same masks
  * every epoch); pair i is (masked input, targets), batched by tg_batch_build_mlm. Lines longer
  * than opt->max_len (tokens + </s>) are skipped or an error as tg_corpus_new. The vocabulary
  * must hold <mask>. */
-tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt, double p,
+TG_API tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt, double p,
                             uint64_t seed, tg_corpus **out);
 /* ---- token streams for language models (train/stream.c) ---- */
 
@@ -166,34 +168,34 @@ extern const char TG_STREAM_NEWLINE[];
  * end-of-text token between documents), the line breaks inside a document the token
  * TG_STREAM_NEWLINE (<unk> when the vocabulary lacks it); empty lines are allowed. *ids is
  * malloc'ed (caller frees), *n its length. Errors name the file. */
-tg_status tg_stream_encode(const tg_lines *const *texts, int ntexts, const tg_vocab *v, const tg_stream_options *o,
+TG_API tg_status tg_stream_encode(const tg_lines *const *texts, int ntexts, const tg_vocab *v, const tg_stream_options *o,
                            int32_t **ids, int64_t *n);
 /* A language model's corpus (arch lm) of blocks of a token stream ids[0..n) (copied): block i
  * holds ids [i·block, (i+1)·block] (block + 1 ids; the last may be shorter), the model reading
  * the first `block` and predicting the next ones (tg_batch_build_lm_blocks). A stream of n ids
  * has ceil((n - 1) / block) blocks; fewer than 2 ids give an empty corpus. */
-tg_status tg_corpus_new_stream(const int32_t *ids, int64_t n, int64_t block, tg_corpus **out);
+TG_API tg_status tg_corpus_new_stream(const int32_t *ids, int64_t n, int64_t block, tg_corpus **out);
 /* A masked language model's corpus with dynamic masking (RoBERTa, Liu et al. 2019): the lines
  * are kept plain, and every batch masks its sequences anew by BERT's rule (probability p), example
  * i of a batch of epoch e from an RNG seeded with (seed, e, i): new masks every epoch, the same
  * ones for the same position in the data (resuming, and a group's ranks, draw the same). Batches
  * and errors as tg_corpus_new_mlm; tg_corpus_batch builds epoch 0's. */
-tg_status tg_corpus_new_mlm_dynamic(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
+TG_API tg_status tg_corpus_new_mlm_dynamic(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
                                     double p, uint64_t seed, tg_corpus **out);
-void tg_corpus_free(tg_corpus *c);
+TG_API void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
-int64_t tg_corpus_size(const tg_corpus *c);
-int64_t tg_corpus_skipped(const tg_corpus *c);
+TG_API int64_t tg_corpus_size(const tg_corpus *c);
+TG_API int64_t tg_corpus_skipped(const tg_corpus *c);
 /* Line number (1-based, in the input files) of kept pair i. */
-int64_t tg_corpus_line(const tg_corpus *c, int64_t i);
+TG_API int64_t tg_corpus_line(const tg_corpus *c, int64_t i);
 /* Ids of pair i (without specials), owned by the corpus; *n gets the length. tgt is NULL for a
  * source-only corpus. */
-const int32_t *tg_corpus_src(const tg_corpus *c, int64_t i, int64_t *n);
-const int32_t *tg_corpus_tgt(const tg_corpus *c, int64_t i, int64_t *n);
+TG_API const int32_t *tg_corpus_src(const tg_corpus *c, int64_t i, int64_t *n);
+TG_API const int32_t *tg_corpus_tgt(const tg_corpus *c, int64_t i, int64_t *n);
 /* A 64-bit fingerprint of the ids (FNV-1a), to check on resume that the data are the same. */
-uint64_t tg_corpus_hash(const tg_corpus *c);
+TG_API uint64_t tg_corpus_hash(const tg_corpus *c);
 /* Build the batch of pairs idx[0..n) (tg_batch_build; free with tg_batch_free). */
-tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_batch *out);
+TG_API tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_batch *out);
 
 typedef struct tg_corpus_stats {
     int64_t pairs;
@@ -205,7 +207,7 @@ typedef struct tg_corpus_stats {
     double mean_len;
 } tg_corpus_stats;
 /* The statistics of corpus c into *out. */
-void tg_corpus_stats_get(const tg_corpus *c, tg_corpus_stats *out);
+TG_API void tg_corpus_stats_get(const tg_corpus *c, tg_corpus_stats *out);
 
 /* ---- batching ---- */
 
@@ -219,21 +221,21 @@ typedef struct tg_batcher tg_batcher;
  * shuffled. Without shuffle, pairs keep their order within a length and the batches come in
  * length order. Every pair is in exactly one batch per epoch; the epoch's batches depend only
  * on (seed, epoch), so a position (epoch, index) is the whole state. */
-tg_status tg_batcher_new(const tg_corpus *c, int64_t max_tokens, uint64_t seed, bool shuffle,
+TG_API tg_status tg_batcher_new(const tg_corpus *c, int64_t max_tokens, uint64_t seed, bool shuffle,
                          tg_batcher **out);
-void tg_batcher_free(tg_batcher *b);
+TG_API void tg_batcher_free(tg_batcher *b);
 /* The next batch (moving to the next epoch after the last batch of one). *out is owned by the
  * caller (tg_batch_free). */
-tg_status tg_batcher_next(tg_batcher *b, tg_batch *out);
+TG_API tg_status tg_batcher_next(tg_batcher *b, tg_batch *out);
 /* Pair indices of the batch last returned (owned by the batcher, valid until the next call). */
-const int64_t *tg_batcher_last(const tg_batcher *b, int64_t *n);
+TG_API const int64_t *tg_batcher_last(const tg_batcher *b, int64_t *n);
 /* Current position: completed epochs and the index of the next batch within the epoch. */
-int64_t tg_batcher_epoch(const tg_batcher *b);
-int64_t tg_batcher_index(const tg_batcher *b);
+TG_API int64_t tg_batcher_epoch(const tg_batcher *b);
+TG_API int64_t tg_batcher_index(const tg_batcher *b);
 /* Number of batches of an epoch (the same for every epoch). */
-int64_t tg_batcher_count(const tg_batcher *b);
+TG_API int64_t tg_batcher_count(const tg_batcher *b);
 /* Jump to a position (for resuming). */
-tg_status tg_batcher_seek(tg_batcher *b, int64_t epoch, int64_t index);
+TG_API tg_status tg_batcher_seek(tg_batcher *b, int64_t epoch, int64_t index);
 
 /* ---- one gradient over accumulated batches (train/trainer.c) ------------------------------ */
 
@@ -250,7 +252,7 @@ typedef struct tg_grad_info {
  * accumulated half-batches equal one full batch up to float rounding. Gradients are not zeroed
  * first. Batch b runs with dropout seed seeds[b] (seeds may be NULL: seed 0); training mode
  * (dropout on) when `training`. Batches and seeds are borrowed. */
-tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k,
+TG_API tg_status tg_train_grad(tg_model *m, const tg_batch *const *batches, int64_t k,
                         const uint64_t *seeds, bool training, tg_grad_info *info);
 
 /* Loss over a whole corpus, dropout off, no gradients: label-smoothed loss and NLL per target
@@ -262,7 +264,7 @@ typedef struct tg_eval_info {
      * of tgt_tokens (the masked ones); 0 for the other families */
     double accuracy;
 } tg_eval_info;
-tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out);
+TG_API tg_status tg_train_evaluate(tg_model *m, const tg_corpus *c, int64_t max_tokens, tg_eval_info *out);
 
 /* ---- the training loop ---- */
 
@@ -305,18 +307,18 @@ typedef struct tg_train_config {
 
 /* Defaults: docs/model.md §1's Adam and noam schedule (d_model from the model when 0), 4096 tokens,
  * accum 1, no clipping, seed 1, shuffle, log every 100 steps, no limits set. */
-tg_train_config tg_train_config_default(void);
-tg_status tg_train_config_check(const tg_train_config *c);
+TG_API tg_train_config tg_train_config_default(void);
+TG_API tg_status tg_train_config_check(const tg_train_config *c);
 /* The configuration as compact JSON (stored in the state file); *out malloc'ed, caller frees. */
-tg_status tg_train_config_json(const tg_train_config *c, char **out);
+TG_API tg_status tg_train_config_json(const tg_train_config *c, char **out);
 
 typedef struct tg_trainer tg_trainer;
 
 /* A trainer of model m (borrowed) on corpus train (borrowed; dev may be NULL). The optimizer
  * state is created here. cfg is copied (out_dir and log are borrowed). */
-tg_status tg_trainer_new(tg_model *m, const tg_corpus *train, const tg_corpus *dev,
+TG_API tg_status tg_trainer_new(tg_model *m, const tg_corpus *train, const tg_corpus *dev,
                          const tg_train_config *cfg, tg_trainer **out);
-void tg_trainer_free(tg_trainer *t);
+TG_API void tg_trainer_free(tg_trainer *t);
 
 typedef struct tg_step_info {
     int64_t step;    /* optimizer steps done, this one included */
@@ -328,56 +330,56 @@ typedef struct tg_step_info {
 } tg_step_info;
 
 /* One optimizer step: k = accum batches, gradient, clipping, lr of the new step, update. */
-tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info);
+TG_API tg_status tg_trainer_step(tg_trainer *t, tg_step_info *info);
 
 /* Steps until a stop condition or until *stop (may be NULL; set it from a signal handler)
  * becomes non-zero; evaluates, logs and saves on the way and saves at the end (when out_dir
  * is set). Returns TG_ERR_INTERRUPTED after saving when stopped through the flag. */
-tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop);
+TG_API tg_status tg_trainer_run(tg_trainer *t, volatile sig_atomic_t *stop);
 
 /* Evaluate on the dev corpus (TG_ERR_STATE if there is none); appends a metrics line. */
-tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out);
+TG_API tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out);
 
 /* Save the model checkpoint and the training state in dir (train/state.c) as one commit: a
  * crash at any instant leaves either this save or the previous one complete (train/rundir.c).
  * Visible results: dir/model.safetensors and dir/state.safetensors (which names the model file
  * saved with it, dir/.tg-model-<step>.safetensors, a second name of model.safetensors). */
-tg_status tg_trainer_save(tg_trainer *t, const char *dir);
+TG_API tg_status tg_trainer_save(tg_trainer *t, const char *dir);
 /* Restore the training state written by tg_trainer_save into a trainer built on the same data
  * with the model loaded from the same directory: optimizer moments and step count, batch
  * position, RNG. Checks that the model and the data are those of the saved run. */
-tg_status tg_trainer_load_state(tg_trainer *t, const char *state_path);
+TG_API tg_status tg_trainer_load_state(tg_trainer *t, const char *state_path);
 
 /* Extra metadata for the state file (key and value copied; e.g. the tool's options, so that a
  * resumed run can restore them). Keys "format", "state" and "train_config" are reserved. */
-tg_status tg_trainer_set_metadata(tg_trainer *t, const char *key, const char *value);
+TG_API tg_status tg_trainer_set_metadata(tg_trainer *t, const char *key, const char *value);
 
 /* Optimizer steps taken, the current epoch, and the model being trained. */
-int64_t tg_trainer_steps(const tg_trainer *t);
-int64_t tg_trainer_epoch(const tg_trainer *t);
-tg_model *tg_trainer_model(tg_trainer *t);
+TG_API int64_t tg_trainer_steps(const tg_trainer *t);
+TG_API int64_t tg_trainer_epoch(const tg_trainer *t);
+TG_API tg_model *tg_trainer_model(tg_trainer *t);
 
 /* ---- the training directory (train/rundir.c) ---------------------------------------------- */
 
 /* An exclusive advisory lock (flock) on dir/.tg-train.lock, held until tg_train_dir_unlock or
  * the process ends; TG_ERR_STATE naming the holder's pid when another process holds it. */
 typedef struct tg_train_lock tg_train_lock;
-tg_status tg_train_dir_lock(const char *dir, tg_train_lock **out);
-void tg_train_dir_unlock(tg_train_lock *l);
+TG_API tg_status tg_train_dir_lock(const char *dir, tg_train_lock **out);
+TG_API void tg_train_dir_unlock(tg_train_lock *l);
 /* The model checkpoint of dir's last complete save (the one its state names), to resume from:
  * dir/.tg-model-<step>.safetensors, or dir/model.safetensors when the state names none. */
-tg_status tg_train_dir_model_path(const char *dir, char *buf, size_t n);
+TG_API tg_status tg_train_dir_model_path(const char *dir, char *buf, size_t n);
 /* Under the lock, before training: remove temporary files and model files that no state
  * names (left by a crash), and make model.safetensors the last complete save's model; with
  * clear, first remove the old run (state, model, metrics.jsonl, checkpoint-<step> files). */
-tg_status tg_train_dir_tidy(const char *dir, bool clear);
+TG_API tg_status tg_train_dir_tidy(const char *dir, bool clear);
 
 /* ---- checkpoint averaging (train/average.c) ----------------------------------------------- */
 
 /* out = element-wise mean of the parameters of the k >= 1 checkpoints paths[0..k) (accumulated
  * in double), which must have the same configuration, vocabularies, names and shapes; the
  * first one's metadata is kept. Written atomically. */
-tg_status tg_checkpoint_average(const char *const *paths, int64_t k, const char *out_path);
+TG_API tg_status tg_checkpoint_average(const char *const *paths, int64_t k, const char *out_path);
 
 #ifdef __cplusplus
 }
