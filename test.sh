@@ -74,7 +74,7 @@ if [ -n "$cross" ]; then
     # and GPU suites.
     cross_suites=(json safetensors metrics gradcheck autograd ops ops_rows views errors
                   model_errors backends model train decode planner fuse optim slabs gemm
-                  toolkit lm mlm blocks team vmath profile dist_threads)
+                  toolkit lm mlm blocks team threads vmath profile dist_threads)
     [ ${#suite[@]} -gt 0 ] && cross_suites=("${suite[1]}")
     ./tools/install_deps.sh "cross-$cross"
     dir=build-$cross
