@@ -67,11 +67,11 @@ report() {
 
 if [ -n "$cross" ]; then
     # The library's suites that run a program of their own (its Check suites, and dist_threads).
-    # Left out: the suites that are shell scripts (tool, reliability, replicas_tool, lm_tool,
-    # headers): they start the aarch64 `tg` from sh, which only the host kernel's binfmt_misc
-    # (not set up here) could hand to qemu; the examples, trained for hundreds of steps (minutes
-    # each under emulation) and with no code of their own below the public API; the data, MPI
-    # and GPU suites.
+    # Left out: the shell scripts of tool, reliability, replicas_tool and lm_tool, which start
+    # the aarch64 `tg` from sh (only the host kernel's binfmt_misc, not set up here, could hand
+    # it to qemu); headers and layers, which check the sources with host tools, the same for
+    # every target; the examples, trained for hundreds of steps (minutes each under emulation)
+    # and with no code of their own below the public API; the data, MPI and GPU suites.
     cross_suites=(json safetensors metrics gradcheck autograd ops ops_rows views errors
                   model_errors backends model train decode planner fuse optim slabs gemm
                   toolkit lm mlm blocks team threads vmath profile dist_threads)
