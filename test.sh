@@ -75,7 +75,11 @@ if [ -n "$cross" ]; then
     cross_suites=(json safetensors metrics gradcheck autograd ops ops_rows views errors
                   model_errors backends model train decode planner fuse optim slabs gemm
                   toolkit lm mlm blocks team threads vmath profile dist_threads)
-    [ ${#suite[@]} -gt 0 ] && cross_suites=("${suite[1]}")
+    if [ ${#suite[@]} -gt 0 ]; then
+        [[ " ${cross_suites[*]} " == *" ${suite[1]} "* ]] ||
+            { echo "test.sh: --cross runs one of: ${cross_suites[*]}" >&2; exit 2; }
+        cross_suites=("${suite[1]}")
+    fi
     ./tools/install_deps.sh "cross-$cross"
     dir=build-$cross
     if [ ! -f "$dir/build.ninja" ]; then
