@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backends/cpu/cpu-impl.h"
 #include "core/tg-impl.h"
@@ -425,8 +426,24 @@ static int advised_huge(const void *p) {
     return found;
 }
 
+/* Whether this system shows the advice at all: a fresh mapping, advised, carries "hg". Under
+ * qemu-user (./test.sh --cross) madvise is accepted and ignored and /proc/self/smaps is the
+ * emulator's, without "hg"; a kernel without transparent huge pages refuses the advice. */
+static bool huge_advice_visible(void) {
+    const size_t n = (size_t)4 << 20;
+    char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    const bool seen = madvise(m, n, MADV_HUGEPAGE) == 0 && advised_huge(m) == 1;
+    munmap(m, n);
+    return seen;
+}
+
 START_TEST(test_huge_blocks) {
     const size_t big = (size_t)24 << 20, small = (size_t)1 << 20;
+    const bool visible = huge_advice_visible();
+    if (!visible)
+        printf("huge_blocks: huge-page advice not visible in /proc/self/smaps on this system "
+               "(qemu-user, or no THP): the hg checks are skipped\n");
     for (int on = 1; on >= 0; on--) {
         const bool was = tg__cpu_huge_pages(on);
         tg_backend *b;
@@ -446,7 +463,7 @@ START_TEST(test_huge_blocks) {
             ck_assert_int_eq(((uintptr_t)p - TG_ALIGN) % ((uintptr_t)2 << 20), 0);
             ck_assert_int_eq(((uintptr_t)w - TG_ALIGN) % ((uintptr_t)2 << 20), 0);
         }
-        const int hg = advised_huge(p);
+        const int hg = visible ? advised_huge(p) : -1;
         if (hg >= 0) {
             ck_assert_int_eq(hg, on);
             ck_assert_int_eq(advised_huge(w), on);

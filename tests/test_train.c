@@ -819,8 +819,10 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_checkpoint_average_by_hand);
     tcase_add_test(tc, test_train_dir_lock_and_tidy);
     suite_add_tcase(s, tc);
-    /* the slow one in a case of its own: CK_RUN_CASE=train runs the others */
+    /* the slow one in a case of its own: CK_RUN_CASE=train runs the others, and
+     * CK_EXCLUDE_TAGS=slow all but it (./test.sh --cross, where emulation makes it take 15+ min) */
     TCase *learn = tcase_create("learn");
+    tcase_set_tags(learn, "slow");
     tcase_add_checked_fixture(learn, setup, teardown);
     tcase_set_timeout(learn, 900);
     tcase_add_test(learn, test_learns_to_reverse);
