@@ -74,7 +74,8 @@ if [ -n "$cross" ]; then
     # and with no code of their own below the public API; the data, MPI and GPU suites.
     cross_suites=(json safetensors metrics gradcheck autograd ops ops_rows views errors
                   model_errors backends model train decode planner fuse optim slabs gemm
-                  toolkit lm mlm blocks team threads vmath profile dist_threads)
+                  toolkit lm mlm blocks team threads vmath profile dist_threads stream attn_kinds
+                  spectrum hf)
     if [ ${#suite[@]} -gt 0 ]; then
         [[ " ${cross_suites[*]} " == *" ${suite[1]} "* ]] ||
             { echo "test.sh: --cross runs one of: ${cross_suites[*]}" >&2; exit 2; }
