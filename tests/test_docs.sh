@@ -3,6 +3,8 @@
 # complete program; each is compiled against the library of the build tree and run, and must
 # exit 0 (so the tutorial cannot rot).
 #   sh tests/test_docs.sh SOURCE_ROOT BUILD_ROOT
+# TG_DOCS_CFLAGS: more compiler flags (meson passes the build's -fsanitize=...: a library built
+# with a sanitizer needs its runtime linked into the program)
 set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${2:-$root/build}
@@ -24,7 +26,8 @@ for src in "$tmp"/*.c; do
     [ -e "$src" ] || { echo "FAIL: no C blocks found"; exit 1; }
     name=$(basename "$src" .c)
     count=$((count + 1))
-    if ! "$cc" -std=c11 -Wall -Wextra -Werror -I"$root/include" "$src" -o "$tmp/$name" \
+    # shellcheck disable=SC2086
+    if ! "$cc" -std=c11 -Wall -Wextra -Werror ${TG_DOCS_CFLAGS:-} -I"$root/include" "$src" -o "$tmp/$name" \
             -L"$build" -ltgraph -Wl,-rpath,"$build" -lm 2> "$tmp/$name.cc.log"; then
         echo "FAIL: $name does not compile:"; cat "$tmp/$name.cc.log"; fail=1; continue
     fi
