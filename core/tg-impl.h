@@ -316,6 +316,21 @@ static inline bool tg__chain_has(const tg_tensor *tail, const tg_tensor *x) {
     return false;
 }
 
+/* What the layers above core ask of a backend and of a store's memory (core/backend_query.c),
+ * so that they read neither the backend table nor a store's entries. */
+/* b keeps its buffers in host memory (vt->host_memory) */
+bool tg__backend_host_memory(const tg_backend *b);
+/* Where kept f32 tensor t's values lie, to be read in place, when b — the backend its graph ran
+ * on — keeps its buffers in host memory and t is contiguous: valid until the graph runs again
+ * or is freed. NULL otherwise (read t with tg_tensor_read). */
+const float *tg__tensor_host_view(const tg_tensor *t, const tg_backend *b);
+/* Hand weight i of s (a 2-D parameter w, read as x·wᵀ by many products until released) to the
+ * store's backend to prepare once (vt->keep_weight: the CPU backend packs it for its GEMM), and
+ * give it back; counted, each keep released once. Nothing where the backend prepares nothing
+ * or i is not a 2-D entry. */
+void tg__store_keep_weight(tg_store *s, int64_t i);
+void tg__store_release_weight(tg_store *s, int64_t i);
+
 /* backend memory accounting helpers (core/backend.c) */
 void tg__backend_account(tg_backend *b, ptrdiff_t delta);
 /* b's alloc_lasting where it has one, else its alloc */

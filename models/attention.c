@@ -41,8 +41,8 @@ static tg_tensor *merge_heads(tg_tensor *x) {
     return tg_reshape(tg_permute(x, perm), 3, s);
 }
 
-void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
-                 tg_tensor **v) {
+void tg__attn_project_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
+                         tg_tensor **v) {
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
     *k = split_heads(proj(m, g, prefix, "k_proj", xkv), h, dk);
     *v = split_heads(proj(m, g, prefix, "v_proj", xkv), h, dk);
@@ -97,7 +97,7 @@ static tg_tensor *rope(tg_graph *g, tg_tensor *x, int64_t p0, int64_t n, int64_t
  * keys, as a cached step). Combined with the caller's mask by addition (any value != 0 masks).
  * It restricts what a query sees; the scores are still computed for every pair, so the cost
  * stays that of full attention, O(n·m·d): the path of cached decoding and of the kinds or
- * masks banded_core does not take (use_band); the others cost O(r·n·d). */
+ * masks the banded supply does not take (use_band); that one costs O(r·n·d). */
 static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
     float *w = malloc((size_t)(n * mk) * sizeof *w);
     if (!w) return NULL;
@@ -113,130 +113,92 @@ static tg_tensor *window_mask(tg_graph *g, int64_t n, int64_t mk, int64_t r) {
 }
 
 /* The banded form of a self-attention mask, [mb, 1, n, 2r+1] with 1 = masked: column j of row i
- * is key i + j - r, masked where that key does not exist (beyond either end of the sequence)
- * or where the caller's mask (broadcastable to [B, 1, n, n], 1 = masked) masks it. Built on the
- * host from the mask's input data (O(n·r)); false when the mask is not such an input (computed
- * in the graph, or of another shape): the caller then takes the dense path. */
-static bool band_mask(tg_graph *g, tg_tensor *mask, int64_t n, int64_t r, tg_tensor **out) {
-    int64_t mb = 1, mn = 1, mm = 1, w = 2 * r + 1;
-    if (mask) {
-        if (mask->op != TG_OP_NONE || !(mask->flags & TG_TF_INPUT) || !mask->host ||
-            mask->ndim != 4 || !tg__tensor_is_contiguous(mask) ||
-            (mask->dtype != TG_DTYPE_F32 && mask->dtype != TG_DTYPE_I32))
-            return false;
-        mb = mask->shape[0];
-        mn = mask->shape[2];
-        mm = mask->shape[3];
-        if ((mn != 1 && mn != n) || (mm != 1 && mm != n)) return false;
-    }
+ * is key t = i + j - r, masked where that key does not exist (beyond either end of the
+ * sequence) or where the mask that `band` describes masks it (band NULL: no mask; mb = 1, else
+ * band->B). Built on the host from the description its caller passed with the mask (O(n·r)).
+ * NULL after marking the graph. */
+static tg_tensor *band_mask(tg_graph *g, const tg__attn_band *band, int64_t n, int64_t r) {
+    int64_t mb = band ? band->B : 1, w = 2 * r + 1;
     float *bm = malloc((size_t)(mb * n * w) * sizeof *bm);
-    if (!bm) {
-        tg__graph_fail(g, TG_ERR_NOMEM, "attention: out of memory for a banded mask");
-        return true; /* *out is NULL: the graph is marked */
-    }
+    if (!bm) return tg__graph_fail(g, TG_ERR_NOMEM, "attention: out of memory for a banded mask");
     for (int64_t b = 0; b < mb; b++)
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < w; j++) {
                 int64_t t = i + j - r;
                 bool off = t < 0 || t >= n;
-                if (!off && mask) {
-                    int64_t e = (b * mn + (mn == 1 ? 0 : i)) * mm + (mm == 1 ? 0 : t);
-                    off = mask->dtype == TG_DTYPE_F32 ? ((const float *)mask->host)[e] != 0.0f
-                                                      : ((const int32_t *)mask->host)[e] != 0;
-                }
+                if (!off && band) off = (band->causal && t > i) || band->ids[b * n + t] == band->pad;
                 bm[(b * n + i) * w + j] = off ? 1.0f : 0.0f;
             }
     int64_t s[4] = {mb, 1, n, w};
-    *out = tg_input(g, TG_DTYPE_F32, 4, s, bm);
+    tg_tensor *t = tg_input(g, TG_DTYPE_F32, 4, s, bm);
     free(bm);
-    return true;
-}
-
-/* Restricted self-attention in O(r·n·d) (Vaswani et al. 2017, Table 1): scores only for the 2r+1
- * keys around each query (tg_band_scores, [B, h, n, 2r+1]), the banded mask, the softmax over
- * that last axis, and tg_band_mix. Equal to the dense path with window_mask up to rounding:
- * the same scores, and the keys outside the band get probability 0 in both. The scores are
- * built with fill 0 and every key that does not exist is masked by bm, so talking-heads can
- * mix the raw scores across heads first (a -inf fill would turn into NaN there). NULL after
- * marking the graph. */
-static tg_tensor *banded_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *q, tg_tensor *k,
-                              tg_tensor *v, tg_tensor *bm, float scale) {
-    const tg_model_config *c = &m->cfg;
-    int64_t h = c->heads, dk = tg_model_head_dim(c), r = c->window;
-    int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = tg_tensor_dim(k, 2);
-    tg_tensor *o = NULL;
-    switch (c->attention) {
-    case TG_ATTN_MHA:
-    case TG_ATTN_FIXED_HEAD: {
-        tg_tensor *s = tg_scale(tg_band_scores(split_heads(q, h, dk), k, r, 0.0f), scale);
-        o = tg_band_mix(probs(m, s, bm), v, r);
-        break;
-    }
-    case TG_ATTN_TALKING_HEADS: {
-        tg_tensor *j = tg_scale(tg_band_scores(split_heads(q, h, dk), k, r, 0.0f), scale);
-        tg_tensor *l = tg_masked_fill(mix_heads(param(m, g, prefix, "pre_softmax_proj"), j), bm, -INFINITY);
-        tg_tensor *u = mix_heads(param(m, g, prefix, "post_softmax_proj"), tg_softmax(l));
-        o = tg_band_mix(tg_dropout(u, c->attn_dropout), v, r);
-        break;
-    }
-    case TG_ATTN_INTERACTING: {
-        tg_tensor *s;
-        if (c->interacting_literal) {
-            /* all h^2 banded products Q_i K_j^T, summed over query heads i */
-            int64_t q5[5] = {B, h, 1, n, dk}, k5[5] = {B, 1, h, mk, dk};
-            int64_t qe[5] = {B, h, h, n, dk}, ke[5] = {B, h, h, mk, dk};
-            tg_tensor *qq = tg_expand(tg_reshape(split_heads(q, h, dk), 5, q5), 5, qe);
-            tg_tensor *kk = tg_expand(tg_reshape(k, 5, k5), 5, ke);
-            s = tg_sum(tg_band_scores(qq, kk, r, 0.0f), 1, false);
-        } else {
-            int64_t q4[4] = {B, n, h, dk}, qs[4] = {B, 1, n, dk}, qe[4] = {B, h, n, dk};
-            tg_tensor *qsum = tg_sum(tg_reshape(q, 4, q4), 2, false);
-            s = tg_band_scores(tg_expand(tg_reshape(qsum, 4, qs), 4, qe), k, r, 0.0f);
-        }
-        o = tg_band_mix(probs(m, tg_scale(s, scale), bm), v, r);
-        break;
-    }
-    default: /* the caller only comes here for the kinds above */
-        return tg__graph_fail(g, TG_ERR_INVALID, "attention: no banded form for kind %d",
-                              (int)c->attention);
-    }
-    if (c->no_out_proj) return merge_heads(o);
-    return proj(m, g, prefix, "out_proj", merge_heads(o));
+    return t;
 }
 
 /* The banded path applies to self-attention over the whole sequence (n queries = n keys; a
  * cached decoding step attends one query over m keys, already O(m)), for the kinds whose scores
  * stay per head (not interacting_pairwise's h^2 pairs), without a weight capture (the maps are
- * [n, m]), and where the band is narrower than the sequence (2r+1 < n; otherwise the dense
- * scores are no larger). */
-static bool use_band(const tg_model *m, bool self, int64_t n, int64_t mk) {
+ * [n, m]), where the band is narrower than the sequence (2r+1 < n; otherwise the dense scores
+ * are no larger), and where the mask, if any, came with its description (tg__attn_band). */
+static bool use_band(const tg_model *m, bool self, int64_t n, int64_t mk, const tg_tensor *mask,
+                     const tg__attn_band *band) {
     const tg_model_config *c = &m->cfg;
     return c->window > 0 && self && n == mk && !m->dense_window && !m->capture &&
-           c->attention != TG_ATTN_INTERACTING_PAIRWISE && 2 * c->window + 1 < n;
+           c->attention != TG_ATTN_INTERACTING_PAIRWISE && 2 * c->window + 1 < n && (!mask || band);
 }
 
-/* The keys and values an attention core reads: one part [.., m, w], or two — a decoding step's
- * cached positions, then its new one — met in that order without concatenating the keys: each
- * part's scores, [.., n, m1] and [.., n, m2], are concatenated, and the weights' two column
- * ranges multiply each part's values, which are added. */
+/* The keys and values an attention core reads, in one of three forms:
+ *  - one part [.., m, w] (dense: scores [.., n, m]);
+ *  - two parts, a decoding step's cached positions, then its new one, met in that order without
+ *    concatenating the keys: each part's scores, [.., n, m1] and [.., n, m2], are concatenated,
+ *    and the weights' two column ranges multiply each part's values, which are added;
+ *  - banded (band = r > 0, restricted self-attention in O(r·n·d), Vaswani et al. 2017, Table 1):
+ *    scores only for the 2r+1 keys around each query (tg_band_scores, [.., n, 2r+1]) and the
+ *    weights mixing those keys' values (tg_band_mix). Equal to the dense form with window_mask
+ *    up to rounding: the same scores, and the keys outside the band get probability 0 in both.
+ *    The scores are built with fill 0 and every key that does not exist is masked by the banded
+ *    mask, so talking-heads can mix the raw scores across heads first (a -inf fill would turn
+ *    into NaN there).
+ * Every kind's maths is written once, over these three functions. */
 typedef struct {
     tg_tensor *k, *v, *k2, *v2;
+    int64_t band;
 } kv_parts;
 
 static int64_t kv_len(const kv_parts *a) {
     return tg_tensor_dim(a->k, -2) + (a->k2 ? tg_tensor_dim(a->k2, -2) : 0);
 }
 
-/* q · [k; k2]ᵀ: [.., n, m1 + m2] */
+/* x with its leading (batch, head) dimensions expanded to those of the broadcast of x and y
+ * (x itself where they are already): the banded ops do not broadcast */
+static tg_tensor *batch_expand(tg_tensor *x, const tg_tensor *y) {
+    if (!x || !y) return NULL;
+    int64_t xs[TG_MAX_DIMS], ys[TG_MAX_DIMS], out[TG_MAX_DIMS];
+    int nx = tg_tensor_shape(x, xs), ny = tg_tensor_shape(y, ys), no = 0;
+    int64_t xb[TG_MAX_DIMS], yb[TG_MAX_DIMS];
+    for (int i = 0; i < nx - 2; i++) xb[i] = xs[i];
+    for (int i = 0; i < ny - 2; i++) yb[i] = ys[i];
+    if (!tg__tensor_broadcast(nx - 2, xb, ny - 2, yb, &no, out) || no != nx - 2) return x;
+    bool same = true;
+    for (int i = 0; i < no; i++) same = same && out[i] == xs[i];
+    if (same) return x;
+    out[no] = xs[nx - 2];
+    out[no + 1] = xs[nx - 1];
+    return tg_expand(x, nx, out);
+}
+
+/* q · [k; k2]ᵀ: [.., n, m1 + m2]; banded: [.., n, 2r+1] */
 static tg_tensor *kv_scores(tg_tensor *q, const kv_parts *a) {
+    if (a->band) return tg_band_scores(batch_expand(q, a->k), batch_expand(a->k, q), a->band, 0.0f);
     tg_tensor *s = tg_matmul(q, a->k, false, true);
     if (!a->k2) return s;
     tg_tensor *parts[2] = {s, tg_matmul(q, a->k2, false, true)};
     return tg_concat(parts, 2, -1);
 }
 
-/* p · [v; v2], p [.., n, m1 + m2] */
+/* p · [v; v2], p [.., n, m1 + m2]; banded: p [.., n, 2r+1] */
 static tg_tensor *kv_mix(tg_tensor *p, const kv_parts *a) {
+    if (a->band) return tg_band_mix(batch_expand(p, a->v), batch_expand(a->v, p), a->band);
     if (!a->v2) return tg_matmul(p, a->v, false, false);
     int64_t m1 = tg_tensor_dim(a->v, -2), m = kv_len(a);
     return tg_add(tg_matmul(tg_slice(p, -1, 0, m1), a->v, false, false),
@@ -252,36 +214,32 @@ static tg_tensor *pairs_view(tg_tensor *x) {
 }
 
 static kv_parts kv_pairs(const kv_parts *a) {
-    return (kv_parts){pairs_view(a->k), pairs_view(a->v), pairs_view(a->k2), pairs_view(a->v2)};
+    return (kv_parts){pairs_view(a->k), pairs_view(a->v), pairs_view(a->k2), pairs_view(a->v2), a->band};
 }
 
-tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
-                         tg_tensor *v, tg_tensor *mask, bool self) {
-    return tg__attn_core2(m, g, prefix, xq, k, v, NULL, NULL, mask, self);
-}
-
-tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
-                          tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self) {
+tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg__attn_kv in,
+                         tg_tensor *mask, const tg__attn_band *band, bool self) {
     const tg_model_config *c = &m->cfg;
     int64_t h = c->heads, dk = tg_model_head_dim(c);
     /* interacting_sqrt_h: the summed query sum_i Q_i of h independent heads is ~sqrt(h) times a
      * head's query at initialisation; dividing by it too starts the logits at mha's scale */
     float scale = c->interacting_sqrt_h ? 1.0f / sqrtf((float)dk * (float)h) : 1.0f / sqrtf((float)dk);
     tg_tensor *q = proj(m, g, prefix, "q_proj", xq);
-    if (!q || !k || !v || !k2 != !v2) return NULL;
-    kv_parts kv = {k, v, k2, v2};
+    if (!q || !in.k || !in.v || !in.k2 != !in.v2) return NULL;
+    kv_parts kv = {in.k, in.v, in.k2, in.v2, 0};
     int64_t B = tg_tensor_dim(q, 0), n = tg_tensor_dim(q, 1), mk = kv_len(&kv);
     if (c->rope && self) {
         /* keys at positions 0..mk-1; the n queries are the last n of them (n = 1 over a cache) */
-        int64_t q4[4] = {B, n, h, dk}, q3[3] = {B, n, h * dk}, m1 = tg_tensor_dim(k, 2);
+        int64_t q4[4] = {B, n, h, dk}, q3[3] = {B, n, h * dk}, m1 = tg_tensor_dim(in.k, 2);
         q = tg_reshape(rope(g, tg_reshape(q, 4, q4), mk - n, n, dk, true), 3, q3);
-        kv.k = rope(g, k, 0, m1, dk, false);
-        if (k2) kv.k2 = rope(g, k2, m1, mk - m1, dk, false);
+        kv.k = rope(g, in.k, 0, m1, dk, false);
+        if (in.k2) kv.k2 = rope(g, in.k2, m1, mk - m1, dk, false);
     }
-    tg_tensor *bm = NULL;
-    if (!k2 && use_band(m, self, n, mk) && band_mask(g, mask, n, c->window, &bm))
-        return bm ? banded_core(m, g, prefix, q, kv.k, v, bm, scale) : NULL;
-    if (c->window > 0 && self) {
+    if (!kv.k2 && use_band(m, self, n, mk, mask, band)) { /* the banded supply, its own mask */
+        mask = band_mask(g, mask ? band : NULL, n, c->window);
+        if (!mask) return NULL;
+        kv.band = c->window;
+    } else if (c->window > 0 && self) {
         tg_tensor *w = window_mask(g, n, mk, c->window);
         mask = mask ? tg_add(mask, w) : w;
     }
@@ -351,6 +309,11 @@ tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tenso
  * input records an error only when nothing was recorded before (the first cause wins). */
 tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask) {
+    return tg__model_attention(m, g, prefix, xq, xkv, mask, NULL);
+}
+
+tg_tensor *tg__model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
+                               tg_tensor *xkv, tg_tensor *mask, const tg__attn_band *band) {
     if (!m || !g || !prefix)
         return tg__graph_fail(g, TG_ERR_INVALID, "tg_model_attention: NULL model, graph or prefix");
     if (!xq || !xkv)
@@ -376,9 +339,9 @@ tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_t
                               (long long)kv[1]);
     const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
     if (def) return tg__attn_registered(m, g, def, prefix, xq, xkv, mask, xq == xkv);
-    tg_tensor *k, *v;
-    tg__attn_kv(m, g, prefix, xkv, &k, &v);
-    return tg__attn_core(m, g, prefix, xq, k, v, mask, xq == xkv);
+    tg__attn_kv parts = {NULL, NULL, NULL, NULL};
+    tg__attn_project_kv(m, g, prefix, xkv, &parts.k, &parts.v);
+    return tg__attn_core(m, g, prefix, xq, parts, mask, band, xq == xkv);
 }
 
 tg_tensor *tg__attn_registered(tg_model *m, tg_graph *g, const tg_attn_kind_def *def, const char *prefix,

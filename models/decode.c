@@ -1,37 +1,38 @@
 /* The incremental decoder (docs/model.md §1 "Decoding"): the encoder runs once, then one small
  * graph per step feeds one token per hypothesis ("row") through the decoder stack.
  *
- * Cached mode. Graphs are define-then-run and die after a step, so the caches live outside
- * them, in a private parameter store on the model's backend (non-trainable entries: persistent
- * backend buffers that a step graph reads as tg_param leaves):
- *  - self.L.{k,v}  [max_steps * max_rows, w]: the projected keys/values (w = h * d_k, heads
- *    not yet split) that row r computed at step t, in table row t * max_rows + r;
- *  - cross.L.{k,v} [n * S, w]: the keys/values of the memory, computed once by the encoder
- *    graph, row i * S + s for sentence i, source position s.
- * A step gathers what each row needs with tg_embedding (a row lookup): its own ancestors'
- * self keys/values at steps 0..t-1 (beam search reorders rows, so row r's history is a chain of
- * parents, kept on the host as slot indices) and its sentence's memory keys/values (one copy
+ * Cached mode. Graphs are define-then-run and die after a step, so what the steps share lives
+ * outside them, on the model's backend:
+ *  - the self-attention keys and values of every layer in a key/value cache (tg/kv_cache.h, the
+ *    toolkit's own): the projected keys/values (w = h * d_k, heads not yet split) of every row
+ *    at every step so far. Beam search reorders rows (tg_kv_cache_reorder: row r continues its
+ *    parent), so a row's history is a chain of parents; the cache keeps it on the host and
+ *    nothing is ever moved;
+ *  - the memory's keys and values, computed once by the encoder graph, in a store (mem):
+ *    cross.L.{k,v} [n * S, w], row i * S + s for sentence i, source position s.
+ * A step gathers what each row needs with tg_embedding (a row lookup): its ancestors' self
+ * keys/values at steps 0..t-1 (tg_kv_cache_past) and its sentence's memory keys/values (one copy
  * per sentence for a beam's rows: cross_sublayer); self-attention reads the gathered keys/values
- * and the new position's as two parts (tg__attn_core2), and after the run the new rows (kept)
- * are copied into the tables at step t. Nothing is ever moved when beams are reordered, and a
- * step reads O(t + S) rows per hypothesis and layer: the attention itself costs that much anyway.
- * On the CPU the gathered keys and values are not even made: each is read by one product, which
- * reads the tables' rows itself (core/plan.c: lookup fusion).
+ * and the new position's as two parts (tg__attn_core), and after the run the cache appends the
+ * new rows (kept: tg_kv_cache_append, tg_kv_cache_commit). A step reads O(t + S) rows per
+ * hypothesis and layer: the attention itself costs that much anyway. On the CPU the gathered
+ * keys and values are not even made: each is read by one product, which reads the tables' rows
+ * itself (core/plan.c: lookup fusion).
  * The attention core is the model's own (tg__attn_core), so all five variants work unchanged:
  * they only need projected K/V; the query is the one new position, and every cached key
  * precedes it, so self-attention needs no mask. A kind registered by the program
- * (tg/attn_kinds.h) is opaque: its tables hold the sub-layer's inputs instead (w = d_model: the
- * normed positions for self-attention, the memory for cross-attention), and a step calls its
- * forward on the new position over the cached inputs and its own — O(t) rows as well, with the
- * kind's projections of the earlier positions computed again.
+ * (tg/attn_kinds.h) is opaque: its cache holds the sub-layer's inputs instead (w = d_model, as
+ * keys: the normed positions for self-attention; the memory for cross-attention), and a step
+ * calls its forward on the new position over the cached inputs and its own — O(t) rows as well,
+ * with the kind's projections of the earlier positions computed again.
  *
  * A language model (arch lm) uses the same decoder without an encoder: no source, no memory
  * and no cross-attention; its "sentences" are independent sequences started by <s>, and a
  * prompt is fed one token per step (tg_generate, models/generate.c).
  *
- * Full mode (the reference for tests): the memory is cached, but every step re-runs the whole
- * decoder stack (tg__model_decode, the code that scores and trains) over each row's whole prefix
- * with the causal mask, and keeps the logits of the last position. */
+ * Full mode (the reference for tests): the memory is kept (mem: memory [n * S, d]), but every
+ * step re-runs the whole decoder stack (tg__model_decode, the code that scores and trains) over
+ * each row's whole prefix with the causal mask, and keeps the logits of the last position. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,10 +50,9 @@ struct tg_decoder {
     int64_t step, rows;         /* steps taken; rows of the last step */
     int64_t w;                  /* heads * head width: one projected key row */
     int64_t *sent, *sent_next;  /* [max_rows] sentence of each row */
-    int32_t *hist, *hist_next;  /* [max_rows, max_steps] cached: slot of the row's ancestor at
-                                 * each step; full: the row's tokens so far */
-    tg_store *cache;            /* cached: self/cross K/V tables; full: memory [n * S, d] */
-    float *buf;                 /* host staging for new K/V rows [max_rows * w] */
+    int32_t *hist, *hist_next;  /* full: [max_rows, max_steps] the row's tokens so far */
+    tg_kv_cache *self;          /* cached: the self-attention keys/values of every layer */
+    tg_store *mem;              /* cached: cross K/V tables; full: memory [n * S, d] */
     bool kept;                  /* the weights handed to the backend (keep_weights) */
     tg_graph *held;             /* the last step's graph, while a view of its output is read */
 };
@@ -68,17 +68,6 @@ static tg_status built(const tg_graph *g, const tg_tensor *out) {
     tg_status st = tg_graph_status(g, &msg);
     if (st != TG_OK) return tg_error_set(st, "%s", msg);
     return out ? TG_OK : tg_error_prefix(TG_ERR_INVALID, "building the graph");
-}
-
-/* Write n floats at element offset `off` of cache entry `name` (a copy into backend memory;
- * the public store API only writes whole entries). */
-static tg_status cache_write(tg_store *s, const char *name, int64_t off, const float *src, int64_t n) {
-    int64_t i = tg_store_find(s, name);
-    if (i < 0) return tg_error_set(TG_ERR_NOT_FOUND, "tg_decoder: no cache entry '%s'", name);
-    if (off < 0 || off + n > s->p[i].numel)
-        return tg_error_set(TG_ERR_INVALID, "tg_decoder: write of [%lld, %lld) outside cache '%s'",
-                            (long long)off, (long long)(off + n), name);
-    return s->backend->vt->copy_in(s->backend, s->p[i].data + off, src, (size_t)n * sizeof(float));
 }
 
 /* Run the encoder once; keep what the steps need: the cross-attention keys/values of every
@@ -123,7 +112,7 @@ static tg_status encode(tg_decoder *d) {
             snprintf(p, sizeof p, "memory");
         st = tg_tensor_read(keep[k], host, (size_t)(n * S * width) * sizeof *host);
         if (st == TG_OK) st = tg__model_check_finite(g, m->backend, host, n * S * width, 1, "%s", p);
-        if (st == TG_OK) st = tg_store_add(d->cache, p, 2, shape, host, false);
+        if (st == TG_OK) st = tg_store_add(d->mem, p, 2, shape, host, false);
     }
     free(host);
     free(keep);
@@ -140,19 +129,18 @@ static tg_status encode(tg_decoder *d) {
  * weights 1.5× faster; the output projection's, cut by columns, each thread reading its part of the
  * vocabulary's panels: docs/log/2026-12-06.md). */
 static void keep_weights(tg_model *m, bool keep) {
-    tg_backend *b = m->backend;
-    void (*fn)(tg_backend *, const float *, int64_t, int64_t) =
-        keep ? b->vt->keep_weight : b->vt->release_weight;
-    if (!fn) return;
-    const tg_store *s = m->store;
+    tg_store *s = m->store;
     const char *out = tg__model_out_proj_name(&m->cfg);
-    for (int64_t i = 0; i < s->n; i++) {
-        const tg_param_entry *e = &s->p[i];
-        if (e->ndim == 2 &&
-            ((!strncmp(e->name, "decoder.", 8) && !strstr(e->name, "cross_attn.k_proj") &&
-              !strstr(e->name, "cross_attn.v_proj")) ||
-             !strcmp(e->name, out)))
-            fn(b, e->data, e->shape[0], e->shape[1]);
+    int64_t shape[TG_MAX_DIMS];
+    for (int64_t i = 0; i < tg_store_count(s); i++) {
+        const char *name = tg_store_name(s, i);
+        if (tg_store_shape(s, i, shape) == 2 &&
+            ((!strncmp(name, "decoder.", 8) && !strstr(name, "cross_attn.k_proj") &&
+              !strstr(name, "cross_attn.v_proj")) ||
+             !strcmp(name, out))) {
+            if (keep) tg__store_keep_weight(s, i);
+            else tg__store_release_weight(s, i);
+        }
     }
 }
 
@@ -213,28 +201,20 @@ tg_status tg_decoder_new(tg_model *m, const int32_t *const *src, const int64_t *
     d->src = calloc((size_t)(n * S + 1), sizeof *d->src);
     d->sent = malloc((size_t)max_rows * sizeof *d->sent);
     d->sent_next = malloc((size_t)max_rows * sizeof *d->sent_next);
-    d->hist = malloc((size_t)(max_rows * max_steps) * sizeof *d->hist);
-    d->hist_next = malloc((size_t)(max_rows * max_steps) * sizeof *d->hist_next);
-    d->buf = cached ? malloc((size_t)(max_rows * d->w) * sizeof *d->buf) : NULL;
+    d->hist = cached ? NULL : malloc((size_t)(max_rows * max_steps) * sizeof *d->hist);
+    d->hist_next = cached ? NULL : malloc((size_t)(max_rows * max_steps) * sizeof *d->hist_next);
     tg_status st = TG_OK;
-    if (!d->src || !d->sent || !d->sent_next || !d->hist || !d->hist_next || (cached && !d->buf))
+    if (!d->src || !d->sent || !d->sent_next || (!cached && (!d->hist || !d->hist_next)))
         st = nomem("buffers");
     if (st == TG_OK) {
         for (int64_t i = 0; !lm && i < n; i++) {
             if (src_n[i] > 0) memcpy(d->src + i * S, src[i], (size_t)src_n[i] * sizeof *d->src);
             d->src[i * S + src_n[i]] = TG_EOS;
         }
-        st = tg__store_new_scratch(m->backend, &d->cache);
+        st = tg__store_new_scratch(m->backend, &d->mem);
     }
-    /* self-attention tables, not zeroed (tg__store_add_unset): only rows written by earlier
-     * steps are ever read */
-    char name[64];
-    int64_t shape[2] = {max_steps * max_rows, d->w};
-    for (int64_t l = 0; st == TG_OK && cached && l < c->dec_layers; l++)
-        for (int kv = 0; st == TG_OK && kv < 2; kv++) {
-            snprintf(name, sizeof name, "self.%lld.%c", (long long)l, kv ? 'v' : 'k');
-            st = tg__store_add_unset(d->cache, name, 2, shape);
-        }
+    if (st == TG_OK && cached)
+        st = tg_kv_cache_new(m->backend, (int)c->dec_layers, max_rows, max_steps, d->w, &d->self);
     if (st == TG_OK && !lm) st = encode(d);
     if (st != TG_OK) {
         tg_decoder_free(d);
@@ -250,13 +230,13 @@ void tg_decoder_free(tg_decoder *d) {
     if (!d) return;
     if (d->kept) keep_weights(d->m, false);
     tg_graph_free(d->held);
-    tg_store_free(d->cache);
+    tg_kv_cache_free(d->self);
+    tg_store_free(d->mem);
     free(d->src);
     free(d->sent);
     free(d->sent_next);
     free(d->hist);
     free(d->hist_next);
-    free(d->buf);
     free(d);
 }
 
@@ -267,44 +247,39 @@ int64_t tg_decoder_steps(const tg_decoder *d) { return d ? d->step : 0; }
 typedef struct {
     tg_decoder *d;
     int64_t layer;
-    tg_tensor *ids;  /* self: [R, t] table rows of the ancestors; cross: [R / group, S] */
+    tg_tensor *ids;  /* cross: [R / group, S] table rows of each group's sentence */
     tg_tensor *mask; /* cross: [R / group, 1, 1, S] source padding */
-    tg_tensor **new_k, **new_v; /* self: the new position's projections, kept */
-    int64_t group;              /* cross: rows per sentence (memory_inputs) */
+    int64_t group;   /* cross: rows per sentence (memory_inputs) */
 } step_ctx;
 
-static tg_tensor *cache_rows(tg_graph *g, tg_decoder *d, const char *kind, int64_t layer, char kv,
-                             tg_tensor *ids) {
+static tg_tensor *memory_rows(tg_graph *g, tg_decoder *d, int64_t layer, char kv, tg_tensor *ids) {
     char name[64];
-    snprintf(name, sizeof name, "%s.%lld.%c", kind, (long long)layer, kv);
-    return tg_embedding(tg_param(g, d->cache, name), ids);
+    snprintf(name, sizeof name, "cross.%lld.%c", (long long)layer, kv);
+    return tg_embedding(tg_param(g, d->mem, name), ids);
 }
 
-/* Self-attention of the new position over positions 0..t: cached K/V rows of the ancestors,
- * then this position's own K/V ([R, 1, w] each, kept for the cache), as the two parts of
- * tg__attn_core2 (concatenating them copied every row's whole history once more: 17 % of a
- * step at 512-wide attention, docs/log/2026-12-06.md). */
+/* Self-attention of the new position over positions 0..t: the cached K/V rows of the row's
+ * ancestors, then this position's own K/V ([R, 1, w] each, appended to the cache), as the two
+ * parts of tg__attn_core (concatenating them copied every row's whole history once more: 17 %
+ * of a step at 512-wide attention, docs/log/2026-12-06.md). */
 static tg_tensor *self_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     step_ctx *s = ctx;
+    tg_kv_cache *c = s->d->self;
+    int l = (int)s->layer;
     const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
-    if (def) { /* the inputs cached: the new position over the earlier ones and itself */
-        *s->new_k = *s->new_v = tg_keep(x);
-        tg_tensor *parts[2] = {s->ids ? cache_rows(g, s->d, "self", s->layer, 'k', s->ids) : NULL, x};
-        tg_tensor *xkv = s->ids ? tg_concat(parts, 2, 1) : x;
-        return tg__attn_registered(m, g, def, prefix, x, xkv, NULL, true);
-    }
+    if (def) /* the inputs cached: the new position over the earlier ones and itself */
+        return tg__attn_registered(m, g, def, prefix, x, tg_kv_cache_extend(g, c, l, 0, x), NULL, true);
     char p[192];
     int64_t h = m->cfg.heads, dk = tg_model_head_dim(&m->cfg);
     snprintf(p, sizeof p, "%s.k_proj", prefix);
-    *s->new_k = tg_keep(tg__layer_linear(m, g, p, x, true));
+    tg_tensor *k = tg_kv_cache_append(g, c, l, 0, tg__layer_linear(m, g, p, x, true));
     snprintf(p, sizeof p, "%s.v_proj", prefix);
-    *s->new_v = tg_keep(tg__layer_linear(m, g, p, x, true));
-    tg_tensor *k = tg__attn_split_heads(*s->new_k, h, dk),
-              *v = tg__attn_split_heads(*s->new_v, h, dk);
-    if (!s->ids) return tg__attn_core(m, g, prefix, x, k, v, NULL, true);
-    tg_tensor *kc = tg__attn_split_heads(cache_rows(g, s->d, "self", s->layer, 'k', s->ids), h, dk);
-    tg_tensor *vc = tg__attn_split_heads(cache_rows(g, s->d, "self", s->layer, 'v', s->ids), h, dk);
-    return tg__attn_core2(m, g, prefix, x, kc, vc, k, v, NULL, true);
+    tg_tensor *v = tg_kv_cache_append(g, c, l, 1, tg__layer_linear(m, g, p, x, true));
+    tg__attn_kv kv = {tg__attn_split_heads(k, h, dk), tg__attn_split_heads(v, h, dk), NULL, NULL};
+    if (tg_kv_cache_len(c) > 0)
+        kv = (tg__attn_kv){tg__attn_split_heads(tg_kv_cache_past(g, c, l, 0), h, dk),
+                           tg__attn_split_heads(tg_kv_cache_past(g, c, l, 1), h, dk), kv.k, kv.v};
+    return tg__attn_core(m, g, prefix, x, kv, NULL, NULL, true);
 }
 
 /* Cross-attention over the memory keys/values computed once by the encoder graph. The rows come
@@ -319,13 +294,13 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
     const tg_attn_kind_def *def = tg_attn_kind_def_get(m->cfg.attention);
     if (def) { /* the memory cached: the grouped queries over their sentence's */
         int64_t grouped[3] = {R / s->group, s->group, dm}, rows[3] = {R, 1, dm};
-        tg_tensor *mem = cache_rows(g, s->d, "cross", s->layer, 'k', s->ids);
+        tg_tensor *mem = memory_rows(g, s->d, s->layer, 'k', s->ids);
         return tg_reshape(tg__attn_registered(m, g, def, prefix, tg_reshape(x, 3, grouped), mem, s->mask, false), 3, rows);
     }
-    tg_tensor *k = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'k', s->ids), h, dk);
-    tg_tensor *v = tg__attn_split_heads(cache_rows(g, s->d, "cross", s->layer, 'v', s->ids), h, dk);
+    tg__attn_kv kv = {tg__attn_split_heads(memory_rows(g, s->d, s->layer, 'k', s->ids), h, dk),
+                      tg__attn_split_heads(memory_rows(g, s->d, s->layer, 'v', s->ids), h, dk), NULL, NULL};
     int64_t grouped[3] = {R / s->group, s->group, dm}, rows[3] = {R, 1, dm};
-    tg_tensor *o = tg__attn_core(m, g, prefix, tg_reshape(x, 3, grouped), k, v, s->mask, false);
+    tg_tensor *o = tg__attn_core(m, g, prefix, tg_reshape(x, 3, grouped), kv, s->mask, NULL, false);
     return tg_reshape(o, 3, rows);
 }
 
@@ -333,18 +308,15 @@ static tg_tensor *cross_sublayer(tg_model *m, tg_graph *g, const char *prefix, t
  * asks for (used at once, so one scratch context serves every layer). */
 typedef struct {
     tg_decoder *d;
-    tg_tensor *self_ids, *cross_ids, *mask;
+    tg_tensor *cross_ids, *mask;
     int64_t group;  /* rows per sentence of cross_ids and mask */
-    tg_tensor **nk; /* [2L]: each layer's new keys and values, kept */
     step_ctx scratch;
 } cached_ctx;
 
 static void *bind_cached(void *arg, int64_t layer, bool cross) {
     cached_ctx *c = arg;
-    c->scratch =
-        cross ? (step_ctx){c->d, layer, c->cross_ids, c->mask, NULL, NULL, c->group}
-              : (step_ctx){c->d, layer, c->self_ids, NULL, &c->nk[2 * layer], &c->nk[2 * layer + 1],
-                           1};
+    c->scratch = cross ? (step_ctx){c->d, layer, c->cross_ids, c->mask, c->group}
+                       : (step_ctx){c->d, layer, NULL, NULL, 1};
     return &c->scratch;
 }
 
@@ -406,8 +378,9 @@ static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64
      * pass over R x V values that would cost a search a few per cent of its time. */
     const int64_t stride = log_probs ? V : 1;
     const char *what = log_probs ? "log-probabilities" : "logits";
-    if (view && m->backend->vt->host_memory && tg__tensor_is_contiguous(y)) {
-        *view = y->data;
+    const float *in_place = view ? tg__tensor_host_view(y, m->backend) : NULL;
+    if (in_place) {
+        *view = in_place;
         *hold = true;
         return tg__model_check_finite(g, m->backend, *view, n, stride, "the %s", what);
     }
@@ -417,42 +390,22 @@ static tg_status run_step(tg_decoder *d, tg_graph *g, tg_tensor *logits_t, int64
 }
 
 /* Cached step at position t: builds, runs, returns the logits (or log-probabilities) and appends
- * the new K/V rows. */
+ * the new K/V rows to the cache. */
 static tg_status step_cached(tg_decoder *d, tg_graph *g, int64_t R, const int32_t *tokens,
                              float *out, bool log_probs, const float **view, bool *hold) {
     tg_model *m = d->m;
     const tg_model_config *c = &m->cfg;
-    int64_t t = d->step, L = c->dec_layers, T = d->max_steps;
-    tg_tensor *self_ids = NULL, *cross_ids = NULL, *mask = NULL;
-    if (t > 0) {
-        int32_t *ids = malloc((size_t)(R * t) * sizeof *ids);
-        if (!ids) return nomem("step inputs");
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t k = 0; k < t; k++) ids[r * t + k] = (int32_t)(k * d->max_rows + d->hist_next[r * T + k]);
-        int64_t s[2] = {R, t};
-        self_ids = tg_input(g, TG_DTYPE_I32, 2, s, ids);
-        free(ids);
-    }
+    tg_tensor *cross_ids = NULL, *mask = NULL;
     bool lm = c->arch == TG_ARCH_LM;
     const int64_t group = lm ? 1 : rows_per_sentence(d, R);
     tg_status st = lm ? TG_OK : memory_inputs(g, d, R, group, &cross_ids, &mask);
     if (st) return st;
-    tg_tensor **nk = calloc((size_t)(2 * L + 1), sizeof *nk);
-    if (!nk) return nomem("step outputs");
-    tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tokens, R, 1, t);
-    cached_ctx cc = {d, self_ids, cross_ids, mask, group, nk, {0}};
+    tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tokens, R, 1, d->step);
+    cached_ctx cc = {d, cross_ids, mask, group, {0}};
     tg__model_dec_attn a = {self_sublayer, cross_sublayer, bind_cached, &cc};
     y = tg__model_decoder_stack(m, g, y, &a);
     st = run_step(d, g, tg__model_output_logits(m, g, y), R, out, log_probs, view, hold);
-    /* append: row r's keys/values at step t go to table row t * max_rows + r */
-    char p[64];
-    for (int64_t k = 0; st == TG_OK && k < 2 * L; k++) {
-        st = tg_tensor_read(nk[k], d->buf, (size_t)(R * d->w) * sizeof *d->buf);
-        snprintf(p, sizeof p, "self.%lld.%c", (long long)(k / 2), k % 2 ? 'v' : 'k');
-        if (st == TG_OK) st = cache_write(d->cache, p, t * d->max_rows * d->w, d->buf, R * d->w);
-    }
-    free(nk);
-    return st;
+    return st ? st : tg_kv_cache_commit(d->self);
 }
 
 /* Full step: the decoder stack over every row's whole prefix [R, t+1], as in training. */
@@ -470,9 +423,10 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *out, bo
         free(tok);
         return st;
     }
-    if (ids) mem = tg_embedding(tg_param(g, d->cache, "memory"), ids);
+    if (ids) mem = tg_embedding(tg_param(g, d->mem, "memory"), ids);
     tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tok, R, T, 0);
-    tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask, tg__layer_causal_mask(g, tok, R, T));
+    const tg__attn_band band = {tok, R, TG_PAD, true}; /* what tg__layer_causal_mask masks */
+    tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask, tg__layer_causal_mask(g, tok, R, T), &band);
     int64_t s3[3] = {R, T, V};
     tg_tensor *logits =
         tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T));
@@ -506,13 +460,18 @@ tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
             return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: row %lld: token %d is <pad> or outside the target vocabulary (%lld)",
                                 (long long)r, tokens[r], (long long)c->tgt_vocab);
     }
-    /* row bookkeeping: sentence and history (ancestor slots, or tokens) of every new row */
+    /* row bookkeeping: sentence and history (cached: in the cache; full: tokens) of every new row */
     for (int64_t r = 0; r < rows; r++) {
         int64_t p = parent[r];
         d->sent_next[r] = t == 0 ? p : d->sent[p];
+        if (d->cached) continue;
         if (t > 0) memcpy(d->hist_next + r * T, d->hist + p * T, (size_t)t * sizeof *d->hist);
-        d->hist_next[r * T + t] = d->cached ? (int32_t)r : tokens[r];
+        d->hist_next[r * T + t] = tokens[r];
     }
+    /* each row continues its parent's cached keys and values; at step 0 nothing is cached (a
+     * row's parent is its sentence) */
+    tg_status st = d->cached ? tg_kv_cache_reorder(d->self, rows, t == 0 ? NULL : parent) : TG_OK;
+    if (st != TG_OK) return tg_error_prefix(st, "tg_decoder_step %lld", (long long)t);
     tg_graph_free(d->held); /* the last step's values, read by now */
     d->held = NULL;
     tg_graph *g = tg_graph_new();
@@ -520,8 +479,8 @@ tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
     tg_graph_set_training(g, false);
     tg_graph_set_grad_enabled(g, false);
     bool hold = false;
-    tg_status st = d->cached ? step_cached(d, g, rows, tokens, out, log_probs, view, &hold)
-                             : step_full(d, g, rows, out, log_probs, view, &hold);
+    st = d->cached ? step_cached(d, g, rows, tokens, out, log_probs, view, &hold)
+                   : step_full(d, g, rows, out, log_probs, view, &hold);
     if (st == TG_OK && hold)
         d->held = g;
     else

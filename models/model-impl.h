@@ -87,9 +87,21 @@ typedef tg_tensor *(*tg__model_sublayer_fn)(tg_model *m, tg_graph *g, const char
 tg_tensor *tg__layer_residual(tg_model *m, tg_graph *g, const char *norm_name, const char *prefix,
                               tg_tensor *x, tg__model_sublayer_fn f, void *ctx);
 
-/* the decoder stack on embedded targets; memory [B,S,d] */
+/* What a self-attention mask masks, told by the code that built it, so that restricted attention
+ * (cfg.window) can make the mask's banded form on the host (models/attention.c): key j of
+ * sequence b (of B, each n long) is masked where ids[b * n + j] == pad and, with causal, for
+ * every query before it. The mask itself is not read: a mask passed without a description takes
+ * the dense path. */
+typedef struct tg__attn_band {
+    const int32_t *ids; /* [B, n] */
+    int64_t B;
+    int32_t pad; /* -1: no key is padding */
+    bool causal;
+} tg__attn_band;
+
+/* the decoder stack on embedded targets; memory [B,S,d]; self_band: what self_mask masks */
 tg_tensor *tg__model_decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
-                            tg_tensor *src_mask, tg_tensor *self_mask);
+                            tg_tensor *src_mask, tg_tensor *self_mask, const tg__attn_band *self_band);
 
 /* The attention sub-layers of the decoder, as the caller computes them: training and scoring
  * attend over the whole prefix (tg__model_decode), cached decoding over the keys and values of the
@@ -120,20 +132,30 @@ tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
  * how many (min(c, V - 2) when no value is NaN) */
 int64_t tg__decode_row_top(const float *x, int64_t V, int64_t c, double *tv, int32_t *tw);
 
+/* tg_model_attention with the description of its mask (NULL: none; see tg__attn_band) */
+tg_tensor *tg__model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
+                               tg_tensor *xkv, tg_tensor *mask, const tg__attn_band *band);
+
 /* attention pieces (models/attention.c): project keys/values of xkv into heads, and the core
  * of the variant from the query input and projected K [B,h,m,dk], V [B,h,m,dv]; `self`:
  * self-attention, where pos=rope rotates keys (positions 0..m-1) and queries (the last n) */
-void tg__attn_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
-                 tg_tensor **v);
+void tg__attn_project_kv(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xkv, tg_tensor **k,
+                         tg_tensor **v);
 /* [B, n, h*w] -> [B, h, n, w] (contiguous), head i owning columns [i*w, (i+1)*w) */
 tg_tensor *tg__attn_split_heads(tg_tensor *x, int64_t h, int64_t w);
-tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
-                         tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool self);
-/* The same over keys and values in two parts, [k; k2] and [v; v2] (a decoding step: the cached
- * positions', then the new one's), without concatenating them: the scores of each part are
- * concatenated and the weights' two column ranges multiply each part's values */
-tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
-                          tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self);
+/* The keys and values a core reads: k, v, or in two parts [k; k2] and [v; v2] (a decoding
+ * step: the cached positions', then the new one's; k2 = v2 = NULL otherwise), read without
+ * concatenating them: the scores of each part are concatenated and the weights' two column
+ * ranges multiply each part's values. */
+typedef struct tg__attn_kv {
+    tg_tensor *k, *v, *k2, *v2;
+} tg__attn_kv;
+/* The one core of the built-in kinds. mask: broadcastable to [B,1,n,m], 1 = masked, or NULL;
+ * band: what mask masks (NULL: not told). With cfg.window, self-attention over one part takes
+ * the banded O(r·n·d) supply of keys and values where it applies (a mask only with its band),
+ * else the dense scores with the window as a mask. */
+tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg__attn_kv kv,
+                         tg_tensor *mask, const tg__attn_band *band, bool self);
 
 /* tg_mlm_mask's rule with the <mask> id and the vocabulary size V given (arguments checked by
  * the caller); the dynamic masks of a corpus (train/data.c) are drawn with it per batch */

@@ -64,11 +64,12 @@ tg_backend *tg_model_backend(const tg_model *m) { return m->backend; }
 typedef struct {
     tg_tensor *kv; /* NULL: self-attention on the (normed) input */
     tg_tensor *mask;
+    const tg__attn_band *band; /* what mask masks, for a window's banded form (NULL: not told) */
 } attn_ctx;
 
 static tg_tensor *attn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
     attn_ctx *a = ctx;
-    return tg_model_attention(m, g, prefix, x, a->kv ? a->kv : x, a->mask);
+    return tg__model_attention(m, g, prefix, x, a->kv ? a->kv : x, a->mask, a->band);
 }
 
 static tg_tensor *ffn_sublayer(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *x, void *ctx) {
@@ -88,11 +89,12 @@ tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, int64_t
                              c->max_len))
         return NULL;
     tg_tensor *mask = tg__layer_pad_mask(g, src, B, S);
+    const tg__attn_band band = {src, B, TG_PAD, false}; /* what tg__layer_pad_mask masks */
     if (src_mask) *src_mask = mask;
     tg_tensor *x = tg__layer_embed(m, g, tg__model_src_embed_name(c), src, B, S, 0);
     char p[160], n[160];
     for (int64_t l = 0; l < c->enc_layers; l++) {
-        attn_ctx a = {NULL, mask};
+        attn_ctx a = {NULL, mask, &band};
         snprintf(p, sizeof p, "encoder.layers.%lld.self_attn", (long long)l);
         snprintf(n, sizeof n, "encoder.layers.%lld.norm1", (long long)l);
         x = tg__layer_residual(m, g, n, p, x, attn_sublayer, &a);
@@ -138,8 +140,8 @@ static void *bind_full(void *arg, int64_t layer, bool cross) {
 }
 
 tg_tensor *tg__model_decode(tg_model *m, tg_graph *g, tg_tensor *y, tg_tensor *memory,
-                            tg_tensor *src_mask, tg_tensor *self_mask) {
-    full_ctx f = {{NULL, self_mask}, {memory, src_mask}};
+                            tg_tensor *src_mask, tg_tensor *self_mask, const tg__attn_band *self_band) {
+    full_ctx f = {{NULL, self_mask, self_band}, {memory, src_mask, NULL}};
     tg__model_dec_attn a = {attn_sublayer, attn_sublayer, bind_full, &f};
     return tg__model_decoder_stack(m, g, y, &a);
 }
@@ -183,7 +185,8 @@ tg_tensor *tg_model_logits(tg_model *m, tg_graph *g, const tg_batch *b) {
     tg_tensor *y =
         tg__layer_embed(m, g, tg__model_tgt_embed_name(&m->cfg), b->tgt_in, b->size, b->tgt_len, 0);
     tg_tensor *self_mask = tg__layer_causal_mask_pad(g, b->tgt_in, b->size, b->tgt_len, c->pad_id);
-    return tg__model_output_logits(m, g, tg__model_decode(m, g, y, mem, src_mask, self_mask));
+    const tg__attn_band band = {b->tgt_in, b->size, c->pad_id, true}; /* what self_mask masks */
+    return tg__model_output_logits(m, g, tg__model_decode(m, g, y, mem, src_mask, self_mask, &band));
 }
 
 /* The target outputs [B*T] as a graph input, checked first (ids in range; <pad> is ignored by

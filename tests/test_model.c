@@ -486,14 +486,17 @@ static void window_run(tg_model *m, float *logits, int64_t nlog, float *grads, i
     tg_batch_free(&b);
 }
 
-/* For mha, fixed_head, talking_heads, interacting (summed and literal) and mha with RoPE:
+/* For mha, fixed_head, talking_heads, interacting (summed, literal, and with logits over
+ * sqrt(heads)) and mha with RoPE:
  * logits and gradients of the banded path within 2e-6 (relative to 1 + |value|) of the dense
  * masked path; interacting_pairwise, which keeps the dense path, builds no banded op. */
 START_TEST(test_window_banded_equals_dense) {
-    static const tg_attn_kind kinds[7] = {TG_ATTN_MHA, TG_ATTN_FIXED_HEAD, TG_ATTN_TALKING_HEADS, TG_ATTN_INTERACTING,
-                                          TG_ATTN_INTERACTING, TG_ATTN_MHA, TG_ATTN_INTERACTING_PAIRWISE};
+    static const tg_attn_kind kinds[8] = {TG_ATTN_MHA, TG_ATTN_FIXED_HEAD, TG_ATTN_TALKING_HEADS, TG_ATTN_INTERACTING,
+                                          TG_ATTN_INTERACTING, TG_ATTN_MHA, TG_ATTN_INTERACTING_PAIRWISE,
+                                          TG_ATTN_INTERACTING};
     tg_model *m = tiny_opts(kinds[_i], 2, 0, _i == 4, false);
     m->cfg.window = 2;
+    m->cfg.interacting_sqrt_h = _i == 7;
     m->cfg.rope = _i == 5;
     randomize_biases(m);
     tg_store *st = tg_model_store(m);
@@ -532,6 +535,37 @@ START_TEST(test_window_banded_equals_dense) {
 }
 END_TEST
 
+/* The banded path's mask is built from what the mask's builder says it masks (tg__attn_band),
+ * never read back from a mask: tg_model_attention given a program's own mask takes the dense
+ * path (no band_scores node); here the mask masks nothing, so it equals the banded path
+ * without a mask up to rounding. */
+START_TEST(test_window_mask_not_read) {
+    tg_model *m = tiny(TG_ATTN_MHA, 2, 0, false);
+    m->cfg.window = 1;
+    enum { N = 7 };
+    float x[N * 8], zero[N] = {0}, out[2][N * 8];
+    tg_rng r;
+    tg_rng_init(&r, 9);
+    for (int i = 0; i < N * 8; i++) x[i] = (float)tg_rng_normal(&r);
+    int64_t sx[3] = {1, N, 8}, sm[4] = {1, 1, 1, N};
+    for (int k = 0; k < 2; k++) {
+        tg_graph *g = tg_graph_new();
+        tg_graph_set_training(g, false);
+        tg_tensor *xi = tg_input(g, TG_DTYPE_F32, 3, sx, x);
+        tg_tensor *mask = k ? tg_input(g, TG_DTYPE_F32, 4, sm, zero) : NULL; /* masks nothing */
+        tg_tensor *y = tg_keep(tg_model_attention(m, g, "encoder.layers.0.self_attn", xi, xi, mask));
+        ck_assert_msg(y != NULL, "%s", tg_error_message());
+        int bands = 0;
+        for (int64_t i = 0; i < g->n; i++) bands += g->nodes[i]->op == TG_OP_BAND_SCORES;
+        ck_assert_int_eq(bands, k ? 0 : 1);
+        ck_assert_int_eq(tg_graph_run(g, B), TG_OK);
+        ck_assert_int_eq(tg_tensor_read(y, out[k], sizeof out[k]), TG_OK);
+        tg_graph_free(g);
+    }
+    assert_close_arrays(out[1], out[0], N * 8, 2e-6, "dense with a mask vs banded");
+    tg_model_free(m);
+}
+END_TEST
 
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("model");
@@ -550,7 +584,8 @@ Suite *tg_test_suite(void) {
     tcase_add_loop_test(tc, test_save_load_score_identical, 0, 5);
     tcase_add_test(tc, test_bad_config_errors);
     tcase_add_test(tc, test_load_errors);
-    tcase_add_loop_test(tc, test_window_banded_equals_dense, 0, 7);
+    tcase_add_loop_test(tc, test_window_banded_equals_dense, 0, 8);
+    tcase_add_test(tc, test_window_mask_not_read);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -397,8 +397,129 @@ START_TEST(test_kv_cache) {
     ck_assert_ptr_nonnull(tg_kv_cache_extend(g, c, 0, 0, one));
     ck_assert_ptr_null(tg_kv_cache_extend(g, c, 0, 0, one));
     ck_assert_int_eq(tg_graph_status(g, &msg), TG_ERR_INVALID);
-    tg_assert_msg_has(msg, "extended twice");
+    tg_assert_msg_has(msg, "appended twice in one step");
     tg_graph_free(g);
+    tg_kv_cache_free(c);
+}
+END_TEST
+
+/* Rows [rows, n, W] whose every value says where it was made: 1000 * step + 10 * row + position
+ * within the step, plus channel / 100. */
+static void kv_rows(float *x, int step, int64_t rows, int64_t n, int64_t W) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t w = 0; w < W; w++)
+                x[(r * n + j) * W + w] = (float)(1000 * step + 10 * r + j) + (float)w / 100.0f;
+}
+
+/* Beam search's use of the cache: steps of 2, 2, 1 and 3 positions whose rows are reordered by
+ * parents (rows fewer, one row continued twice, then all rows again), read back with
+ * tg_kv_cache_past (each row's ancestors' rows, exactly) and with tg_kv_cache_extend. */
+START_TEST(test_kv_cache_reorder) {
+    enum { ROWS = 3, T = 8, W = 2 };
+    tg_kv_cache *c;
+    CK(tg_kv_cache_new(B, 2, ROWS, T, W, &c));
+    ck_assert_int_eq(tg_kv_cache_rows(c), ROWS);
+    float want[ROWS][T * W], next[ROWS][T * W]; /* each row's expected history */
+    static const int n_of[4] = {2, 2, 1, 3}, rows_of[4] = {3, 2, 3, 3};
+    static const int32_t parents[4][ROWS] = {{0, 1, 2}, {2, 0, 0}, {1, 1, 0}, {2, 1, 0}};
+    int64_t len = 0;
+    for (int step = 0; step < 4; step++) {
+        const int64_t R = rows_of[step], n = n_of[step];
+        CK(tg_kv_cache_reorder(c, R, parents[step]));
+        ck_assert_int_eq(tg_kv_cache_rows(c), R);
+        for (int64_t r = 0; r < R; r++) memcpy(next[r], want[parents[step][r]], (size_t)(len * W) * sizeof(float));
+        float x[ROWS * 3 * W];
+        kv_rows(x, step, R, n, W);
+        tg_graph *g = tg_graph_new();
+        int64_t sx[3] = {R, n, W};
+        tg_tensor *xt = tg_input(g, TG_DTYPE_F32, 3, sx, x);
+        tg_tensor *past = tg_keep(tg_kv_cache_past(g, c, 0, 0));
+        tg_tensor *kept = tg_kv_cache_append(g, c, 0, 0, xt);
+        ck_assert_ptr_eq(kept, xt);
+        tg_tensor *all = tg_keep(tg_kv_cache_extend(g, c, 1, 1, xt)); /* layer 1's values */
+        if (len == 0) {
+            ck_assert_ptr_null(past);
+            ck_assert_int_eq(tg_graph_status(g, NULL), TG_OK); /* nothing cached is no error */
+            ck_assert_ptr_eq(all, xt);
+        } else {
+            ck_assert_int_eq(tg_tensor_dim(past, 0), R);
+            ck_assert_int_eq(tg_tensor_dim(past, 1), len);
+        }
+        ck_assert_int_eq(tg_tensor_dim(all, 1), len + n);
+        CK(tg_graph_run(g, B));
+        float got[ROWS * T * W];
+        if (len > 0) {
+            CK(tg_tensor_read(past, got, (size_t)(R * len * W) * sizeof *got));
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t i = 0; i < len * W; i++)
+                    ck_assert_msg(got[r * len * W + i] == next[r][i], "step %d row %lld value %lld: %g, want %g", step,
+                                  (long long)r, (long long)i, got[r * len * W + i], next[r][i]);
+        }
+        CK(tg_tensor_read(all, got, (size_t)(R * (len + n) * W) * sizeof *got));
+        for (int64_t r = 0; r < R; r++) {
+            memcpy(next[r] + len * W, x + r * n * W, (size_t)(n * W) * sizeof(float));
+            for (int64_t i = 0; i < (len + n) * W; i++) ck_assert_float_eq(got[r * (len + n) * W + i], next[r][i]);
+        }
+        CK(tg_kv_cache_commit(c));
+        tg_graph_free(g);
+        len += n;
+        ck_assert_int_eq(tg_kv_cache_len(c), len);
+        memcpy(want, next, sizeof want);
+    }
+    tg_kv_cache_free(c);
+}
+END_TEST
+
+/* tg_kv_cache_reorder's arguments, and a step abandoned (appended to, never committed) is
+ * forgotten by the next reorder */
+START_TEST(test_kv_cache_reorder_errors) {
+    tg_kv_cache *c;
+    CK(tg_kv_cache_new(B, 1, 2, 4, 2, &c));
+    TG_EXPECT_STATUS(tg_kv_cache_reorder(c, 0, NULL), TG_ERR_INVALID, "0 rows (1..2");
+    TG_EXPECT_STATUS(tg_kv_cache_reorder(c, 3, NULL), TG_ERR_INVALID, "3 rows (1..2");
+    const int32_t bad[2] = {0, 2}, one[1] = {1}, two[2] = {0, 0};
+    TG_EXPECT_STATUS(tg_kv_cache_reorder(c, 2, bad), TG_ERR_INVALID, "row 1: parent 2 outside [0, 2)");
+    TG_EXPECT_STATUS(tg_kv_cache_reorder(NULL, 1, NULL), TG_ERR_INVALID, "cache is NULL");
+    float x[4] = {1, 2, 3, 4};
+    int64_t s1[3] = {1, 1, 2}, s2[3] = {2, 1, 2};
+    CK(tg_kv_cache_reorder(c, 1, one));
+    tg_graph *g = tg_graph_new();
+    ck_assert_ptr_null(tg_kv_cache_append(g, c, 0, 0, tg_input(g, TG_DTYPE_F32, 3, s2, x))); /* the step has 1 row */
+    const char *msg;
+    ck_assert_int_eq(tg_graph_status(g, &msg), TG_ERR_SHAPE);
+    tg_assert_msg_has(msg, "the step has [1, n, 2] f32");
+    tg_graph_free(g);
+    g = tg_graph_new();
+    ck_assert_ptr_nonnull(tg_kv_cache_append(g, c, 0, 0, tg_input(g, TG_DTYPE_F32, 3, s1, x)));
+    tg_graph_free(g); /* abandoned: never run, never committed */
+    CK(tg_kv_cache_reorder(c, 1, one));
+    g = tg_graph_new();
+    tg_tensor *k = tg_kv_cache_append(g, c, 0, 0, tg_input(g, TG_DTYPE_F32, 3, s1, x));
+    ck_assert_ptr_nonnull(k);
+    CK(tg_graph_run(g, B));
+    CK(tg_kv_cache_commit(c));
+    tg_graph_free(g);
+    ck_assert_int_eq(tg_kv_cache_len(c), 1);
+    ck_assert_int_eq(tg_kv_cache_rows(c), 1);
+    /* one committed row: without parents a step cannot have two */
+    TG_EXPECT_STATUS(tg_kv_cache_reorder(c, 2, NULL), TG_ERR_INVALID, "2 rows continue 1 without parents");
+    CK(tg_kv_cache_reorder(c, 2, two));
+    g = tg_graph_new();
+    tg_tensor *p = tg_keep(tg_kv_cache_past(g, c, 0, 0));
+    CK(tg_graph_run(g, B));
+    float got[4];
+    CK(tg_tensor_read(p, got, sizeof got));
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(got[i], x[i % 2]);
+    tg_graph_free(g);
+    g = tg_graph_new();
+    ck_assert_ptr_null(tg_kv_cache_past(g, c, 1, 0));
+    ck_assert_int_eq(tg_graph_status(g, &msg), TG_ERR_INVALID);
+    tg_assert_msg_has(msg, "layer 1 / table 0 outside 1 layers");
+    tg_graph_free(g);
+    tg_kv_cache_reset(c);
+    ck_assert_int_eq(tg_kv_cache_len(c), 0);
+    ck_assert_int_eq(tg_kv_cache_rows(c), 2);
     tg_kv_cache_free(c);
 }
 END_TEST
@@ -415,6 +536,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_gradcheck_public);
     tcase_add_test(t, test_optim_groups);
     tcase_add_test(t, test_kv_cache);
+    tcase_add_test(t, test_kv_cache_reorder);
+    tcase_add_test(t, test_kv_cache_reorder_errors);
     suite_add_tcase(s, t);
     return s;
 }

@@ -232,7 +232,9 @@ TG_API tg_tensor *tg_model_encode(tg_model *m, tg_graph *g, const int32_t *src, 
 /* One attention sub-layer of the configured variant, parameters under `prefix` (e.g.
  * "encoder.layers.0.self_attn"): xq [B,n,d], xkv [B,m,d], mask broadcastable to [B,1,n,m]
  * (1 = masked, or NULL). Returns [B,n,d]. With pos=rope, xq == xkv (self-attention) rotates
- * queries and keys by their positions 0..n-1. */
+ * queries and keys by their positions 0..n-1. With a window (restricted self-attention), a
+ * mask given here is applied to the dense scores: the banded O(r·n·d) form is taken without a
+ * mask, and by the model's own stacks, which know what their padding and causal masks mask. */
 TG_API tg_tensor *tg_model_attention(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq,
                               tg_tensor *xkv, tg_tensor *mask);
 
