@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 #include "tg/kv_cache.h"
 
 struct tg_kv_cache {
