@@ -47,7 +47,7 @@ Writes results/<run-id>/: results.json, summary.md, curves.csv, curves/, plots/*
   --bench-heads LIST, --bench-size S, --bench-rounds N, --bench-steps N
                      speed phase settings (default 4 heads, g2p-small, 2 rounds, 5 steps)
   --no-install       do not try to install packages
-  -h, --help         this help; `benchmarks/compare.py --help` lists every option
+  -h, --help         this help; `benchmarks/experiments/compare.py --help` lists every option
 
 Examples:
   ./run.sh                                             # the default comparison, ~10 min
@@ -125,7 +125,7 @@ fi
 dir=build-release
 cuda=disabled
 [ "$backend" = cuda ] && cuda=enabled
-say "step 2/3: release build in $dir/ (tools/tg, benchmarks/bench_step)"
+say "step 2/3: release build in $dir/ (tools/tg, benchmarks/micro/bench_step)"
 if [ ! -f "$dir/build.ninja" ]; then
     mkdir -p "$dir"
     wipe=()
@@ -137,10 +137,10 @@ elif [ "$(cat "$dir/.run-sh-cuda" 2>/dev/null)" != $cuda ]; then
     meson configure "$dir" -Dcuda=$cuda >/dev/null || die "meson configure -Dcuda=$cuda failed"
     echo $cuda >"$dir/.run-sh-cuda"
 fi
-ninja -C "$dir" tools/tg benchmarks/bench_step >"$dir/build.log" 2>&1 ||
+ninja -C "$dir" tools/tg benchmarks/micro/bench_step >"$dir/build.log" 2>&1 ||
     { tail -n 40 "$dir/build.log" >&2; die "build failed (see $dir/build.log)"; }
 say "built"
 
 # ---- 3. the comparison ------------------------------------------------------------------------
-say "step 3/3: benchmarks/compare.py ${args[*]}"
-exec "$PY" benchmarks/compare.py --build-dir "$dir" "${args[@]}"
+say "step 3/3: benchmarks/experiments/compare.py ${args[*]}"
+exec "$PY" benchmarks/experiments/compare.py --build-dir "$dir" "${args[@]}"

@@ -7,7 +7,7 @@
  * nodes that add into the store when the graph runs. */
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 #include "tg/autograd.h"
 
 tg_status tg_backward(tg_graph *g, tg_tensor *loss) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 #include "tg/autograd.h"
 #include "tg/rng.h"
 #include "tg/gradcheck.h"

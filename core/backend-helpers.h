@@ -5,7 +5,7 @@
 #ifndef TG_BACKEND_HELPERS_H
 #define TG_BACKEND_HELPERS_H
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 /* Right-aligned broadcast strides of contiguous input x against output shape t (0 where x has
  * size 1 or no dimension): element i of t reads x at sum_k idx_k * st[k]. */

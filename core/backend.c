@@ -2,7 +2,7 @@
  * backends by name is backends/registry.c). */
 #include <stdlib.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
 
 void tg_backend_free(tg_backend *b) {
     if (b) b->vt->destroy(b);

@@ -1,5 +1,8 @@
 /* What the layers above core (models/, train/, parallel/) ask of a backend and a store's
  * memory, as functions: they do not read the backend table or the store's entries. */
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 #include "core/tg-impl.h"
 
 bool tg__backend_host_memory(const tg_backend *b) { return b && b->vt->host_memory; }

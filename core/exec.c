@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 
 static double now_sec(void) {
     struct timespec ts;

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 
 /* The first value of t's storage (its root's, for a view: a superset) that is NaN (nan_only)
  * or not finite: its index, or -1; its value in *v. -2 when it cannot be read (error set). */

@@ -20,7 +20,7 @@
  * same tile function as the unfused op, so results are bit-identical. */
 #include <stdlib.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 enum { MAX_CHAIN = TG_CHAIN_MAX };
 

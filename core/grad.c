@@ -1,7 +1,7 @@
 /* The graph-building helpers of the gradient rules: what an op's rule (core/ops/) adds to its
  * inputs' gradients. They build ordinary ops on the graph; tg_backward (autograd/backward.c)
  * walks the graph and calls the rules, which call these. */
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 void tg__grad_accum(tg_tensor *src, tg_tensor *contrib) {
     if (!src || !contrib || !(src->flags & TG_TF_REQ_GRAD)) return;

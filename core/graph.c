@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 
 /* Tensors are allocated in chunks so that pointers handed to the user stay valid while the
  * graph grows; building a node costs one bump of an index, not a malloc. */

@@ -7,7 +7,7 @@
  * for a product reading an embedding lookup that was never made, the lookup's sources. */
 #include <stdint.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 typedef struct {
     uintptr_t lo, hi; /* bytes [lo, hi); lo == hi: none */

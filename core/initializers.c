@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/tg-impl.h"
+#include "core/store-impl.h"
 #include "tg/init.h"
 
 typedef enum { K_NORMAL, K_UNIFORM, K_CONSTANT, K_SCALE } kind;

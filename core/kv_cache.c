@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 #include "tg/kv_cache.h"
 
 struct tg_kv_cache {

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 
 typedef struct {
     size_t size, off;

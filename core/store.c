@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
+#include "core/store-impl.h"
 
 tg_status tg_store_new(tg_backend *b, tg_store **out) {
     if (!b || !out) return tg_error_set(TG_ERR_INVALID, "tg_store_new: backend or out is NULL");

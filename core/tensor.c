@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 size_t tg_dtype_size(tg_dtype dt) { return dt == TG_DTYPE_I32 ? 4 : 4; }
 

@@ -60,7 +60,9 @@ tg_tensor *tg__layer_embed(tg_model *m, tg_graph *g, const char *table, const in
      * graph is the same as without the check) */
     int64_t t = tg_store_find(m->store, table);
     if (t < 0) return tg_param(g, m->store, table); /* marks the graph: no such parameter */
-    int64_t vocab = m->store->p[t].shape[0];
+    int64_t shape[TG_MAX_DIMS];
+    tg_store_shape(m->store, t, shape);
+    const int64_t vocab = shape[0];
     if (!tg__layer_check_ids(g, "embedding", table, ids, B, len, offset, vocab, c->max_len))
         return NULL;
     int64_t s[2] = {B, len};

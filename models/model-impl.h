@@ -32,7 +32,7 @@ struct tg_model {
     tg__attn_capture *capture; /* non-NULL: tg__attn_core records its weights here */
     /* Compute a self-attention window (cfg.window) as a mask on the dense n×n scores even
      * where the banded O(r·n·d) path applies (models/attention.c): tests and
-     * benchmarks/bench_attention compare the two. Not part of the config or checkpoints. */
+     * benchmarks/micro/bench_attention compare the two. Not part of the config or checkpoints. */
     bool dense_window;
     /* Parameters made without drawing their random values (zeros where tg__model_init_params
      * draws): a checkpoint's values replace every one of them (tg_model_load), and drawing

@@ -66,7 +66,5 @@ tg_status tgd_mpi_init(int *argc, char ***argv, tg_dist *d);
 tg_status tgd_threads_init(int size, tg_dist **d);
 /* Set up NCCL on d for backend be (dist_nccl.c; TG_ERR_UNSUPPORTED without NCCL). */
 tg_status tgd_nccl_init(tg_dist *d, tg_backend *be);
-/* The store's gradient pointer of parameter i (backend memory). */
-static inline float *tgd_grad_ptr(tg_store *s, int64_t i) { return s->p[i].grad; }
 
 #endif

@@ -198,21 +198,22 @@ tg_status tg_dist_agree(tg_dist *d, tg_status st) {
 tg_status tg_dist_broadcast_params(tg_dist *d, tg_store *s) {
     if (!d || !s) return tg_error_set(TG_ERR_INVALID, "tg_dist_broadcast_params: NULL argument");
     if (d->size == 1) return TG_OK;
+    const int64_t n = tg_store_count(s);
     int64_t most = 0;
-    for (int64_t i = 0; i < s->n; i++) most = s->p[i].numel > most ? s->p[i].numel : most;
+    for (int64_t i = 0; i < n; i++) most = tg_store_numel(s, i) > most ? tg_store_numel(s, i) : most;
     float *buf = malloc((size_t)(most ? most : 1) * sizeof *buf);
     tg_status st = buf ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_dist_broadcast_params: out of memory");
     /* every rank runs every broadcast, even after a local error, so the ranks stay in step */
     tg_status local = st;
-    for (int64_t i = 0; i < s->n && buf; i++) {
-        size_t bytes = (size_t)s->p[i].numel * sizeof(float);
-        if (d->rank == 0 && local == TG_OK) local = s->backend->vt->copy_out(s->backend, buf, s->p[i].data, bytes);
-        tg_status cs = d->tp->bcast(d, buf, bytes, 0);
+    for (int64_t i = 0; i < n && buf; i++) {
+        const int64_t numel = tg_store_numel(s, i);
+        if (d->rank == 0 && local == TG_OK) local = tg_store_read(s, i, buf, numel);
+        tg_status cs = d->tp->bcast(d, buf, (size_t)numel * sizeof(float), 0);
         if (cs) {
             free(buf);
             return cs;
         }
-        if (d->rank != 0 && local == TG_OK) local = s->backend->vt->copy_in(s->backend, s->p[i].data, buf, bytes);
+        if (d->rank != 0 && local == TG_OK) local = tg_store_write(s, i, buf, numel);
     }
     free(buf);
     return tg_dist_agree(d, local);
@@ -221,14 +222,15 @@ tg_status tg_dist_broadcast_params(tg_dist *d, tg_store *s) {
 tg_status tg_dist_check_params(tg_dist *d, tg_store *s) {
     if (!d || !s) return tg_error_set(TG_ERR_INVALID, "tg_dist_check_params: NULL argument");
     if (d->size == 1) return TG_OK;
-    int64_t n = s->n, most = 1;
-    for (int64_t i = 0; i < n; i++) most = s->p[i].numel > most ? s->p[i].numel : most;
+    int64_t n = tg_store_count(s), most = 1;
+    for (int64_t i = 0; i < n; i++) most = tg_store_numel(s, i) > most ? tg_store_numel(s, i) : most;
     int64_t *lo = malloc((size_t)(2 * n + 1) * sizeof *lo);
     float *buf = malloc((size_t)most * sizeof *buf);
     tg_status st = lo && buf ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_dist_check_params: out of memory");
     for (int64_t i = 0; st == TG_OK && i < n; i++) {
-        size_t bytes = (size_t)s->p[i].numel * sizeof(float);
-        st = s->backend->vt->copy_out(s->backend, buf, s->p[i].data, bytes);
+        const int64_t numel = tg_store_numel(s, i);
+        const size_t bytes = (size_t)numel * sizeof(float);
+        st = tg_store_read(s, i, buf, numel);
         uint64_t h = tg__fnv1a(TG_FNV1A_INIT, buf, bytes);
         memcpy(&lo[i], &h, sizeof h);
     }
@@ -240,7 +242,7 @@ tg_status tg_dist_check_params(tg_dist *d, tg_store *s) {
         if (st == TG_OK) st = d->tp->allreduce(d, hi, n, TGD_I64, TGD_MAX);
         for (int64_t i = 0; st == TG_OK && i < n; i++)
             if (lo[i] != hi[i])
-                st = tg_error_set(TG_ERR_STATE, "parameter '%s' differs between the ranks", s->p[i].name);
+                st = tg_error_set(TG_ERR_STATE, "parameter '%s' differs between the ranks", tg_store_name(s, i));
     }
     free(lo);
     free(buf);
@@ -263,24 +265,26 @@ void tg_dist_set_bucket_bytes(tg_dist *d, size_t bytes) {
 
 static tg_status layout(tg_dist *d, tg_store *s) {
     free_buckets(d);
-    d->order = malloc((size_t)(s->n ? s->n : 1) * sizeof *d->order);
-    d->bucket_of = malloc((size_t)(s->n ? s->n : 1) * sizeof *d->bucket_of);
-    d->buckets = calloc((size_t)(s->n ? s->n : 1), sizeof *d->buckets);
+    const int64_t n = tg_store_count(s);
+    d->order = malloc((size_t)(n ? n : 1) * sizeof *d->order);
+    d->bucket_of = malloc((size_t)(n ? n : 1) * sizeof *d->bucket_of);
+    d->buckets = calloc((size_t)(n ? n : 1), sizeof *d->buckets);
     if (!d->order || !d->bucket_of || !d->buckets) {
         free_buckets(d);
         return tg_error_set(TG_ERR_NOMEM, "tg_dist: out of memory for the gradient buckets");
     }
     size_t cap = d->bucket_bytes / sizeof(float);
-    for (int64_t i = s->n - 1; i >= 0; i--) {
+    for (int64_t i = n - 1; i >= 0; i--) {
         d->bucket_of[i] = -1;
-        if (!s->p[i].grad) continue;
+        if (!tg_store_trainable(s, i)) continue;
+        const int64_t numel = tg_store_numel(s, i);
         tgd_bucket *bk = d->nbuckets ? &d->buckets[d->nbuckets - 1] : NULL;
-        if (!bk || (bk->numel > 0 && (size_t)(bk->numel + s->p[i].numel) > cap)) {
+        if (!bk || (bk->numel > 0 && (size_t)(bk->numel + numel) > cap)) {
             bk = &d->buckets[d->nbuckets++];
             bk->first = d->norder;
         }
         bk->count++;
-        bk->numel += s->p[i].numel;
+        bk->numel += numel;
         d->bucket_of[i] = d->nbuckets - 1;
         d->order[d->norder++] = i;
     }
@@ -290,7 +294,7 @@ static tg_status layout(tg_dist *d, tg_store *s) {
             return tg_error_set(TG_ERR_NOMEM, "tg_dist: out of memory for the gradient buckets");
         }
     d->store = s;
-    d->nparams = s->n;
+    d->nparams = n;
     return TG_OK;
 }
 
@@ -311,10 +315,10 @@ static tg_status start_bucket(tg_dist *d, tgd_bucket *bk) {
     tg_status st = TG_OK;
     for (int64_t k = 0; k < bk->count; k++) {
         int64_t i = d->order[bk->first + k];
-        size_t bytes = (size_t)s->p[i].numel * sizeof(float);
+        const int64_t numel = tg_store_numel(s, i);
         /* a failed rank still sends (garbage): the others are waiting for this bucket */
-        if (st == TG_OK) st = s->backend->vt->copy_out(s->backend, p, s->p[i].grad, bytes);
-        p += s->p[i].numel;
+        if (st == TG_OK) st = tg_store_read_grad(s, i, p, numel);
+        p += numel;
     }
     tg_status cs = d->tp->isum_f32(d, bk->host, bk->numel, &bk->req);
     return st ? st : cs;
@@ -329,7 +333,7 @@ static void start_ready(tg_dist *d) {
 
 tg_status tg_dist_grad_begin(tg_dist *d, tg_store *s) {
     if (!d || !s) return tg_error_set(TG_ERR_INVALID, "tg_dist_grad_begin: NULL argument");
-    if (d->store != s || d->nparams != s->n) {
+    if (d->store != s || d->nparams != tg_store_count(s)) {
         tg_status st = layout(d, s);
         if (st) return st;
     }
@@ -377,8 +381,9 @@ tg_status tg_dist_grad_end(tg_dist *d, bool failed, double *comm_s) {
             const float *p = bk->host;
             for (int64_t k = 0; k < bk->count && st == TG_OK && !failed; k++) {
                 int64_t i = d->order[bk->first + k];
-                st = s->backend->vt->copy_in(s->backend, s->p[i].grad, p, (size_t)s->p[i].numel * sizeof(float));
-                p += s->p[i].numel;
+                const int64_t numel = tg_store_numel(s, i);
+                st = tg_store_write_grad(s, i, p, numel);
+                p += numel;
             }
         }
     }

@@ -39,8 +39,8 @@ static tg_status n_start(tg_dist *d, tgd_bucket *bk) {
     st = nccl_status(ncclGroupStart(), "ncclGroupStart");
     for (int64_t k = 0; st == TG_OK && k < bk->count; k++) {
         int64_t i = d->order[bk->first + k];
-        float *g = tgd_grad_ptr(s, i);
-        st = nccl_status(ncclAllReduce(g, g, (size_t)s->p[i].numel, ncclFloat32, ncclSum, n->comm, n->comm_stream),
+        float *g = tg__store_grad_memory(s, i);
+        st = nccl_status(ncclAllReduce(g, g, (size_t)tg_store_numel(s, i), ncclFloat32, ncclSum, n->comm, n->comm_stream),
                          "ncclAllReduce");
     }
     tg_status ge = nccl_status(ncclGroupEnd(), "ncclGroupEnd");

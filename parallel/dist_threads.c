@@ -4,10 +4,10 @@
  *
  * Why: on a small model, two processes of one thread each trained up to 18 % faster per step
  * than one process whose two threads split every op of the graph (0.82-1.1x in four runs of
- * benchmarks/bench_dist.sh, docs/distributed.md): a rank keeps its own activations in its own
- * core's caches and waits for the other only once a step, where the split graph meets at every
- * node. Threads of one process do the same without an MPI launcher (Marian's CPU training also
- * runs one graph per worker thread).
+ * benchmarks/contention/bench_dist.sh, docs/distributed.md): a rank keeps its own activations in
+ * its own core's caches and waits for the other only once a step, where the split graph meets at
+ * every node. Threads of one process do the same without an MPI launcher (Marian's CPU training
+ * also runs one graph per worker thread).
  *
  * Collectives: every rank publishes its buffer in its slot and meets the others at a barrier;
  * an all-reduce then has rank r reduce elements [n r / size, n (r + 1) / size) over the ranks'

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 static void fill(float *x, int64_t n, gc_kind k, tg_rng *r) {
     for (int64_t i = 0; i < n; i++) {

@@ -4,7 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 #include "tg_check.h"
 
 static tg_backend *B;

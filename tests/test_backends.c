@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/backend-helpers.h"
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
 #include "tg/tg.h"
 #include "tg_check.h"
 

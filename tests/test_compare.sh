@@ -1,7 +1,7 @@
 #!/bin/sh
-# Test of benchmarks/compare.py (the engine of ./run.sh) on a tiny synthetic task:
+# Test of benchmarks/experiments/compare.py (the engine of ./run.sh) on a tiny synthetic task:
 #   sh tests/test_compare.sh SOURCE_ROOT BUILD_ROOT
-# BUILD_ROOT must hold tools/tg and benchmarks/bench_step. Checks the bad-input messages and
+# BUILD_ROOT must hold tools/tg and benchmarks/micro/bench_step. Checks the bad-input messages and
 # exit statuses, one complete tiny run (two variants, training, decoding, scoring, the speed
 # phase, results.json fields, summary.md, curves), and a run whose training fails (partial
 # results, exit 1). Prints ok/FAIL per check and "N passed, N failed"; exit 0 only if nothing
@@ -11,8 +11,8 @@ src=${1:-.}
 build=${2:-build}
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || { echo "skip: $PY not found"; exit 77; }
-if [ ! -x "$build/tools/tg" ] || [ ! -x "$build/benchmarks/bench_step" ]; then
-    echo "skip: $build/tools/tg or $build/benchmarks/bench_step not built"
+if [ ! -x "$build/tools/tg" ] || [ ! -x "$build/benchmarks/micro/bench_step" ]; then
+    echo "skip: $build/tools/tg or $build/benchmarks/micro/bench_step not built"
     exit 77
 fi
 tmp=$(mktemp -d /tmp/tg-compare.XXXXXX)
@@ -23,7 +23,7 @@ ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
 compare() {
-    "$PY" "$src/benchmarks/compare.py" --build-dir "$build" --data-root "$tmp/data" \
+    "$PY" "$src/benchmarks/experiments/compare.py" --build-dir "$build" --data-root "$tmp/data" \
         --threads 2 "$@"
 }
 # expect_error NAME STATUS TEXT ARGS...: exit STATUS and TEXT in the error output
@@ -48,7 +48,7 @@ expect_error "heads not dividing d" 2 "--heads 3: d_model 64 of --size tiny is n
 expect_error "unknown size" 2 "--size: unknown preset 'huge'" --task reverse --size huge
 expect_error "missing corpus" 2 "prep_g2p: dictionary '$tmp/none.dict' not found" \
     --task g2p --g2p-dict "$tmp/none.dict"
-"$PY" "$src/benchmarks/compare.py" --build-dir "$tmp/nobuild" --task reverse >"$tmp/out" 2>"$tmp/err"
+"$PY" "$src/benchmarks/experiments/compare.py" --build-dir "$tmp/nobuild" --task reverse >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ $rc = 2 ] && grep -qF "tools/tg' not found: build it first" "$tmp/err"; then
     ok "missing tg binary"
@@ -97,7 +97,7 @@ check("task stats: n̄ and h_max", num(r["task"]["mean_len"]) and r["task"]["h_m
 check("each run records where it trained (date, CPU, source)",
       all(re.fullmatch(r"\d{4}-\d\d-\d\d", x["trained"]["date"]) and "cpu" in x["trained"]
           and "source" in x["trained"] for x in runs))
-sys.path.insert(0, os.path.join(sys.argv[2], "benchmarks"))
+sys.path.insert(0, os.path.join(sys.argv[2], "benchmarks", "experiments"))
 import compare_report
 check("one sitting: no sittings line", compare_report.trained_lines(r) == [])
 runs[0]["trained"] = {"date": "2026-01-02", "cpu": "cpu A", "source": "abc1234"}
@@ -197,7 +197,7 @@ else
 fi
 
 # the t-test behind the verdicts (compare_stats.py) against values of Student's t distribution
-if "$PY" - "$src/benchmarks" <<'EOF'
+if "$PY" - "$src/benchmarks/experiments" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[1])
 import compare_stats as s

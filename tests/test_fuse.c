@@ -15,7 +15,8 @@
 #include <string.h>
 
 #include "backends/cpu/isa.h"
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 #include "tg/rng.h"
 #include "tg_check.h"
 

@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 #include "tg/tg.h"
 
 static int n_checks, n_failed;

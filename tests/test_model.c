@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 #include "models/model-impl.h"
 #include "tg/model.h"
 #include "tg_check.h"

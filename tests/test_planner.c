@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 #include "tg_check.h"
 
 #define CK(call)                                                                                   \

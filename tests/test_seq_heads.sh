@@ -1,7 +1,7 @@
 #!/bin/sh
-# Test of benchmarks/bench_seq_heads.py (step time against sequence length and heads) on a tiny
+# Test of benchmarks/experiments/bench_seq_heads.py (step time against sequence length and heads) on a tiny
 # grid: n 8,16 x h 1,2, a d 16 model of 1 + 1 layers, 1 step per run, with
-# benchmarks/bench_step and a fake PyTorch peer (a shell script printing the peer's JSON), so
+# benchmarks/micro/bench_step and a fake PyTorch peer (a shell script printing the peer's JSON), so
 # that no torch is needed and it runs in seconds:
 #   sh tests/test_seq_heads.sh SOURCE_ROOT BUILD_ROOT
 # Checks the bad-input messages, one grid (rows, the memory skip, the order flipped in round 2,
@@ -14,7 +14,7 @@ src=${1:-.}
 build=${2:-build}
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || { echo "skip: $PY not found"; exit 77; }
-[ -x "$build/benchmarks/bench_step" ] || { echo "skip: $build/benchmarks/bench_step not built"; exit 77; }
+[ -x "$build/benchmarks/micro/bench_step" ] || { echo "skip: $build/benchmarks/micro/bench_step not built"; exit 77; }
 tmp=$(mktemp -d /tmp/tg-seq-heads.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -30,7 +30,7 @@ echo '{"framework": "pytorch", "ms_per_step": 12.5, "peak_rss_mib": 100.0}'
 EOF
 
 sweep() {
-    "$PY" "$src/benchmarks/bench_seq_heads.py" --build-dir "$build" --python /bin/sh \
+    "$PY" "$src/benchmarks/experiments/bench_seq_heads.py" --build-dir "$build" --python /bin/sh \
         --peer "$tmp/peer.sh" --tokens 32 --d-model 16 --d-ff 32 --layers 1 --vocab 20 \
         --steps 1 --warmup-steps 0 --threads 1 "$@"
 }

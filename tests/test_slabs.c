@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 
 #include "backends/cpu/cpu-impl.h"
-#include "core/tg-impl.h"
+#include "core/store-impl.h"
 #include "train/train-impl.h"
 #include "tg/tg.h"
 #include "tg_check.h"

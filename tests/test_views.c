@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 #include "tg_check.h"
 
 static tg_backend *B;

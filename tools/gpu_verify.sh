@@ -6,7 +6,7 @@
 # Builds tgraph with -Dcuda=enabled (meson + ninja when present, else `pip install meson
 # ninja`, else a direct gcc/nvcc build of the same sources), runs the GPU test (tests/test_gpu:
 # every op and gradient against the CPU backend, dropout masks, optimizer updates, a training
-# step) and the GPU benchmark (benchmarks/bench_gpu: Transformer training steps), and writes
+# step) and the GPU benchmark (benchmarks/micro/bench_gpu: Transformer training steps), and writes
 # $OUT/gpu_report.txt (plus $OUT/gpu_build.log). Exit status 0 when the build, the test and
 # the benchmark all succeeded. Sized for about 10 minutes on one H200 with 16 cores; every
 # step has its own time limit so that the report is written whatever happens.
@@ -120,7 +120,7 @@ if [ $MODE = meson ]; then
     fi
     if [ $BUILD_OK = 1 ]; then
         say "build: OK ($(grep -c 'warning' "$LOG") lines with 'warning' in gpu_build.log)"
-        BENCH_EXE=$B/benchmarks/bench_gpu
+        BENCH_EXE=$B/benchmarks/micro/bench_gpu
         TEST_EXE=$B/tests/test_gpu
         if [ ! -x "$TEST_EXE" ]; then # tests/ is only configured when Check is found
             say "tests/test_gpu not configured (no Check?): compiling it against libtgraph.a"
@@ -168,7 +168,7 @@ if [ $MODE = direct ] && [ $BUILD_OK = 0 ]; then
         LIBS=("$DB/libtgraph.a" -L"$CUDA/lib64" "-Wl,-rpath,$CUDA/lib64" -lcudart -lcublas -lstdc++
               "${BLAS_LIBS[@]}" -fopenmp -lpthread -lm)
         gcc "${CFLAGS[@]}" "$ROOT/tests/test_gpu.c" "${LIBS[@]}" -o "$DB/test_gpu" >> "$LOG" 2>&1 || ok=0
-        gcc "${CFLAGS[@]}" "$ROOT/benchmarks/bench_gpu.c" "${LIBS[@]}" -o "$DB/bench_gpu" >> "$LOG" 2>&1 || ok=0
+        gcc "${CFLAGS[@]}" "$ROOT/benchmarks/micro/bench_gpu.c" "${LIBS[@]}" -o "$DB/bench_gpu" >> "$LOG" 2>&1 || ok=0
     fi
     if [ $ok = 1 ]; then
         BUILD_OK=1
@@ -196,7 +196,7 @@ fi
 # ---- benchmark ----
 BENCH_RC=1
 if [ $BUILD_OK = 1 ] && [ -x "$BENCH_EXE" ]; then
-    section "GPU benchmark (benchmarks/bench_gpu)"
+    section "GPU benchmark (benchmarks/micro/bench_gpu)"
     run 150 "$BENCH_EXE" --config g2p-small --steps 20 --warmup-steps 3 --check 1
     BENCH_RC=$?
     run 200 "$BENCH_EXE" --config nmt-small --steps 10 --warmup-steps 3 --check 1

@@ -9,7 +9,7 @@
 #include "tg/optim.h"
 #include "train/train-impl.h"
 
-/* The moments mirror the store's slabs of trainable parameters (core/tg-impl.h): slab k's
+/* The moments mirror the store's slabs of trainable parameters (tg__store_slab): slab k's
  * moments at ms[k] and vs[k], a parameter's at its offset in its slab. So a run of parameters
  * with the same weight decay and learning-rate scale is one contiguous range of weights,
  * gradients and moments, which tg_optim_step updates in one pass: the padding between the
@@ -63,11 +63,13 @@ static tg_status check_config(const tg_optim_config *c) {
 
 void tg_optim_free(tg_optim *o) {
     if (!o) return;
-    tg_backend *b = o->store->backend;
+    tg_backend *b = tg_store_backend(o->store);
     for (int64_t k = 0; k < o->nslabs; k++) {
-        const size_t bytes = (size_t)o->store->slabs[k].cap * 4;
-        if (o->ms && o->ms[k]) b->vt->free(b, o->ms[k], bytes);
-        if (o->vs && o->vs[k]) b->vt->free(b, o->vs[k], bytes);
+        int64_t cap;
+        tg__store_slab(o->store, k, &cap, NULL);
+        const size_t bytes = (size_t)cap * 4;
+        if (o->ms && o->ms[k]) tg__backend_free(b, o->ms[k], bytes);
+        if (o->vs && o->vs[k]) tg__backend_free(b, o->vs[k], bytes);
     }
     free(o->ms);
     free(o->vs);
@@ -81,8 +83,8 @@ void tg_optim_free(tg_optim *o) {
 /* A slab's moments: cap floats, the first `used` zeroed (the rest is never read) */
 static float *zeros(tg_backend *b, int64_t cap, int64_t used) {
     float *p = tg__backend_alloc_lasting(b, (size_t)cap * 4);
-    if (p && used && b->vt->memset0(b, p, (size_t)used * 4) != TG_OK) {
-        b->vt->free(b, p, (size_t)cap * 4);
+    if (p && used && tg__backend_memset0(b, p, (size_t)used * 4) != TG_OK) {
+        tg__backend_free(b, p, (size_t)cap * 4);
         return NULL;
     }
     return p;
@@ -96,9 +98,10 @@ tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out) 
     tg_optim *o = calloc(1, sizeof *o);
     if (!o) return tg_error_set(TG_ERR_NOMEM, "tg_optim_new: out of memory");
     o->store = s;
-    o->n = s->n;
+    o->n = tg_store_count(s);
     o->cfg = *cfg;
-    const int64_t n = s->n ? s->n : 1, ns = s->nslabs ? s->nslabs : 1;
+    o->nslabs = tg__store_nslabs(s);
+    const int64_t n = o->n ? o->n : 1, ns = o->nslabs ? o->nslabs : 1;
     o->m = calloc((size_t)n, sizeof *o->m);
     o->v = calloc((size_t)n, sizeof *o->v);
     o->ms = calloc((size_t)ns, sizeof *o->ms);
@@ -111,23 +114,23 @@ tg_status tg_optim_new(tg_store *s, const tg_optim_config *cfg, tg_optim **out) 
     }
     bool need_m = cfg->kind != TG_OPTIM_SGD || cfg->momentum > 0.0f;
     bool need_v = cfg->kind != TG_OPTIM_SGD;
-    o->nslabs = s->nslabs;
-    for (int64_t k = 0; k < s->nslabs; k++) {
-        const tg_store_slab *sl = &s->slabs[k];
-        if (!sl->grad) continue;
-        if ((need_m && !(o->ms[k] = zeros(s->backend, sl->cap, sl->used))) ||
-            (need_v && !(o->vs[k] = zeros(s->backend, sl->cap, sl->used)))) {
+    for (int64_t k = 0; k < o->nslabs; k++) {
+        int64_t cap, used;
+        if (!tg__store_slab(s, k, &cap, &used)) continue; /* frozen: no gradients, no moments */
+        if ((need_m && !(o->ms[k] = zeros(tg_store_backend(s), cap, used))) ||
+            (need_v && !(o->vs[k] = zeros(tg_store_backend(s), cap, used)))) {
             tg_optim_free(o);
             return tg_error_prefix(TG_ERR_NOMEM, "tg_optim_new: moments");
         }
     }
-    for (int64_t i = 0; i < s->n; i++) {
-        const tg_param_entry *e = &s->p[i];
+    for (int64_t i = 0; i < o->n; i++) {
         o->wd[i] = cfg->weight_decay;
         o->lr_scale[i] = 1.0f;
-        if (!e->trainable) continue;
-        if (need_m) o->m[i] = o->ms[e->slab] + e->off;
-        if (need_v) o->v[i] = o->vs[e->slab] + e->off;
+        if (!tg_store_trainable(s, i)) continue;
+        int64_t slab, off;
+        tg__store_place(s, i, &slab, &off);
+        if (need_m) o->m[i] = o->ms[slab] + off;
+        if (need_v) o->v[i] = o->vs[slab] + off;
     }
     *out = o;
     return TG_OK;
@@ -143,25 +146,25 @@ static tg_status step(tg_optim *o, float lr, bool zero, const char *fn) {
     tg_store *s = o->store;
     tg_optim_config c = o->cfg;
     for (int64_t i = 0, j; i < o->n; i = j) {
-        tg_param_entry *e = &s->p[i];
         j = i + 1;
-        if (!e->trainable) continue;
+        if (!tg_store_trainable(s, i)) continue;
         /* the run i..j-1: the next trainable parameters in the same slab, with the same group
          * (the frozen ones between them lie in other slabs), up to the end of the last one */
-        int64_t end = e->off + e->numel;
+        int64_t slab, off;
+        tg__store_place(s, i, &slab, &off);
+        int64_t end = off + tg_store_numel(s, i);
         for (int64_t q = j; runs_on && q < o->n; q++) {
-            const tg_param_entry *f = &s->p[q];
-            if (!f->trainable) continue;
-            if (f->slab != e->slab || o->wd[q] != o->wd[i] || o->lr_scale[q] != o->lr_scale[i])
-                break;
-            end = f->off + f->numel;
+            if (!tg_store_trainable(s, q)) continue;
+            int64_t qslab, qoff;
+            tg__store_place(s, q, &qslab, &qoff);
+            if (qslab != slab || o->wd[q] != o->wd[i] || o->lr_scale[q] != o->lr_scale[i]) break;
+            end = qoff + tg_store_numel(s, q);
             j = q + 1;
         }
         c.weight_decay = o->wd[i];
-        tg_status st =
-            s->backend->vt->optim_update(s->backend, &c, lr * o->lr_scale[i], o->steps, e->data,
-                                         e->grad, o->m[i], o->v[i], end - e->off, zero);
-        if (st) return tg_error_prefix(st, "%s: '%s'", fn, e->name);
+        tg_status st = tg__store_update(s, i, end - off, &c, lr * o->lr_scale[i], o->steps, o->m[i],
+                                        o->v[i], zero);
+        if (st) return tg_error_prefix(st, "%s: '%s'", fn, tg_store_name(s, i));
         o->passes++;
     }
     return TG_OK;
@@ -177,9 +180,8 @@ tg_status tg_optim_step_zero_grad(tg_optim *o, float lr) {
     /* the gradients no run took: parameters added after the optimizer; all of them after an
      * error (a run may have stopped half way) */
     tg_store *s = o->store;
-    for (int64_t i = st == TG_OK ? o->n : 0; i < s->n; i++) {
-        if (!s->p[i].grad) continue;
-        tg_status z = s->backend->vt->memset0(s->backend, s->p[i].grad, (size_t)s->p[i].numel * 4);
+    for (int64_t i = st == TG_OK ? o->n : 0; i < tg_store_count(s); i++) {
+        tg_status z = tg__store_zero_grad_of(s, i);
         if (st == TG_OK) st = z;
     }
     return st;
@@ -195,7 +197,7 @@ tg_status tg_optim_set_group(tg_optim *o, const char *pattern, float weight_deca
                             pattern, (double)weight_decay, (double)lr_scale);
     int64_t k = 0;
     for (int64_t i = 0; i < o->n; i++) {
-        if (fnmatch(pattern, o->store->p[i].name, 0) != 0) continue;
+        if (fnmatch(pattern, tg_store_name(o->store, i), 0) != 0) continue;
         o->wd[i] = weight_decay;
         o->lr_scale[i] = lr_scale;
         k++;
@@ -208,8 +210,9 @@ tg_status tg_optim_no_decay_on_vectors(tg_optim *o, int64_t *matched) {
     /* keeps each vector's learning-rate scale: only the decay changes */
     if (!o) return tg_error_set(TG_ERR_INVALID, "tg_optim_no_decay_on_vectors: optimizer is NULL");
     int64_t k = 0;
+    int64_t shape[TG_MAX_DIMS];
     for (int64_t i = 0; i < o->n; i++)
-        if (o->store->p[i].ndim < 2) {
+        if (tg_store_shape(o->store, i, shape) < 2) {
             o->wd[i] = 0.0f;
             k++;
         }
@@ -234,13 +237,13 @@ static tg_status state_check(const tg_optim *o, int64_t i, int which, int64_t n,
     if (!o || i < 0 || i >= o->n || which < 0 || which > 1)
         return tg_error_set(TG_ERR_INVALID, "tg_optim state: bad parameter index %lld or slot %d",
                             (long long)i, which);
-    if (n != o->store->p[i].numel)
-        return tg_error_set(TG_ERR_SHAPE, "tg_optim state: '%s' has %lld elements, %lld given",
-                            o->store->p[i].name, (long long)o->store->p[i].numel, (long long)n);
+    const char *name = tg_store_name(o->store, i);
+    const int64_t numel = tg_store_numel(o->store, i);
+    if (n != numel)
+        return tg_error_set(TG_ERR_SHAPE, "tg_optim state: '%s' has %lld elements, %lld given", name,
+                            (long long)numel, (long long)n);
     *arr = which ? o->v : o->m;
-    if (!(*arr)[i])
-        return tg_error_set(TG_ERR_NOT_FOUND, "tg_optim state: '%s' has no slot %d", o->store->p[i].name,
-                            which);
+    if (!(*arr)[i]) return tg_error_set(TG_ERR_NOT_FOUND, "tg_optim state: '%s' has no slot %d", name, which);
     return TG_OK;
 }
 
@@ -248,14 +251,12 @@ tg_status tg_optim_read_state(const tg_optim *o, int64_t i, int which, float *ds
     float **arr = NULL;
     tg_status st = state_check(o, i, which, n, &arr);
     if (st) return st;
-    tg_backend *b = o->store->backend;
-    return b->vt->copy_out(b, dst, arr[i], (size_t)n * 4);
+    return tg__backend_copy_out(tg_store_backend(o->store), dst, arr[i], (size_t)n * 4);
 }
 
 tg_status tg_optim_write_state(tg_optim *o, int64_t i, int which, const float *src, int64_t n) {
     float **arr = NULL;
     tg_status st = state_check(o, i, which, n, &arr);
     if (st) return st;
-    tg_backend *b = o->store->backend;
-    return b->vt->copy_in(b, arr[i], src, (size_t)n * 4);
+    return tg__backend_copy_in(tg_store_backend(o->store), arr[i], src, (size_t)n * 4);
 }

@@ -12,7 +12,8 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/team.h"
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 
 /* Work below this many elements runs on member 0 alone (sharing it costs more than it saves). */
 #define TG_PAR_MIN 16384

@@ -317,7 +317,7 @@ enum { STEAL_NS = 100 * 1000 };
  * was tried: no faster. Nor was the spin-yield wait instead of sleeping, though a slept wait has a
  * cost of its own: a woken member tends to be placed on its waker's CPU, and beside a busy process
  * the two members share one core 72-74 % of the time while the other process has the other; 45 %
- * without these sleeps: benchmarks/placement.py, docs/log/2026-12-02.md.) */
+ * without these sleeps: benchmarks/contention/placement.py, docs/log/2026-12-02.md.) */
 enum { PROBE_NS = 200 * 1000, DEEP_AHEAD = 1024, DEEP_PENDING = 64 };
 
 /* A graph run of at least CONTENDED_MIN_NODES nodes in which members waited CONTENDED_OFFCORE

@@ -45,12 +45,13 @@
  * tokens, any number), and the result, M × N, for a weight gradient Xᵀ·dY (op(A) transposed,
  * K the tokens) — the projections and feed-forward layers of models up to d 512 (d 256 with
  * d_ff 1024), where it ran 0.98–1.22× OpenBLAS's rate on one core, 1.04–1.05× over those
- * products of g2p-small and nmt-small (benchmarks/bench_gemm_packed.c). OpenBLAS keeps the bigger
- * weights (1024 × 1024: 0.89–0.99×; nmt's 512 × 2048: 0.86–0.98×; a vocabulary of 8000:
+ * products of g2p-small and nmt-small (benchmarks/micro/bench_gemm_packed.c). OpenBLAS keeps the
+ * bigger weights (1024 × 1024: 0.89–0.99×; nmt's 512 × 2048: 0.86–0.98×; a vocabulary of 8000:
  * 0.91–1.13×, mostly below 1) and every CPU without AVX2+FMA — except where the packed path
  * runs its 512-bit kernel (AVX-512F: tg_cpu_gemm_packed_is_wide): there it took every one of
  * these products at 1.5–2× the rate of OpenBLAS 0.3.21's call on 2 threads (which stays on
- * its AVX2 kernels there; benchmarks/bench_gemm on a Zen 5-class host, docs/log/2026-12-02.md). */
+ * its AVX2 kernels there; benchmarks/micro/bench_gemm on a Zen 5-class host,
+ * docs/log/2026-12-02.md). */
 #define TG_GEMM_SMALL_MNK (128.0 * 128.0 * 128.0)
 #define TG_GEMM_SMALL_ONE_MIN_M 32
 #define TG_GEMM_SMALL_MAX_N 64
@@ -225,7 +226,7 @@ static void packed_cols_kept(const tg_cpu_gemm_args *g, int nthreads, int ith,
  * (2 MiB). The buffers are kept for reuse and a step has up to two in use at once (g2p-small), each
  * grown to the biggest op(B) it held: with the feed-forward weight gradient's dY (1280 × 1024) they
  * added 11.6 MiB to the step's peak memory (4.7 %), for no gain on that product
- * (benchmarks/bench_gemm: 0.95× OpenBLAS either way), while the other weight gradients'
+ * (benchmarks/micro/bench_gemm: 0.95× OpenBLAS either way), while the other weight gradients'
  * (dY 1280 × 256) went from 0.95× to 0.99–1.00×. */
 #define TG_GEMM_SHARED_MAX_B (1 << 19)
 bool tg_cpu_gemm_b_shareable(int64_t n, int64_t k) {

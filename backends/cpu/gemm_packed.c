@@ -1,6 +1,6 @@
 /* The packed path of the CPU GEMM (gemm.h): the big products — projections, feed-forward
  * layers, their gradients — on one thread's block of C, faster than OpenBLAS's sgemm at these
- * models' shapes on Zen-class AVX2 (benchmarks/bench_gemm_packed.c; docs/log/).
+ * models' shapes on Zen-class AVX2 (benchmarks/micro/bench_gemm_packed.c; docs/log/).
  *
  * The GotoBLAS/BLIS loop nest:
  *

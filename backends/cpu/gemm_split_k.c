@@ -5,7 +5,7 @@
  * into blocks of rows of C, as the other products are, has every member read all K rows of X
  * and dY — half of them written by the other member, in the other core's cache. On a virtual
  * machine whose host sometimes holds its two vCPUs on different chiplets (a cache line's round
- * trip 330–380 ns instead of 55–90: benchmarks/bench_cores), those reads made a g2p-small
+ * trip 330–380 ns instead of 55–90: benchmarks/micro/bench_cores), those reads made a g2p-small
  * step's 36 projection weight gradients 1.35× slower and the whole two-thread step 1.2×
  * (docs/log/2026-12-04.md). Cut along k instead, share i of n sums rows [i·kb, (i+1)·kb) of X and
  * dY, kb = ceil(K / n) — the rows the elementwise and row kernels and the row-cut products

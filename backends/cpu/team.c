@@ -268,10 +268,10 @@ static int usable_cpus(void) {
  * busy process sat on one core 72-76 % of the time while the other process had the other core
  * alone: two runnable threads against one is as balanced as three threads on two cores get, so
  * the kernel moves none of them, and the team had one core where a fair share is one and a
- * third (benchmarks/placement.py, docs/log/2026-12-02.md). Pinned, one member shares its core with
- * the other process and the other has a core of its own, and with the graph runner's finer cut
- * after a contended run (cpu.c: CONTENDED_OFFCORE) the member with the core does most of the
- * work: beside a nice-0 loop the g2p-small step took 0.88× the time of the unpinned team
+ * third (benchmarks/contention/placement.py, docs/log/2026-12-02.md). Pinned, one member shares its
+ * core with the other process and the other has a core of its own, and with the graph runner's
+ * finer cut after a contended run (cpu.c: CONTENDED_OFFCORE) the member with the core does most of
+ * the work: beside a nice-0 loop the g2p-small step took 0.88× the time of the unpinned team
  * (10 of 10 rounds faster), alone and beside a nice-19 loop the same within the noise. (Pinned
  * before that cut existed, it gained 4-6 %: the member with a core then waited on the other.)
  * A team with fewer members than CPUs is not pinned — several such processes would pile onto

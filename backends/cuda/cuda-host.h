@@ -9,7 +9,8 @@
 
 #include "backends/cuda/cuda-access.h"
 #include "backends/cuda/cuda-impl.h"
-#include "core/tg-impl.h"
+#include "core/backend-impl.h"
+#include "core/graph-impl.h"
 
 /* Size classes of the caching allocator: 256 bytes, then for 2^e < bytes <= 2^(e+1) four
  * classes k * 2^(e-2), k = 5..8 (class_of in cuda.c): at most 25 % waste. e < 64 gives at

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Peer training-step benchmark: PyTorch's own torch.nn.Transformer (what users run).
 
-The same shapes and step as benchmarks/bench_step and train_step.py: token embeddings scaled
+The same shapes and step as benchmarks/micro/bench_step and train_step.py: token embeddings scaled
 by sqrt(d) plus sinusoidal positions, torch.nn.Transformer (post-norm, ReLU, dropout 0.1,
 batch_first, a causal mask on the decoder), a linear output layer, label-smoothed (0.1)
 cross-entropy, backward, Adam (0.9, 0.98, 1e-9; multi-tensor) with the Noam schedule, in
@@ -16,7 +16,7 @@ Prints one JSON object with the fields of train_step.py (ms_per_step: median wal
 --steps timed steps after --warmup-steps; cpu_ms_per_step; tokens_per_s; peak_rss_mib; ...),
 with "model": "nn.Transformer".
 
---device cuda runs the same step on a GPU (the peer of benchmarks/bench_gpu; --tf32 for its
+--device cuda runs the same step on a GPU (the peer of benchmarks/micro/bench_gpu; --tf32 for its
 TG_CUDA_TF32=1 run); peak_rss_mib is then the host's, and the time includes waiting for the GPU.
 
 Example (g2p-small):

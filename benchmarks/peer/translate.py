@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Peer translation benchmark: PyTorch beam search with key/value caches on a tgraph checkpoint.
 
-The decoding speed peer of `tg translate` (benchmarks/bench_translate.sh). It decodes with the
+The decoding speed peer of `tg translate` (benchmarks/contention/bench_translate.sh). It decodes with the
 model of tg_torch.py and the search rules of models/decode_beam.c, so that both programs should
 write the same translations up to float rounding:
   * sentences sorted longest first, in batches of --batch that advance together;

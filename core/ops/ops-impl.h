@@ -4,7 +4,7 @@
 #ifndef TG_OPS_IMPL_H
 #define TG_OPS_IMPL_H
 
-#include "core/tg-impl.h"
+#include "core/graph-impl.h"
 
 /* One op: its name, its TG_OPF_* flags and its gradient rule (NULL for backward-only ops,
  * which are differentiated through the op they belong to, and for ops with no gradient). */

@@ -46,7 +46,7 @@ gcc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Werror -D_GNU_SOURCE -I"$M/include" -I
     -c "$M/parallel/dist_stubs.c" -o "$O/obj/dist_stubs.o"
 g++ -std=c++17 -O1 -g $SAN -I"$E/inc" -c "$E/emu_rt.cpp" -o "$O/obj/emu_rt.o"
 BLAS=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
-for p in tests/test_gpu benchmarks/bench_gpu; do
+for p in tests/test_gpu benchmarks/micro/bench_gpu; do
     n=$(basename $p)
     gcc -std=gnu11 -O1 -g $SAN -D_GNU_SOURCE -I"$M/include" -I"$M" -c "$M/$p.c" -o "$O/$n.o"
     g++ $SAN -fopenmp -o "$O/${n}_emu" "$O/$n.o" "$O"/obj/*.o "$O"/lib/*.o $BLAS -lm

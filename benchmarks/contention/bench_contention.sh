@@ -2,10 +2,10 @@
 # bench_contention.sh: a training step beside other processes — tgraph (one or more builds) and
 # PyTorch's nn.Transformer, each alone and beside busy processes, alternating, with ratios.
 #
-#   benchmarks/bench_contention.sh [--build DIR]... [--isa LEVELS] [--no-torch] [--rounds N]
+#   benchmarks/contention/bench_contention.sh [--build DIR]... [--isa LEVELS] [--no-torch] [--rounds N]
 #                                  [--steps N] [--loads "none busy nice19"] [-- bench_step/peer options]
 #
-# --build DIR   a build directory holding benchmarks/bench_step (repeatable: compare builds,
+# --build DIR   a build directory holding benchmarks/micro/bench_step (repeatable: compare builds,
 #               e.g. an old and a new one, and get each later build's time ÷ the first's round
 #               by round; default: build)
 # --isa LEVELS  comma-separated CPU instruction sets each build runs at, e.g. avx2,avx512 (the
@@ -28,7 +28,7 @@
 # same load; the machine's load average is printed at the start and end (the machine is
 # rarely idle: state it with the numbers).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 builds=()
 isas=("")
@@ -54,9 +54,9 @@ while [ $# -gt 0 ]; do
 done
 [ ${#builds[@]} -gt 0 ] || builds=(build)
 for b in "${builds[@]}"; do
-    [ -x "$b/benchmarks/bench_step" ] || { echo "bench_contention.sh: no $b/benchmarks/bench_step (build it first)" >&2; exit 2; }
+    [ -x "$b/benchmarks/micro/bench_step" ] || { echo "bench_contention.sh: no $b/benchmarks/micro/bench_step (build it first)" >&2; exit 2; }
 done
-. benchmarks/loads.sh
+. benchmarks/contention/loads.sh
 for l in $loads; do
     check_load "$l" || { echo "bench_contention.sh: unknown load '$l'" >&2; exit 2; }
 done
@@ -84,7 +84,7 @@ for r in $(seq 1 "$rounds"); do
                 [ -z "$isa" ] || cap=(TG_CPU_ISA="$isa")
                 start_load "$l"
                 v=$(env -u TG_NUM_THREADS -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u OMP_PROC_BIND \
-                        -u GOMP_SPINCOUNT "${cap[@]}" "$b/benchmarks/bench_step" "${model[@]}" \
+                        -u GOMP_SPINCOUNT "${cap[@]}" "$b/benchmarks/micro/bench_step" "${model[@]}" \
                         --steps "$steps" --warmup-steps 2 | ms)
                 stop_load
                 echo "$name $l $v" >> "$out"

@@ -25,7 +25,7 @@
  * (backends/cpu/cpu.c: HUGE_MIN; off: from the heap, 4-KiB pages). For the whole run (the store
  * is made once).
  * With 2 threads or more also core_rtt_ns: the round trip of a cache line between the first two
- * CPUs (benchmarks/core_rtt.h) before the first timed step and after the last — on a virtual
+ * CPUs (benchmarks/micro/core_rtt.h) before the first timed step and after the last — on a virtual
  * machine the host may hold the cores near each other or far apart, and the step's time
  * follows (docs/log/2026-12-05.md). */
 #include <pthread.h>
@@ -39,7 +39,7 @@
 
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
-#include "benchmarks/core_rtt.h"
+#include "benchmarks/micro/core_rtt.h"
 #include "core/backend-helpers.h"
 #include "core/tg-impl.h"
 #include "tg/model.h"

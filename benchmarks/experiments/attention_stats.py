@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Is the low-rank bottleneck visible? `tg attention --stats` on the checkpoints of one or more
-benchmarks/compare.py results directories, over the test set, in one table and one plot.
+benchmarks/experiments/compare.py results directories, over the test set, in one table and one plot.
 
 For every run of each results directory (runs/<name>/model.safetensors; results.json names its
 variant and heads) it runs
@@ -30,7 +30,7 @@ which are reused when newer than the checkpoint (--force recomputes); their name
 sentences were read (<name>.first200.csv, <name>.all.csv).
 
 Standard library only. Example (docs/results/attention-stats/):
-  /usr/bin/python3 benchmarks/attention_stats.py docs/results/bible-lr/f0.2 \\
+  /usr/bin/python3 benchmarks/experiments/attention_stats.py docs/results/bible-lr/f0.2 \\
       --data data/bible --include-unfinished --limit 0 --out docs/results/attention-stats
 """
 
@@ -57,13 +57,13 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
-    a("results", nargs="+", help="results directories of benchmarks/compare.py (results.json, runs/)")
+    a("results", nargs="+", help="results directories of benchmarks/experiments/compare.py (results.json, runs/)")
     a("--tg", help="the tg program (default: BUILD/tools/tg)")
-    a("--build-dir", default=os.path.join(HERE, "..", "build"), help="where tg was built")
+    a("--build-dir", default=os.path.join(HERE, "..", "..", "build"), help="where tg was built")
     a("--data", help="folder with test.src and test.tgt (default: each results.json's task.data)")
     a("--limit", type=int, default=200, help="test sentences per checkpoint (default 200; 0: all)")
     a("--threads", type=int, default=0, help="tg --threads (0: its default)")
-    a("--out", default=os.path.join(HERE, "..", "docs", "results", "attention-stats"),
+    a("--out", default=os.path.join(HERE, "..", "..", "docs", "results", "attention-stats"),
       help="output folder (default docs/results/attention-stats)")
     a("--include-unfinished", action="store_true",
       help="also runs results.json does not list as ok but whose folder has a checkpoint (a run "
@@ -159,7 +159,7 @@ def write_table(o, table, notes):
             w.writerow([t["variant"], t["heads"], t["d_k"], "%g" % t["d_over_h"], t["attention"]]
                        + ["%.4f" % t[k] for k, _ in MEANS] + [t["runs"], t["sentences"], t["what"]])
     lines = ["# Attention logits: rank against heads", "",
-             "Written by `benchmarks/attention_stats.py` (`tg attention --stats` per checkpoint; "
+             "Written by `benchmarks/experiments/attention_stats.py` (`tg attention --stats` per checkpoint; "
              "docs/tool.md defines every column). Means over test sentences, then over "
              "layers and heads, then over seeds; self-attention is the encoder's and the "
              "decoder's (S taken before the causal mask), cross-attention the decoder's over "

@@ -4,7 +4,7 @@ task under the same model size, head count, budget and seeds, decode the test sp
 and measure the cost of a training step against the PyTorch peer.
 
 Called by ./run.sh (which installs packages and builds first); it can be run on its own once
-build-release/ holds `tools/tg` and `benchmarks/bench_step`. Standard library only.
+build-release/ holds `tools/tg` and `benchmarks/micro/bench_step`. Standard library only.
 
 Phases, each printed with the elapsed time and an ETA:
   1. data     prepare (cached) the corpus of --task: datasets/prep_g2p.py, prep_bible.py or
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_queue as queue  # noqa: E402
 import compare_report as report  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Debian's interpreter (with python3-torch for the peer) even when another python3 is first
 # on PATH; the data scripts use only the standard library.
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -188,7 +188,7 @@ def build_parser():
     a("--bench-steps", type=int, default=5, help="timed steps per measurement (default 5)")
     a("--bench-rounds", type=int, default=2, help="alternating rounds per variant (default 2)")
     a("--build-dir", default=os.path.join(ROOT, "build-release"), help="where tools/tg and "
-      "benchmarks/bench_step are (default build-release)")
+      "benchmarks/micro/bench_step are (default build-release)")
     a("--data-root", default=os.path.join(ROOT, "data"), help="prepared corpora (default data/)")
     a("--out", default=None, help="results directory (default results/<run-id>)")
     a("--g2p-dict", default=None, help="CMUdict file for --task g2p (default: pocketsphinx-en-us's, "
@@ -280,10 +280,10 @@ def check_options(o):
             raise UsageError("--ranks '%s': expected auto or a positive integer" % o.ranks) from None
     if o.ranks > 1 and not o.mpirun:
         raise UsageError("--ranks %d needs mpirun (Debian: openmpi-bin)" % o.ranks)
-    o.bench_step = os.path.join(o.build_dir, "benchmarks", "bench_step")
+    o.bench_step = os.path.join(o.build_dir, "benchmarks", "micro", "bench_step")
     if not os.access(o.tg, os.X_OK):
         raise UsageError("'%s' not found: build it first (./run.sh does: ninja -C build-release "
-                         "tools/tg benchmarks/bench_step), or give --build-dir" % o.tg)
+                         "tools/tg benchmarks/micro/bench_step), or give --build-dir" % o.tg)
     if o.backend != "cpu":
         r = subprocess.run([o.tg, "train", "--help"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)

@@ -36,8 +36,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/backend-impl.h"
 #include "core/ops/ops-impl.h"
-#include "core/tg-impl.h"
 #include "tg/tg.h"
 
 static int NT = 2;      /* threads for everyone */

@@ -1,4 +1,4 @@
-"""Reporting for benchmarks/compare.py: the per-variant summary of results.json, the tables
+"""Reporting for benchmarks/experiments/compare.py: the per-variant summary of results.json, the tables
 (stdout and summary.md), the training curves (curves/) and the gnuplot plots (PNG).
 Standard library only; gnuplot is optional (plots are skipped with a note without it)."""
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the scheduler puts a program's threads, alone or beside a busy process (Linux).
 
-    benchmarks/placement.py [--load none|busy|nice19] [--after 1.5] [--seconds 2]
+    benchmarks/contention/placement.py [--load none|busy|nice19] [--after 1.5] [--seconds 2]
                             [--every 0.002] -- COMMAND ...
 
 Starts the load (`busy`: one `sh` loop at nice 0; `nice19`: the same at nice 19), then

@@ -5,7 +5,7 @@ length and heads").
 
 For each sequence length n (source = target = n positions) and head count h it times one
 training step (forward, label-smoothed cross-entropy, backward, Adam; dropout 0.1) of
-benchmarks/bench_step for every tgraph attention kind asked for, and of
+benchmarks/micro/bench_step for every tgraph attention kind asked for, and of
 benchmarks/peer/nn_transformer_step.py (PyTorch has only multi-head attention: it is the peer
 of `mha` alone; the other kinds have no PyTorch counterpart). The batch holds a fixed number
 of tokens: B = --tokens / n sentences of n positions, so every cell does the same projection
@@ -32,7 +32,7 @@ each kind at up to four head counts, and tgraph mha / PyTorch against n per head
 a Markdown table of medians over rounds on stdout (--table FILE writes it to a file too).
 
 Example (the reduced grid of docs/log/2026-12-01.md):
-  /usr/bin/python3 benchmarks/bench_seq_heads.py --seq 8,16,32,64,128 --heads 1,4,16,64 \\
+  /usr/bin/python3 benchmarks/experiments/bench_seq_heads.py --seq 8,16,32,64,128 --heads 1,4,16,64 \\
       --kinds mha,interacting --rounds 2 --csv docs/results/seq-heads.csv \\
       --png docs/results/seq-heads.png
 """
@@ -93,8 +93,8 @@ def parse_args(argv):
                    help="skip cells whose estimated attention memory exceeds this")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     p.add_argument("--build-dir", default="build")
-    p.add_argument("--bench-step", help="default: BUILD_DIR/benchmarks/bench_step")
-    p.add_argument("--peer", default=os.path.join(HERE, "peer", "nn_transformer_step.py"))
+    p.add_argument("--bench-step", help="default: BUILD_DIR/benchmarks/micro/bench_step")
+    p.add_argument("--peer", default=os.path.join(HERE, "..", "peer", "nn_transformer_step.py"))
     p.add_argument("--python", default="/usr/bin/python3", help="the interpreter with torch")
     p.add_argument("--csv", default="seq-heads.csv")
     p.add_argument("--png", help="write the figure here (needs gnuplot)")
@@ -113,7 +113,7 @@ def parse_args(argv):
     for n in a.seq:
         if a.tokens // n < 1:
             p.error(f"--seq {n}: longer than --tokens {a.tokens} (no sentence fits a batch)")
-    a.bench_step = a.bench_step or os.path.join(a.build_dir, "benchmarks", "bench_step")
+    a.bench_step = a.bench_step or os.path.join(a.build_dir, "benchmarks", "micro", "bench_step")
     return a
 
 

@@ -3,7 +3,7 @@
 # caches (benchmarks/peer/translate.py) on the same checkpoint and sentences, each alone and
 # beside busy processes, alternating, with ratios and how many translations agree.
 #
-#   benchmarks/bench_translate.sh --model M [--input F] [--sentences N] [--beam K]
+#   benchmarks/contention/bench_translate.sh --model M [--input F] [--sentences N] [--beam K]
 #                                 [--threads N] [--batch N] [--rounds N] [--loads "none busy"]
 #                                 [--tg PATH] [--against PATH]
 #
@@ -15,7 +15,7 @@
 # --beam K       beam size, 1 = greedy (default 4); --batch N sentences together (default 16)
 # --threads N    threads of both programs (default 2)
 # --rounds N     rounds (default 3); a round runs both programs under every load, in turn
-# --loads L      from none, busy, busy2, busy3, nice19 (benchmarks/loads.sh); default "none busy"
+# --loads L      from none, busy, busy2, busy3, nice19 (benchmarks/contention/loads.sh); default "none busy"
 # --tg PATH      the tg binary (default build-release/tools/tg, else build/tools/tg)
 # --against PATH another tg binary (an earlier build, say) in PyTorch's place: run and timed as
 #                tgraph is, so that the ratios compare two builds under the same loads
@@ -29,7 +29,7 @@
 # the two programs' lines are identical (they decode with the same rules: differences come
 # from float rounding only).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 model=""
 input=data/bible/test.src
@@ -66,7 +66,7 @@ if [ -z "$tg" ]; then
     for c in build-release/tools/tg build/tools/tg; do [ -x "$c" ] && { tg=$c; break; }; done
 fi
 { [ -n "$tg" ] && [ -x "$tg" ]; } || die "no tg binary (build it first, or --tg PATH)"
-. benchmarks/loads.sh
+. benchmarks/contention/loads.sh
 for l in $loads; do check_load "$l" || die "unknown load '$l'"; done
 if [ -n "$against" ]; then
     [ -x "$against" ] || die "no tg binary $against"

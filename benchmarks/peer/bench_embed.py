@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`tg embed` against transformers' BertModel on the same sentences and threads (a benchmark,
-not a test): python3 benchmarks/bench_embed.py TG MODEL_DIR [THREADS] [N]
+not a test): python3 benchmarks/peer/bench_embed.py TG MODEL_DIR [THREADS] [N]
 MODEL_DIR: a Hugging Face BERT directory (all-MiniLM-L6-v2's, see tools/check_minilm.sh). Takes
 N (1000) verses of the World English Bible (diatheke), imports the model once, then runs, in
 alternation, 3 times each: `tg embed --threads THREADS` (the whole process: loading included)

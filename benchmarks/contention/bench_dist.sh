@@ -16,7 +16,7 @@
 # and the ratios 2x1 / 1x2 and 1r2 / 1x2 of ms/step (< 1: faster than the threads splitting
 # every op).
 #
-# Usage: benchmarks/bench_dist.sh [--steps N] [--rounds R] [--tg PATH] [--data DIR]
+# Usage: benchmarks/contention/bench_dist.sh [--steps N] [--rounds R] [--tg PATH] [--data DIR]
 #                                 [--log-interval N] [--mpirun-args "ARGS"] [--model "ARGS"] [--keep]
 #   --steps N        optimizer steps per run (default 60)
 #   --rounds R       times each configuration runs (default 2)
@@ -34,7 +34,7 @@
 # schedule with warmup 400. Needs mpirun and python3 (standard library).
 set -u
 
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 steps=60
 rounds=2
 tg=$src/build/tools/tg
@@ -104,7 +104,7 @@ load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?"; }
 # the round trip of a cache line between the first two CPUs, where bench_cores is built: the
 # host may hold the cores near each other or far apart, and the 1x2 runs' speed follows
 # (docs/log/2026-12-04.md)
-cores=$(dirname "$tg")/../benchmarks/bench_cores
+cores=$(dirname "$tg")/../benchmarks/micro/bench_cores
 rtt() { [ -x "$cores" ] && "$cores" | head -n 1 | sed -n 's/.*"round_trip_ns": \([0-9.]*\).*/, core round trip \1 ns/p'; }
 echo "host: $(nproc) cores; data: $data; $steps steps, $rounds round(s)"
 echo "1x2: $one_cmd --out DIR"

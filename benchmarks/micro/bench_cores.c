@@ -1,5 +1,5 @@
 /* bench_cores: the round trip of a cache line between the CPUs this process may run on
- * (benchmarks/core_rtt.h), which says how far apart the host put them.
+ * (benchmarks/micro/core_rtt.h), which says how far apart the host put them.
  *
  *   bench_cores [--watch SECONDS] [--exchanges 20000]
  *

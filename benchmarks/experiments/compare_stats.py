@@ -1,4 +1,4 @@
-"""Statistics for benchmarks/compare.py's verdicts: Welch's t-test over seeds (is a variant's
+"""Statistics for benchmarks/experiments/compare.py's verdicts: Welch's t-test over seeds (is a variant's
 mean different from mha's beyond seed-to-seed noise?) and the table that puts it beside the
 paired bootstrap of each seed (is this one system's test output better than mha's?).
 Standard library only: the t distribution's tail comes from the regularised incomplete beta

@@ -1,4 +1,4 @@
-"""The experiment queue of benchmarks/compare.py: which runs a sweep holds, which of them an
+"""The experiment queue of benchmarks/experiments/compare.py: which runs a sweep holds, which of them an
 earlier sitting already finished, how to continue an interrupted one, and how long the rest
 will take. Standard library only.
 
