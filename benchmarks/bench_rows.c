@@ -102,13 +102,13 @@ static void run_ln(int c, const operands *a) {
     float *o = a->o;
     const int64_t rows = a->rows, d = a->d;
     if (c == LN_FWD8 || c == LN_BACK8) { /* the AVX2 code, where the 16-lane one would run */
-        const bool was = tg_cpu_isa_avx512();
-        tg__cpu_isa_avx512(false);
+        const tg_cpu_isa_level was = tg_cpu_isa();
+        tg__cpu_isa_cap(was < TG_CPU_ISA_AVX2 ? was : TG_CPU_ISA_AVX2);
         if (c == LN_FWD8)
             tg_cpu_vlayer_norm_rows(x, gm, bt, o, rows, d, 1e-5f);
         else
             tg_cpu_vlayer_norm_back_rows(x, gm, dy, o, rows, d, 1e-5f);
-        tg__cpu_isa_avx512(was);
+        tg__cpu_isa_cap(was);
         return;
     }
     switch (c) {
@@ -138,7 +138,7 @@ static float *on_line(int64_t n) {
 
 static int bench_ln(const char *ds, long reps) {
     enum { FLOATS = 163840 };
-    const bool wide = tg_cpu_isa_avx512();
+    const bool wide = tg_cpu_isa() >= TG_CPU_ISA_AVX512;
     printf("\nlayer norm, %d floats per call; GB/s of the best of %ld calls%s\n", FLOATS, reps,
            wide ? "; \"AVX2\": the same calls with the 512-bit code off (same bits)" : "");
     printf("%5s %6s | %9s %9s %9s %7s | %9s %9s %9s %7s | %9s\n", "d", "rows", "fwd", "AVX2",
@@ -217,8 +217,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    printf("vmath %s%s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(),
-           tg_cpu_isa_avx512() ? " (blocks of 16 rows: AVX-512F)" : "", reps, floats);
+    printf("vmath at level %s; best of %ld calls, %ld floats per call; us per call\n",
+           tg_cpu_isa_level_name(tg_cpu_isa()), reps, floats);
     printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd block", "1 by 1", "gain", "exp alone",
            "back block", "1 by 1", "gain");
     long d;
