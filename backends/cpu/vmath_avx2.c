@@ -236,17 +236,16 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
 #undef BLOCKS
     for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
 }
+
 /* softmax backward, the portable row code's arithmetic operation for operation: products
  * rounded before they are added (mul_rounded), the serial (rows under 16) or j % 8 order of the
- * dot product, then y (dy - s). Only the sums need the rows transposed; dx is computed in
- * memory order, so one set of transposes serves where transposing y, dy and dx took three. */
+ * dot product (DOT_SERIAL_BELOW), then y (dy - s): the same bits. */
 
 /* Rows shorter than 16, 8 at a time: the products dy·y of each row (one vector per 8 columns,
  * loaded as load_cols8 loads them) are transposed so that lane r holds row r and summed serially
  * over the columns; then dx = y (dy - s) over the block's 8d values in memory order, each
- * vector's sums spread to its values' rows by a permute. The scalar row code's operations in
- * its order: the same bits, with one set of transposes where transposing y, dy and dx took
- * three. */
+ * vector's sums spread to its values' rows by a permute. Only the sums need the rows
+ * transposed: one set of transposes, not three (y, dy and dx). */
 AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy, float *dx,
                                                 int64_t d, int W, const int32_t *ix) {
     __m256 c[SHORT_ROW_MAX], s = _mm256_setzero_ps();
@@ -267,7 +266,7 @@ AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy,
     }
 }
 
-/* A row of 16 or more values: the scalar row code's accumulators acc[j % 8] are the lanes of
+/* A row of 16 or more values: the portable row code's accumulators acc[j % 8] are the lanes of
  * one vector (past the row's end masked loads add 0, which changes no sum: acc is never -0),
  * combined in its order, ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)): the same bits. */
 AVX2 static inline void softmax_back_row_avx2(const float *y, const float *dy, float *dx,
@@ -322,9 +321,8 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
 }
 
 /* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
- * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and
- * with two a [1280, 256] layer norm measured 1.3x slower (docs/log/). Always inlined:
- * layer_norm_avx2 takes two rows' statistics side by side. */
+ * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and two
+ * still wait on it. Always inlined: layer_norm_avx2 takes two rows' statistics side by side. */
 AVX2 static inline __attribute__((always_inline)) void
 row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -356,13 +354,14 @@ row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
     *mean = mu;
     *rstd = ln_rstd(ln_sum4(a0, a1, a2, a3), d, eps);
 }
+
 /* Rows in pairs: both rows' statistics side by side, then both rows normalised in one pass
  * over gamma and beta. A row's statistics are chains of dependent adds, two horizontal sums, a
- * division and a square root, which one row at a time left the core waiting on (~200 cycles a
- * row at d 256, 0.38 of a copy's rate in cache); two rows' chains side by side overlap, and the
- * normalising pass loads gamma and beta once for both: 0.81x the time at d 256, 0.88x at 512
- * (docs/log/2026-12-04.md). Each row's operations are its own, in its order: a row gives the same
- * bits alone or paired, wherever a thread's share of rows starts. */
+ * division and a square root, on which one row at a time leaves the core waiting (~200 cycles
+ * a row at d 256); two rows' chains side by side overlap, and the normalising pass loads gamma
+ * and beta once for both (0.8-0.9x the time of one row at a time at d 256-512). Each row's
+ * operations are its own, in its order: a row gives the same bits alone or paired, wherever a
+ * thread's share of rows starts. */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, y += 2 * d) {
@@ -386,10 +385,11 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
         if (two) ln_normalize(x + d, gm, bt, y + d, j, d, mv1, rv1);
     }
 }
+
 /* The backward's first two passes over a row, the mean and then three sums together (sum g xh
  * = rstd sum g (x - mu) needs only the mean): s[0] = sum (x - mu)^2, s[1] = sum g,
- * s[2] = sum g (x - mu). Two vectors per step into two named accumulators each (an array
- * indexed by the step's parity lived on the stack: every add went through memory). Always
+ * s[2] = sum g (x - mu). Two vectors per step into two named accumulators each (named, not an
+ * array indexed by the step's parity, which GCC keeps on the stack). Always
  * inlined: layer_norm_back_avx2 takes two rows' sums side by side, as the forward takes their
  * statistics. */
 AVX2 static inline __attribute__((always_inline)) void
@@ -426,9 +426,10 @@ lnb_sums(const float *x, const float *gm, const float *dy, int64_t d, float *mu,
     s[1] = hsum8(_mm256_add_ps(ag0, ag1));
     s[2] = hsum8(_mm256_add_ps(agc0, agc1));
 }
-/* Three passes over a row instead of four (lnb_sums, then dx); rows in pairs, as in the
- * forward: both rows' sums side by side, then both rows' dx in one pass over gamma (0.90x the
- * time at d 256, 0.92x at 512), the same bits alone or paired. A lone last row's second set of
+
+/* Three passes over a row, not four (lnb_sums, then dx); rows in pairs, as in the forward:
+ * both rows' sums side by side, then both rows' dx in one pass over gamma, the same bits alone
+ * or paired. A lone last row's second set of
  * coefficients is computed from placeholder sums and not used. */
 AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const float *dy, float *dx,
                                       int64_t rows, int64_t d, float eps) {
@@ -454,17 +455,20 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
         if (two) lnb_rest(x + d, gm, dy + d, dx + d, j, d, k1);
     }
 }
+
 /* The forward's statistics alone (tg_cpu_vlayer_norm_stats): the same calls, so the same bits */
 AVX2 static void layer_norm_stats_avx2(const float *x, int64_t rows, int64_t d, float eps,
                                        float *mean, float *rstd) {
     for (int64_t r = 0; r < rows; r++)
         row_stats_avx2(x + r * d, d, eps, &mean[r], &rstd[r]);
-}/* The cross-entropy rows, 16 values at a time in two 8-lane vectors (lane l of vector h sums
+}
+
+/* The cross-entropy rows, 16 values at a time in two 8-lane vectors (lane l of vector h sums
  * elements 16i + 8h + l; the two added, then hsum8: the order of one 16-lane vector): the
  * masked tail reads -inf for the max and the exps (masked to 0) and 0 for the plain sum, and a
  * vector wholly past the end adds exactly 0. With e, the exps are stored there as well (a long
  * softmax row's; e may be x: each vector is read before it is written). The max runs in four
- * chains (one was bound by the max's latency), exact in any order. */
+ * chains (one would wait on the max's latency), exact in any order. */
 AVX2 static INLINE float sumexp8x2(const float *x, int64_t n, float *max, float *sum_x, float *e) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 vm[4] = {ninf, ninf, ninf, ninf}, a0 = _mm256_setzero_ps(), a1 = a0, x0 = a0, x1 = a0;
@@ -492,13 +496,14 @@ AVX2 static INLINE float sumexp8x2(const float *x, int64_t n, float *max, float 
     *max = _mm256_cvtss_f32(mv);
     return hsum8(_mm256_add_ps(a0, a1));
 }
+
 /* sumexp8x2 is inlined into each caller, so that a softmax row's (no plain sum) drops that sum */
 AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
     return sumexp8x2(x, n, max, sum_x, NULL);
 }
 
 /* A softmax row longer than SHORT_ROW_MAX: the cross-entropy's max and sum (16 lanes, two exp
- * chains, where one 8-lane chain of dependent adds had bound the row), so a log-softmax's
+ * chains: one 8-lane chain of dependent adds would bound the row), so a log-softmax's
  * log-sum-exp m + logf(s) is the cross-entropy's bit for bit: -log p(y) of a decoding step is the
  * loss's NLL of the same logits. The AVX-512 code (softmax_long_avx512) gives the same bits. */
 AVX2 static void softmax_long_avx2(const float *x, float *y, int64_t d, bool log_out) {

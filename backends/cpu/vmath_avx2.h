@@ -13,7 +13,8 @@
 
 #define AVX2 TG_TARGET_AVX2
 /* Inlined into every caller: the row-block code is instantiated once per row length (a
- * constant, so that its loops unroll and its columns stay in registers). */
+ * constant, so that its loops unroll and its columns stay in registers): ~60 KB of code for
+ * ~1.3x the speed of one generic instance at rows of 10-16. */
 #define INLINE inline __attribute__((always_inline))
 
 /* Lanes [0, k) on, 0 <= k <= 8: for maskload/maskstore of a row's tail. */

@@ -83,6 +83,7 @@ AVX512 static INLINE __m512 load16(const float *x, int d, int r, int j) {
     if (off + 16 <= 16 * d) return _mm512_loadu_ps(x + off);
     return _mm512_maskz_loadu_ps((__mmask16)((1u << (16 * d - off)) - 1), x + off);
 }
+
 AVX512 static INLINE void store16(float *y, int d, int r, int j, __m512 v) {
     int off = r * d + j;
     if (off + 16 <= 16 * d)
@@ -101,6 +102,7 @@ AVX512 static INLINE void load_cols16(const float *x, int d, int W, __m512 *c) {
         transpose16(c + j);
     }
 }
+
 AVX512 static INLINE void store_cols16(float *y, int d, int W, __m512 *c) {
     for (int j = 0; j < W; j += 16)
         transpose16(c + j); /* c[j + r]: row r, columns j..j+15 */
@@ -110,8 +112,8 @@ AVX512 static INLINE void store_cols16(float *y, int d, int W, __m512 *c) {
 }
 
 /* nb (1 or 2) blocks of 16 rows at x: with two (rows of up to 16 values), the blocks' long
- * chains of dependent steps (the max, exp, the division) interleave, 1.07-1.13x one block at a
- * time on an Intel Xeon core (docs/log/2026-12-05.md). */
+ * chains of dependent steps (the max, exp, the division) interleave (~1.1x the rate of one
+ * block at a time). */
 AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int W, int nb) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 c[2][SHORT_ROW_MAX], acc[2][8], m[2], inv[2];
@@ -179,6 +181,7 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
 #undef BLOCKS16
     tg__cpu_vmath_avx2.softmax_rows(x + r * d, y + r * d, rows - r, d, log_out);
 }
+
 /* With AVX-512F, the backward's rows of 9-15 values 16 at a time, each row's products one
  * 16-lane vector: softmax_back_8rows_avx2's steps with twice the lanes, the same bits. */
 AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
@@ -224,6 +227,7 @@ AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, flo
 #undef BLOCKS16
     tg__cpu_vmath_avx2.softmax_back_rows(y + r * d, dy + r * d, dx + r * d, rows - r, d);
 }
+
 /* Layer norm and its backward four rows at a time where the CPU has AVX-512F (isa.h) and every
  * row starts on a 64-byte line (a graph's tensors start on one; d a multiple of 16), with the
  * AVX2 code's bits: a 16-lane accumulator holds two of the AVX2 code's 8-lane ones side by side
@@ -232,15 +236,14 @@ AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, flo
  * code's tail and its combining order, and every element's own arithmetic is the AVX2 code's.
  * The sums of a row are chains of dependent adds, one chain per 16 lanes: four rows' sums side by
  * side keep the adds busy where two 16-lane chains of one row could not, and the element passes
- * do half the AVX2 code's operations. The output is then written one row after the other: with
- * the four rows' stores interleaved (four store streams) the kernel from memory took 1.07-1.28x
- * the AVX2 code's time, and the forward in a training step ~1.06x (docs/log/2026-12-05.md). Rows
- * left over (fewer than four) go to the AVX2 functions. */
+ * do half the AVX2 code's operations. The output is then written one row after the other: the
+ * four rows' stores interleaved (four store streams) are slower from memory than the AVX2
+ * code. Rows left over (fewer than four) go to the AVX2 level. */
 enum { LN_ROWS = 4 };
 
 /* Rows whose 16-value loads each stay within one cache line: 16 bytes off a line, every 512-bit
- * load spans two, and the four-row code took 1.07-1.18x the AVX2 code's time (which loads such
- * rows as 256-bit halves, one of two across a line) */
+ * load spans two and the four-row code is slower than the AVX2 code (which loads such rows as
+ * 256-bit halves, one of two across a line), which takes them instead */
 static bool ln_lines(int64_t d, const void *a, const void *b, const void *c, const void *e) {
     const uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)e;
     return d % 16 == 0 && bits % 64 == 0;
@@ -249,6 +252,7 @@ static bool ln_lines(int64_t d, const void *a, const void *b, const void *c, con
 AVX512 static inline __m256 lo256(__m512 v) {
     return _mm512_castps512_ps256(v);
 }
+
 AVX512 static inline __m256 hi256(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
@@ -411,8 +415,8 @@ AVX512 static void layer_norm_stats_avx512(const float *x, int64_t rows, int64_t
 
 /* With AVX-512F, the same rows in one 16-lane vector at a time: the same elements meet the
  * same operations in the same order (exp_le0_avx512 gives exp_le0_avx2's bits; the sums end as
- * the AVX2 code's), so the same bits at twice the width — the step's cross-entropy, forward and
- * backward, is bound by exp's arithmetic at 8 lanes (docs/log/2026-12-06.md). */
+ * the AVX2 code's), so the same bits at twice the width: a vocabulary's cross-entropy, forward
+ * and backward, is bound by exp's arithmetic. */
 AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
     return n - j >= 16 ? (__mmask16)0xFFFF
            : n <= j    ? (__mmask16)0
@@ -449,6 +453,7 @@ AVX512 static INLINE float sumexp16(const float *x, int64_t n, float *max, float
     *max = m;
     return hsum16(acc);
 }
+
 /* the cross-entropy's (tg_cpu_vce_sumexp), as ce_sumexp_avx2 */
 AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
     return sumexp16(x, n, max, sum_x, NULL);
@@ -505,7 +510,7 @@ AVX512 static void ce_grad_avx512(const float *x, int64_t n, float m, float inv,
         _mm512_mask_storeu_ps(y + j, t, ce_grad16(x + j, t, mv, iv, sc, b));
     }
 }
-#undef AVX512
+
 const tg_cpu_vmath tg__cpu_vmath_avx512 = {
     .vexp = tg__cpu_vexp_avx2,
     .vtanh = tg__cpu_vtanh_avx2,

@@ -1,7 +1,8 @@
 /* The portable level of the vector maths (vmath.h): plain C, for any CPU, and the reference
  * the vector levels are tested against (tests/test_vmath.c). The maths: vmath-impl.h; exp is
- * tg_fast_expf (cpu-impl.h). Built for the baseline the library is compiled for, so that no
- * multiply-add is fused: every sum and product is rounded as written. */
+ * tg_fast_expf (cpu-impl.h). No target attributes: built for the baseline the library is
+ * compiled for (x86-64's has no fused multiply-add, so every product and sum rounds as
+ * written). */
 #include <math.h>
 
 #include "backends/cpu/cpu-impl.h"
