@@ -1,8 +1,8 @@
 /* bench_rows: the CPU backend's softmax kernels over short rows (attention over n keys) in
- * blocks of rows (vmath.c's transposed blocks: 8 rows with AVX2, 16 with AVX-512F where vmath.c
- * has them; the backward's rows of 16 or more go one by one in vectors of 8 either way) against
- * the same rows one by one (calls of 7 rows, which vmath.c takes row by row: the path every row
- * took before the blocks), and
+ * blocks of rows (the vector levels' transposed blocks: 8 rows with AVX2, 16 with AVX-512F
+ * where it has them; the backward's rows of 16 or more go one by one in vectors of 8 either
+ * way) against the same rows one by one (calls of 7 rows, which the vector levels take row by
+ * row), and
  * against exp alone over the same floats (the floor: softmax computes one exp per element).
  *
  *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300] [--ln 256,512,1024]
@@ -15,9 +15,9 @@
  *
  * Then layer norm (with gamma and beta) and its backward over rows of the --ln widths, 163,840
  * floats per call (a [640, 256] share of g2p-small's [1280, 256] on one of 2 threads), the
- * operands on 64-byte lines as a graph's tensors: as one call for all rows (vmath.c takes them
- * two at a time, four where AVX-512F runs), the same with the 512-bit code off ("AVX2"), and one
- * call per row (each row alone, as every row went before: the same bits, one more call per row),
+ * operands on 64-byte lines as a graph's tensors: as one call for all rows (the vector levels
+ * take them two at a time, four where AVX-512F runs), the same at the AVX2 level ("AVX2"), and
+ * one call per row (each row alone: the same bits, one more call per row),
  * and memcpy of the forward's bytes (read x, write y) as the in-cache bandwidth they are
  * compared with.
  *

@@ -57,10 +57,11 @@ static const float EXP2_T[16] __attribute__((aligned(64), unused)) = {
 #define TANH_Q3 1.33314422036e-1f
 #define TANH_Q4 -3.33332819422e-1f
 
-/* Rows of up to SHORT_ROW_MAX values (attention over a few keys) sum their exps in one running
- * float (the vector levels: 8 or 16 rows at a time, transposed); longer ones (vocabularies,
- * attention over many keys) take the cross-entropy's sums, so that a log-softmax row's
- * log-sum-exp is the cross-entropy's bit for bit. */
+/* Rows of up to SHORT_ROW_MAX values (attention over a few keys) are a softmax's own (the
+ * portable level sums their exps in one running float, the vector levels take 8 or 16 rows at a
+ * time, transposed); longer ones (vocabularies, attention over many keys) take the
+ * cross-entropy's sums, so that a log-softmax row's log-sum-exp is the cross-entropy's bit for
+ * bit. */
 enum { SHORT_ROW_MAX = 32 };
 
 /* softmax backward's dot product sum(dy y): serially for rows shorter than this (attention over
