@@ -386,13 +386,14 @@ START_TEST(test_long_chain) {
 END_TEST
 
 /* Dropout of n elements (odd sizes; the second thread's share starts off any block boundary)
- * against the Philox reference: element e kept iff unit(word e%4 of group e/4) >= p. On a CPU
- * with AVX-512 both its 16-lane path and the 8-lane AVX2 one (isa.h's switch). */
+ * against the Philox reference: element e kept iff unit(word e%4 of group e/4) >= p, at every
+ * instruction-set level the process has (isa.h: 32, 16 or 1 counters at a time). */
 START_TEST(test_dropout_tiles) {
     const int64_t sizes[] = {37, 1000, 40001, 65557};
-    for (int run = 0; run < 4; run++) {
+    const tg_cpu_isa_level start = tg_cpu_isa();
+    for (int run = 0; run < 2 * ((int)start + 1); run++) {
         const int threads = 1 + run % 2;
-        tg__cpu_isa_avx512(run < 2);
+        tg__cpu_isa_cap((tg_cpu_isa_level)(start - run / 2));
         tg_backend *b;
         CK(tg_backend_cpu_new(threads, &b));
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -420,14 +421,14 @@ START_TEST(test_dropout_tiles) {
         }
         tg_backend_free(b);
     }
-    tg__cpu_isa_avx512(true);
+    tg__cpu_isa_cap(start);
 }
 END_TEST
 
 /* The keep test at its boundary: p set to an element's own unit value u keeps it (u >= p), the
  * next float above u drops it, below and above 1/2 (where p 2^24 is a whole number or not),
- * every element against the Philox reference; 16- and 8-lane paths. A threshold off by one
- * word step fails it. */
+ * every element against the Philox reference, at every level the process has. A threshold off
+ * by one word step fails it. */
 static void dropout_at(float p, int64_t n, bool *kept) {
     tg_backend *b;
     CK(tg_backend_cpu_new(1, &b));
@@ -465,21 +466,22 @@ START_TEST(test_dropout_threshold_edge) {
     }
     ck_assert(picks[0] >= 0 && picks[1] >= 0);
     static bool kept[N];
-    for (int wide = 1; wide >= 0; wide--) {
-        tg__cpu_isa_avx512(wide);
+    const tg_cpu_isa_level start = tg_cpu_isa();
+    for (int level = (int)start; level >= 0; level--) {
+        tg__cpu_isa_cap((tg_cpu_isa_level)level);
         for (int i = 0; i < 2; i++)
             for (int above = 0; above < 2; above++) {
                 const int pe = picks[i];
                 const float p = above ? nextafterf(u[pe], 1.0f) : u[pe];
                 dropout_at(p, N, kept);
-                ck_assert_msg(kept[pe] == !above, "wide %d: element %d (u %.9g) at p %.9g", wide,
-                              pe, (double)u[pe], (double)p);
+                ck_assert_msg(kept[pe] == !above, "%s: element %d (u %.9g) at p %.9g",
+                              tg_cpu_isa_name(), pe, (double)u[pe], (double)p);
                 for (int e = 0; e < N; e++)
-                    ck_assert_msg(kept[e] == (u[e] >= p), "wide %d p %.9g element %d (u %.9g)",
-                                  wide, (double)p, e, (double)u[e]);
+                    ck_assert_msg(kept[e] == (u[e] >= p), "%s p %.9g element %d (u %.9g)",
+                                  tg_cpu_isa_name(), (double)p, e, (double)u[e]);
             }
     }
-    tg__cpu_isa_avx512(true);
+    tg__cpu_isa_cap(start);
 }
 END_TEST
 

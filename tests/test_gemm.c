@@ -331,10 +331,14 @@ END_TEST
  * the small path's size); bigger weights and vocabularies the BLAS path —
  * unless the packed path runs its 512-bit kernel (AVX-512F), which takes them too. */
 START_TEST(test_path_rule) {
+    const tg_cpu_isa_level start = tg_cpu_isa();
     for (int w = 0; w < 2; w++) {
-        /* w 0: the 6×16 kernel alone; w 1: the CPU's default */
+        /* w 0: the 6×16 kernel alone (at most AVX2); w 1: the CPU's default */
         const tg_cpu_gemm_path big =
-            tg__cpu_isa_avx512(w == 1) ? TG_CPU_GEMM_PACKED : TG_CPU_GEMM_BLAS;
+            tg__cpu_isa_cap(w == 1 || start < TG_CPU_ISA_AVX2 ? start : TG_CPU_ISA_AVX2) >=
+                    TG_CPU_ISA_AVX512
+                ? TG_CPU_GEMM_PACKED
+                : TG_CPU_GEMM_BLAS;
         tg_cpu_gemm_args g = {.batch = 2048, .M = 64, .N = 64, .K = 64};
         ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), TG_CPU_GEMM_SMALL);
         g = (tg_cpu_gemm_args){.batch = 512, .M = 10, .N = 64, .K = 10};
@@ -867,14 +871,14 @@ START_TEST(test_packed_kernel2) {
         float *ref = malloc(p.nc * sizeof(float));
         ck_assert(ref);
         memcpy(ref, p.c, p.nc * sizeof(float));
-        const bool had = tg_cpu_isa_avx512(); /* the reference ran with the 512-bit kernels */
-        tg__cpu_isa_avx512(false);
+        const tg_cpu_isa_level had = tg_cpu_isa(); /* the reference ran at this level */
+        tg__cpu_isa_cap(had < TG_CPU_ISA_AVX2 ? had : TG_CPU_ISA_AVX2);
         check(&p, ENG_PACKED, 2);
-        tg__cpu_isa_avx512(true);
+        tg__cpu_isa_cap(had);
         const long at = first_diff(ref, p.c, p.nc);
         if (at >= 0)
-            ck_abort_msg("packed path with%s the 6x32 kernel differs (C[%ld])", had ? "" : "out",
-                         at);
+            ck_abort_msg("packed path with%s the 6x32 kernel differs (C[%ld])",
+                         had >= TG_CPU_ISA_AVX512 ? "" : "out", at);
         free(ref);
         release(&p);
     }
@@ -985,7 +989,7 @@ END_TEST
  * alpha and beta, padded C (which neither writes); each also against the double reference (check).
  * Only where the CPU has AVX-512F. */
 START_TEST(test_small_wide) {
-    if (!tg__cpu_isa_avx512(true)) return;
+    if (tg_cpu_isa() < TG_CPU_ISA_AVX512) return;
     static const int64_t ms[] = {1, 6, 7, 10, 12, 13, 25},
                          ns[] = {1, 8, 10, 16, 17, 33, 48, 64, 130};
     static const int64_t ks[] = {1, 10, 64, 300};
@@ -1000,9 +1004,9 @@ START_TEST(test_small_wide) {
                     float *wide = malloc(p.nc * sizeof(float));
                     ck_assert(wide);
                     memcpy(wide, p.c, p.nc * sizeof(float));
-                    tg__cpu_isa_avx512(false);
+                    tg__cpu_isa_cap(TG_CPU_ISA_AVX2);
                     check(&p, ENG_SMALL, 1);
-                    tg__cpu_isa_avx512(true);
+                    tg__cpu_isa_cap(TG_CPU_ISA_AVX512);
                     const long at = first_diff(p.c, wide, p.nc);
                     if (at >= 0)
                         ck_abort_msg("small path %s%s %lldx%lldx%lld: AVX-512 and AVX2 differ at "
@@ -1036,10 +1040,10 @@ START_TEST(test_small_dot) {
                 float *got = malloc(p.nc * sizeof(float));
                 ck_assert(got);
                 memcpy(got, p.c, p.nc * sizeof(float));
-                const bool had = tg_cpu_isa_avx512();
-                tg__cpu_isa_avx512(!had);
+                const tg_cpu_isa_level had = tg_cpu_isa();
+                tg__cpu_isa_cap(had < TG_CPU_ISA_AVX2 ? had : TG_CPU_ISA_AVX2);
                 check(&p, ENG_SMALL, 1);
-                tg__cpu_isa_avx512(had);
+                tg__cpu_isa_cap(had);
                 const long at = first_diff(got, p.c, p.nc);
                 if (at >= 0)
                     ck_abort_msg(

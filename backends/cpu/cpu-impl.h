@@ -160,7 +160,7 @@ static inline float tg_clampf(float x, float lo, float hi) {
 }
 
 /* e, or 0 where x is -inf (a masked entry). Bit masks rather than a float select, which
- * would keep the loop scalar (see tg_clampf below). */
+ * would keep the loop scalar (see tg_clampf above). */
 static inline float tg_zero_if_neg_inf(float x, float e) {
     union {
         float f;
@@ -171,7 +171,7 @@ static inline float tg_zero_if_neg_inf(float x, float e) {
 }
 
 /* exp(r) = 1 + r P(r), |r| <= ln2 / 2, P of degree 5: a relative minimax fit (largest error
- * 1.7e-8 before rounding), evaluated by Horner's rule; shared with the AVX2 exp (vmath.c). */
+ * 1.7e-8 before rounding), evaluated by Horner's rule; shared with the vector levels' exp (vmath_lanes.h). */
 #define TG_EXP_P5 1.3843636261e-3f
 #define TG_EXP_P4 8.3741536364e-3f
 #define TG_EXP_P3 4.1668001562e-2f

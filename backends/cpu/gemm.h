@@ -302,7 +302,7 @@ bool tg__cpu_gemm_packed_rowa(bool on);
 bool tg__cpu_gemm_packed_prefetch(bool on);
 
 /* Whether the packed path's blocks use the 6×32 kernel (the CPU has AVX-512F and isa.h's
- * switch leaves it on; tests turn it off with tg__cpu_isa_avx512). */
+ * level is AVX-512; tests cap it at AVX2 with tg__cpu_isa_cap). */
 bool tg_cpu_gemm_packed_is_wide(void);
 
 /* nc rows of a matrix, kc values each, transposed into a zero-padded panel w floats wide:

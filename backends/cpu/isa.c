@@ -15,8 +15,6 @@ static const char *const names[TG_CPU_ISA_LEVELS] = {"portable", "avx2", "avx512
 
 /* The level in use; -1 until decided. */
 static atomic_int level = -1;
-/* The level TG_CPU_ISA (or the CPU) gave at the start, which tg__cpu_isa_avx512(true) restores */
-static tg_cpu_isa_level initial;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 const char *tg_cpu_isa_level_name(tg_cpu_isa_level l) {
@@ -55,10 +53,9 @@ static void read_env(void) {
             fprintf(stderr, "tgraph: TG_CPU_ISA=%s: this CPU lacks %s; using %s\n", s, s, names[best]);
         }
     }
-    initial = want < (int)best ? (tg_cpu_isa_level)want : best;
     /* a cap set through the API before this point wins */
     int unset = -1;
-    atomic_compare_exchange_strong(&level, &unset, (int)initial);
+    atomic_compare_exchange_strong(&level, &unset, want < (int)best ? want : (int)best);
 }
 
 void tg__cpu_isa_init(void) {
@@ -80,15 +77,6 @@ tg_cpu_isa_level tg__cpu_isa_cap(tg_cpu_isa_level cap) {
     const tg_cpu_isa_level l = cap < best ? cap : best;
     atomic_store_explicit(&level, (int)l, memory_order_relaxed);
     return l;
-}
-
-bool tg_cpu_isa_avx512(void) {
-    return tg_cpu_isa() >= TG_CPU_ISA_AVX512;
-}
-
-bool tg__cpu_isa_avx512(bool on) {
-    tg__cpu_isa_init();
-    return tg__cpu_isa_cap(on || initial < TG_CPU_ISA_AVX2 ? initial : TG_CPU_ISA_AVX2) >= TG_CPU_ISA_AVX512;
 }
 
 const char *tg_cpu_isa_name(void) {

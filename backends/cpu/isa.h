@@ -48,15 +48,9 @@ tg_cpu_isa_level tg_cpu_isa_supported(void);
 const char *tg_cpu_isa_level_name(tg_cpu_isa_level level);
 
 /* Caps the level at `level`: the level becomes the lower of it and what the CPU supports,
- * which is returned. For tests and benchmarks, which compare the levels' kernels in one
- * process; not while a graph runs. */
+ * which is returned (tg_cpu_set_isa; tests and benchmarks compare the levels' kernels in one
+ * process, saving tg_cpu_isa() first and capping at it again after). Not while a graph runs. */
 tg_cpu_isa_level tg__cpu_isa_cap(tg_cpu_isa_level level);
-
-/* Whether the AVX-512 level is in use; for tests and benchmarks that compare the 512-bit kernels
- * with the AVX2 ones: off caps the level at AVX2, on restores the level the process started
- * with (TG_CPU_ISA's, else the CPU's best). Returns whether the AVX-512 level is now in use. */
-bool tg_cpu_isa_avx512(void);
-bool tg__cpu_isa_avx512(bool on);
 
 /* Reads TG_CPU_ISA once (cpu.c calls it when a backend is created). An unknown value, or a
  * level the CPU lacks, is said on stderr once and the best the CPU has is used. */

@@ -198,9 +198,8 @@ AVX2_FN void dropout8_apply(const __m256i c[4], const float *a, float *o, uint32
  * where its word is at least thr (keep_threshold, computed once per tile): L counters
  * side by side in the lanes of a vector register (VEC: __m256i, L 8 on AVX2; __m512i, L 16 on
  * AVX-512F), and two such blocks of L groups at once: the ten rounds of one block are a chain
- * of ~60 dependent operations that the CPU overlapped little with the next block's, and two
- * chains interleaved take a quarter less time per element (1.45 -> 1.0-1.14 ns on Zen 3;
- * docs/log/2026-12-02.md; four chains gained nothing more on Zen 4). */
+ * of ~60 dependent operations that the CPU overlaps little with the next block's, and two
+ * chains interleaved take about a quarter less time per element (four gain nothing more). */
 #define DROPOUT_FN(NAME, ATTR, VEC, L, START, ROUND, APPLY)                                        \
     ATTR static void NAME(const float *a, float *o, int64_t g0, int64_t g1, uint32_t stream,       \
                           const uint32_t key[2], uint32_t thr, float ks) {                         \
@@ -282,9 +281,8 @@ AVX512_FN void philox16_round(__m512i c[4], uint32_t k0, uint32_t k1) {
  * passes the keep test. The test runs on the words as they lie (lane g of c[w]), giving four
  * 16-bit masks, and PDEP spreads mask w's bit g to bit 4g + w of one 64-bit mask, whose 16-bit
  * quarters then select the kept elements of the four vectors of 16: the words never need
- * transposing into element order (16 shuffles, on the port the rounds' permutes already load),
- * 1.10x the transposing version's rate (docs/log/2026-12-05.md). A zeroed lane is +0, as in
- * dropout8_apply. */
+ * transposing into element order (16 shuffles, on the port the rounds' permutes already load;
+ * ~1.1x the rate of transposing them). A zeroed lane is +0, as in dropout8_apply. */
 AVX512_FN void dropout16_apply(const __m512i c[4], const float *a, float *o, uint32_t thr,
                                float ks) {
     const __m512i tv = _mm512_set1_epi32((int)thr);
@@ -304,7 +302,8 @@ DROPOUT_FN(dropout_avx512, TG_TARGET_AVX512, __m512i, 16, philox16_start,
 #undef DROPOUT_FN
 #endif
 
-/* Dropout over elements [e0, e0 + n): whole blocks of 8 groups on AVX2, the ends scalar. */
+/* Dropout over elements [e0, e0 + n): whole blocks of 8 groups at the vector levels (of 16
+ * first at AVX-512), the ends and the portable level scalar. */
 static void dropout_tile(const tg_tensor *t, const float *a, const float *b, float *o, int64_t e0,
                          int64_t n) {
     (void)b;
@@ -405,9 +404,9 @@ static void gather_row(const tg_tensor *s, int64_t off, int64_t is, int64_t len,
 /* Operand s of node t over t's elements [e0, e0 + n): a pointer into s when s has t's size
  * (f32), else its values gathered into buf through broadcast strides, a run per row of t's
  * merged dims (merge_dims), rows that repeat (the dim above the rows broadcast: a padding mask
- * over the heads and query positions) copied from the first by doubling. Attention's masks over
- * rows of 10 keys had cost ~4 cycles a value gathered row by row, more than the chain they feed
- * (docs/log/2026-12-05.md). Where s gives every merged row the same values (a bias; a causal mask,
+ * over the heads and query positions) copied from the first by doubling: gathered row by row,
+ * attention's masks over rows of 10 keys cost ~4 cycles a value, more than the chain they feed.
+ * Where s gives every merged row the same values (a bias; a causal mask,
  * rows of n·n), they depend only on the first column and n, and *key records them: a tile that
  * meets the same key (most tiles of a bias add: 1024-element tiles of 256- or 1024-wide rows)
  * takes buf as it is. */

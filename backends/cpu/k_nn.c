@@ -15,9 +15,9 @@ tg_status tg__cpu_check_ids(const int32_t *ids, int64_t n, int64_t V, const char
 }
 
 /* The loss of one row (docs/model.md §1): with q(k) = (1-eps)[k=y] + eps/V,
- * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. The row's sums in AVX2 lanes
- * (vmath.c): one running float sum over a vocabulary of thousands cannot be vectorised, and
- * had made the cross-entropy 6 % of an `nmt-small` step. */
+ * -sum_k q(k) log p(k) = lse - (1-eps) x_y - (eps/V) sum_k x_k. The row's sums in lane
+ * accumulators (vmath.h: tg_cpu_vce_sumexp): one running float sum over a vocabulary of
+ * thousands cannot be vectorised. */
 static float ce_row(const float *x, int64_t V, int32_t y, float eps, float *nll) {
     float m, sx = 0.0f, s = tg_cpu_vce_sumexp(x, V, &m, eps > 0.0f ? &sx : NULL);
     const float lse = m + logf(s);

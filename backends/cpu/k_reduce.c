@@ -80,9 +80,9 @@ TG_CPU_BY_LEVEL(, column_sums_by_columns,
  * rows [i·B/k, (i+1)·B/k) (B blocks, k shares) — the rows the kernels and products before it
  * gave member i, so each member reads only what its own core wrote — into one row of partial
  * sums per block, and whichever share finishes last adds them up in block order. Cut by
- * columns instead, every member read every row: on a host that puts the two vCPUs on different
- * chiplets, half of them from the other chiplet's cache (`sum_to` took 2.3x its time with the
- * cores near; docs/log/2026-12-04.md). The partial rows live in the node's shared object (team.h). */
+ * columns instead, every member would read every row, half of them from the other cores'
+ * caches: where the cores sit on different chiplets that costs the sum about twice its time.
+ * The partial rows live in the node's shared object (team.h). */
 enum { ROW_SUMS_MAX = 1 << 20 }; /* most partial values: 4 MiB */
 
 typedef struct {

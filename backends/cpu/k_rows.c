@@ -12,7 +12,7 @@
  * depend on threads), and unlike a single running sum, which float rules keep serial, the 8
  * accumulators live in vector registers. Rows shorter than SHORT_ROW are summed serially:
  * setting up and combining 8 accumulators costs more there (softmax's backward, whose rows are
- * the short attention rows, is in vmath.c with the same order). */
+ * the short attention rows, is vmath's, in the same order). */
 enum { SHORT_ROW = 16 };
 #define ACC8_COMBINE(acc)                                                                          \
     ((((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) +                                             \
@@ -46,8 +46,7 @@ static tg_status chain_rows(tg_cpu_par *p, tg_tensor *t, int64_t rows, int64_t d
     tg_status st = tg__cpu_chain_start(&c, t, false); /* the members before t */
     if (st) return st;
     /* whole blocks of 16 rows per tile where they fit: the row kernels take short rows 16 (or
-     * 8) at a time and the rest one by one, ~2-7x slower per row (102 rows of 10 a tile left 6
-     * to that path, a third of the softmax's time) */
+     * 8) at a time and the rest one by one, at 2-7x the time per row */
     int64_t lo, hi, per = TG_CHAIN_TILE / d;
     if (per >= 16) per -= per % 16;
     tg_cpu_share(p, rows, rows * d > TG_PAR_MIN, &lo, &hi);
@@ -70,7 +69,7 @@ static tg_status softmax(tg_cpu_par *p, tg_tensor *t) {
     if (t->chain_prev) return chain_rows(p, t, rows, d);
     const float *x = t->src[0]->data;
     float *o = t->data;
-    int64_t lo, hi; /* vmath.c: rows of 8–32 (attention) in AVX2 vectors */
+    int64_t lo, hi; /* vmath.h: rows of up to 32 (attention) in blocks of 8 or 16 */
     tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
     if (hi > lo) tg_cpu_vsoftmax_rows(x + lo * d, o + lo * d, hi - lo, d, t->op == TG_OP_LOG_SOFTMAX);
     return TG_OK;
@@ -84,7 +83,7 @@ static tg_status softmax_back(tg_cpu_par *p, tg_tensor *t) {
     float *o = t->data;
     bool lg = t->op == TG_OP_LOG_SOFTMAX_BACK;
     if (t->chain_prev && !lg) return chain_rows(p, t, rows, d);
-    if (!lg) { /* vmath.c: short rows (attention) eight at a time in AVX2 vectors */
+    if (!lg) { /* vmath.h: short rows (attention) in blocks of 8 or 16 */
         int64_t lo, hi;
         tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
         if (hi > lo) tg_cpu_vsoftmax_back_rows(y + lo * d, dy + lo * d, o + lo * d, hi - lo, d);
@@ -107,7 +106,7 @@ static tg_status layer_norm(tg_cpu_par *p, tg_tensor *t) {
     const float *gm = t->src[1] ? (const float *)t->src[1]->data : NULL;
     float *o = t->data;
     float eps = t->p.layer_norm.eps;
-    int64_t lo, hi; /* vmath.c: rows in AVX2 vectors */
+    int64_t lo, hi; /* vmath.h */
     tg_cpu_share(p, rows, n > TG_PAR_MIN, &lo, &hi);
     if (hi <= lo) return TG_OK;
     if (t->op == TG_OP_LAYER_NORM)

@@ -1,8 +1,8 @@
 /* exp, GELU and GELU's derivative over vectors of W lanes, written once for two instruction
- * sets: vmath.c includes this file for AVX2 (W 8) and for AVX-512F (W 16), each time with the
+ * sets: vmath_avx2.c includes this file with W 8 and vmath_avx512.c with W 16, each with the
  * macros below defined (this file undefines them at its end), and gets exp_<SFX> (one vector),
  * vgelu_<SFX> and vgelu_back_<SFX> (arrays). Both do the same operations per element in the
- * same order (the maths: vmath.c's header), so their results are the same bits; only the
+ * same order (the maths: vmath-impl.h), so their results are the same bits; only the
  * width differs.
  *
  *   SFX          name suffix               FN         function attributes
@@ -66,7 +66,7 @@ FN static inline V GL_NAME(exp2, SFX)(V z) {
     return VASF(VADDI(VASI(p), VSLLI23(VSRLI3(VASI(t)))));
 }
 
-/* e = exp(-2u) = 2^z, and xc: x clamped (vmath.c's header) */
+/* e = exp(-2u) = 2^z, and xc: x clamped (vmath-impl.h) */
 FN static inline V GL_NAME(gelu_e, SFX)(V x, V *xc_out) {
     V xc = GL_NAME(clamp, SFX)(x, -10.0f, 10.0f);
     V z = VMUL(xc, VFMADD(VMUL(xc, xc), VSET1(GELU_Z3), VSET1(GELU_Z1)));

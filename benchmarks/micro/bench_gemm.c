@@ -211,7 +211,7 @@ int main(int argc, char **argv) {
     printf("bench_gemm: %d threads, kernel %s%s, %d interleaved timings of ~%.0f ms, operands "
            "64-byte aligned, OMP_WAIT_POLICY=%s\n",
            NTHREADS, tg_cpu_gemm_small_isa(),
-           tg_cpu_isa_avx512() ? " (512-bit tiles: AVX-512F)" : "", ROUNDS, budget * 1e3,
+           tg_cpu_isa() >= TG_CPU_ISA_AVX512 ? " (512-bit tiles: AVX-512F)" : "", ROUNDS, budget * 1e3,
            wait ? wait : "(unset)");
     if (cpu >= 0)
         printf("calling thread on CPU %d for the whole run (as member 0 of a graph's run)\n", cpu);

@@ -1,8 +1,8 @@
 /* bench_rows: the CPU backend's softmax kernels over short rows (attention over n keys) in
- * blocks of rows (vmath.c's transposed blocks: 8 rows with AVX2, 16 with AVX-512F where vmath.c
- * has them; the backward's rows of 16 or more go one by one in vectors of 8 either way) against
- * the same rows one by one (calls of 7 rows, which vmath.c takes row by row: the path every row
- * took before the blocks), and
+ * blocks of rows (the vector levels' transposed blocks: 8 rows with AVX2, 16 with AVX-512F
+ * where it has them; the backward's rows of 16 or more go one by one in vectors of 8 either
+ * way) against the same rows one by one (calls of 7 rows, which the vector levels take row by
+ * row), and
  * against exp alone over the same floats (the floor: softmax computes one exp per element).
  *
  *   bench_rows [--d 8,10,16,32] [--floats 51200] [--reps 300] [--ln 256,512,1024]
@@ -15,9 +15,9 @@
  *
  * Then layer norm (with gamma and beta) and its backward over rows of the --ln widths, 163,840
  * floats per call (a [640, 256] share of g2p-small's [1280, 256] on one of 2 threads), the
- * operands on 64-byte lines as a graph's tensors: as one call for all rows (vmath.c takes them
- * two at a time, four where AVX-512F runs), the same with the 512-bit code off ("AVX2"), and one
- * call per row (each row alone, as every row went before: the same bits, one more call per row),
+ * operands on 64-byte lines as a graph's tensors: as one call for all rows (the vector levels
+ * take them two at a time, four where AVX-512F runs), the same at the AVX2 level ("AVX2"), and
+ * one call per row (each row alone: the same bits, one more call per row),
  * and memcpy of the forward's bytes (read x, write y) as the in-cache bandwidth they are
  * compared with.
  *
@@ -102,13 +102,13 @@ static void run_ln(int c, const operands *a) {
     float *o = a->o;
     const int64_t rows = a->rows, d = a->d;
     if (c == LN_FWD8 || c == LN_BACK8) { /* the AVX2 code, where the 16-lane one would run */
-        const bool was = tg_cpu_isa_avx512();
-        tg__cpu_isa_avx512(false);
+        const tg_cpu_isa_level was = tg_cpu_isa();
+        tg__cpu_isa_cap(was < TG_CPU_ISA_AVX2 ? was : TG_CPU_ISA_AVX2);
         if (c == LN_FWD8)
             tg_cpu_vlayer_norm_rows(x, gm, bt, o, rows, d, 1e-5f);
         else
             tg_cpu_vlayer_norm_back_rows(x, gm, dy, o, rows, d, 1e-5f);
-        tg__cpu_isa_avx512(was);
+        tg__cpu_isa_cap(was);
         return;
     }
     switch (c) {
@@ -138,7 +138,7 @@ static float *on_line(int64_t n) {
 
 static int bench_ln(const char *ds, long reps) {
     enum { FLOATS = 163840 };
-    const bool wide = tg_cpu_isa_avx512();
+    const bool wide = tg_cpu_isa() >= TG_CPU_ISA_AVX512;
     printf("\nlayer norm, %d floats per call; GB/s of the best of %ld calls%s\n", FLOATS, reps,
            wide ? "; \"AVX2\": the same calls with the 512-bit code off (same bits)" : "");
     printf("%5s %6s | %9s %9s %9s %7s | %9s %9s %9s %7s | %9s\n", "d", "rows", "fwd", "AVX2",
@@ -217,8 +217,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    printf("vmath %s%s; best of %ld calls, %ld floats per call; us per call\n", tg_cpu_vmath_isa(),
-           tg_cpu_isa_avx512() ? " (blocks of 16 rows: AVX-512F)" : "", reps, floats);
+    printf("vmath at level %s; best of %ld calls, %ld floats per call; us per call\n",
+           tg_cpu_isa_level_name(tg_cpu_isa()), reps, floats);
     printf("%4s %8s | %9s %9s %7s %9s | %9s %9s %7s\n", "d", "rows", "fwd block", "1 by 1", "gain", "exp alone",
            "back block", "1 by 1", "gain");
     long d;
