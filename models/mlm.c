@@ -14,15 +14,34 @@ tg_status tg_mlm_mask(const tg_vocab *v, const int32_t *ids, int64_t n, double p
     if (!(p > 0.0 && p <= 1.0)) return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: probability %g outside (0, 1]", p);
     int32_t mask = tg_vocab_id(v, "<mask>"), V = (int32_t)tg_vocab_size(v);
     if (mask == TG_UNK) return tg_error_set(TG_ERR_INVALID, "tg_mlm_mask: the vocabulary has no <mask> token");
-    tg__mlm_mask_ids(mask, V, ids, n, p, rng, input, target);
+    int32_t special[5];
+    int64_t ns = tg__mlm_classic_specials(mask, special);
+    tg__mlm_mask_ids(mask, V, special, ns, ids, n, p, rng, input, target);
     return TG_OK;
 }
 
-void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
-                      int32_t *target) {
+int64_t tg__mlm_classic_specials(int32_t mask, int32_t special[5]) {
+    for (int32_t i = 0; i < 4; i++) special[i] = i; /* <pad> <unk> <s> </s> */
+    special[4] = mask;
+    return mask >= 4 ? 5 : 4;
+}
+
+/* is id one of special[0..n) (ascending)? */
+static bool is_special(int32_t id, const int32_t *special, int64_t n) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (special[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && special[lo] == id;
+}
+
+void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *special, int64_t nspecial, const int32_t *ids, int64_t n,
+                      double p, tg_rng *rng, int32_t *input, int32_t *target) {
     int64_t eligible = 0, chosen = 0;
     for (int64_t i = 0; i < n; i++) {
-        bool ok = ids[i] >= 4 && ids[i] != mask;
+        bool ok = !is_special(ids[i], special, nspecial);
         eligible += ok;
         bool pick = ok && tg_rng_uniform(rng) < p;
         chosen += pick;
@@ -32,22 +51,31 @@ void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, do
     if (eligible > 0 && chosen == 0) { /* every sequence teaches something: one at random */
         int64_t k = (int64_t)tg_rng_below(rng, (uint64_t)eligible);
         for (int64_t i = 0; i < n; i++)
-            if (ids[i] >= 4 && ids[i] != mask && k-- == 0) target[i] = ids[i];
+            if (!is_special(ids[i], special, nspecial) && k-- == 0) target[i] = ids[i];
     }
     for (int64_t i = 0; i < n; i++) {
         if (target[i] == TG_PAD) continue;
         double r = tg_rng_uniform(rng);
-        if (r < 0.8) input[i] = mask;                                            /* 80 %: <mask> */
-        else if (r < 0.9) input[i] = 4 + (int32_t)tg_rng_below(rng, (uint64_t)(V - 4)); /* 10 %: random */
+        if (r < 0.8) input[i] = mask; /* 80 %: <mask> */
+        else if (r < 0.9) {           /* 10 %: a random ordinary token: the k-th id that is no special */
+            int32_t id = (int32_t)tg_rng_below(rng, (uint64_t)(V - nspecial));
+            for (int64_t s = 0; s < nspecial && special[s] <= id; s++) id++;
+            input[i] = id;
+        }
     } /* 10 %: unchanged */
 }
 
 tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
                              const int64_t *len) {
+    return tg__batch_build_mlm_eos(b, n, input, target, len, TG_EOS);
+}
+
+tg_status tg__batch_build_mlm_eos(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+                                  const int64_t *len, int32_t eos) {
     if (!target) return tg_error_set(TG_ERR_INVALID, "tg_batch_build_mlm: no targets");
-    tg_status st = tg_batch_build(b, n, input, len, target, len);
+    tg_status st = tg__batch_build_eos(b, n, input, len, target, len, eos);
     if (st) return st;
-    /* the targets: chosen positions only (the </s> that tg_batch_build appends is no target) */
+    /* the targets: chosen positions only (the end token appended to each sequence is no target) */
     b->tgt_tokens = 0;
     for (int64_t i = 0; i < n; i++) {
         int32_t *to = b->tgt_out + i * b->tgt_len;

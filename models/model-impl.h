@@ -135,10 +135,21 @@ tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor
 tg_tensor *tg__attn_core2(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg_tensor *k,
                           tg_tensor *v, tg_tensor *k2, tg_tensor *v2, tg_tensor *mask, bool self);
 
-/* tg_mlm_mask's rule with the <mask> id and the vocabulary size V given (arguments checked by
- * the caller); the dynamic masks of a corpus (train/data.c) are drawn with it per batch */
-void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
-                      int32_t *target);
+/* tg_mlm_mask's rule with the <mask> id, the vocabulary size V and the special ids given
+ * (special[0..nspecial), ascending, each < V: never chosen, never drawn as a random
+ * replacement; arguments checked by the caller); the dynamic masks of a corpus (train/data.c)
+ * are drawn with it per batch */
+void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *special, int64_t nspecial, const int32_t *ids, int64_t n,
+                      double p, tg_rng *rng, int32_t *input, int32_t *target);
+/* docs/model.md §4's specials, <pad> <unk> <s> </s> and the mask token, ascending, into special;
+ * returns their count */
+int64_t tg__mlm_classic_specials(int32_t mask, int32_t special[5]);
+/* tg_batch_build and tg_batch_build_mlm with eos, not </s>, appended to every source (an
+ * imported BERT's [SEP]) */
+tg_status tg__batch_build_eos(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
+                              const int32_t *const *tgt, const int64_t *tgt_n, int32_t eos);
+tg_status tg__batch_build_mlm_eos(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+                                  const int64_t *len, int32_t eos);
 
 /* parameters (models/params.c, models/init.c): initial values of a parameter of `shape` drawn in
  * element order (TG_INIT_NORMAL with sd); one added to a model being built (or listed to the

@@ -41,6 +41,31 @@ expect "re-import of the export" 0 "" import --from hf out-bert --out again.st
 expect "the re-import embeds the same" 0 "" embed --model again.st --text "$hf/bert/sentences.txt" --output emb2.txt
 check "same embeddings after the round trip" cmp -s emb.txt emb2.txt
 
+# tg train --init: the imported BERT trained further as a masked language model, in its own
+# vocabulary layout ([CLS] ... [SEP], specials never masked); config, tokenizer and weights kept
+i=0
+while [ $i -lt 20 ]; do cat "$hf/bert/sentences.txt"; i=$((i + 1)); done >mlm.txt
+expect "train --init an imported BERT" 0 "done at step 40" train --init bert.st --train mlm.txt --out B --steps 40 \
+    --lr 0.002 --warmup 0 --schedule constant --log-interval 1 --max-tokens 400 --progress none
+check "  the loss finite and falling (the mean of the last 5 steps below the first 5's)" awk -F'"loss":' '
+    /"event":"train"/ { split($2, a, ","); l[++n] = a[1] + 0; if (a[1] !~ /^[0-9]/) bad = 1 }
+    END { for (i = 1; i <= 5; i++) { f += l[i]; e += l[n - i + 1] } exit !(n == 40 && !bad && e < f) }' B/metrics.jsonl
+expect "  the tokenizer kept" 0 "" tokenize --model B/model.safetensors --text "$hf/bert/sentences.txt"
+"$TG" tokenize --model bert.st --text "$hf/bert/sentences.txt" >ids0.txt 2>/dev/null
+check "  the same ids as the imported model's" cmp -s out.txt ids0.txt
+check "  the configuration kept" sh -c '"$0" inspect --model bert.st | sed -n "/^configuration/,/^vocab/p" >c0.txt;
+    "$0" inspect --model B/model.safetensors | sed -n "/^configuration/,/^vocab/p" >c1.txt; cmp -s c0.txt c1.txt' "$TG"
+# the weights loaded, not drawn anew: one step at a tiny learning rate leaves the embeddings
+expect "train --init, one step at lr 1e-9" 0 "done at step 1" train --init bert.st --train mlm.txt --out B1 --steps 1 \
+    --lr 1e-9 --warmup 0 --schedule constant --progress none
+expect "  embed with the continued model" 0 "" embed --model B1/model.safetensors --text "$hf/bert/sentences.txt" \
+    --output emb1.txt
+check "  its embeddings those of the imported model (to 1e-5)" sh -c 'paste -d" " emb.txt emb1.txt | awk "{ h = NF / 2;
+    for (i = 1; i <= h; i++) { d = \$i - \$(i + h); if (d > 1e-5 || d < -1e-5) exit 1 } }"'
+expect "train --init of a GPT-2 (no stream of its byte-level BPE yet) refused" 1 "with dynamic masks only" train \
+    --init gpt2.st --train mlm.txt --out G --steps 1
+check "  no directory made" absent G
+
 # bad input: a copy of the fixture, broken one way at a time
 broken() { rm -rf d && cp -r "$hf/bert" d; }
 broken; rm d/tokenizer.json

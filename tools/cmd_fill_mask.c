@@ -2,7 +2,7 @@
  * (arch mlm; tg_model_mlm_probs), with their probabilities, as Hugging Face's fill-mask pipeline
  * shows them.
  *
- * The text is tokenized as the model was trained (words, or --chars) with every "<mask>" one
+ * The text is tokenized with the model's stored tokenizer (words or characters) with every "<mask>" one
  * mask token: "<mask>" is first replaced by a private-use character (U+E000), so that in a
  * character model too it stays one token and the spaces around it stay where they were. */
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char SYNOPSIS[] = "--model M --text \"... <mask> ...\" [--top-k K] [--chars] [--threads N] [--backend cpu|cuda]";
 static const char DESCRIPTION[] =
@@ -19,7 +20,8 @@ static const char DESCRIPTION[] =
     "(tg train --arch mlm), with their probabilities: first the text with every mask filled by its\n"
     "most likely token, then per mask one line per filler, \"rank probability token\". Specials\n"
     "(<pad>, <unk>, <s>, </s>, <mask>) are never proposed; the probabilities are over the whole\n"
-    "vocabulary. --chars: the model was trained with --chars.";
+    "vocabulary. The text is read with the model's stored tokenizer; --chars only for a checkpoint\n"
+    "that stores none (trained with --chars).";
 
 static const char PLACEHOLDER[] = "\xEE\x80\x80"; /* U+E000 */
 
@@ -57,7 +59,7 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         {"model", TG_OPT_STRING, &model, 0, 0, NULL, "M", "masked language model checkpoint (required)", 0, 0},
         {"text", TG_OPT_STRING, &text, 0, 0, NULL, "TEXT", "text with one or more <mask> (required)", 0, 0},
         {"top-k", TG_OPT_INT, &top_k, 1, 1000, NULL, "K", "fillers shown per mask", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (trained with --chars)", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
         {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
         {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
         {0},
@@ -86,7 +88,10 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg fill-mask needs a masked language model (tg train --arch mlm)",
                           model, tg_model_cfg(m)->arch == TG_ARCH_LM ? "a language model" : "an encoder-decoder model",
                           tg_model_arch_name(tg_model_cfg(m)->arch));
-    if (st == TG_OK) st = tg_tokenize(marked, &(tg_text_options){.chars = chars}, &toks, &nt);
+    tg_text_options to = {0}; /* the stored tokenizer's words or characters */
+    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, NULL))) st = TG_ERR_INVALID;
+    chars = to.chars;
+    if (st == TG_OK) st = tg_tokenize(marked, &to, &toks, &nt);
     const tg_vocab *v = m ? tg_model_tgt_vocab(m) : NULL;
     if (st == TG_OK) {
         V = tg_vocab_size(v);
@@ -142,6 +147,7 @@ int tg_cmd_fill_mask(int argc, char **argv) {
     free(marked);
     tg_model_free(m);
     tg_backend_free(be);
+    if (rc) return rc; /* the tokenizer's refusal, printed */
     if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     return TG_EXIT_OK;
 }

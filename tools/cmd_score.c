@@ -20,6 +20,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char SYNOPSIS[] = "--model M (--src FILE --tgt FILE | --text FILE) [--batch N] [--chars] [--threads N]";
 static const char DESCRIPTION[] =
@@ -42,7 +43,7 @@ int tg_cmd_score(int argc, char **argv) {
         {"mask-prob", TG_OPT_FLOAT, &mask_prob, 1e-6, 1, NULL, "P", "arch mlm: share of tokens masked", 0, 0},
         {"seed", TG_OPT_INT, &seed, 0, 9007199254740992.0, NULL, "S", "arch mlm: masking seed", 0, 0},
         {"batch", TG_OPT_INT, &batch, 1, 100000, NULL, "N", "sentence pairs per batch", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (as trained with --chars)", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
         {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
         {"backend", TG_OPT_CHOICE, &backend, 0, 0, tg_backend_names(), NULL, "where to compute (cuda: GPU 0)", 0, 0},
         {0},
@@ -61,6 +62,8 @@ int tg_cmd_score(int argc, char **argv) {
     double *scores = NULL;
     tg_status st = tg_backend_new(backend, &(tg_backend_options){.threads = (int)threads, .device = 0}, &be);
     if (st == TG_OK) st = tg_model_load(model, be, &m);
+    tg_text_options to = {0}; /* the stored tokenizer's words or characters */
+    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, NULL))) st = TG_ERR_INVALID;
     tg_model_arch arch = st == TG_OK ? tg_model_cfg(m)->arch : TG_ARCH_ENCDEC;
     bool lm = st == TG_OK && arch != TG_ARCH_ENCDEC; /* lm or mlm: a text */
     if (st == TG_OK && lm && !text)
@@ -73,7 +76,7 @@ int tg_cmd_score(int argc, char **argv) {
     if (st == TG_OK) st = tg_lines_read(lm ? text : tgt, false, &lt);
     if (st == TG_OK) {
         /* a sentence the model cannot take is an error here, never silently skipped */
-        tg_corpus_options co = {.text = {.chars = chars}, .max_len = tg_model_cfg(m)->max_len, .skip_long = false};
+        tg_corpus_options co = {.text = to, .max_len = tg_model_cfg(m)->max_len, .skip_long = false};
         st = arch == TG_ARCH_MLM ? tg_corpus_new_mlm(&lt, tg_model_tgt_vocab(m), &co, mask_prob, (uint64_t)seed, &c)
              : lm                ? tg_corpus_new_lm(&lt, tg_model_tgt_vocab(m), &co, &c)
                                  : tg_corpus_new(&ls, &lt, tg_model_src_vocab(m), tg_model_tgt_vocab(m), &co, &c);
@@ -114,12 +117,12 @@ int tg_cmd_score(int argc, char **argv) {
                     (long long)n, (long long)tokens, 100.0 * (double)right / (double)tokens, -sum / (double)tokens,
                     exp(-sum / (double)tokens));
     }
-    if (st) tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
+    if (st && !rc) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     free(scores);
     tg_corpus_free(c);
     tg_lines_free(&ls);
     tg_lines_free(&lt);
     tg_model_free(m);
     tg_backend_free(be);
-    return st ? TG_EXIT_RUNTIME : TG_EXIT_OK;
+    return rc;
 }

@@ -132,6 +132,7 @@ tg_status tg_tokenize(const char *line, const tg_text_options *opt, char ***toks
     bool chars = opt && opt->chars;
     size_t len = strlen(line);
     if (tg_json_utf8_check(line, len) < len) return tg_error_set(TG_ERR_FORMAT, "tg_tokenize: invalid UTF-8");
+    if (opt && opt->tokenizer) return tg_tokenizer_pieces(opt->tokenizer, line, len, toks, n);
     /* at most one token per byte, plus the space markers between them */
     char **t = malloc((len + 1) * sizeof *t);
     if (!t) return tg_error_set(TG_ERR_NOMEM, "tg_tokenize: out of memory");
@@ -320,6 +321,9 @@ struct tg_corpus {
     double mask_p;
     uint64_t mask_seed;
     int32_t mask_id, vocab_size;
+    int32_t *special;           /* dynamic masking: ids never masked nor drawn, ascending */
+    int64_t nspecial;
+    int32_t eos;                /* masked-LM batches: appended to every sequence (</s>, or BERT's [SEP]) */
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
@@ -334,12 +338,21 @@ void tg__train_corpus_set_stream(tg_corpus *c) {
     c->stream = true;
 }
 
-void tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size) {
+tg_status tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size,
+                                           const int32_t *special, int64_t nspecial, int32_t eos) {
+    int32_t classic[5];
+    if (!special) nspecial = tg__mlm_classic_specials(mask, classic);
+    if (!(c->special = malloc((size_t)(nspecial ? nspecial : 1) * sizeof *c->special)))
+        return tg_error_set(TG_ERR_NOMEM, "corpus: out of memory");
+    if (nspecial) memcpy(c->special, special ? special : classic, (size_t)nspecial * sizeof *c->special);
+    c->nspecial = nspecial;
     c->mlm_dynamic = true;
     c->mask_p = p;
     c->mask_seed = seed;
     c->mask_id = mask;
     c->vocab_size = vocab_size;
+    c->eos = eos;
+    return TG_OK;
 }
 
 static uint64_t mix64(uint64_t x);
@@ -362,9 +375,10 @@ static tg_status batch_masked(const tg_corpus *c, const int64_t *idx, int64_t n,
         }
         tg_rng r;
         tg_rng_init(&r, mix64(c->mask_seed ^ mix64((uint64_t)epoch ^ mix64((uint64_t)idx[i] + 0x51ED270B27u))));
-        tg__mlm_mask_ids(c->mask_id, c->vocab_size, ids, len[i], c->mask_p, &r, in[i], tg[i]);
+        tg__mlm_mask_ids(c->mask_id, c->vocab_size, c->special, c->nspecial, ids, len[i], c->mask_p, &r, in[i], tg[i]);
     }
-    if (st == TG_OK) st = tg_batch_build_mlm(out, n, (const int32_t *const *)in, (const int32_t *const *)tg, len);
+    if (st == TG_OK)
+        st = tg__batch_build_mlm_eos(out, n, (const int32_t *const *)in, (const int32_t *const *)tg, len, c->eos);
     for (int64_t i = 0; in && tg && i < n; i++) {
         free(in[i]);
         free(tg[i]);
@@ -382,6 +396,7 @@ void tg_corpus_free(tg_corpus *c) {
     free(c->src_ids);
     free(c->tgt_ids);
     free(c->line);
+    free(c->special);
     free(c);
 }
 
@@ -389,6 +404,7 @@ static tg_corpus *corpus_alloc(bool has_tgt) {
     tg_corpus *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->has_tgt = has_tgt;
+    c->eos = TG_EOS;
     c->src_off = calloc(1, sizeof *c->src_off);
     c->tgt_off = calloc(1, sizeof *c->tgt_off);
     if (!c->src_off || !c->tgt_off) {
