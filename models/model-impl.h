@@ -14,6 +14,7 @@
 #include "tg/layers.h"
 #include "tg/model.h"
 #include "tg/tokenizer.h"
+#include "tg/json.h"
 
 /* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c);
  * with logits set, each sub-layer's pre-mask logits (s) and talking heads' softmax (p) too */
@@ -55,6 +56,11 @@ tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt
  * whose w is the softmax. s and p are kept only when the capture asks for logits, so that the
  * graph of tg_model_attention_maps is the one it always was. */
 tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w, tg_tensor *s, tg_tensor *p);
+
+/* tg_json_object_set(o, key, v) with a sticky status (models/checkpoint.c): nothing but freeing
+ * v once *st is an error; a NULL v (its constructor out of memory) makes *st TG_ERR_NOMEM. The
+ * metadata writers of checkpoints, tokenizers and the Hugging Face export build with it. */
+void tg__json_put(tg_json *o, const char *key, tg_json *v, tg_status *st);
 
 /* parameter names of docs/model.md §4 */
 const char *tg__model_src_embed_name(const tg_model_config *c);

@@ -326,9 +326,6 @@ tg_status tg_tokenizer_from_hf(const char *text, size_t len, const char *origin,
 
 /* ---- the metadata form ---- */
 
-static tg_status set(tg_json *o, const char *k, tg_json *v) {
-    return v ? tg_json_object_set(o, k, v) : tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
-}
 static tg_json *tok_or_null(const tg_tokenizer *t, int32_t id) {
     const char *s = tg_vocab_token(t->vocab, id);
     return s ? tg_json_new_string(s, strlen(s)) : tg_json_new_null();
@@ -350,30 +347,31 @@ tg_status tg_tokenizer_to_json(const tg_tokenizer *t, char **out) {
     tg_json *o = tg_json_new_object();
     tg_status st = o ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
     const char *kind = tg_tokenizer_kind_name(t->kind);
-    if (st == TG_OK) st = set(o, "type", tg_json_new_string(kind, strlen(kind)));
+    tg__json_put(o, "type", tg_json_new_string(kind, strlen(kind)), &st);
     static const char *const roles[5] = {"pad", "unk", "bos", "eos", "mask"};
     const int32_t ids[5] = {t->pad, t->unk, t->bos, t->eos, t->mask};
-    for (int i = 0; st == TG_OK && i < 5; i++) st = set(o, roles[i], tok_or_null(t, ids[i]));
-    if (st == TG_OK) st = set(o, "add_bos", tg_json_new_bool(t->add_bos));
-    if (st == TG_OK) st = set(o, "add_eos", tg_json_new_bool(t->add_eos));
-    if (st == TG_OK) st = set(o, "max_length", tg_json_new_number((double)t->max_length));
-    if (st == TG_OK) st = set(o, "added", strings(t->added, t->nadded));
+    for (int i = 0; i < 5; i++) tg__json_put(o, roles[i], tok_or_null(t, ids[i]), &st);
+    tg__json_put(o, "add_bos", tg_json_new_bool(t->add_bos), &st);
+    tg__json_put(o, "add_eos", tg_json_new_bool(t->add_eos), &st);
+    tg__json_put(o, "max_length", tg_json_new_number((double)t->max_length), &st);
+    tg__json_put(o, "added", strings(t->added, t->nadded), &st);
     if (st == TG_OK && t->kind == TG_TOK_WORDPIECE) {
-        st = set(o, "clean_text", tg_json_new_bool(t->clean_text));
-        if (st == TG_OK) st = set(o, "chinese_chars", tg_json_new_bool(t->chinese_chars));
-        if (st == TG_OK) st = set(o, "strip_accents", tg_json_new_bool(t->strip_accents));
-        if (st == TG_OK) st = set(o, "lowercase", tg_json_new_bool(t->lowercase));
-        if (st == TG_OK) st = set(o, "prefix", tg_json_new_string(t->prefix, strlen(t->prefix)));
-        if (st == TG_OK) st = set(o, "max_word_chars", tg_json_new_number((double)t->max_word_chars));
+        tg__json_put(o, "clean_text", tg_json_new_bool(t->clean_text), &st);
+        tg__json_put(o, "chinese_chars", tg_json_new_bool(t->chinese_chars), &st);
+        tg__json_put(o, "strip_accents", tg_json_new_bool(t->strip_accents), &st);
+        tg__json_put(o, "lowercase", tg_json_new_bool(t->lowercase), &st);
+        tg__json_put(o, "prefix", tg_json_new_string(t->prefix, strlen(t->prefix)), &st);
+        tg__json_put(o, "max_word_chars", tg_json_new_number((double)t->max_word_chars), &st);
     }
     if (st == TG_OK && t->kind == TG_TOK_SPM_BPE) {
         char *b64 = tg__base64(t->spm, t->spm_len);
-        st = b64 ? set(o, "spm_model", tg_json_new_string(b64, strlen(b64))) : tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+        if (b64) tg__json_put(o, "spm_model", tg_json_new_string(b64, strlen(b64)), &st);
+        else st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
         free(b64);
     }
     if (st == TG_OK && t->kind == TG_TOK_BPE_BYTES) {
-        st = set(o, "add_prefix_space", tg_json_new_bool(t->add_prefix_space));
-        if (st == TG_OK) st = set(o, "merges", strings(t->merges, t->nmerges));
+        tg__json_put(o, "add_prefix_space", tg_json_new_bool(t->add_prefix_space), &st);
+        tg__json_put(o, "merges", strings(t->merges, t->nmerges), &st);
     }
     if (st == TG_OK) st = tg_json_print(o, 0, out, NULL);
     tg_json_free(o);

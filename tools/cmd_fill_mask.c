@@ -60,8 +60,7 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         {"text", TG_OPT_STRING, &text, 0, 0, NULL, "TEXT", "text with one or more <mask> (required)", 0, 0},
         {"top-k", TG_OPT_INT, &top_k, 1, 1000, NULL, "K", "fillers shown per mask", 0, 0},
         {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
-        {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
-        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        TG_TOOL_BACKEND_OPTS(&threads, &backend),
         {0},
     };
     tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
@@ -82,12 +81,8 @@ int tg_cmd_fill_mask(int argc, char **argv) {
     int64_t nt = 0, V = 0;
     int32_t *ids = NULL;
     float *probs = NULL;
-    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
-    if (st == TG_OK) st = tg_model_load(model, be, &m);
-    if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_MLM)
-        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg fill-mask needs a masked language model (tg train --arch mlm)",
-                          model, tg_model_cfg(m)->arch == TG_ARCH_LM ? "a language model" : "an encoder-decoder model",
-                          tg_model_arch_name(tg_model_cfg(m)->arch));
+    tg_status st = tg_tool_load_model(cmd, model, backend, threads, TG_ARCH_MLM,
+                                      "needs a masked language model (tg train --arch mlm)", &be, &m);
     tg_text_options to = {0}; /* the stored tokenizer's words or characters */
     if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, NULL))) st = TG_ERR_INVALID;
     chars = to.chars;

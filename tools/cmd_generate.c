@@ -76,8 +76,7 @@ int tg_cmd_generate(int argc, char **argv) {
         {"seed", TG_OPT_INT, &seed, 0, 9007199254740992.0, NULL, "S", "sampling seed", 0, 0},
         {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
         {"no-cache", TG_OPT_BOOL, &no_cache, 0, 0, NULL, NULL, "recompute the whole prefix per token (slow; a check)", 0, 0},
-        {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
-        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        TG_TOOL_BACKEND_OPTS(&threads, &backend),
         {0},
     };
     tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
@@ -98,12 +97,8 @@ int tg_cmd_generate(int argc, char **argv) {
     tg_generation *gen = NULL;
     char *text = NULL;
     size_t tlen = 0, tcap = 0;
-    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
-    if (st == TG_OK) st = tg_model_load(model, be, &m);
-    if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_LM)
-        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg generate continues a language model (tg train --arch lm)",
-                          model, tg_model_cfg(m)->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder model",
-                          tg_model_arch_name(tg_model_cfg(m)->arch));
+    tg_status st = tg_tool_load_model(cmd, model, backend, threads, TG_ARCH_LM, "continues a language model (tg train --arch lm)",
+                                      &be, &m);
     if (st == TG_OK && input) {
         st = tg_lines_read(input, true, &lines);
         np = lines.n;

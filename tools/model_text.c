@@ -86,3 +86,18 @@ int tg_tool_model_tokenizer(const char *cmd, const char *path, const tg_model *m
     *tok = *own;
     return 0;
 }
+
+tg_status tg_tool_load_model(const char *cmd, const char *path, const char *backend, int64_t threads, tg_model_arch arch,
+                             const char *needs, tg_backend **be, tg_model **m) {
+    *be = NULL;
+    *m = NULL;
+    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, be) : tg_backend_cpu_new((int)threads, be);
+    if (st == TG_OK) st = tg_model_load(path, *be, m);
+    tg_model_arch a = st == TG_OK ? tg_model_cfg(*m)->arch : arch;
+    if (a != arch)
+        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg %s %s", path,
+                          a == TG_ARCH_MLM ? "a masked language model" : a == TG_ARCH_LM ? "a language model"
+                                                                                   : "an encoder-decoder model",
+                          tg_model_arch_name(a), cmd, needs);
+    return st;
+}

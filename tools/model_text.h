@@ -26,4 +26,16 @@ int tg_tool_model_text(const char *cmd, const char *path, const tg_model *m, con
 int tg_tool_model_tokenizer(const char *cmd, const char *path, const tg_model *m, const tg_opt *chars_opt,
                             tg_tokenizer **own, const tg_tokenizer **tok);
 
+/* The options every command that decodes with a model shares: --threads N and --backend. */
+#define TG_TOOL_BACKEND_OPTS(threads, backend)                                                                  \
+    {"threads", TG_OPT_INT, (threads), 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0}, \
+    {"backend", TG_OPT_CHOICE, (backend), 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0}
+
+/* The backend (cpu with threads, or cuda: GPU 0) and the model at path for command cmd, which
+ * needs the family arch: a model of another family is TG_ERR_INVALID, "'M' is a language model
+ * (arch lm): tg CMD " and needs ("needs a masked language model (tg train --arch mlm)"). On
+ * failure *be and *m may be set: the caller frees them. */
+tg_status tg_tool_load_model(const char *cmd, const char *path, const char *backend, int64_t threads, tg_model_arch arch,
+                             const char *needs, tg_backend **be, tg_model **m);
+
 #endif
