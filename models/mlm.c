@@ -161,3 +161,73 @@ tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *
     tg_batch_free(&b);
     return st;
 }
+
+tg_status tg_model_classify_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total) {
+    if (!m || !b || !correct || !total || !b->classify)
+        return tg_error_set(TG_ERR_INVALID, "tg_model_classify_accuracy: NULL argument or not a classification batch");
+    *correct = *total = 0;
+    tg_graph *g = tg_graph_new();
+    if (!g) return tg_error_set(TG_ERR_NOMEM, "tg_model_classify_accuracy: out of memory");
+    tg_graph_set_training(g, false);
+    tg_graph_set_grad_enabled(g, false);
+    int64_t K = m->cfg.classes, B = b->size;
+    tg_tensor *logits = tg_keep(tg_model_classify(m, g, b->src, B, b->src_len));
+    float *l = malloc((size_t)(B * (K > 0 ? K : 1)) * sizeof *l);
+    const char *msg;
+    tg_status st = tg_graph_status(g, &msg);
+    if (st) tg_error_set(st, "tg_model_classify_accuracy: %s", msg);
+    else if (!l) st = tg_error_set(TG_ERR_NOMEM, "tg_model_classify_accuracy: out of memory");
+    if (st == TG_OK) st = tg_graph_run(g, m->backend);
+    if (st == TG_OK) st = tg_tensor_read(logits, l, (size_t)(B * K) * sizeof *l);
+    for (int64_t i = 0; st == TG_OK && i < B; i++) {
+        ++*total;
+        *correct += tg_argmax(l + i * K, K) == b->tgt_out[i];
+    }
+    free(l);
+    tg_graph_free(g);
+    return st;
+}
+
+tg_status tg_model_with_classes(const tg_model *m, int64_t classes, uint64_t seed, tg_model **out) {
+    if (!m || !out || classes < 1) return tg_error_set(TG_ERR_INVALID, "tg_model_with_classes: NULL argument or classes < 1");
+    *out = NULL;
+    if (m->cfg.arch != TG_ARCH_MLM)
+        return tg_error_set(TG_ERR_INVALID, "a classification head goes on an encoder (arch mlm), not arch %s",
+                            tg_model_arch_name(m->cfg.arch));
+    if (m->cfg.classes && m->cfg.classes != classes)
+        return tg_error_set(TG_ERR_INVALID, "the model's classification head has %lld classes, the data %lld",
+                            (long long)m->cfg.classes, (long long)classes);
+    tg_model_config c = m->cfg;
+    c.classes = classes;
+    tg_vocab *v = NULL;
+    tg_status st = tg_vocab_new_empty(&v);
+    for (int32_t i = 0; st == TG_OK && i < tg_vocab_size(m->src); i++) st = tg_vocab_add(v, tg_vocab_token(m->src, i), NULL);
+    tg_model *n = NULL;
+    if (st == TG_OK) st = tg_model_new(&c, v, v, m->backend, seed, &n);
+    else tg_vocab_free(v);
+    float *buf = NULL;
+    for (int64_t i = 0; st == TG_OK && i < tg_store_count(n->store); i++) { /* every tensor m has */
+        int64_t j = tg_store_find(m->store, tg_store_name(n->store, i)), k = tg_store_numel(n->store, i);
+        if (j < 0) continue; /* the new head */
+        float *p = realloc(buf, (size_t)k * sizeof *p);
+        if (!p) st = tg_error_set(TG_ERR_NOMEM, "tg_model_with_classes: out of memory");
+        else buf = p;
+        if (st == TG_OK) st = tg_store_read(m->store, j, buf, k);
+        if (st == TG_OK) st = tg_store_write(n->store, i, buf, k);
+    }
+    free(buf);
+    char *json = NULL;
+    if (st == TG_OK && m->tok) {
+        tg_tokenizer *t = NULL;
+        st = tg_tokenizer_to_json(m->tok, &json);
+        if (st == TG_OK) st = tg_tokenizer_from_json(json, "tokenizer", n->src, &t);
+        if (st == TG_OK) st = tg_model_set_tokenizer(n, t);
+    }
+    free(json);
+    if (st) {
+        tg_model_free(n);
+        return st;
+    }
+    *out = n;
+    return TG_OK;
+}

@@ -62,6 +62,22 @@ expect "  embed with the continued model" 0 "" embed --model B1/model.safetensor
     --output emb1.txt
 check "  its embeddings those of the imported model (to 1e-5)" sh -c 'paste -d" " emb.txt emb1.txt | awk "{ h = NF / 2;
     for (i = 1; i <= h; i++) { d = \$i - \$(i + h); if (d > 1e-5 || d < -1e-5) exit 1 } }"'
+# --task classify: the imported BERT with a classification head on [CLS], CLASS<TAB>TEXT lines
+i=0
+while [ $i -lt 20 ]; do awk '{ print (NR % 2) "\t" $0 }' "$hf/bert/sentences.txt"; i=$((i + 1)); done >cls.txt
+expect "train --init BERT --task classify" 0 "in 2 classes" train --init bert.st --task classify --train cls.txt \
+    --dev cls.txt --out K --steps 30 --lr 0.002 --warmup 0 --schedule constant --log-interval 1 --progress none
+check "  the dev accuracy of the classes in the metrics, above chance" awk -F'"accuracy":' \
+    '/"event":"dev"/ { split($2, a, ","); acc = a[1] + 0 } END { exit !(acc > 0.6) }' K/metrics.jsonl
+check "  the loss falling" awk -F'"loss":' '/"event":"train"/ { split($2, a, ","); l[++n] = a[1] + 0 }
+    END { for (i = 1; i <= 5; i++) { f += l[i]; e += l[n - i + 1] } exit !(n == 30 && e < f) }' K/metrics.jsonl
+check "  the checkpoint has the head" sh -c '"$0" inspect --model K/model.safetensors --tensors | grep -q "cls_head.weight  *\[2,32\]"' "$TG"
+printf '1\tfine\nno class here\n' >bad_cls.txt
+expect "train --task classify: a line without its class" 1 "bad_cls.txt' line 2: not CLASS<TAB>TEXT" train --init bert.st \
+    --task classify --train bad_cls.txt --out K2 --steps 1
+check "  no directory made" absent K2
+expect "train --task classify of a language model refused" 2 "--task and --classes apply to --arch mlm" train \
+    --init gpt2.st --task classify --train cls.txt --out K3 --steps 1
 expect "train --init of a GPT-2 (no stream of its byte-level BPE yet) refused" 1 "with dynamic masks only" train \
     --init gpt2.st --train mlm.txt --out G --steps 1
 check "  no directory made" absent G

@@ -148,5 +148,13 @@ expect "train --init and --resume" 2 "--init and --resume exclude each other" tr
 expect "train --init of a file that is no checkpoint" 1 "--init" train --init train.txt --train train.txt --out X --steps 1
 check "  no directory made" absent X
 
+# --task classify from scratch (words): the class of a line from its words; resumed
+awk '{ print (/dog/ ? 1 : 0) "\t" $0 }' train.txt >cls.txt
+# shellcheck disable=SC2086
+expect "train --arch mlm --task classify" 0 "in 2 classes" train --arch mlm --task classify --train cls.txt --dev cls.txt \
+    --out K $small --enc-layers 1 --steps 20 --eval-interval 20
+check "  dev accuracy 100 %" grep -q '"event":"dev".*"accuracy":1,' K/metrics.jsonl
+expect "  resumed" 0 "resuming at step 20" train --out K --resume --steps 25
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -82,6 +82,8 @@ typedef struct {
     const char *init;               /* --init M: start from M's configuration, tokenizer and weights */
     const char *spm;                /* --spm FILE: raw text cut by this sentencepiece BPE model */
     double mask_prob;               /* --arch mlm */
+    const char *task;               /* --arch mlm: mlm (masked tokens) or classify (CLASS<TAB>TEXT lines) */
+    int64_t classes;                /* --task classify: the classification head's classes (0: from the data) */
     bool static_masks;              /* --arch mlm: BERT's masks drawn once (default: per batch) */
     int64_t block;                  /* --arch lm: positions per block of the token stream */
     const char *documents;          /* --arch lm: file|paragraphs|lines */
@@ -120,6 +122,7 @@ static void defaults(train_opts *o) {
     o->attention = "mha";
     o->arch = "encdec";
     o->mask_prob = 0.15;
+    o->task = "mlm";
     o->documents = "file";
     o->holdout = 0.1;
     o->norm = "post";
@@ -174,6 +177,10 @@ static void table(train_opts *o, tg_opt *t) {
         {"static-masks", TG_OPT_BOOL, &o->static_masks, 0, 0, NULL, NULL,
          "--arch mlm: mask each line once (BERT) instead of anew for every batch (RoBERTa)", 0, 0},
         {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
+        {"task", TG_OPT_CHOICE, &o->task, 0, 0, "mlm|classify", NULL,
+         "--arch mlm: masked tokens, or a classification head on the first token trained on CLASS<TAB>TEXT lines", 0, 0},
+        {"classes", TG_OPT_INT, &o->classes, 0, 1 << 20, NULL, "N",
+         "--task classify: classes of the head (0: the largest class of the data + 1)", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
         {"init", TG_OPT_STRING, &o->init, 0, 0, NULL, "M",
          "start from checkpoint M: its configuration, vocabulary, tokenizer and weights (an imported model too); a "
@@ -354,6 +361,8 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
             return fail(cmd, TG_EXIT_USAGE, "--%s applies to --arch lm (a token stream) only", lm_only[i]);
     if (c->arch != TG_ARCH_MLM && tg_cli_find(t, "static-masks")->on_cli)
         return fail(cmd, TG_EXIT_USAGE, "--static-masks applies to --arch mlm only");
+    if (c->arch != TG_ARCH_MLM && (tg_cli_find(t, "task")->on_cli || tg_cli_find(t, "classes")->on_cli))
+        return fail(cmd, TG_EXIT_USAGE, "--task and --classes apply to --arch mlm (an encoder) only");
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
@@ -532,6 +541,64 @@ static tg_status tokenizer_mlm_corpus(const tg_lines *l, const tg_tokenizer *tok
     return st;
 }
 
+/* --task classify: every line CLASS<TAB>TEXT; the lines become their texts, the classes go to
+ * *cls (malloc'ed), the largest to *top */
+static tg_status split_classes(tg_lines *l, int32_t **cls, int64_t *top) {
+    *cls = malloc((size_t)(l->n ? l->n : 1) * sizeof **cls);
+    if (!*cls) return tg_error_set(TG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < l->n; i++) {
+        char *tab = strchr(l->line[i], '\t'), *end = NULL;
+        long v = tab ? strtol(l->line[i], &end, 10) : -1;
+        if (!tab || end != tab || v < 0 || v >= 1 << 20 || end == l->line[i])
+            return tg_error_set(TG_ERR_FORMAT, "'%s' line %lld: not CLASS<TAB>TEXT with a class in [0, 1048576) (--task "
+                                "classify)", l->path, (long long)i + 1);
+        if (!tab[1 + strspn(tab + 1, " \t")])
+            return tg_error_set(TG_ERR_FORMAT, "'%s' line %lld: no text after the class", l->path, (long long)i + 1);
+        (*cls)[i] = (int32_t)v;
+        if (v > *top) *top = v;
+        l->line[i] = tab + 1;
+    }
+    return TG_OK;
+}
+
+/* A classification corpus of the texts of l (classes cls) read as the model reads text: its own
+ * tokenizer's [CLS] ... (foreign; the final [SEP] left to the batches) or the words / characters
+ * of to; lines longer than max_len are skipped and counted. */
+static tg_status classify_corpus(const tg_lines *l, const int32_t *cls, const tg_text_options *to, const tg_tokenizer *foreign,
+                                 const tg_vocab *v, int64_t max_len, tg_corpus **out, int64_t *skipped) {
+    int32_t eos = foreign ? tg_tokenizer_special(foreign, "eos") : TG_EOS, **ids = calloc((size_t)(l->n ? l->n : 1), sizeof *ids);
+    int32_t *kc = malloc((size_t)(l->n ? l->n : 1) * sizeof *kc);
+    int64_t *len = calloc((size_t)(l->n ? l->n : 1), sizeof *len), k = 0;
+    tg_status st = ids && kc && len ? TG_OK : tg_error_set(TG_ERR_NOMEM, "out of memory");
+    if (st == TG_OK && eos < 0) st = tg_error_set(TG_ERR_INVALID, "the model's tokenizer has no end token ([SEP])");
+    *skipped = 0;
+    for (int64_t i = 0; st == TG_OK && i < l->n; i++) {
+        if (foreign) {
+            st = tg_tokenizer_encode(foreign, l->line[i], strlen(l->line[i]), &ids[k], &len[k], NULL);
+            if (st == TG_OK && len[k] > 0 && ids[k][len[k] - 1] == eos) len[k]--; /* the batches append it */
+        } else {
+            char **toks;
+            st = tg_tokenize(l->line[i], to, &toks, &len[k]);
+            if (st == TG_OK && !(ids[k] = malloc((size_t)(len[k] ? len[k] : 1) * sizeof **ids)))
+                st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+            for (int64_t j = 0; st == TG_OK && j < len[k]; j++) ids[k][j] = tg_vocab_id(v, toks[j]);
+            if (st == TG_OK) tg_tokens_free(toks, len[k]);
+        }
+        if (st) {
+            st = tg_error_prefix(st, "'%s' line %lld", l->path, (long long)i + 1);
+            break;
+        }
+        if (len[k] + 1 > max_len) {
+            free(ids[k]);
+            ++*skipped;
+        } else kc[k++] = cls[i];
+    }
+    if (st == TG_OK) st = tg_corpus_new_classify(k, (const int32_t *const *)ids, len, kc, eos, out);
+    for (int64_t i = 0; ids && i < k; i++) free(ids[i]);
+    free(ids), free(len), free(kc);
+    return st;
+}
+
 /* The whole command on one rank: `given`, a replica's thread group (tg_cmd_train), or NULL (the
  * MPI group under mpirun, else none). */
 static int train_rank(int argc, char **argv, tg_dist *given) {
@@ -557,6 +624,7 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     tg_vocab *sv = NULL, *tv = NULL;
     tg_model *m = NULL;
     tg_tokenizer *spm_tok = NULL; /* --spm's, until the model takes it */
+    int32_t *cls_train = NULL, *cls_dev = NULL; /* --task classify: the classes of the lines */
     tg_backend *be = NULL;
     tg_corpus *train = NULL, *dev = NULL;
     tg_trainer *tr = NULL;
@@ -708,6 +776,18 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
         if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
     }
+    /* --task classify: CLASS<TAB>TEXT lines (the texts read as the target side, as for mlm) */
+    bool classify = !strcmp(o.arch, "mlm") && !strcmp(o.task, "classify");
+    int64_t top_class = -1;
+    if (st == TG_OK && classify) {
+        st = split_classes(&lt, &cls_train, &top_class);
+        if (st == TG_OK && o.dev) st = split_classes(&dt, &cls_dev, &top_class);
+        if (st == TG_OK && o.classes && top_class >= o.classes)
+            st = tg_error_set(TG_ERR_INVALID, "the data hold class %lld, --classes is %lld", (long long)top_class,
+                              (long long)o.classes);
+        if (!o.classes) o.classes = top_class + 1;
+        mc.classes = o.classes;
+    }
     AGREE_OR_DONE();
     int threads = grp && o.threads == 0 ? tg_train_group_threads(grp) : (int)o.threads;
     /* one GPU per rank of a host */
@@ -734,6 +814,14 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         st = tg_model_load(o.resume ? model_path : o.init, be, &m);
         if (st) st = o.resume ? tg_error_prefix(st, "cannot resume") : tg_error_prefix(st, "--init");
         AGREE_OR_DONE();
+        if (classify && tg_model_cfg(m)->classes != o.classes) { /* a classification head on the loaded model */
+            tg_model *with = NULL;
+            st = tg_model_with_classes(m, o.classes, (uint64_t)o.seed, &with);
+            tg_model_free(m);
+            m = with;
+            if (st) st = tg_error_prefix(st, "--task classify");
+            AGREE_OR_DONE();
+        }
         mc = *tg_model_cfg(m);
     } else {
         if (stream) {
@@ -765,7 +853,10 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     int64_t block = o.block ? o.block : mc.max_len;
     tg_lm_data lmd = {0};
     int64_t tok_skipped[2] = {0, 0}; /* lines past max_len of a foreign tokenizer's corpus */
-    if (foreign && (!mlm || o.static_masks)) {
+    if (classify) {
+        st = classify_corpus(&lt, cls_train, &text, foreign, vt, mc.max_len, &train, &tok_skipped[0]);
+        if (st == TG_OK && o.dev_src) st = classify_corpus(&dt, cls_dev, &text, foreign, vt, mc.max_len, &dev, &tok_skipped[1]);
+    } else if (foreign && (!mlm || o.static_masks)) {
         st = tg_error_set(TG_ERR_UNSUPPORTED, "the model reads text with a %s tokenizer in its own vocabulary layout (an "
                           "imported model): tg train continues such a model as a masked language model (arch mlm) with "
                           "dynamic masks only", tg_tokenizer_kind_name(tg_tokenizer_kind(foreign)));
@@ -823,6 +914,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
                         "dev: %s%lld tokens%s; vocabulary %lld\n", (long long)lmd.tokens, (long long)lmd.documents,
                 lmd.documents == 1 ? "" : "s", (long long)cs.pairs, (long long)block, lmd.held_out ? "the last " : "",
                 (long long)lmd.dev_tokens, lmd.held_out ? " held out" : dev ? "" : " (none)", (long long)mc.tgt_vocab);
+    else if (leader && classify)
+        fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens) in %lld classes, vocabulary %lld\n",
+                (long long)cs.pairs, cs.src_mean, (long long)o.classes, (long long)mc.tgt_vocab);
     else if (leader && mlm)
         fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens), vocabulary %lld (with <mask>); %.0f %% of "
                         "the tokens masked %s\n", (long long)cs.pairs, cs.tgt_mean, (long long)mc.tgt_vocab,
@@ -972,6 +1066,8 @@ done:
         }
     }
     tg_tokenizer_free(spm_tok);
+    free(cls_train);
+    free(cls_dev);
     tg_trainer_free(tr);
     tg_corpus_free(train);
     tg_corpus_free(dev);

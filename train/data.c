@@ -323,7 +323,9 @@ struct tg_corpus {
     int32_t mask_id, vocab_size;
     int32_t *special;           /* dynamic masking: ids never masked nor drawn, ascending */
     int64_t nspecial;
-    int32_t eos;                /* masked-LM batches: appended to every sequence (</s>, or BERT's [SEP]) */
+    int32_t eos;                /* masked-LM and classification batches: appended to every sequence
+                                 * (</s>, or BERT's [SEP]) */
+    bool classify;              /* (sequence, class) pairs: the target side is one class id */
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
@@ -332,6 +334,11 @@ struct tg_corpus {
 
 void tg__train_corpus_set_mlm(tg_corpus *c) {
     c->mlm = true;
+}
+
+void tg__train_corpus_set_classify(tg_corpus *c, int32_t eos) {
+    c->classify = true;
+    c->eos = eos;
 }
 
 void tg__train_corpus_set_stream(tg_corpus *c) {
@@ -577,6 +584,22 @@ tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_
     return tg__corpus_batch_at(c, idx, n, 0, out);
 }
 
+/* sequences with eos appended, and one class each as the targets */
+static tg_status batch_classify(tg_batch *b, int64_t n, const int32_t *const *s, const int64_t *sn,
+                                const int32_t *const *cls, int32_t eos) {
+    tg_status st = tg__batch_build_eos(b, n, s, sn, NULL, NULL, eos);
+    if (st) return st;
+    if (!(b->tgt_out = malloc((size_t)n * sizeof *b->tgt_out))) {
+        tg_batch_free(b);
+        return tg_error_set(TG_ERR_NOMEM, "tg_corpus_batch: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) b->tgt_out[i] = cls[i][0];
+    b->tgt_len = 1;
+    b->tgt_tokens = n;
+    b->classify = true;
+    return TG_OK;
+}
+
 tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n, int64_t epoch, tg_batch *out) {
     if (!c || !idx || n < 1 || !out) return tg_error_set(TG_ERR_INVALID, "tg_corpus_batch: bad arguments");
     if (c->mlm_dynamic) return batch_masked(c, idx, n, epoch, out);
@@ -591,7 +614,8 @@ tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n,
         s[i] = tg_corpus_src(c, idx[i], &sn[i]);
         if (c->has_tgt) t[i] = tg_corpus_tgt(c, idx[i], &tn[i]);
     }
-    if (st == TG_OK && c->stream) st = tg_batch_build_lm_blocks(out, n, t, tn);
+    if (st == TG_OK && c->classify) st = batch_classify(out, n, s, sn, t, c->eos);
+    else if (st == TG_OK && c->stream) st = tg_batch_build_lm_blocks(out, n, t, tn);
     else if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
     else if (st == TG_OK) st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
     free(s);

@@ -99,3 +99,23 @@ tg_status tg_corpus_new_mlm(const tg_lines *text, const tg_vocab *vocab, const t
     tg_corpus_free(lm);
     return st;
 }
+
+tg_status tg_corpus_new_classify(int64_t n, const int32_t *const *ids, const int64_t *len, const int32_t *classes,
+                                 int32_t eos, tg_corpus **out) {
+    if (out) *out = NULL;
+    if (n < 0 || (n > 0 && (!ids || !len || !classes)) || !out)
+        return tg_error_set(TG_ERR_INVALID, "tg_corpus_new_classify: NULL argument");
+    const int32_t **cls = malloc((size_t)(n ? n : 1) * sizeof *cls);
+    int64_t *one = malloc((size_t)(n ? n : 1) * sizeof *one);
+    tg_status st = cls && one ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tg_corpus_new_classify: out of memory");
+    for (int64_t i = 0; st == TG_OK && i < n; i++) {
+        if (classes[i] < 0) st = tg_error_set(TG_ERR_INVALID, "tg_corpus_new_classify: sequence %lld has class %d", (long long)i, classes[i]);
+        cls[i] = &classes[i];
+        one[i] = 1;
+    }
+    if (st == TG_OK) st = tg_corpus_from_ids(n, ids, len, cls, one, out);
+    if (st == TG_OK) tg__train_corpus_set_classify(*out, eos);
+    free(cls);
+    free(one);
+    return st;
+}

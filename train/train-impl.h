@@ -16,6 +16,9 @@ int64_t tg__optim_passes(const tg_optim *o);
 /* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
  * (train/data.c; set by tg_corpus_new_mlm). */
 void tg__train_corpus_set_mlm(tg_corpus *c);
+/* Mark a corpus of (sequence, class) pairs: its batches are classification batches
+ * (b->classify), eos appended to every sequence (train/data.c; set by tg_corpus_new_classify). */
+void tg__train_corpus_set_classify(tg_corpus *c, int32_t eos);
 /* Mark a corpus of token-stream blocks: its batches are tg_batch_build_lm_blocks's
  * (train/data.c; set by tg_corpus_new_stream). */
 void tg__train_corpus_set_stream(tg_corpus *c);

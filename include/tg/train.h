@@ -200,6 +200,12 @@ typedef struct tg_mlm_layout {
  * tg_corpus_new_mlm_dynamic does, by BERT's rule over the layout's ordinary tokens only. */
 TG_API tg_status tg_corpus_new_mlm_ids(int64_t n, const int32_t *const *ids, const int64_t *len, const tg_mlm_layout *l,
                                        double p, uint64_t seed, tg_corpus **out);
+/* A classification corpus (a masked language model with a classification head,
+ * tg_model_classify): sequence i (ids[i][0..len[i]), without its final eos) of class
+ * classes[i] >= 0; its batches append eos to every sequence and are classification batches
+ * (tg_batch.classify: the loss is the cross-entropy of the class logits). */
+TG_API tg_status tg_corpus_new_classify(int64_t n, const int32_t *const *ids, const int64_t *len, const int32_t *classes,
+                                        int32_t eos, tg_corpus **out);
 TG_API void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 TG_API int64_t tg_corpus_size(const tg_corpus *c);
