@@ -134,10 +134,16 @@ tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *
     if (m->cfg.arch != TG_ARCH_MLM)
         return tg_error_set(TG_ERR_INVALID, "tg_model_mlm_probs: the model is not a masked language model (arch %s)",
                             tg_model_arch_name(m->cfg.arch));
-    /* the sequence as a batch of one (src = ids + </s>); the targets only give the logits' shape */
+    /* the sequence as a batch of one (src = ids + </s>, or an imported model's ids as they are:
+     * its last, [SEP], appended as the batch's end); the targets only give the logits' shape */
     tg_batch b;
     const int32_t *seq[1] = {ids};
-    tg_status st = tg_batch_build_mlm(&b, 1, seq, seq, &n);
+    tg_tok_kind k = m->tok ? tg_tokenizer_kind(m->tok) : TG_TOK_WORDS;
+    bool own = k == TG_TOK_WORDPIECE || k == TG_TOK_BPE_BYTES;
+    int64_t body = own ? n - 1 : n;
+    if (own && (ids[n - 1] < 0 || ids[n - 1] >= m->cfg.tgt_vocab))
+        return tg_error_set(TG_ERR_INVALID, "tg_model_mlm_probs: id %d outside the vocabulary", ids[n - 1]);
+    tg_status st = tg__batch_build_mlm_eos(&b, 1, seq, seq, &body, own ? ids[n - 1] : TG_EOS);
     if (st) return st;
     tg_graph *g = tg_graph_new();
     if (!g) {

@@ -219,6 +219,41 @@ END_TEST
 
 /* GPT-2: byte-level BPE ids, logits to 1e-5, and greedy continuation equal to transformers'
  * generate (12 tokens, the whole prefix re-run each step). */
+/* tg_model_mlm_probs (what tg fill-mask reads) of an imported BERT: the ids as its tokenizer
+ * makes them, [CLS] ... [SEP] with nothing appended, give the softmax of transformers' logits */
+START_TEST(test_bert_mlm_probs_equal_transformers) {
+    tg_model *m = import("bert");
+    const tg_tokenizer *t = tg_model_tokenizer(m);
+    expected e = open_expected("bert");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/bert/sentences.txt", TG_TEST_DATA);
+    char *lines[16];
+    int ns = tg_test_read_lines(path, lines, 16);
+    int64_t V = tg_model_cfg(m)->tgt_vocab;
+    double worst = 0.0;
+    for (int i = 0; i < ns; i++) {
+        int32_t *ids;
+        int64_t n;
+        ck_assert_int_eq(tg_tokenizer_encode(t, lines[i], strlen(lines[i]), &ids, &n, NULL), TG_OK);
+        float *p = malloc((size_t)(n * V) * sizeof *p);
+        ck_assert_msg(tg_model_mlm_probs(m, ids, n, p) == TG_OK, "%s", tg_error_message());
+        size_t nr;
+        float *rl = ref(e, "logits", i, &nr);
+        ck_assert_int_eq((int64_t)nr, n * V);
+        for (int64_t r = 0; r < n; r++) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, rl[r * V + v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(rl[r * V + v] - mx);
+            for (int64_t v = 0; v < V; v++) worst = fmax(worst, fabs(p[r * V + v] - exp(rl[r * V + v] - mx) / sum));
+        }
+        free(p), free(rl), free(ids), free(lines[i]);
+    }
+    ck_assert_msg(worst < 1e-6, "probabilities differ by %g", worst);
+    tg_st_close(e.f);
+    tg_model_free(m);
+}
+END_TEST
+
 START_TEST(test_gpt2_import_equals_transformers) {
     tg_model *m = import("gpt2");
     const tg_model_config *c = tg_model_cfg(m);
@@ -337,6 +372,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_wordpiece_equals_hf);
     tcase_add_test(tc, test_bert_import_equals_transformers);
     tcase_add_test(tc, test_gpt2_import_equals_transformers);
+    tcase_add_test(tc, test_bert_mlm_probs_equal_transformers);
     tcase_add_test(tc, test_imported_model_save_load);
     suite_add_tcase(s, tc);
     return s;

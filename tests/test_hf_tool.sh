@@ -41,6 +41,13 @@ expect "re-import of the export" 0 "" import --from hf out-bert --out again.st
 expect "the re-import embeds the same" 0 "" embed --model again.st --text "$hf/bert/sentences.txt" --output emb2.txt
 check "same embeddings after the round trip" cmp -s emb.txt emb2.txt
 
+expect "fill-mask with an imported BERT ([MASK] for <mask>, its WordPiece)" 0 "<mask> 1 of 1 (token 4)" fill-mask \
+    --model bert.st --text "In the <mask> God created the heavens" --top-k 3
+check "  three fillers, no special token among them" sh -c '[ "$(grep -c "^  [0-9] " out.txt)" -eq 3 ] &&
+    ! grep -q "^  [0-9] [0-9.]* \[" out.txt'
+expect "fill-mask --chars on an imported BERT refused" 2 "carries its tokenizer (wordpiece): --chars does not apply" \
+    fill-mask --model bert.st --text "a <mask>" --chars
+
 # tg train --init: the imported BERT trained further as a masked language model, in its own
 # vocabulary layout ([CLS] ... [SEP], specials never masked); config, tokenizer and weights kept
 i=0

@@ -83,22 +83,44 @@ int tg_cmd_fill_mask(int argc, char **argv) {
     float *probs = NULL;
     tg_status st = tg_tool_load_model(cmd, model, backend, threads, TG_ARCH_MLM,
                                       "needs a masked language model (tg train --arch mlm)", &be, &m);
-    tg_text_options to = {0}; /* the stored tokenizer's words or characters */
-    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, NULL))) st = TG_ERR_INVALID;
+    /* the stored tokenizer: words or characters (to), or an imported model's own (foreign) */
+    tg_text_options to = {0};
+    const tg_tokenizer *foreign = NULL;
+    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, &foreign))) st = TG_ERR_INVALID;
     chars = to.chars;
-    if (st == TG_OK) st = tg_tokenize(marked, &to, &toks, &nt);
     const tg_vocab *v = m ? tg_model_tgt_vocab(m) : NULL;
+    int32_t mask = v ? tg_vocab_id(v, "<mask>") : 0, *special = NULL; /* never proposed (foreign) */
+    int64_t nspecial = 0;
+    if (st == TG_OK && foreign) { /* "<mask>" is the tokenizer's own mask token ([MASK]) */
+        mask = tg_tokenizer_special(foreign, "mask");
+        const char *mt = mask >= 0 ? tg_vocab_token(v, mask) : NULL;
+        char *own = mt ? malloc(strlen(text) / 6 * strlen(mt) + strlen(text) + 1) : NULL, *o = own;
+        for (const char *q = text; own && *q;)
+            if (!strncmp(q, "<mask>", 6)) o = stpcpy(o, mt), q += 6;
+            else *o++ = *q++;
+        if (o) *o = '\0';
+        bool cut = false;
+        st = !mt ? tg_error_set(TG_ERR_INVALID, "'%s': its tokenizer has no mask token", model)
+             : !own ? tg_error_set(TG_ERR_NOMEM, "out of memory")
+                    : tg_tokenizer_encode(foreign, own, strlen(own), &ids, &nt, &cut);
+        if (st == TG_OK && cut)
+            st = tg_error_set(TG_ERR_INVALID, "--text is longer than the model's %lld tokens", (long long)tg_tokenizer_max_length(foreign));
+        if (st == TG_OK) st = tg_tokenizer_special_ids(foreign, &special, &nspecial);
+        nmask = 0; /* a [MASK] written as such counts too */
+        for (int64_t i = 0; st == TG_OK && i < nt; i++) nmask += ids[i] == mask;
+        free(own);
+    } else if (st == TG_OK) {
+        st = tg_tokenize(marked, &to, &toks, &nt);
+        if (st == TG_OK && !(ids = malloc((size_t)(nt ? nt : 1) * sizeof *ids))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == TG_OK && i < nt; i++) ids[i] = !strcmp(toks[i], PLACEHOLDER) ? mask : tg_vocab_id(v, toks[i]);
+        if (st == TG_OK && nt + 1 > tg_model_cfg(m)->max_len)
+            st = tg_error_set(TG_ERR_INVALID, "--text has %lld tokens; the model takes at most %lld (+ </s>)", (long long)nt,
+                              (long long)tg_model_cfg(m)->max_len - 1);
+    }
     if (st == TG_OK) {
         V = tg_vocab_size(v);
-        ids = malloc((size_t)(nt ? nt : 1) * sizeof *ids);
-        probs = malloc((size_t)(nt ? nt : 1) * (size_t)V * sizeof *probs);
-        if (!ids || !probs) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+        if (!(probs = malloc((size_t)(nt ? nt : 1) * (size_t)V * sizeof *probs))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     }
-    int32_t mask = v ? tg_vocab_id(v, "<mask>") : 0;
-    for (int64_t i = 0; st == TG_OK && i < nt; i++) ids[i] = !strcmp(toks[i], PLACEHOLDER) ? mask : tg_vocab_id(v, toks[i]);
-    if (st == TG_OK && nt + 1 > tg_model_cfg(m)->max_len)
-        st = tg_error_set(TG_ERR_INVALID, "--text has %lld tokens; the model takes at most %lld (+ </s>)", (long long)nt,
-                          (long long)tg_model_cfg(m)->max_len - 1);
     if (st == TG_OK) st = tg_model_mlm_probs(m, ids, nt, probs);
     int64_t k = top_k < V ? top_k : V;
     int32_t *best = st == TG_OK ? malloc((size_t)(nmask * k) * sizeof *best) : NULL;
@@ -109,8 +131,9 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         const float *p = probs + i * V;
         for (int64_t r = 0; r < k; r++) {
             int32_t arg = -1;
-            for (int32_t t = 4; t < (int32_t)V; t++) {
-                bool taken = t == mask;
+            for (int32_t t = foreign ? 0 : 4, s = 0; t < (int32_t)V; t++) {
+                while (s < nspecial && special[s] < t) s++;
+                bool taken = t == mask || (s < nspecial && special[s] == t);
                 for (int64_t q = 0; q < r && !taken; q++) taken = best[j * k + q] == t;
                 if (!taken && (arg < 0 || p[t] > p[arg])) arg = t;
             }
@@ -119,11 +142,17 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         j++;
     }
     if (st == TG_OK) {
+        int32_t *fill = foreign ? malloc((size_t)nt * sizeof *fill) : NULL; /* an imported model's: decoded */
         for (int64_t i = 0, j = 0; i < nt; i++) { /* the text, each mask filled by its best */
             int32_t id = ids[i] == mask ? best[j++ * k] : ids[i];
             const char *t = id >= 0 ? tg_vocab_token(v, id) : "?";
-            printf("%s%s", i > 0 && !chars ? " " : "", shown(t, chars));
+            if (fill) fill[i] = id;
+            else if (!foreign) printf("%s%s", i > 0 && !chars ? " " : "", shown(t, chars));
         }
+        char *filled = NULL;
+        if (fill && tg_tokenizer_decode(foreign, fill, nt, &filled) == TG_OK) printf("%s", filled);
+        free(filled);
+        free(fill);
         printf("\n");
         for (int64_t i = 0, j = 0; i < nt; i++) {
             if (ids[i] != mask) continue;
@@ -136,6 +165,7 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         fflush(stdout);
     }
     free(best);
+    free(special);
     free(ids);
     free(probs);
     tg_tokens_free(toks, nt);

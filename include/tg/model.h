@@ -218,8 +218,10 @@ TG_API tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int6
                          float *out);
 /* The fillers of one sequence ids[0..n) (<mask> where a token is wanted; no specials added) under a
  * masked language model: probs[i * V + v] = P(token v at position i), the softmax of the logits
- * (dropout off); probs holds n * V floats (V the vocabulary size). Errors: another family, an
- * empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
+ * (dropout off); probs holds n * V floats (V the vocabulary size). A model whose stored
+ * tokenizer has its own layout (an imported BERT) reads ids as that tokenizer encodes them,
+ * [CLS] ... [SEP], with nothing appended; tgraph's own read ids + </s>. Errors: another family,
+ * an empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
 TG_API tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs);
 
 /* ---- graphs ---- */
