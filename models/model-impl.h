@@ -154,6 +154,9 @@ int64_t tg__mlm_classic_specials(int32_t mask, int32_t special[5]);
  * imported BERT's [SEP]) */
 tg_status tg__batch_build_eos(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
                               const int32_t *const *tgt, const int64_t *tgt_n, int32_t eos);
+/* tg_batch_build_lm_blocks with the targets past a short window `pad` (the model's pad id: -1
+ * for a model without padding, whose id 0 is a token) */
+tg_status tg__batch_build_lm_blocks_pad(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len, int32_t pad);
 tg_status tg__batch_build_mlm_eos(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
                                   const int64_t *len, int32_t eos);
 

@@ -85,9 +85,20 @@ expect "train --task classify: a line without its class" 1 "bad_cls.txt' line 2:
 check "  no directory made" absent K2
 expect "train --task classify of a language model refused" 2 "--task and --classes apply to --arch mlm" train \
     --init gpt2.st --task classify --train cls.txt --out K3 --steps 1
-expect "train --init of a GPT-2 (no stream of its byte-level BPE yet) refused" 1 "with dynamic masks only" train \
-    --init gpt2.st --train mlm.txt --out G --steps 1
-check "  no directory made" absent G
+# tg train --init of the imported GPT-2: a token stream of its byte-level BPE, documents joined
+# by <|endoftext|> (id 0 here, a target like any other), the positions past a short last block
+# ignored (no padding id)
+expect "train --init an imported GPT-2" 0 "done at step 30" train --init gpt2.st --train mlm.txt --documents lines \
+    --out G --steps 30 --lr 0.003 --warmup 0 --schedule constant --log-interval 1 --max-tokens 512 --progress none
+check "  the loss finite and falling" awk -F'"loss":' '
+    /"event":"train"/ { split($2, a, ","); l[++n] = a[1] + 0; if (a[1] !~ /^[0-9]/) bad = 1 }
+    END { for (i = 1; i <= 5; i++) { f += l[i]; e += l[n - i + 1] } exit !(n == 30 && !bad && e < f) }' G/metrics.jsonl
+expect "  generate with the continued GPT-2: its text" 0 "In the beginning" generate --model G/model.safetensors \
+    --prompt "In the beginning" --greedy --max-new 5
+check "  the tokenizer kept" sh -c '"$0" inspect --model G/model.safetensors | grep -q "tokenizer: bpe_bytes (stored"' "$TG"
+expect "train --init GPT-2 --arch mlm refused" 2 "is a model of arch lm: --arch mlm contradicts it" train --init gpt2.st \
+    --arch mlm --train mlm.txt --out G2 --steps 1
+check "  no directory made" absent G2
 
 # bad input: a copy of the fixture, broken one way at a time
 broken() { rm -rf d && cp -r "$hf/bert" d; }

@@ -856,11 +856,11 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     if (classify) {
         st = classify_corpus(&lt, cls_train, &text, foreign, vt, mc.max_len, &train, &tok_skipped[0]);
         if (st == TG_OK && o.dev_src) st = classify_corpus(&dt, cls_dev, &text, foreign, vt, mc.max_len, &dev, &tok_skipped[1]);
-    } else if (foreign && (!mlm || o.static_masks)) {
+    } else if (foreign && !stream && (!mlm || o.static_masks)) {
         st = tg_error_set(TG_ERR_UNSUPPORTED, "the model reads text with a %s tokenizer in its own vocabulary layout (an "
-                          "imported model): tg train continues such a model as a masked language model (arch mlm) with "
-                          "dynamic masks only", tg_tokenizer_kind_name(tg_tokenizer_kind(foreign)));
-    } else if (foreign) {
+                          "imported model): tg train continues such a model as a language model (arch lm) or as a masked "
+                          "language model with dynamic masks", tg_tokenizer_kind_name(tg_tokenizer_kind(foreign)));
+    } else if (foreign && !stream) {
         st = tokenizer_mlm_corpus(&lt, foreign, mc.max_len, o.mask_prob, (uint64_t)o.seed, &train, &tok_skipped[0]);
         if (st == TG_OK && o.dev_src)
             st = tokenizer_mlm_corpus(&dt, foreign, mc.max_len, o.mask_prob, (uint64_t)o.seed + 1, &dev, &tok_skipped[1]);
@@ -868,11 +868,14 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         st = tg_error_set(TG_ERR_INVALID, "--block %lld is past the model's %lld positions (max_len of '%s')",
                           (long long)block, (long long)mc.max_len, model_path);
     } else if (stream) {
+        if (foreign) text.tokenizer = foreign; /* an imported GPT-2: its byte-level BPE, its end-of-text token */
         tg_stream_options so = {.text = text,
                                 .docs = !strcmp(o.documents, "paragraphs") ? TG_DOCS_PARAGRAPHS
                                         : !strcmp(o.documents, "lines")    ? TG_DOCS_LINES
                                                                            : TG_DOCS_FILE};
         st = tg_lm_corpora(&lm_train, o.dev ? &lm_dev : NULL, vt, &so, block, o.holdout, &train, &dev, &lmd);
+        if (st == TG_OK) tg_corpus_set_target_pad(train, mc.pad_id); /* GPT-2: -1, its id 0 a token */
+        if (st == TG_OK && dev) tg_corpus_set_target_pad(dev, mc.pad_id);
     } else {
         /* masks from the seed, the dev text's from seed + 1: drawn anew for every batch (dynamic;
          * dev's the same at every evaluation, the batches being those of epoch 0), or once */

@@ -326,6 +326,7 @@ struct tg_corpus {
     int32_t eos;                /* masked-LM and classification batches: appended to every sequence
                                  * (</s>, or BERT's [SEP]) */
     bool classify;              /* (sequence, class) pairs: the target side is one class id */
+    int32_t tgt_pad;            /* stream blocks: the target past a short window (tg_corpus_set_target_pad) */
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
@@ -339,6 +340,10 @@ void tg__train_corpus_set_mlm(tg_corpus *c) {
 void tg__train_corpus_set_classify(tg_corpus *c, int32_t eos) {
     c->classify = true;
     c->eos = eos;
+}
+
+void tg_corpus_set_target_pad(tg_corpus *c, int32_t pad) {
+    if (c) c->tgt_pad = pad;
 }
 
 void tg__train_corpus_set_stream(tg_corpus *c) {
@@ -412,6 +417,7 @@ static tg_corpus *corpus_alloc(bool has_tgt) {
     if (!c) return NULL;
     c->has_tgt = has_tgt;
     c->eos = TG_EOS;
+    c->tgt_pad = TG_PAD;
     c->src_off = calloc(1, sizeof *c->src_off);
     c->tgt_off = calloc(1, sizeof *c->tgt_off);
     if (!c->src_off || !c->tgt_off) {
@@ -615,7 +621,7 @@ tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n,
         if (c->has_tgt) t[i] = tg_corpus_tgt(c, idx[i], &tn[i]);
     }
     if (st == TG_OK && c->classify) st = batch_classify(out, n, s, sn, t, c->eos);
-    else if (st == TG_OK && c->stream) st = tg_batch_build_lm_blocks(out, n, t, tn);
+    else if (st == TG_OK && c->stream) st = tg__batch_build_lm_blocks_pad(out, n, t, tn, c->tgt_pad);
     else if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
     else if (st == TG_OK) st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
     free(s);

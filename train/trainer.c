@@ -106,7 +106,8 @@ static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64
     /* a classification batch: one class per sequence (tgt_out [B]) from the classification head */
     tg_tensor *logits = b->classify ? tg_model_classify(m, g, b->src, b->size, b->src_len) : tg_model_logits(m, g, b);
     tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
-    const int32_t ignore = b->classify ? -1 : TG_PAD; /* class 0 is a class */
+    /* class 0 is a class; a model without padding (GPT-2, pad_id -1) has its own id 0 */
+    const int32_t ignore = b->classify ? -1 : tg_model_cfg(m)->pad_id;
     /* {loss, nll}: with smoothing, the NLL comes from the same pass over the logits */
     tg_tensor *pair = ls != 0.0f
                           ? tg_keep(tg_cross_entropy_with_nll(logits, y, ls, ignore, TG_REDUCE_SUM))

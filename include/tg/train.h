@@ -206,6 +206,10 @@ TG_API tg_status tg_corpus_new_mlm_ids(int64_t n, const int32_t *const *ids, con
  * (tg_batch.classify: the loss is the cross-entropy of the class logits). */
 TG_API tg_status tg_corpus_new_classify(int64_t n, const int32_t *const *ids, const int64_t *len, const int32_t *classes,
                                         int32_t eos, tg_corpus **out);
+/* The target of a token-stream corpus's positions past a short last window: the model's pad
+ * id (tg_model_config.pad_id; default 0, <pad>), -1 for a model without padding (GPT-2, whose
+ * id 0 is a token), so that the loss, which ignores the pad id, ignores them. */
+TG_API void tg_corpus_set_target_pad(tg_corpus *c, int32_t pad);
 TG_API void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 TG_API int64_t tg_corpus_size(const tg_corpus *c);
