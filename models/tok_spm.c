@@ -253,17 +253,28 @@ tg_status tg__spm_pieces(const tg_tokenizer *t, const char *s, size_t len, char 
         }
     }
     char buf[1024];
+    /* ps[k], ok[k]: the score of merging symbols k and k + 1, and whether that makes a piece;
+     * after a merge only the pairs beside it change */
+    float *ps = st == TG_OK && n > 1 ? calloc(n, sizeof *ps) : NULL;
+    bool *ok = ps ? calloc(n, sizeof *ok) : NULL;
+    if (n > 1 && st == TG_OK && !ok) st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+    for (size_t k = 0; st == TG_OK && k + 1 < n; k++) ok[k] = piece_score(t, o.p + at[k], sz[k] + sz[k + 1], buf, sizeof buf, &ps[k]);
     while (st == TG_OK && n > 1) { /* the best merge, leftmost among equals */
         size_t best = n;
-        float bs = 0.0f, sc;
         for (size_t k = 0; k + 1 < n; k++)
-            if (piece_score(t, o.p + at[k], sz[k] + sz[k + 1], buf, sizeof buf, &sc) && (best == n || sc > bs)) best = k, bs = sc;
+            if (ok[k] && (best == n || ps[k] > ps[best])) best = k;
         if (best == n) break;
         sz[best] += sz[best + 1];
         memmove(at + best + 1, at + best + 2, (n - best - 2) * sizeof *at);
         memmove(sz + best + 1, sz + best + 2, (n - best - 2) * sizeof *sz);
+        memmove(ps + best + 1, ps + best + 2, (n - best - 2) * sizeof *ps);
+        memmove(ok + best + 1, ok + best + 2, (n - best - 2) * sizeof *ok);
         n--;
+        if (best > 0) ok[best - 1] = piece_score(t, o.p + at[best - 1], sz[best - 1] + sz[best], buf, sizeof buf, &ps[best - 1]);
+        if (best + 1 < n) ok[best] = piece_score(t, o.p + at[best], sz[best] + sz[best + 1], buf, sizeof buf, &ps[best]);
     }
+    free(ps);
+    free(ok);
     /* a run of pieces the model lacks is one piece, as sentencepiece's output merges them
      * (unknown either way; a known piece never holds an unknown character) */
     size_t m = 0;
