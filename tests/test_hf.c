@@ -12,6 +12,7 @@
 #include "tg/model.h"
 #include "tg/safetensors.h"
 #include "tg/tokenizer.h"
+#include "tg/train.h"
 #include "tg_check.h"
 
 static tg_backend *B;
@@ -219,6 +220,59 @@ END_TEST
 
 /* GPT-2: byte-level BPE ids, logits to 1e-5, and greedy continuation equal to transformers'
  * generate (12 tokens, the whole prefix re-run each step). */
+/* tg train --init of an imported GPT-2 trains on a stream of its byte-level BPE: a one-line
+ * document is its ids and <|endoftext|> (no start token), and the loss of that stream (what the
+ * first step of a continued run measures) is the cross-entropy of transformers' logits: each id
+ * predicting the next, the last <|endoftext|> (id 0 here, which a loss ignoring id 0 as padding
+ * would leave out) */
+START_TEST(test_gpt2_stream_loss_equals_transformers) {
+    tg_model *m = import("gpt2");
+    const tg_tokenizer *t = tg_model_tokenizer(m);
+    int64_t V = tg_model_cfg(m)->tgt_vocab;
+    int32_t eot = tg_tokenizer_special(t, "eos");
+    expected e = open_expected("gpt2");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/gpt2/sentences.txt", TG_TEST_DATA);
+    char *lines[16];
+    int ns = tg_test_read_lines(path, lines, 16);
+    for (int i = 0; i < ns; i++) {
+        char *one[1] = {lines[i]};
+        tg_lines l = {.n = 1, .line = one, .buf = NULL, .path = (char *)"sentence"};
+        const tg_lines *texts[1] = {&l};
+        tg_stream_options so = {.text = {.tokenizer = t}, .docs = TG_DOCS_LINES};
+        int32_t *ids;
+        int64_t n;
+        ck_assert_msg(tg_stream_encode(texts, 1, tg_model_tgt_vocab(m), &so, &ids, &n) == TG_OK, "%s", tg_error_message());
+        size_t nr;
+        float *rid = ref(e, "ids", i, &nr), *rl = ref(e, "logits", i, &nr);
+        int64_t k = (int64_t)nr / V; /* the sentence's ids, then <|endoftext|> */
+        ck_assert_int_eq(n, k + 1);
+        ck_assert_int_eq(ids[k], eot);
+        double hf = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            ck_assert_int_eq(ids[j], (int32_t)rid[j]);
+            int32_t next = j + 1 < k ? (int32_t)rid[j + 1] : eot;
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, rl[j * V + v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(rl[j * V + v] - mx);
+            hf += -(rl[j * V + next] - mx - log(sum));
+        }
+        tg_corpus *c;
+        ck_assert_int_eq(tg_corpus_new_stream(ids, n, tg_model_cfg(m)->max_len, &c), TG_OK);
+        tg_corpus_set_target_pad(c, tg_model_cfg(m)->pad_id);
+        tg_eval_info info;
+        ck_assert_msg(tg_train_evaluate(m, c, 100000, &info) == TG_OK, "%s", tg_error_message());
+        ck_assert_int_eq(info.tgt_tokens, k);
+        ck_assert_msg(fabs(info.nll - hf / (double)k) < 1e-5, "sentence %d: loss %.8f, transformers' %.8f", i, info.nll,
+                      hf / (double)k);
+        tg_corpus_free(c);
+        free(ids), free(rid), free(rl), free(lines[i]);
+    }
+    tg_st_close(e.f);
+    tg_model_free(m);
+}
+END_TEST
+
 /* tg_model_mlm_probs (what tg fill-mask reads) of an imported BERT: the ids as its tokenizer
  * makes them, [CLS] ... [SEP] with nothing appended, give the softmax of transformers' logits */
 START_TEST(test_bert_mlm_probs_equal_transformers) {
@@ -373,6 +427,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_bert_import_equals_transformers);
     tcase_add_test(tc, test_gpt2_import_equals_transformers);
     tcase_add_test(tc, test_bert_mlm_probs_equal_transformers);
+    tcase_add_test(tc, test_gpt2_stream_loss_equals_transformers);
     tcase_add_test(tc, test_imported_model_save_load);
     suite_add_tcase(s, tc);
     return s;
