@@ -85,6 +85,35 @@ expect "train --task classify: a line without its class" 1 "bad_cls.txt' line 2:
 check "  no directory made" absent K2
 expect "train --task classify of a language model refused" 2 "--task and --classes apply to --arch mlm" train \
     --init gpt2.st --task classify --train cls.txt --out K3 --steps 1
+# tg score of the imported GPT-2: each line ids + <|endoftext|>, log P from its own tokenizer,
+# equal to the log-softmax of transformers' logits (tests/fixtures/hf/gpt2/expected.safetensors)
+expect "score --text with an imported GPT-2" 0 "tg score: 6 sequences" score --model gpt2.st --text "$hf/gpt2/sentences.txt"
+check "  log P of every line as transformers' logits give it (to 1e-4)" python3 - "$hf/gpt2/expected.safetensors" out.txt <<'PYEOF'
+import array, json, math, struct, sys
+d = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+def get(k):
+    v = h[k]; a, b = v["data_offsets"]
+    return array.array({"F32": "f", "I32": "i"}[v["dtype"]], d[8 + n + a:8 + n + b])
+got = [float(x) for x in open(sys.argv[2])]
+for i, g in enumerate(got):
+    ids, lg = get("ids.%d" % i), get("logits.%d" % i)
+    V = len(lg) // len(ids)
+    s = 0.0
+    for j in range(len(ids)):
+        row = lg[j * V:(j + 1) * V]
+        mx = max(row)
+        lse = mx + math.log(sum(math.exp(x - mx) for x in row))
+        s += row[ids[j + 1] if j + 1 < len(ids) else 0] - lse
+    if abs(s - g) > 1e-4:
+        sys.exit("line %d: %.6f, transformers %.6f" % (i + 1, g, s))
+PYEOF
+expect "score --chars with an imported GPT-2 refused" 2 "carries its tokenizer (bpe_bytes): --chars does not apply" score \
+    --model gpt2.st --text "$hf/gpt2/sentences.txt" --chars
+expect "score --text with an imported BERT refused" 1 "tg score reads it for a language model" score --model bert.st \
+    --text "$hf/bert/sentences.txt"
+
 # tg train --init of the imported GPT-2: a token stream of its byte-level BPE, documents joined
 # by <|endoftext|> (id 0 here, a target like any other), the positions past a short last block
 # ignored (no padding id)
