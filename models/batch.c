@@ -15,6 +15,11 @@ void tg_batch_free(tg_batch *b) {
 
 tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
                          const int32_t *const *tgt, const int64_t *tgt_n) {
+    return tg__batch_build_eos(b, n, src, src_n, tgt, tgt_n, TG_EOS);
+}
+
+tg_status tg__batch_build_eos(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
+                              const int32_t *const *tgt, const int64_t *tgt_n, int32_t eos) {
     if (!b || n < 1 || !src || !src_n || (tgt && !tgt_n))
         return tg_error_set(TG_ERR_INVALID, "tg_batch_build: empty batch or NULL argument");
     memset(b, 0, sizeof *b);
@@ -40,7 +45,7 @@ tg_status tg_batch_build(tg_batch *b, int64_t n, const int32_t *const *src, cons
     for (int64_t i = 0; i < n; i++) {
         int32_t *s = b->src + i * S;
         memcpy(s, src[i], (size_t)src_n[i] * sizeof *s);
-        s[src_n[i]] = TG_EOS;
+        s[src_n[i]] = eos;
         b->src_tokens += src_n[i] + 1;
         if (!tgt) continue;
         int32_t *ti = b->tgt_in + i * T, *to = b->tgt_out + i * T;

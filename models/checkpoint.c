@@ -11,18 +11,19 @@
 #include "tg/json.h"
 #include "tg/safetensors.h"
 
-static tg_status set(tg_json *obj, const char *key, tg_json *v) {
-    if (!v) return tg_error_set(TG_ERR_NOMEM, "checkpoint: out of memory");
-    return tg_json_object_set(obj, key, v);
+void tg__json_put(tg_json *o, const char *key, tg_json *v, tg_status *st) {
+    if (*st == TG_OK && !v) *st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    if (*st == TG_OK) *st = tg_json_object_set(o, key, v);
+    else tg_json_free(v);
 }
 
 static tg_status config_json(const tg_model_config *c, char **out) {
     tg_json *o = tg_json_new_object();
     if (!o) return tg_error_set(TG_ERR_NOMEM, "checkpoint: out of memory");
     tg_status st = TG_OK;
-#define NUM(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_number((double)(v)))
-#define STR(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_string(v, strlen(v)))
-#define BOOL(k, v) if (st == TG_OK) st = set(o, k, tg_json_new_bool(v))
+#define NUM(k, v) tg__json_put(o, k, tg_json_new_number((double)(v)), &st)
+#define STR(k, v) tg__json_put(o, k, tg_json_new_string(v, strlen(v)), &st)
+#define BOOL(k, v) tg__json_put(o, k, tg_json_new_bool(v), &st)
     STR("arch", tg_model_arch_name(c->arch));
     NUM("d_model", c->d_model);
     NUM("heads", c->heads);
@@ -30,9 +31,8 @@ static tg_status config_json(const tg_model_config *c, char **out) {
     NUM("dec_layers", c->dec_layers);
     NUM("d_ff", c->d_ff);
     STR("attention", tg_attn_kind_name(c->attention));
-    if (st == TG_OK)
-        st = set(o, "head_dim", c->attention == TG_ATTN_FIXED_HEAD ? tg_json_new_number((double)tg_model_head_dim(c))
-                                                                 : tg_json_new_null());
+    tg__json_put(o, "head_dim", c->attention == TG_ATTN_FIXED_HEAD ? tg_json_new_number((double)tg_model_head_dim(c))
+                                                                   : tg_json_new_null(), &st);
     STR("norm", c->pre_norm ? "pre" : "post");
     STR("pos", c->rope ? "rope" : c->learned_pos ? "learned" : "sinusoidal");
     STR("norm_kind", c->rms_norm ? "rms" : "layer");

@@ -425,8 +425,9 @@ static tg_status step_full(tg_decoder *d, tg_graph *g, int64_t R, float *out, bo
     }
     if (ids) mem = tg_embedding(tg_param(g, d->mem, "memory"), ids);
     tg_tensor *y = tg__layer_embed(m, g, tg__model_tgt_embed_name(c), tok, R, T, 0);
-    const tg__attn_band band = {tok, R, TG_PAD, true}; /* what tg__layer_causal_mask masks */
-    tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask, tg__layer_causal_mask(g, tok, R, T), &band);
+    const tg__attn_band band = {tok, R, c->pad_id, true}; /* what the causal mask masks */
+    tg_tensor *y2 = tg__model_decode(m, g, y, mem, mask,
+                                     tg__layer_causal_mask_pad(g, tok, R, T, c->pad_id), &band);
     int64_t s3[3] = {R, T, V};
     tg_tensor *logits =
         tg_contiguous(tg_slice(tg_reshape(tg__model_output_logits(m, g, y2), 3, s3), 1, T - 1, T));
@@ -456,7 +457,7 @@ tg_status tg__decoder_step(tg_decoder *d, int64_t rows, const int32_t *parent,
         if (parent[r] < 0 || parent[r] >= up)
             return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: row %lld: parent %d outside [0, %lld)", (long long)r,
                                 parent[r], (long long)up);
-        if (tokens[r] <= TG_PAD || tokens[r] >= c->tgt_vocab)
+        if (tokens[r] < 0 || tokens[r] == c->pad_id || tokens[r] >= c->tgt_vocab)
             return tg_error_set(TG_ERR_INVALID, "tg_decoder_step: row %lld: token %d is <pad> or outside the target vocabulary (%lld)",
                                 (long long)r, tokens[r], (long long)c->tgt_vocab);
     }

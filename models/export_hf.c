@@ -45,8 +45,8 @@ static tg_status config_json(const tg_model *m, tg_hf_family fam, bool mlm, char
     if (st == TG_OK) st = tg_json_array_append(arch, tg_json_new_string(an, strlen(an)));
     if (st == TG_OK) st = tg_json_object_set(o, "architectures", arch);
     else tg_json_free(arch);
-#define NUM(k, v) if (st == TG_OK) st = tg_json_object_set(o, k, tg_json_new_number((double)(v)))
-#define STR(k, v) if (st == TG_OK) st = tg_json_object_set(o, k, tg_json_new_string(v, strlen(v)))
+#define NUM(k, v) tg__json_put(o, k, tg_json_new_number((double)(v)), &st)
+#define STR(k, v) tg__json_put(o, k, tg_json_new_string(v, strlen(v)), &st)
     float eps = c->norm_eps > 0 ? c->norm_eps : 1e-5f;
     if (fam == TG_HF_BERT) {
         STR("model_type", "bert");

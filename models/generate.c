@@ -1,7 +1,10 @@
 /* Generation from a decoder-only language model (arch lm) on the incremental decoder of
  * models/decode.c: <s> and the prompt go in one token per step (each step appends to the
  * cached keys/values of every layer), then every drawn token is fed back as the next step, so a
- * token costs one step over the cache, not a pass over the whole prefix. */
+ * token costs one step over the cache, not a pass over the whole prefix. The special ids are
+ * docs/model.md §4's, or those of an imported model's tokenizer (GPT-2: <|endoftext|> ends the
+ * text, and starts it only when there is no prompt, as transformers' generate does; id 0 is a
+ * token like any other, there being no padding). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,20 @@ void tg_generation_free(tg_generation *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* start: the id fed before the prompt (-1: none); eos: the id that ends the text; pad: never
+ * fed nor drawn (-1: none); bos: never drawn (-1: none) */
+typedef struct {
+    int32_t start, eos, pad, bos;
+} specials;
+
+static specials specials_of(const tg_model *m, int64_t n) {
+    const tg_tokenizer *t = m->tok;
+    if (!t || tg_tokenizer_kind(t) == TG_TOK_WORDS || tg_tokenizer_kind(t) == TG_TOK_CHARS)
+        return (specials){TG_BOS, TG_EOS, TG_PAD, TG_BOS};
+    int32_t bos = tg_tokenizer_special(t, "bos"), eos = tg_tokenizer_special(t, "eos");
+    return (specials){n == 0 ? bos : -1, eos, m->cfg.pad_id, bos == eos ? -1 : bos};
+}
+
 tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
                       tg_generation *out) {
     if (out) memset(out, 0, sizeof *out);
@@ -32,12 +49,16 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
                             c->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder",
                             tg_model_arch_name(c->arch));
     if (o.max_new < 1) return tg_error_set(TG_ERR_INVALID, "tg_generate: max_new %lld < 1", (long long)o.max_new);
-    if (n + 1 > c->max_len)
+    specials sp = specials_of(m, n);
+    int64_t lead = sp.start >= 0; /* <s> before the prompt */
+    if (n == 0 && !lead)
+        return tg_error_set(TG_ERR_INVALID, "tg_generate: an empty prompt, and the model's tokenizer has no start token");
+    if (n + lead > c->max_len)
         return tg_error_set(TG_ERR_INVALID, "tg_generate: the prompt has %lld tokens (+ <s>), the model's max_len is %lld",
                             (long long)n, (long long)c->max_len);
     int64_t V = c->tgt_vocab;
     for (int64_t i = 0; i < n; i++)
-        if (prompt[i] <= TG_PAD || prompt[i] >= V)
+        if (prompt[i] < 0 || prompt[i] == sp.pad || prompt[i] >= V)
             return tg_error_set(TG_ERR_INVALID, "tg_generate: prompt token %lld: id %d is <pad> or outside the vocabulary (%lld)",
                                 (long long)i, prompt[i], (long long)V);
     /* ctx: every token fed so far (<s>, the prompt, then each drawn token); the decoder holds
@@ -45,7 +66,7 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
      * wanted, the window slides: a new decoder reads the last max_len / 2 tokens again (from
      * position 0, as a block cut from a token stream starts), so generation runs to max_new or
      * </s>, nanoGPT's cropped context done once per max_len / 2 tokens instead of per token. */
-    int64_t cap = n + 1 + o.max_new, w0 = 0, fed = 0, cache = cap < c->max_len ? cap : c->max_len;
+    int64_t cap = n + lead + o.max_new, w0 = 0, fed = 0, cache = cap < c->max_len ? cap : c->max_len;
     int32_t *ctx = malloc((size_t)cap * sizeof *ctx);
     tg_decoder *d = NULL;
     tg_status st = tg_decoder_new(m, NULL, NULL, 1, 1, cache, o.cached, &d);
@@ -56,10 +77,10 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
     const int32_t parent = 0;
-    int64_t len = n + 1;
+    int64_t len = n + lead;
     if (ctx) {
-        ctx[0] = TG_BOS;
-        if (n) memcpy(ctx + 1, prompt, (size_t)n * sizeof *ctx);
+        if (lead) ctx[0] = sp.start;
+        if (n) memcpy(ctx + lead, prompt, (size_t)n * sizeof *ctx);
     }
     while (st == TG_OK) {
         if (fed - w0 == c->max_len) { /* the decoder is full: slide the window */
@@ -75,12 +96,13 @@ tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_ge
         st = tg__decoder_step(d, 1, &parent, &ctx[fed], lp, true, NULL); /* lp: masked below */
         if (st != TG_OK) break;
         if (++fed < len) continue; /* still reading the prompt (or the window again) */
-        lp[TG_PAD] = lp[TG_BOS] = -INFINITY; /* never drawn */
+        if (sp.pad >= 0) lp[sp.pad] = -INFINITY; /* never drawn */
+        if (sp.bos >= 0) lp[sp.bos] = -INFINITY;
         int64_t next;
         st = tg_sample(lp, V, &o.sample, &rng, &next);
         if (st != TG_OK) break;
         out->logprob += (double)lp[next];
-        if (next == TG_EOS) {
+        if (next == sp.eos) {
             out->finished = true;
             break;
         }

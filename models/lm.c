@@ -22,6 +22,10 @@ tg_status tg_batch_build_lm(tg_batch *b, int64_t n, const int32_t *const *seq, c
 }
 
 tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len) {
+    return tg__batch_build_lm_blocks_pad(b, n, seq, len, TG_PAD);
+}
+
+tg_status tg__batch_build_lm_blocks_pad(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len, int32_t pad) {
     if (!b || n < 1 || !seq || !len) return tg_error_set(TG_ERR_INVALID, "tg_batch_build_lm_blocks: bad arguments");
     memset(b, 0, sizeof *b);
     int64_t T = 0;
@@ -45,6 +49,7 @@ tg_status tg_batch_build_lm_blocks(tg_batch *b, int64_t n, const int32_t *const 
         b->src[i] = TG_EOS;
         memcpy(b->tgt_in + i * T, seq[i], (size_t)(len[i] - 1) * sizeof *seq[i]);
         memcpy(b->tgt_out + i * T, seq[i] + 1, (size_t)(len[i] - 1) * sizeof *seq[i]);
+        for (int64_t j = len[i] - 1; j < T; j++) b->tgt_out[i * T + j] = pad; /* no target past the window */
         b->tgt_tokens += len[i] - 1;
     }
     b->src_tokens = n;

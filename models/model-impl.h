@@ -14,6 +14,7 @@
 #include "tg/layers.h"
 #include "tg/model.h"
 #include "tg/tokenizer.h"
+#include "tg/json.h"
 
 /* Attention weights kept while tg_model_attention_maps builds a graph (models/attn_maps.c);
  * with logits set, each sub-layer's pre-mask logits (s) and talking heads' softmax (p) too */
@@ -55,6 +56,11 @@ tg_status tg__model_new(const tg_model_config *cfg, tg_vocab *src, tg_vocab *tgt
  * whose w is the softmax. s and p are kept only when the capture asks for logits, so that the
  * graph of tg_model_attention_maps is the one it always was. */
 tg_tensor *tg__attn_seen(tg_model *m, const char *prefix, tg_tensor *w, tg_tensor *s, tg_tensor *p);
+
+/* tg_json_object_set(o, key, v) with a sticky status (models/checkpoint.c): nothing but freeing
+ * v once *st is an error; a NULL v (its constructor out of memory) makes *st TG_ERR_NOMEM. The
+ * metadata writers of checkpoints, tokenizers and the Hugging Face export build with it. */
+void tg__json_put(tg_json *o, const char *key, tg_json *v, tg_status *st);
 
 /* parameter names of docs/model.md §4 */
 const char *tg__model_src_embed_name(const tg_model_config *c);
@@ -157,10 +163,24 @@ typedef struct tg__attn_kv {
 tg_tensor *tg__attn_core(tg_model *m, tg_graph *g, const char *prefix, tg_tensor *xq, tg__attn_kv kv,
                          tg_tensor *mask, const tg__attn_band *band, bool self);
 
-/* tg_mlm_mask's rule with the <mask> id and the vocabulary size V given (arguments checked by
- * the caller); the dynamic masks of a corpus (train/data.c) are drawn with it per batch */
-void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *ids, int64_t n, double p, tg_rng *rng, int32_t *input,
-                      int32_t *target);
+/* tg_mlm_mask's rule with the <mask> id, the vocabulary size V and the special ids given
+ * (special[0..nspecial), ascending, each < V: never chosen, never drawn as a random
+ * replacement; arguments checked by the caller); the dynamic masks of a corpus (train/data.c)
+ * are drawn with it per batch */
+void tg__mlm_mask_ids(int32_t mask, int32_t V, const int32_t *special, int64_t nspecial, const int32_t *ids, int64_t n,
+                      double p, tg_rng *rng, int32_t *input, int32_t *target);
+/* docs/model.md §4's specials, <pad> <unk> <s> </s> and the mask token, ascending, into special;
+ * returns their count */
+int64_t tg__mlm_classic_specials(int32_t mask, int32_t special[5]);
+/* tg_batch_build and tg_batch_build_mlm with eos, not </s>, appended to every source (an
+ * imported BERT's [SEP]) */
+tg_status tg__batch_build_eos(tg_batch *b, int64_t n, const int32_t *const *src, const int64_t *src_n,
+                              const int32_t *const *tgt, const int64_t *tgt_n, int32_t eos);
+/* tg_batch_build_lm_blocks with the targets past a short window `pad` (the model's pad id: -1
+ * for a model without padding, whose id 0 is a token) */
+tg_status tg__batch_build_lm_blocks_pad(tg_batch *b, int64_t n, const int32_t *const *seq, const int64_t *len, int32_t pad);
+tg_status tg__batch_build_mlm_eos(tg_batch *b, int64_t n, const int32_t *const *input, const int32_t *const *target,
+                                  const int64_t *len, int32_t eos);
 
 /* parameters (models/params.c, models/init.c): initial values of a parameter of `shape` drawn in
  * element order (TG_INIT_NORMAL with sd); one added to a model being built (or listed to the

@@ -66,8 +66,28 @@ struct tg_tokenizer {
     int64_t nmerges;
     tg__bpe_merge *table; /* (left id, right id) -> rank, merged id; open addressing */
     int64_t table_size;
+    /* sentencepiece BPE: the spm.model bytes (stored in the metadata as base64), its pieces
+     * (index = piece id) with their scores and types, and its normalizer */
+    uint8_t *spm;
+    size_t spm_len;
+    tg_vocab *spm_pieces;
+    float *spm_score;
+    int8_t *spm_type;
+    int64_t spm_n;
+    bool spm_dummy, spm_trim, spm_escape;
+    const uint8_t *spm_map, *spm_trie; /* the precompiled character map, its trie (in spm) */
+    size_t spm_map_len, spm_repl_len;
+    uint32_t spm_trie_units;
+    const char *spm_repl; /* the replacement strings, NUL-terminated, at the trie's values */
 };
 
+/* sentencepiece BPE (models/tok_spm.c): read spm.model's bytes (copied) into t; the pieces of
+ * a text (malloc'ed strings); free what the kind owns; base64 of bytes (malloc'ed) and back */
+tg_status tg__spm_load(tg_tokenizer *t, const uint8_t *bytes, size_t len, const char *origin);
+tg_status tg__spm_pieces(const tg_tokenizer *t, const char *s, size_t len, char ***toks, int64_t *n);
+void tg__spm_free(tg_tokenizer *t);
+char *tg__base64(const uint8_t *p, size_t n);
+tg_status tg__unbase64(const char *s, uint8_t **out, size_t *n);
 /* the ids of one piece of text with no special tokens in it (the kinds' own encoders) */
 tg_status tg__wordpiece_encode(const tg_tokenizer *t, const char *s, size_t len, tg__ids *out);
 tg_status tg__bpe_encode(const tg_tokenizer *t, const char *s, size_t len, tg__ids *out);

@@ -11,10 +11,10 @@
 #include "models/tok-impl.h"
 #include "tg/json.h"
 
-static const char *const kind_names[] = {"words", "chars", "wordpiece", "bpe_bytes"};
+static const char *const kind_names[] = {"words", "chars", "wordpiece", "bpe_bytes", "spm_bpe"};
 
 const char *tg_tokenizer_kind_name(tg_tok_kind k) {
-    return (int)k >= 0 && k <= TG_TOK_BPE_BYTES ? kind_names[k] : "unknown";
+    return (int)k >= 0 && k <= TG_TOK_SPM_BPE ? kind_names[k] : "unknown";
 }
 tg_tok_kind tg_tokenizer_kind(const tg_tokenizer *t) { return t->kind; }
 const tg_vocab *tg_tokenizer_vocab(const tg_tokenizer *t) { return t ? t->vocab : NULL; }
@@ -34,6 +34,32 @@ int32_t tg_tokenizer_special(const tg_tokenizer *t, const char *role) {
          : !strcmp(role, "eos") ? t->eos : !strcmp(role, "mask") ? t->mask : -1;
 }
 
+static int by_id(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+tg_status tg_tokenizer_special_ids(const tg_tokenizer *t, int32_t **ids, int64_t *n) {
+    if (!t || !ids || !n) return tg_error_set(TG_ERR_INVALID, "tg_tokenizer_special_ids: NULL argument");
+    int32_t *r = malloc((size_t)(5 + t->nadded) * sizeof *r);
+    if (!r) return tg_error_set(TG_ERR_NOMEM, "tg_tokenizer_special_ids: out of memory");
+    const int32_t roles[5] = {t->pad, t->unk, t->bos, t->eos, t->mask};
+    int64_t k = 0;
+    for (int i = 0; i < 5; i++)
+        if (roles[i] >= 0) r[k++] = roles[i];
+    for (int64_t i = 0; i < t->nadded; i++) {
+        int32_t id = tg_vocab_find(t->vocab, t->added[i]);
+        if (id >= 0) r[k++] = id;
+    }
+    qsort(r, (size_t)k, sizeof *r, by_id);
+    int64_t u = 0;
+    for (int64_t i = 0; i < k; i++)
+        if (u == 0 || r[i] != r[u - 1]) r[u++] = r[i];
+    *ids = r;
+    *n = u;
+    return TG_OK;
+}
+
 void tg_tokenizer_free(tg_tokenizer *t) {
     if (!t) return;
     for (int64_t i = 0; i < t->nadded; i++) free(t->added[i]);
@@ -41,6 +67,7 @@ void tg_tokenizer_free(tg_tokenizer *t) {
     for (int64_t i = 0; i < t->nmerges; i++) free(t->merges[i]);
     free(t->merges);
     free(t->table);
+    tg__spm_free(t);
     tg_vocab_free(t->owned);
     free(t);
 }
@@ -64,6 +91,20 @@ tg_status tg_tokenizer_new_simple(tg_tok_kind kind, const tg_vocab *v, tg_tokeni
     (*out)->pad = TG_PAD, (*out)->unk = TG_UNK, (*out)->bos = TG_BOS, (*out)->eos = TG_EOS;
     (*out)->mask = tg_vocab_find(v, "<mask>");
     return TG_OK;
+}
+
+tg_status tg_tokenizer_from_spm(const void *bytes, size_t len, const char *origin, tg_tokenizer **out) {
+    if (!bytes || !out) return tg_error_set(TG_ERR_INVALID, "tg_tokenizer_from_spm: NULL argument");
+    if (!origin) origin = "spm.model";
+    tg_tokenizer *t = *out = blank(TG_TOK_SPM_BPE);
+    if (!t) return tg_error_set(TG_ERR_NOMEM, "%s: out of memory", origin);
+    t->pad = TG_PAD, t->unk = TG_UNK, t->bos = TG_BOS, t->eos = TG_EOS; /* the classic layout */
+    tg_status st = tg__spm_load(t, bytes, len, origin);
+    if (st) {
+        tg_tokenizer_free(t);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* ---- reading ---- */
@@ -285,9 +326,6 @@ tg_status tg_tokenizer_from_hf(const char *text, size_t len, const char *origin,
 
 /* ---- the metadata form ---- */
 
-static tg_status set(tg_json *o, const char *k, tg_json *v) {
-    return v ? tg_json_object_set(o, k, v) : tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
-}
 static tg_json *tok_or_null(const tg_tokenizer *t, int32_t id) {
     const char *s = tg_vocab_token(t->vocab, id);
     return s ? tg_json_new_string(s, strlen(s)) : tg_json_new_null();
@@ -309,25 +347,31 @@ tg_status tg_tokenizer_to_json(const tg_tokenizer *t, char **out) {
     tg_json *o = tg_json_new_object();
     tg_status st = o ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
     const char *kind = tg_tokenizer_kind_name(t->kind);
-    if (st == TG_OK) st = set(o, "type", tg_json_new_string(kind, strlen(kind)));
+    tg__json_put(o, "type", tg_json_new_string(kind, strlen(kind)), &st);
     static const char *const roles[5] = {"pad", "unk", "bos", "eos", "mask"};
     const int32_t ids[5] = {t->pad, t->unk, t->bos, t->eos, t->mask};
-    for (int i = 0; st == TG_OK && i < 5; i++) st = set(o, roles[i], tok_or_null(t, ids[i]));
-    if (st == TG_OK) st = set(o, "add_bos", tg_json_new_bool(t->add_bos));
-    if (st == TG_OK) st = set(o, "add_eos", tg_json_new_bool(t->add_eos));
-    if (st == TG_OK) st = set(o, "max_length", tg_json_new_number((double)t->max_length));
-    if (st == TG_OK) st = set(o, "added", strings(t->added, t->nadded));
+    for (int i = 0; i < 5; i++) tg__json_put(o, roles[i], tok_or_null(t, ids[i]), &st);
+    tg__json_put(o, "add_bos", tg_json_new_bool(t->add_bos), &st);
+    tg__json_put(o, "add_eos", tg_json_new_bool(t->add_eos), &st);
+    tg__json_put(o, "max_length", tg_json_new_number((double)t->max_length), &st);
+    tg__json_put(o, "added", strings(t->added, t->nadded), &st);
     if (st == TG_OK && t->kind == TG_TOK_WORDPIECE) {
-        st = set(o, "clean_text", tg_json_new_bool(t->clean_text));
-        if (st == TG_OK) st = set(o, "chinese_chars", tg_json_new_bool(t->chinese_chars));
-        if (st == TG_OK) st = set(o, "strip_accents", tg_json_new_bool(t->strip_accents));
-        if (st == TG_OK) st = set(o, "lowercase", tg_json_new_bool(t->lowercase));
-        if (st == TG_OK) st = set(o, "prefix", tg_json_new_string(t->prefix, strlen(t->prefix)));
-        if (st == TG_OK) st = set(o, "max_word_chars", tg_json_new_number((double)t->max_word_chars));
+        tg__json_put(o, "clean_text", tg_json_new_bool(t->clean_text), &st);
+        tg__json_put(o, "chinese_chars", tg_json_new_bool(t->chinese_chars), &st);
+        tg__json_put(o, "strip_accents", tg_json_new_bool(t->strip_accents), &st);
+        tg__json_put(o, "lowercase", tg_json_new_bool(t->lowercase), &st);
+        tg__json_put(o, "prefix", tg_json_new_string(t->prefix, strlen(t->prefix)), &st);
+        tg__json_put(o, "max_word_chars", tg_json_new_number((double)t->max_word_chars), &st);
+    }
+    if (st == TG_OK && t->kind == TG_TOK_SPM_BPE) {
+        char *b64 = tg__base64(t->spm, t->spm_len);
+        if (b64) tg__json_put(o, "spm_model", tg_json_new_string(b64, strlen(b64)), &st);
+        else st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+        free(b64);
     }
     if (st == TG_OK && t->kind == TG_TOK_BPE_BYTES) {
-        st = set(o, "add_prefix_space", tg_json_new_bool(t->add_prefix_space));
-        if (st == TG_OK) st = set(o, "merges", strings(t->merges, t->nmerges));
+        tg__json_put(o, "add_prefix_space", tg_json_new_bool(t->add_prefix_space), &st);
+        tg__json_put(o, "merges", strings(t->merges, t->nmerges), &st);
     }
     if (st == TG_OK) st = tg_json_print(o, 0, out, NULL);
     tg_json_free(o);
@@ -343,10 +387,10 @@ tg_status tg_tokenizer_from_json(const char *json, const char *origin, const tg_
     if (st) return tg_error_prefix(st, "%s", origin);
     const char *type = jstr(o, "type");
     int kind = -1;
-    for (int k = 0; type && k <= TG_TOK_BPE_BYTES; k++)
+    for (int k = 0; type && k <= TG_TOK_SPM_BPE; k++)
         if (!strcmp(type, kind_names[k])) kind = k;
     tg_tokenizer *t = NULL;
-    if (kind < 0) FAIL(TG_ERR_UNSUPPORTED, "%s: tokenizer type '%s' is not words, chars, wordpiece or bpe_bytes", origin,
+    if (kind < 0) FAIL(TG_ERR_UNSUPPORTED, "%s: tokenizer type '%s' is not words, chars, wordpiece, bpe_bytes or spm_bpe", origin,
                        type ? type : "(none)");
     else if (!(t = blank((tg_tok_kind)kind))) FAIL(TG_ERR_NOMEM, "%s: out of memory", origin);
     if (st == TG_OK) t->vocab = v;
@@ -366,7 +410,7 @@ tg_status tg_tokenizer_from_json(const char *json, const char *origin, const tg_
             FAIL(TG_ERR_FORMAT, "%s: max_length is not an integer >= 0", origin);
         if (mw && (tg_json_int64(mw, &t->max_word_chars) || t->max_word_chars < 1))
             FAIL(TG_ERR_FORMAT, "%s: max_word_chars is not an integer >= 1", origin);
-        if (t->unk < 0 && (t->kind == TG_TOK_WORDPIECE || t->kind == TG_TOK_WORDS || t->kind == TG_TOK_CHARS))
+        if (t->unk < 0 && t->kind != TG_TOK_BPE_BYTES)
             FAIL(TG_ERR_FORMAT, "%s: a %s tokenizer needs an unk token", origin, type);
     }
     const tg_json *added = tg_json_get(o, "added");
@@ -383,6 +427,15 @@ tg_status tg_tokenizer_from_json(const char *json, const char *origin, const tg_
         const char *p = jstr(o, "prefix");
         if (p && strlen(p) < sizeof t->prefix) strcpy(t->prefix, p);
         else if (p) FAIL(TG_ERR_FORMAT, "%s: prefix is too long", origin);
+    }
+    if (st == TG_OK && t->kind == TG_TOK_SPM_BPE) {
+        const char *b64 = jstr(o, "spm_model");
+        uint8_t *bytes = NULL;
+        size_t n = 0;
+        if (!b64) FAIL(TG_ERR_FORMAT, "%s: spm_model (the sentencepiece model, base64) is missing", origin);
+        else if ((st = tg__unbase64(b64, &bytes, &n))) st = tg_error_prefix(st, "%s: spm_model", origin);
+        else st = tg__spm_load(t, bytes, n, origin);
+        free(bytes);
     }
     if (st == TG_OK && t->kind == TG_TOK_BPE_BYTES) {
         t->add_prefix_space = jbool(o, "add_prefix_space", false);
@@ -445,9 +498,26 @@ static tg_status simple_encode(const tg_tokenizer *t, const char *s, size_t len,
     return ok ? TG_OK : tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
 }
 
+/* sentencepiece pieces as the vocabulary's ids (a piece the model never saw: <unk>) */
+static tg_status spm_encode(const tg_tokenizer *t, const char *s, size_t len, tg__ids *out) {
+    char **toks;
+    int64_t n;
+    tg_status st = tg_tokenizer_pieces(t, s, len, &toks, &n);
+    for (int64_t i = 0; st == TG_OK && i < n; i++) {
+        int32_t id = tg_vocab_find(t->vocab, toks[i]);
+        if (!tg__ids_put(out, id >= 0 ? id : t->unk)) st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    if (st == TG_OK) {
+        for (int64_t i = 0; i < n; i++) free(toks[i]);
+        free(toks);
+    }
+    return st;
+}
+
 static tg_status piece(const tg_tokenizer *t, const char *s, size_t len, tg__ids *out) {
     if (len == 0) return TG_OK;
     switch (t->kind) {
+    case TG_TOK_SPM_BPE: return spm_encode(t, s, len, out);
     case TG_TOK_WORDPIECE: return tg__wordpiece_encode(t, s, len, out);
     case TG_TOK_BPE_BYTES: return tg__bpe_encode(t, s, len, out);
     default: return simple_encode(t, s, len, out);
@@ -517,6 +587,12 @@ tg_status tg_tokenizer_decode(const tg_tokenizer *t, const int32_t *ids, int64_t
                 char c = (char)byte;
                 if (byte >= 0) ok = tg__buf_put(&b, &c, 1);
             }
+        } else if (t->kind == TG_TOK_SPM_BPE) { /* pieces joined, each "▁" a space but the text's first */
+            for (const char *p = s; ok && *p;) {
+                bool sp = !strncmp(p, "\xe2\x96\x81", 3);
+                if (!sp || b.n > 0) ok = tg__buf_put(&b, sp ? " " : p, 1);
+                p += sp ? 3 : 1;
+            }
         } else if (t->kind == TG_TOK_CHARS) {
             ok = tg__buf_put(&b, strcmp(s, "\xe2\x96\x81") ? s : " ", strcmp(s, "\xe2\x96\x81") ? strlen(s) : 1);
         } else if (t->kind == TG_TOK_WORDPIECE && pl && !strncmp(s, t->prefix, pl)) {
@@ -533,6 +609,67 @@ tg_status tg_tokenizer_decode(const tg_tokenizer *t, const int32_t *ids, int64_t
     return TG_OK;
 }
 
+tg_status tg_tokenizer_pieces(const tg_tokenizer *t, const char *text, size_t len, char ***toks, int64_t *n) {
+    if (!t || (!text && len) || !toks || !n) return tg_error_set(TG_ERR_INVALID, "tg_tokenizer_pieces: NULL argument");
+    *toks = NULL;
+    *n = 0;
+    if (t->kind == TG_TOK_SPM_BPE) {
+        if (len >= 3 && memmem(text, len, "\xe2\x96\x81", 3))
+            return tg_error_set(TG_ERR_FORMAT, "the text holds '\xe2\x96\x81' (U+2581): it is cut into sentencepiece pieces "
+                                "already, but the model's sentencepiece tokenizer reads raw text (spm_decode the pieces, "
+                                "or give the .txt files of datasets/prep_bible.py)");
+        return tg__spm_pieces(t, text, len, toks, n);
+    }
+    tg__ids ids = {0};
+    char **r = NULL;
+    int64_t k = 0;
+    tg_status st = TG_OK;
+    if (t->kind == TG_TOK_WORDS || t->kind == TG_TOK_CHARS) { /* the text itself, unknown or not */
+        r = malloc((len + 1) * sizeof *r);
+        bool space = false;
+        for (size_t i = 0; r && st == TG_OK && i < len;) {
+            size_t at = i, w = 0;
+            uint32_t cp = tg__utf8_next(text, len, &i);
+            bool ws = cp == ' ' || cp == '\t' || cp == '\r' || cp == '\n';
+            if (ws) {
+                space = true;
+                continue;
+            }
+            if (t->kind == TG_TOK_CHARS && space && k > 0 && !(r[k++] = strdup("\xe2\x96\x81"))) st = TG_ERR_NOMEM;
+            space = false;
+            if (t->kind == TG_TOK_CHARS) w = i - at;
+            else {
+                size_t j = at;
+                while (j < len) {
+                    size_t j2 = j;
+                    uint32_t c = tg__utf8_next(text, len, &j2);
+                    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') break;
+                    j = j2;
+                }
+                w = j - at;
+                i = j;
+            }
+            if (st == TG_OK && !(r[k++] = strndup(text + at, w))) st = TG_ERR_NOMEM;
+        }
+        if (!r || st) st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+    } else { /* the vocabulary's pieces of the ids, special tokens left out */
+        st = piece(t, text, len, &ids);
+        r = st == TG_OK ? malloc((size_t)(ids.n ? ids.n : 1) * sizeof *r) : NULL;
+        if (st == TG_OK && !r) st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+        for (int64_t i = 0; st == TG_OK && i < ids.n; i++)
+            if (!(r[k++] = strdup(tg_vocab_token(t->vocab, ids.p[i])))) st = tg_error_set(TG_ERR_NOMEM, "tokenizer: out of memory");
+        free(ids.p);
+    }
+    if (st) {
+        for (int64_t i = 0; r && i < k; i++) free(r[i]);
+        free(r);
+        return st;
+    }
+    *toks = r;
+    *n = k;
+    return TG_OK;
+}
+
 /* ---- the model's tokenizer ---- */
 
 const tg_tokenizer *tg_model_tokenizer(const tg_model *m) { return m ? m->tok : NULL; }
@@ -542,7 +679,7 @@ tg_status tg_model_set_tokenizer(tg_model *m, tg_tokenizer *t) {
         tg_tokenizer_free(t);
         return tg_error_set(TG_ERR_INVALID, "tg_model_set_tokenizer: NULL argument");
     }
-    const tg_vocab *v = t->vocab;
+    const tg_vocab *v = t->vocab ? t->vocab : m->src; /* none yet (sentencepiece): the model's */
     bool same = tg_vocab_size(v) == tg_vocab_size(m->src);
     for (int32_t i = 0; same && i < tg_vocab_size(v); i++) same = !strcmp(tg_vocab_token(v, i), tg_vocab_token(m->src, i));
     if (!same) {

@@ -203,7 +203,7 @@ tg_tensor *tg_model_loss(tg_model *m, tg_graph *g, const tg_batch *b) {
     tg_tensor *logits = tg_model_logits(m, g, b);
     if (!logits) return NULL;
     tg_tensor *y = targets(m, g, b, "tg_model_loss");
-    return tg_cross_entropy(logits, y, m->cfg.label_smoothing, TG_PAD, TG_REDUCE_MEAN);
+    return tg_cross_entropy(logits, y, m->cfg.label_smoothing, m->cfg.pad_id, TG_REDUCE_MEAN);
 }
 
 tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores) {
@@ -216,7 +216,8 @@ tg_status tg_model_score(tg_model *m, const tg_batch *b, double *scores) {
     tg_tensor *logits = tg_model_logits(m, g, b);
     /* per-token -log softmax(logits)[target] over the whole vocabulary; pads give 0 */
     tg_tensor *y = logits ? targets(m, g, b, "tg_model_score") : NULL;
-    tg_tensor *tok = tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_NONE));
+    /* the pad id is no target (none: -1, GPT-2, whose id 0 is a token) */
+    tg_tensor *tok = tg_keep(tg_cross_entropy(logits, y, 0.0f, m->cfg.pad_id, TG_REDUCE_NONE));
     int64_t n = tok ? b->size * b->tgt_len : 0;
     float *nll = tok ? malloc((size_t)n * sizeof *nll) : NULL;
     const char *msg;

@@ -7,10 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tg/decode.h"
 #include "tg/hf.h"
 #include "tg/model.h"
 #include "tg/safetensors.h"
 #include "tg/tokenizer.h"
+#include "tg/train.h"
 #include "tg_check.h"
 
 static tg_backend *B;
@@ -218,6 +220,94 @@ END_TEST
 
 /* GPT-2: byte-level BPE ids, logits to 1e-5, and greedy continuation equal to transformers'
  * generate (12 tokens, the whole prefix re-run each step). */
+/* tg train --init of an imported GPT-2 trains on a stream of its byte-level BPE: a one-line
+ * document is its ids and <|endoftext|> (no start token), and the loss of that stream (what the
+ * first step of a continued run measures) is the cross-entropy of transformers' logits: each id
+ * predicting the next, the last <|endoftext|> (id 0 here, which a loss ignoring id 0 as padding
+ * would leave out) */
+START_TEST(test_gpt2_stream_loss_equals_transformers) {
+    tg_model *m = import("gpt2");
+    const tg_tokenizer *t = tg_model_tokenizer(m);
+    int64_t V = tg_model_cfg(m)->tgt_vocab;
+    int32_t eot = tg_tokenizer_special(t, "eos");
+    expected e = open_expected("gpt2");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/gpt2/sentences.txt", TG_TEST_DATA);
+    char *lines[16];
+    int ns = tg_test_read_lines(path, lines, 16);
+    for (int i = 0; i < ns; i++) {
+        char *one[1] = {lines[i]};
+        tg_lines l = {.n = 1, .line = one, .buf = NULL, .path = (char *)"sentence"};
+        const tg_lines *texts[1] = {&l};
+        tg_stream_options so = {.text = {.tokenizer = t}, .docs = TG_DOCS_LINES};
+        int32_t *ids;
+        int64_t n;
+        ck_assert_msg(tg_stream_encode(texts, 1, tg_model_tgt_vocab(m), &so, &ids, &n) == TG_OK, "%s", tg_error_message());
+        size_t nr;
+        float *rid = ref(e, "ids", i, &nr), *rl = ref(e, "logits", i, &nr);
+        int64_t k = (int64_t)nr / V; /* the sentence's ids, then <|endoftext|> */
+        ck_assert_int_eq(n, k + 1);
+        ck_assert_int_eq(ids[k], eot);
+        double hf = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            ck_assert_int_eq(ids[j], (int32_t)rid[j]);
+            int32_t next = j + 1 < k ? (int32_t)rid[j + 1] : eot;
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, rl[j * V + v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(rl[j * V + v] - mx);
+            hf += -(rl[j * V + next] - mx - log(sum));
+        }
+        tg_corpus *c;
+        ck_assert_int_eq(tg_corpus_new_stream(ids, n, tg_model_cfg(m)->max_len, &c), TG_OK);
+        tg_corpus_set_target_pad(c, tg_model_cfg(m)->pad_id);
+        tg_eval_info info;
+        ck_assert_msg(tg_train_evaluate(m, c, 100000, &info) == TG_OK, "%s", tg_error_message());
+        ck_assert_int_eq(info.tgt_tokens, k);
+        ck_assert_msg(fabs(info.nll - hf / (double)k) < 1e-5, "sentence %d: loss %.8f, transformers' %.8f", i, info.nll,
+                      hf / (double)k);
+        tg_corpus_free(c);
+        free(ids), free(rid), free(rl), free(lines[i]);
+    }
+    tg_st_close(e.f);
+    tg_model_free(m);
+}
+END_TEST
+
+/* tg_model_mlm_probs (what tg fill-mask reads) of an imported BERT: the ids as its tokenizer
+ * makes them, [CLS] ... [SEP] with nothing appended, give the softmax of transformers' logits */
+START_TEST(test_bert_mlm_probs_equal_transformers) {
+    tg_model *m = import("bert");
+    const tg_tokenizer *t = tg_model_tokenizer(m);
+    expected e = open_expected("bert");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/hf/bert/sentences.txt", TG_TEST_DATA);
+    char *lines[16];
+    int ns = tg_test_read_lines(path, lines, 16);
+    int64_t V = tg_model_cfg(m)->tgt_vocab;
+    double worst = 0.0;
+    for (int i = 0; i < ns; i++) {
+        int32_t *ids;
+        int64_t n;
+        ck_assert_int_eq(tg_tokenizer_encode(t, lines[i], strlen(lines[i]), &ids, &n, NULL), TG_OK);
+        float *p = malloc((size_t)(n * V) * sizeof *p);
+        ck_assert_msg(tg_model_mlm_probs(m, ids, n, p) == TG_OK, "%s", tg_error_message());
+        size_t nr;
+        float *rl = ref(e, "logits", i, &nr);
+        ck_assert_int_eq((int64_t)nr, n * V);
+        for (int64_t r = 0; r < n; r++) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, rl[r * V + v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(rl[r * V + v] - mx);
+            for (int64_t v = 0; v < V; v++) worst = fmax(worst, fabs(p[r * V + v] - exp(rl[r * V + v] - mx) / sum));
+        }
+        free(p), free(rl), free(ids), free(lines[i]);
+    }
+    ck_assert_msg(worst < 1e-6, "probabilities differ by %g", worst);
+    tg_st_close(e.f);
+    tg_model_free(m);
+}
+END_TEST
+
 START_TEST(test_gpt2_import_equals_transformers) {
     tg_model *m = import("gpt2");
     const tg_model_config *c = tg_model_cfg(m);
@@ -252,11 +342,42 @@ START_TEST(test_gpt2_import_equals_transformers) {
             ck_assert_msg(seq[n + (int64_t)k] == (int32_t)rg[k], "sentence %d greedy token %zu: %d, HF %d", i, k,
                           seq[n + (int64_t)k], (int)rg[k]);
         }
+        /* tg_generate, cached and not: the prompt alone (no start token), id 0 a token like
+         * any other (GPT-2 has no padding: a decoder that masked or refused id 0 differs) */
+        for (int cached = 0; cached < 2; cached++) {
+            tg_generate_options go = tg_generate_options_default();
+            go.max_new = (int64_t)nr;
+            go.sample.temperature = 0.0f;
+            go.cached = cached;
+            tg_generation gen;
+            ck_assert_msg(tg_generate(m, ids, n, &go, &gen) == TG_OK, "%s", tg_error_message());
+            int32_t eot = tg_tokenizer_special(t, "eos");
+            ck_assert_msg(gen.len == (int64_t)nr || (gen.finished && (int32_t)rg[gen.len] == eot),
+                          "sentence %d: %lld tokens generated, HF %zu", i, (long long)gen.len, nr);
+            for (int64_t k = 0; k < gen.len; k++)
+                ck_assert_msg(gen.ids[k] == (int32_t)rg[k], "sentence %d tg_generate (cached %d) token %lld: %d, HF %d", i,
+                              cached, (long long)k, gen.ids[k], (int)rg[k]);
+            tg_generation_free(&gen);
+        }
         char *text = NULL;
         ck_assert_int_eq(tg_tokenizer_decode(t, ids, n, &text), TG_OK);
         ck_assert_str_eq(text, lines[i]); /* byte-level BPE round-trips the text */
         free(text), free(rl), free(rg), free(rid), free(ids), free(lines[i]);
     }
+    /* no prompt: the text starts at <|endoftext|>, id 0 in this vocabulary, fed to the decoder
+     * (refused as padding, or masked as a padding key without the cache, before the pad id came
+     * from the model); cached and full agree */
+    tg_generation g2[2];
+    for (int cached = 0; cached < 2; cached++) {
+        tg_generate_options go = tg_generate_options_default();
+        go.max_new = 8;
+        go.sample.temperature = 0.0f;
+        go.cached = cached;
+        ck_assert_msg(tg_generate(m, NULL, 0, &go, &g2[cached]) == TG_OK, "%s", tg_error_message());
+    }
+    ck_assert_int_eq(g2[0].len, g2[1].len);
+    for (int64_t k = 0; k < g2[0].len; k++) ck_assert_int_eq(g2[0].ids[k], g2[1].ids[k]);
+    tg_generation_free(&g2[0]), tg_generation_free(&g2[1]);
     fprintf(stderr, "gpt2 fixture: max |diff| logits %.3g\n", worst);
     ck_assert_msg(worst < 1e-5, "logits differ by %g", worst);
     tg_st_close(e.f);
@@ -305,6 +426,8 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_wordpiece_equals_hf);
     tcase_add_test(tc, test_bert_import_equals_transformers);
     tcase_add_test(tc, test_gpt2_import_equals_transformers);
+    tcase_add_test(tc, test_bert_mlm_probs_equal_transformers);
+    tcase_add_test(tc, test_gpt2_stream_loss_equals_transformers);
     tcase_add_test(tc, test_imported_model_save_load);
     suite_add_tcase(s, tc);
     return s;

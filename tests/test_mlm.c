@@ -114,8 +114,9 @@ START_TEST(test_mlm_mask_rule) {
     ck_assert_int_eq(special, 0);
     tg_assert_close(chosen / (0.9 * N), 0.15, 0.006, 0);
     tg_assert_close((double)masked / chosen, 0.8, 0.02, 0);
-    /* unchanged: the 10 % kept plus the random draws that hit the same id (1/41 of 10 %) */
-    tg_assert_close((double)same / chosen, 0.1 + 0.1 / 41, 0.015, 0);
+    /* unchanged: the 10 % kept plus the random draws that hit the same id (1/40 of 10 %: the
+     * draws are of the 40 ordinary tokens, never <mask>) */
+    tg_assert_close((double)same / chosen, 0.1 + 0.1 / 40, 0.015, 0);
     /* a short sequence still gets one target; a sequence of specials none */
     int32_t two[2] = {5, 6}, sp[2] = {TG_UNK, TG_EOS};
     ck_assert_int_eq(tg_mlm_mask(v, two, 2, 1e-9, &r, in, tg), TG_OK);
@@ -409,6 +410,74 @@ START_TEST(test_mlm_classify_fixture) {
 }
 END_TEST
 
+
+/* BERT's vocabulary layout ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, ordinary
+ * tokens on both sides of them): tg_corpus_new_mlm_ids never chooses a special token, its random
+ * replacements are ordinary tokens from both ranges, and every batch row ends with [SEP] */
+START_TEST(test_mlm_bert_layout_masks) {
+    enum { V = 150, NS = 400, L = 14 };
+    static const int32_t special[5] = {0, 100, 101, 102, 103};
+    static int32_t rows[NS][L];
+    const int32_t *ids[NS];
+    int64_t len[NS];
+    for (int i = 0; i < NS; i++) { /* [CLS] w ... with an [UNK] and ids next to the specials */
+        rows[i][0] = 101;
+        for (int j = 1; j < L; j++) rows[i][j] = j == 5 ? 100 : j % 3 == 0 ? 99 + (j % 2) * 5 : 1 + (i * 7 + j * 13) % 98;
+        ids[i] = rows[i];
+        len[i] = L;
+    }
+    tg_mlm_layout lay = {.vocab_size = V, .mask = 103, .eos = 102, .special = special, .nspecial = 5};
+    tg_corpus *c;
+    ck_assert_int_eq(tg_corpus_new_mlm_ids(NS, ids, len, &lay, 0.3, 7, &c), TG_OK);
+    tg_batcher *bt;
+    ck_assert_int_eq(tg_batcher_new(c, 1000000, 3, false, &bt), TG_OK);
+    int64_t chosen = 0, masked = 0, low = 0, high = 0, seen = 0;
+    for (int epoch = 0; epoch < 4; epoch++) {
+        tg_batch b;
+        ck_assert_int_eq(tg_batcher_seek(bt, epoch, 0), TG_OK);
+        ck_assert_int_eq(tg_batcher_next(bt, &b), TG_OK);
+        ck_assert_int_eq(b.src_len, L + 1);
+        ck_assert_int_eq(b.size, NS);
+        for (int64_t r = 0; r < b.size; r++) {
+            /* one batch of every row in order (no shuffling, equal lengths) */
+            const int32_t *in = b.src + r * b.src_len, *tg = b.tgt_out + r * b.tgt_len, *orig = rows[r];
+            ck_assert_int_eq(in[L], 102); /* [SEP] appended, never a target */
+            ck_assert_int_eq(tg[L], TG_PAD);
+            for (int j = 0; j < L; j++) {
+                seen++;
+                bool sp = orig[j] == 0 || (orig[j] >= 100 && orig[j] <= 103);
+                if (tg[j] == TG_PAD) continue;
+                chosen++;
+                ck_assert_msg(!sp, "a special token (%d) chosen at %d", orig[j], j);
+                if (in[j] == 103) masked++;
+                else if (in[j] != tg[j]) { /* a random replacement: ordinary */
+                    ck_assert_msg(in[j] > 0 && (in[j] < 100 || in[j] > 103) && in[j] < V, "replacement %d", in[j]);
+                    low += in[j] < 100;
+                    high += in[j] > 103;
+                }
+            }
+            for (int j = 0; j < L; j++) /* specials stay themselves */
+                if (orig[j] == 100 || orig[j] == 101) ck_assert_int_eq(in[j], orig[j]);
+        }
+        tg_batch_free(&b);
+    }
+    ck_assert_msg(chosen > 0.2 * seen, "%lld of %lld chosen", (long long)chosen, (long long)seen);
+    tg_assert_close((double)masked / (double)chosen, 0.8, 0.03, 0);
+    /* ordinary ids 1..99 and 104..149: 99 and 46 of 145 */
+    ck_assert_msg(low > 0 && high > 0, "random replacements below [UNK] %lld, above [MASK] %lld", (long long)low,
+                  (long long)high);
+    tg_batcher_free(bt);
+    tg_corpus_free(c);
+    /* a layout whose ids are outside the vocabulary, or specials out of order: refused */
+    static const int32_t unordered[2] = {101, 100};
+    tg_mlm_layout bad = {.vocab_size = V, .mask = 103, .eos = 102, .special = unordered, .nspecial = 2};
+    ck_assert_int_eq(tg_corpus_new_mlm_ids(NS, ids, len, &bad, 0.3, 7, &c), TG_ERR_INVALID);
+    bad = lay;
+    bad.mask = V;
+    ck_assert_int_eq(tg_corpus_new_mlm_ids(NS, ids, len, &bad, 0.3, 7, &c), TG_ERR_INVALID);
+}
+END_TEST
+
 Suite *tg_test_suite(void) {
     Suite *s = suite_create("mlm");
     TCase *t = tcase_create("mlm");
@@ -419,6 +488,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(t, test_mlm_wrong_family);
     tcase_add_test(t, test_mlm_trains);
     tcase_add_test(t, test_mlm_dynamic_masks);
+    tcase_add_test(t, test_mlm_bert_layout_masks);
     tcase_add_test(t, test_mlm_fill_mask_known);
     tcase_add_test(t, test_mlm_classify_fixture);
     suite_add_tcase(s, t);

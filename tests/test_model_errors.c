@@ -80,7 +80,7 @@ static int32_t tout_ids[2 * 3] = {4, 7, TG_EOS, 5, TG_EOS, TG_PAD};
 static int32_t long_ids[2 * (MAX_LEN + 1)]; /* 4s: one position past max_len */
 
 static tg_batch good_batch(void) {
-    tg_batch b = {2, 4, 3, src_ids, tin_ids, tout_ids, 5, 5};
+    tg_batch b = {2, 4, 3, src_ids, tin_ids, tout_ids, 5, 5, false};
     return b;
 }
 

@@ -19,6 +19,7 @@
 #include "tools/attn_stats.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char SYNOPSIS[] =
     "--model M (--src TEXT [--tgt TEXT] | --text TEXT) --out DIR [--chars] [--no-png]\n"
@@ -48,8 +49,11 @@ static void seq_free(seq *s) {
 }
 
 /* the tokens of text as ids and labels, with an optional special label before and after */
+/* the model's sentencepiece tokenizer, when it stores one (set once by tg_cmd_attention) */
+static const tg_tokenizer *spm_tokenizer;
+
 static tg_status make_seq(const tg_vocab *v, const char *text, bool chars, const char *pre, const char *post, seq *s) {
-    tg_text_options to = {.chars = chars};
+    tg_text_options to = {.chars = chars, .tokenizer = spm_tokenizer};
     char **toks = NULL;
     int64_t nt = 0;
     tg_status st = tg_tokenize(text, &to, &toks, &nt);
@@ -318,7 +322,7 @@ int tg_cmd_attention(int argc, char **argv) {
         {"tgt", TG_OPT_STRING, &tgt, 0, 0, NULL, "TEXT", "encoder-decoder: the target (default: greedy translation)", 0, 0},
         {"text", TG_OPT_STRING, &text, 0, 0, NULL, "TEXT", "language models: the sequence", 0, 0},
         {"out", TG_OPT_STRING, &out, 0, 0, NULL, "DIR", "output directory (required without --stats; created)", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (trained with --chars)", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
         {"no-png", TG_OPT_BOOL, &no_png, 0, 0, NULL, NULL, "CSV and gnuplot scripts only", 0, 0},
         {"stats", TG_OPT_STRING, &stats_out, 0, 0, NULL, "OUT.csv", "rank, entropy and scale per head over input files", 0, 0},
         {"src-file", TG_OPT_STRING, &src_file, 0, 0, NULL, "F", "--stats, encoder-decoder: source sentences, one a line", 0, 0},
@@ -366,6 +370,15 @@ int tg_cmd_attention(int argc, char **argv) {
                           tg_model_arch_name(arch),
                           arch == TG_ARCH_ENCDEC ? (stats_out ? "--src-file (and --tgt-file)" : "--src (and --tgt)")
                                                  : (stats_out ? "--text-file" : "--text"));
+    tg_text_options to = {0}; /* the stored tokenizer's words or characters */
+    int trc = 0;
+    if (st == TG_OK && (trc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, NULL))) {
+        tg_model_free(m);
+        tg_backend_free(be);
+        return trc;
+    }
+    chars = to.chars;
+    spm_tokenizer = to.tokenizer;
     if (st == TG_OK && stats_out) {
         st = stats(m, src_file, tgt_file, text_file, limit, chars, model, stats_out);
         tg_model_free(m);

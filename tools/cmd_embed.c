@@ -10,6 +10,7 @@
 #include "tg/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 typedef struct {
     int32_t *ids;
@@ -49,13 +50,17 @@ int tg_cmd_embed(int argc, char **argv) {
         return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     }
     const tg_model_config *c = tg_model_cfg(m);
-    const tg_tokenizer *tok = tg_model_tokenizer(m);
+    const tg_tokenizer *tok = NULL;
+    tg_tokenizer *own = NULL;
     size_t len = 0;
     char *buf = NULL;
     if (c->arch != TG_ARCH_MLM) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' is not an encoder (arch %s)", model, tg_model_arch_name(c->arch));
-    else if (!tok) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' stores no tokenizer (import a Hugging Face model with tg import)", model);
-    else if (c->pad_id < 0) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' has no padding token", model);
+    else if ((rc = tg_tool_model_tokenizer(cmd, model, m, NULL, &own, &tok))) {
+    } else if (c->pad_id < 0) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' has no padding token", model);
     else if (!(buf = tg_cli_read_file(text, &len))) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "cannot read '%s': %s", text, strerror(errno));
+    /* tgraph's own layouts read tokens + </s> (docs/model.md §4): the encoder sees what it was trained on */
+    bool eos = !rc && (tg_tokenizer_kind(tok) == TG_TOK_WORDS || tg_tokenizer_kind(tok) == TG_TOK_CHARS ||
+                       tg_tokenizer_kind(tok) == TG_TOK_SPM_BPE);
     tg_pool p = !pool ? c->pool : !strcmp(pool, "cls") ? TG_POOL_CLS : !strcmp(pool, "max") ? TG_POOL_MAX : TG_POOL_MEAN;
     bool unit = norm ? !strcmp(norm, "on") : c->normalize;
     int64_t nl = 0, d = c->d_model, cut = 0;
@@ -71,6 +76,9 @@ int tg_cmd_embed(int argc, char **argv) {
         bool trunc;
         if (tg_tokenizer_encode(tok, p0, ll, &s[i].ids, &s[i].n, &trunc))
             rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' line %lld: %s", text, (long long)i + 1, tg_error_message());
+        int32_t *more = !rc && eos ? realloc(s[i].ids, (size_t)(s[i].n + 1) * sizeof *more) : NULL;
+        if (more) (s[i].ids = more)[s[i].n++] = TG_EOS;
+        else if (!rc && eos) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "out of memory");
         s[i].line = i;
         cut += trunc;
         p0 = e ? e + 1 : p0 + ll;
@@ -121,6 +129,7 @@ int tg_cmd_embed(int argc, char **argv) {
     free(s);
     free(emb);
     free(buf);
+    tg_tokenizer_free(own);
     tg_model_free(m);
     tg_backend_free(be);
     return rc;

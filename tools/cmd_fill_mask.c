@@ -2,7 +2,7 @@
  * (arch mlm; tg_model_mlm_probs), with their probabilities, as Hugging Face's fill-mask pipeline
  * shows them.
  *
- * The text is tokenized as the model was trained (words, or --chars) with every "<mask>" one
+ * The text is tokenized with the model's stored tokenizer (words or characters) with every "<mask>" one
  * mask token: "<mask>" is first replaced by a private-use character (U+E000), so that in a
  * character model too it stays one token and the spaces around it stay where they were. */
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char SYNOPSIS[] = "--model M --text \"... <mask> ...\" [--top-k K] [--chars] [--threads N] [--backend cpu|cuda]";
 static const char DESCRIPTION[] =
@@ -19,7 +20,8 @@ static const char DESCRIPTION[] =
     "(tg train --arch mlm), with their probabilities: first the text with every mask filled by its\n"
     "most likely token, then per mask one line per filler, \"rank probability token\". Specials\n"
     "(<pad>, <unk>, <s>, </s>, <mask>) are never proposed; the probabilities are over the whole\n"
-    "vocabulary. --chars: the model was trained with --chars.";
+    "vocabulary. The text is read with the model's stored tokenizer; --chars only for a checkpoint\n"
+    "that stores none (trained with --chars).";
 
 static const char PLACEHOLDER[] = "\xEE\x80\x80"; /* U+E000 */
 
@@ -57,9 +59,8 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         {"model", TG_OPT_STRING, &model, 0, 0, NULL, "M", "masked language model checkpoint (required)", 0, 0},
         {"text", TG_OPT_STRING, &text, 0, 0, NULL, "TEXT", "text with one or more <mask> (required)", 0, 0},
         {"top-k", TG_OPT_INT, &top_k, 1, 1000, NULL, "K", "fillers shown per mask", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (trained with --chars)", 0, 0},
-        {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
-        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
+        TG_TOOL_BACKEND_OPTS(&threads, &backend),
         {0},
     };
     tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
@@ -80,25 +81,46 @@ int tg_cmd_fill_mask(int argc, char **argv) {
     int64_t nt = 0, V = 0;
     int32_t *ids = NULL;
     float *probs = NULL;
-    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
-    if (st == TG_OK) st = tg_model_load(model, be, &m);
-    if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_MLM)
-        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg fill-mask needs a masked language model (tg train --arch mlm)",
-                          model, tg_model_cfg(m)->arch == TG_ARCH_LM ? "a language model" : "an encoder-decoder model",
-                          tg_model_arch_name(tg_model_cfg(m)->arch));
-    if (st == TG_OK) st = tg_tokenize(marked, &(tg_text_options){.chars = chars}, &toks, &nt);
+    tg_status st = tg_tool_load_model(cmd, model, backend, threads, TG_ARCH_MLM,
+                                      "needs a masked language model (tg train --arch mlm)", &be, &m);
+    /* the stored tokenizer: words or characters (to), or an imported model's own (foreign) */
+    tg_text_options to = {0};
+    const tg_tokenizer *foreign = NULL;
+    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, &foreign))) st = TG_ERR_INVALID;
+    chars = to.chars;
     const tg_vocab *v = m ? tg_model_tgt_vocab(m) : NULL;
+    int32_t mask = v ? tg_vocab_id(v, "<mask>") : 0, *special = NULL; /* never proposed (foreign) */
+    int64_t nspecial = 0;
+    if (st == TG_OK && foreign) { /* "<mask>" is the tokenizer's own mask token ([MASK]) */
+        mask = tg_tokenizer_special(foreign, "mask");
+        const char *mt = mask >= 0 ? tg_vocab_token(v, mask) : NULL;
+        char *own = mt ? malloc(strlen(text) / 6 * strlen(mt) + strlen(text) + 1) : NULL, *o = own;
+        for (const char *q = text; own && *q;)
+            if (!strncmp(q, "<mask>", 6)) o = stpcpy(o, mt), q += 6;
+            else *o++ = *q++;
+        if (o) *o = '\0';
+        bool cut = false;
+        st = !mt ? tg_error_set(TG_ERR_INVALID, "'%s': its tokenizer has no mask token", model)
+             : !own ? tg_error_set(TG_ERR_NOMEM, "out of memory")
+                    : tg_tokenizer_encode(foreign, own, strlen(own), &ids, &nt, &cut);
+        if (st == TG_OK && cut)
+            st = tg_error_set(TG_ERR_INVALID, "--text is longer than the model's %lld tokens", (long long)tg_tokenizer_max_length(foreign));
+        if (st == TG_OK) st = tg_tokenizer_special_ids(foreign, &special, &nspecial);
+        nmask = 0; /* a [MASK] written as such counts too */
+        for (int64_t i = 0; st == TG_OK && i < nt; i++) nmask += ids[i] == mask;
+        free(own);
+    } else if (st == TG_OK) {
+        st = tg_tokenize(marked, &to, &toks, &nt);
+        if (st == TG_OK && !(ids = malloc((size_t)(nt ? nt : 1) * sizeof *ids))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == TG_OK && i < nt; i++) ids[i] = !strcmp(toks[i], PLACEHOLDER) ? mask : tg_vocab_id(v, toks[i]);
+        if (st == TG_OK && nt + 1 > tg_model_cfg(m)->max_len)
+            st = tg_error_set(TG_ERR_INVALID, "--text has %lld tokens; the model takes at most %lld (+ </s>)", (long long)nt,
+                              (long long)tg_model_cfg(m)->max_len - 1);
+    }
     if (st == TG_OK) {
         V = tg_vocab_size(v);
-        ids = malloc((size_t)(nt ? nt : 1) * sizeof *ids);
-        probs = malloc((size_t)(nt ? nt : 1) * (size_t)V * sizeof *probs);
-        if (!ids || !probs) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+        if (!(probs = malloc((size_t)(nt ? nt : 1) * (size_t)V * sizeof *probs))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     }
-    int32_t mask = v ? tg_vocab_id(v, "<mask>") : 0;
-    for (int64_t i = 0; st == TG_OK && i < nt; i++) ids[i] = !strcmp(toks[i], PLACEHOLDER) ? mask : tg_vocab_id(v, toks[i]);
-    if (st == TG_OK && nt + 1 > tg_model_cfg(m)->max_len)
-        st = tg_error_set(TG_ERR_INVALID, "--text has %lld tokens; the model takes at most %lld (+ </s>)", (long long)nt,
-                          (long long)tg_model_cfg(m)->max_len - 1);
     if (st == TG_OK) st = tg_model_mlm_probs(m, ids, nt, probs);
     int64_t k = top_k < V ? top_k : V;
     int32_t *best = st == TG_OK ? malloc((size_t)(nmask * k) * sizeof *best) : NULL;
@@ -109,8 +131,9 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         const float *p = probs + i * V;
         for (int64_t r = 0; r < k; r++) {
             int32_t arg = -1;
-            for (int32_t t = 4; t < (int32_t)V; t++) {
-                bool taken = t == mask;
+            for (int32_t t = foreign ? 0 : 4, s = 0; t < (int32_t)V; t++) {
+                while (s < nspecial && special[s] < t) s++;
+                bool taken = t == mask || (s < nspecial && special[s] == t);
                 for (int64_t q = 0; q < r && !taken; q++) taken = best[j * k + q] == t;
                 if (!taken && (arg < 0 || p[t] > p[arg])) arg = t;
             }
@@ -119,11 +142,17 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         j++;
     }
     if (st == TG_OK) {
+        int32_t *fill = foreign ? malloc((size_t)nt * sizeof *fill) : NULL; /* an imported model's: decoded */
         for (int64_t i = 0, j = 0; i < nt; i++) { /* the text, each mask filled by its best */
             int32_t id = ids[i] == mask ? best[j++ * k] : ids[i];
             const char *t = id >= 0 ? tg_vocab_token(v, id) : "?";
-            printf("%s%s", i > 0 && !chars ? " " : "", shown(t, chars));
+            if (fill) fill[i] = id;
+            else if (!foreign) printf("%s%s", i > 0 && !chars ? " " : "", shown(t, chars));
         }
+        char *filled = NULL;
+        if (fill && tg_tokenizer_decode(foreign, fill, nt, &filled) == TG_OK) printf("%s", filled);
+        free(filled);
+        free(fill);
         printf("\n");
         for (int64_t i = 0, j = 0; i < nt; i++) {
             if (ids[i] != mask) continue;
@@ -136,12 +165,14 @@ int tg_cmd_fill_mask(int argc, char **argv) {
         fflush(stdout);
     }
     free(best);
+    free(special);
     free(ids);
     free(probs);
     tg_tokens_free(toks, nt);
     free(marked);
     tg_model_free(m);
     tg_backend_free(be);
+    if (rc) return rc; /* the tokenizer's refusal, printed */
     if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     return TG_EXIT_OK;
 }

@@ -13,6 +13,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char SYNOPSIS[] =
     "--model M [--prompt TEXT | --input FILE] [--max-new N] [--greedy | --temperature T --top-k K --top-p P]\n"
@@ -22,8 +23,8 @@ static const char DESCRIPTION[] =
     "language model trained by tg train --arch lm, and print prompt and continuation, one after\n"
     "the other; generation stops at --max-new tokens or at </s>, the end-of-text token (a line\n"
     "break of the training text is the token U+21B5, printed as a new line). Sampling draws from softmax(logits / T) restricted to the top k tokens and then to the\n"
-    "top-p nucleus; --greedy takes the most likely token. --chars: the model was trained with\n"
-    "--chars (a space is the token U+2581).";
+    "top-p nucleus; --greedy takes the most likely token. The prompt is read with the model's\n"
+    "stored tokenizer; --chars only for a checkpoint that stores none (trained with --chars).";
 
 /* Append the text of tokens to a growing buffer: words joined by spaces, or characters with
  * U+2581 read as a space. */
@@ -73,10 +74,9 @@ int tg_cmd_generate(int argc, char **argv) {
         {"top-k", TG_OPT_INT, &top_k, 0, 1 << 30, NULL, "K", "sample from the K most likely tokens (0: all)", 0, 0},
         {"top-p", TG_OPT_FLOAT, &top_p, 1e-9, 1, NULL, "P", "then from the smallest set of mass >= P", 0, 0},
         {"seed", TG_OPT_INT, &seed, 0, 9007199254740992.0, NULL, "S", "sampling seed", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (trained with --chars)", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
         {"no-cache", TG_OPT_BOOL, &no_cache, 0, 0, NULL, NULL, "recompute the whole prefix per token (slow; a check)", 0, 0},
-        {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
-        {"backend", TG_OPT_CHOICE, &backend, 0, 0, "cpu|cuda", NULL, "where to compute (cuda: GPU 0)", 0, 0},
+        TG_TOOL_BACKEND_OPTS(&threads, &backend),
         {0},
     };
     tg_cli_set_usage(SYNOPSIS, DESCRIPTION);
@@ -97,12 +97,8 @@ int tg_cmd_generate(int argc, char **argv) {
     tg_generation *gen = NULL;
     char *text = NULL;
     size_t tlen = 0, tcap = 0;
-    tg_status st = !strcmp(backend, "cuda") ? tg_backend_cuda_new(0, &be) : tg_backend_cpu_new((int)threads, &be);
-    if (st == TG_OK) st = tg_model_load(model, be, &m);
-    if (st == TG_OK && tg_model_cfg(m)->arch != TG_ARCH_LM)
-        st = tg_error_set(TG_ERR_INVALID, "'%s' is %s (arch %s): tg generate continues a language model (tg train --arch lm)",
-                          model, tg_model_cfg(m)->arch == TG_ARCH_MLM ? "a masked language model" : "an encoder-decoder model",
-                          tg_model_arch_name(tg_model_cfg(m)->arch));
+    tg_status st = tg_tool_load_model(cmd, model, backend, threads, TG_ARCH_LM, "continues a language model (tg train --arch lm)",
+                                      &be, &m);
     if (st == TG_OK && input) {
         st = tg_lines_read(input, true, &lines);
         np = lines.n;
@@ -110,18 +106,26 @@ int tg_cmd_generate(int argc, char **argv) {
     if (st == TG_OK && (!(ids = calloc((size_t)np + 1, sizeof *ids)) || !(len = calloc((size_t)np + 1, sizeof *len)) ||
                         !(gen = calloc((size_t)np + 1, sizeof *gen))))
         st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    /* the stored tokenizer: words or characters (to), or an imported model's own (foreign) */
+    tg_text_options to = {0};
+    const tg_tokenizer *foreign = NULL;
+    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, &foreign))) st = TG_ERR_INVALID;
+    chars = to.chars;
     /* every prompt: tokens and length, before anything is generated */
-    tg_text_options to = {.chars = chars};
     int64_t max_len = st == TG_OK ? tg_model_cfg(m)->max_len : 0;
     for (int64_t i = 0; st == TG_OK && i < np; i++) {
         const char *p = input ? lines.line[i] : prompt ? prompt : "";
         char **toks = NULL;
         int64_t nt = 0;
-        st = tg_tokenize(p, &to, &toks, &nt);
-        if (st == TG_OK && !(ids[i] = malloc((size_t)(nt + 1) * sizeof **ids))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
-        for (int64_t k = 0; st == TG_OK && k < nt; k++) ids[i][k] = tg_vocab_id(tg_model_tgt_vocab(m), toks[k]);
+        if (foreign) {
+            st = tg_tokenizer_encode(foreign, p, strlen(p), &ids[i], &nt, NULL);
+        } else {
+            st = tg_tokenize(p, &to, &toks, &nt);
+            if (st == TG_OK && !(ids[i] = malloc((size_t)(nt + 1) * sizeof **ids))) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+            for (int64_t k = 0; st == TG_OK && k < nt; k++) ids[i][k] = tg_vocab_id(tg_model_tgt_vocab(m), toks[k]);
+            tg_tokens_free(toks, nt);
+        }
         len[i] = nt;
-        tg_tokens_free(toks, nt);
         if (st == TG_OK && nt + 1 > max_len)
             st = tg_error_set(TG_ERR_INVALID, "%s%lld: the prompt has %lld tokens; the model takes at most %lld (+ <s>)",
                               input ? "prompt on line " : "prompt ", (long long)(i + 1), (long long)nt,
@@ -139,7 +143,21 @@ int tg_cmd_generate(int argc, char **argv) {
         go.seed = (uint64_t)seed + (uint64_t)i; /* each prompt its own stream */
         st = tg_generate(m, ids[i], len[i], &go, &gen[i]);
         bool first = true;
-        if (st == TG_OK &&
+        const tg_tokenizer *dec = foreign ? foreign : to.tokenizer; /* text through a tokenizer */
+        if (st == TG_OK && dec) { /* the tokenizer's own text of prompt and continuation */
+            int32_t *all = malloc((size_t)(len[i] + gen[i].len + 1) * sizeof *all);
+            char *s = NULL;
+            if (!all) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+            if (st == TG_OK) {
+                if (len[i]) memcpy(all, ids[i], (size_t)len[i] * sizeof *all);
+                if (gen[i].len) memcpy(all + len[i], gen[i].ids, (size_t)gen[i].len * sizeof *all);
+                st = tg_tokenizer_decode(dec, all, len[i] + gen[i].len, &s);
+            }
+            if (st == TG_OK && (append(&text, &tlen, &tcap, s) || append(&text, &tlen, &tcap, "\n")))
+                st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+            free(all);
+            free(s);
+        } else if (st == TG_OK &&
             (append_tokens(&text, &tlen, &tcap, tg_model_tgt_vocab(m), ids[i], len[i], chars, &first) ||
              append_tokens(&text, &tlen, &tcap, tg_model_tgt_vocab(m), gen[i].ids, gen[i].len, chars, &first) ||
              append(&text, &tlen, &tcap, "\n")))
@@ -165,6 +183,7 @@ int tg_cmd_generate(int argc, char **argv) {
     tg_lines_free(&lines);
     tg_model_free(m);
     tg_backend_free(be);
+    if (rc) return rc; /* the tokenizer's refusal, printed */
     if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     return TG_EXIT_OK;
 }

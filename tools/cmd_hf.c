@@ -8,6 +8,7 @@
 
 #include "tg/hf.h"
 #include "tg/tokenizer.h"
+#include "tools/model_text.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -41,24 +42,13 @@ static void free_lines(lines *l) {
     free(l->line);
 }
 
-/* the model and its tokenizer; a checkpoint without one tokenizes whitespace words (--chars:
- * characters), and says so */
-static int open_model(const char *cmd, const char *path, int64_t threads, bool chars, tg_backend **be, tg_model **m,
+/* the model and the tokenizer it reads text with (tools/model_text.h) */
+static int open_model(const char *cmd, const char *path, int64_t threads, const tg_opt *chars, tg_backend **be, tg_model **m,
                       tg_tokenizer **own, const tg_tokenizer **tok) {
     tg_status st = tg_backend_new("cpu", &(tg_backend_options){.threads = (int)threads, .device = 0}, be);
     if (st == TG_OK) st = tg_model_load(path, *be, m);
     if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
-    *own = NULL;
-    *tok = tg_model_tokenizer(*m);
-    if (*tok && chars) return tg_cli_fail(cmd, TG_EXIT_USAGE, "'%s' carries its tokenizer (%s): --chars does not apply", path,
-                                          tg_tokenizer_kind_name(tg_tokenizer_kind(*tok)));
-    if (!*tok) {
-        st = tg_tokenizer_new_simple(chars ? TG_TOK_CHARS : TG_TOK_WORDS, tg_model_src_vocab(*m), own);
-        if (st) return tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
-        fprintf(stderr, "tg %s: '%s' stores no tokenizer: using %s\n", cmd, path, chars ? "characters (--chars)" : "whitespace words");
-        *tok = *own;
-    }
-    return 0;
+    return tg_tool_model_tokenizer(cmd, path, *m, chars, own, tok);
 }
 
 int tg_cmd_import(int argc, char **argv) {
@@ -120,14 +110,16 @@ int tg_cmd_export(int argc, char **argv) {
 
 int tg_cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize", *model = NULL, *text = NULL;
-    bool chars = false;
+    bool chars = false, pieces = false;
     tg_opt opts[] = {
         {"model", TG_OPT_STRING, &model, 0, 0, NULL, "M", "checkpoint (required)", 0, 0},
         {"text", TG_OPT_STRING, &text, 0, 0, NULL, "FILE", "one input per line (required)", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "a checkpoint without a tokenizer: characters, not words", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
+        {"pieces", TG_OPT_BOOL, &pieces, 0, 0, NULL, NULL,
+         "print the tokens as strings (no special tokens, no truncation), not their ids", 0, 0},
         {0},
     };
-    tg_cli_set_usage("--model M --text FILE", "Print the ids of each line as the model's tokenizer makes them (its "
+    tg_cli_set_usage("--model M --text FILE [--pieces]", "Print the ids of each line as the model's tokenizer makes them (its "
                      "special tokens and\ntruncation included), space-separated, one line per input line.");
     int rc = tg_cli_parse(cmd, opts, argc, argv, NULL, 0, NULL);
     if (rc == TG_CLI_HELP) return TG_EXIT_OK;
@@ -138,13 +130,27 @@ int tg_cmd_tokenize(int argc, char **argv) {
     tg_tokenizer *own = NULL;
     const tg_tokenizer *tok = NULL;
     lines l;
-    rc = open_model(cmd, model, 1, chars, &be, &m, &own, &tok);
+    rc = open_model(cmd, model, 1, tg_cli_find(opts, "chars"), &be, &m, &own, &tok);
     if (!rc) rc = read_lines(cmd, text, &l);
     int64_t cut = 0;
     for (int64_t i = 0; !rc && i < l.n; i++) {
         int32_t *ids;
         int64_t n;
-        bool trunc;
+        bool trunc = false;
+        if (pieces) { /* the tokens themselves, as spm_encode --output_format=piece prints them */
+            char **p;
+            if (tg_tokenizer_pieces(tok, l.line[i], strlen(l.line[i]), &p, &n)) {
+                rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' line %lld: %s", text, (long long)i + 1, tg_error_message());
+                break;
+            }
+            for (int64_t j = 0; j < n; j++) {
+                printf(j ? " %s" : "%s", p[j]);
+                free(p[j]);
+            }
+            printf("\n");
+            free(p);
+            continue;
+        }
         if (tg_tokenizer_encode(tok, l.line[i], strlen(l.line[i]), &ids, &n, &trunc)) {
             rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' line %lld: %s", text, (long long)i + 1, tg_error_message());
             break;

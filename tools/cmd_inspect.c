@@ -10,6 +10,7 @@
 
 #include "tg/model.h"
 #include "tg/safetensors.h"
+#include "tg/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -120,6 +121,11 @@ int tg_cmd_inspect(int argc, char **argv) {
                c->share_embeddings ? " (one shared table)" : "");
     else /* one text, one vocabulary */
         printf("vocabulary: %lld tokens (one table, tied to the output)\n", (long long)c->tgt_vocab);
+    const tg_tokenizer *tok = tg_model_tokenizer(m);
+    if (tok)
+        printf("tokenizer: %s (stored; every command reads text with it)\n", tg_tokenizer_kind_name(tg_tokenizer_kind(tok)));
+    else
+        printf("tokenizer: none stored (trained before tokenizers travelled: whitespace words, or --chars)\n");
 
     int64_t ne = c->enc_layers, nd = c->dec_layers;
     int64_t *enc = calloc((size_t)(ne + 1) * K_COUNT, sizeof *enc), *dec = calloc((size_t)(nd + 1) * K_COUNT, sizeof *dec);

@@ -20,6 +20,7 @@
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char SYNOPSIS[] = "--model M (--src FILE --tgt FILE | --text FILE) [--batch N] [--chars] [--threads N]";
 static const char DESCRIPTION[] =
@@ -28,6 +29,39 @@ static const char DESCRIPTION[] =
     "--text and prints its perplexity per token on standard error; a masked language model (arch\n"
     "mlm) masks each line of --text (--mask-prob, --seed) and prints log P of the masked tokens,\n"
     "and on standard error the masked-token accuracy.";
+
+/* log P of every line of an imported language model's text (its byte-level BPE): the line as a
+ * document of the stream tg train --init trains on, ids + end-of-text, each id predicting the
+ * next (the first conditioned on nothing: no start token); *tokens counts the predicted ids */
+static tg_status score_own(tg_model *m, const tg_tokenizer *tok, const tg_lines *l, double **scores, int64_t *tokens) {
+    tg_stream_options so = {.text = {.tokenizer = tok}, .docs = TG_DOCS_LINES};
+    *scores = malloc((size_t)(l->n ? l->n : 1) * sizeof **scores);
+    tg_status st = *scores ? TG_OK : tg_error_set(TG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; st == TG_OK && i < l->n; i++) {
+        char *one[1] = {l->line[i]};
+        tg_lines line = {.n = 1, .line = one, .buf = NULL, .path = l->path};
+        const tg_lines *texts[1] = {&line};
+        int32_t *ids = NULL;
+        int64_t n = 0, zero = 0;
+        tg_corpus *c = NULL;
+        tg_batch b;
+        st = tg_stream_encode(texts, 1, tg_model_tgt_vocab(m), &so, &ids, &n);
+        if (st == TG_OK && n - 1 > tg_model_cfg(m)->max_len)
+            st = tg_error_set(TG_ERR_INVALID, "'%s' line %lld: %lld tokens + the end of text is longer than the model's "
+                              "max_len %lld", l->path, (long long)i + 1, (long long)n - 1, (long long)tg_model_cfg(m)->max_len);
+        if (st == TG_OK) st = tg_corpus_new_stream(ids, n, n - 1, &c);
+        if (st == TG_OK) tg_corpus_set_target_pad(c, tg_model_cfg(m)->pad_id);
+        if (st == TG_OK) st = tg_corpus_batch(c, &zero, 1, &b);
+        if (st == TG_OK) {
+            st = tg_model_score(m, &b, *scores + i);
+            *tokens += b.tgt_tokens;
+            tg_batch_free(&b);
+        }
+        tg_corpus_free(c);
+        free(ids);
+    }
+    return st;
+}
 
 int tg_cmd_score(int argc, char **argv) {
     const char *cmd = "score", *model = NULL, *src = NULL, *tgt = NULL, *text = NULL, *backend = "cpu";
@@ -42,7 +76,7 @@ int tg_cmd_score(int argc, char **argv) {
         {"mask-prob", TG_OPT_FLOAT, &mask_prob, 1e-6, 1, NULL, "P", "arch mlm: share of tokens masked", 0, 0},
         {"seed", TG_OPT_INT, &seed, 0, 9007199254740992.0, NULL, "S", "arch mlm: masking seed", 0, 0},
         {"batch", TG_OPT_INT, &batch, 1, 100000, NULL, "N", "sentence pairs per batch", 0, 0},
-        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "tokens are characters (as trained with --chars)", 0, 0},
+        {"chars", TG_OPT_BOOL, &chars, 0, 0, NULL, NULL, "characters (a checkpoint that stores no tokenizer)", 0, 0},
         {"threads", TG_OPT_INT, &threads, 0, 4096, NULL, "N", "CPU threads (0: TG_NUM_THREADS or all cores)", 0, 0},
         {"backend", TG_OPT_CHOICE, &backend, 0, 0, tg_backend_names(), NULL, "where to compute (cuda: GPU 0)", 0, 0},
         {0},
@@ -59,9 +93,17 @@ int tg_cmd_score(int argc, char **argv) {
     tg_lines ls = {0}, lt = {0};
     tg_corpus *c = NULL;
     double *scores = NULL;
+    int64_t tokens = 0;
     tg_status st = tg_backend_new(backend, &(tg_backend_options){.threads = (int)threads, .device = 0}, &be);
     if (st == TG_OK) st = tg_model_load(model, be, &m);
+    tg_text_options to = {0}; /* the stored tokenizer's words or characters, or an imported LM's own */
+    const tg_tokenizer *foreign = NULL;
+    if (st == TG_OK && (rc = tg_tool_model_text(cmd, model, m, tg_cli_find(opts, "chars"), &to, &foreign))) st = TG_ERR_INVALID;
     tg_model_arch arch = st == TG_OK ? tg_model_cfg(m)->arch : TG_ARCH_ENCDEC;
+    if (st == TG_OK && foreign && arch != TG_ARCH_LM)
+        rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "'%s' carries a %s tokenizer with its own special tokens (an imported "
+                         "model): tg score reads it for a language model (an imported GPT-2) only", model,
+                         tg_tokenizer_kind_name(tg_tokenizer_kind(foreign))), st = TG_ERR_INVALID;
     bool lm = st == TG_OK && arch != TG_ARCH_ENCDEC; /* lm or mlm: a text */
     if (st == TG_OK && lm && !text)
         st = tg_error_set(TG_ERR_INVALID, "'%s' is a %slanguage model (arch %s): score a text with --text FILE", model,
@@ -71,22 +113,24 @@ int tg_cmd_score(int argc, char **argv) {
                           model);
     if (st == TG_OK && !lm) st = tg_lines_read(src, false, &ls);
     if (st == TG_OK) st = tg_lines_read(lm ? text : tgt, false, &lt);
-    if (st == TG_OK) {
+    if (st == TG_OK && foreign) { /* each line a document of the model's own stream: ids + end-of-text */
+        st = score_own(m, foreign, &lt, &scores, &tokens);
+    } else if (st == TG_OK) {
         /* a sentence the model cannot take is an error here, never silently skipped */
-        tg_corpus_options co = {.text = {.chars = chars}, .max_len = tg_model_cfg(m)->max_len, .skip_long = false};
+        tg_corpus_options co = {.text = to, .max_len = tg_model_cfg(m)->max_len, .skip_long = false};
         st = arch == TG_ARCH_MLM ? tg_corpus_new_mlm(&lt, tg_model_tgt_vocab(m), &co, mask_prob, (uint64_t)seed, &c)
              : lm                ? tg_corpus_new_lm(&lt, tg_model_tgt_vocab(m), &co, &c)
                                  : tg_corpus_new(&ls, &lt, tg_model_src_vocab(m), tg_model_tgt_vocab(m), &co, &c);
     }
-    int64_t tokens = 0, right = 0;
-    int64_t n = tg_corpus_size(c);
+    int64_t right = 0;
+    int64_t n = foreign ? lt.n : tg_corpus_size(c);
     if (st == TG_OK && n == 0) /* an empty score list would pass for a result */
         st = tg_error_set(TG_ERR_INVALID, "'%s' holds no %s: nothing to score", lm ? text : src, lm ? "line" : "sentence");
-    if (st == TG_OK && !(scores = malloc((size_t)(n ? n : 1) * sizeof *scores)))
+    if (st == TG_OK && !scores && !(scores = malloc((size_t)(n ? n : 1) * sizeof *scores)))
         st = tg_error_set(TG_ERR_NOMEM, "out of memory");
     int64_t *idx = st == TG_OK ? malloc((size_t)batch * sizeof *idx) : NULL;
     if (st == TG_OK && !idx) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; st == TG_OK && i < n; i += batch) {
+    for (int64_t i = 0; st == TG_OK && !foreign && i < n; i += batch) {
         int64_t k = n - i < batch ? n - i : batch;
         for (int64_t j = 0; j < k; j++) idx[j] = i + j;
         tg_batch b;
@@ -114,12 +158,12 @@ int tg_cmd_score(int argc, char **argv) {
                     (long long)n, (long long)tokens, 100.0 * (double)right / (double)tokens, -sum / (double)tokens,
                     exp(-sum / (double)tokens));
     }
-    if (st) tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
+    if (st && !rc) rc = tg_cli_fail(cmd, TG_EXIT_RUNTIME, "%s", tg_error_message());
     free(scores);
     tg_corpus_free(c);
     tg_lines_free(&ls);
     tg_lines_free(&lt);
     tg_model_free(m);
     tg_backend_free(be);
-    return st ? TG_EXIT_RUNTIME : TG_EXIT_OK;
+    return rc;
 }

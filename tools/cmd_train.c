@@ -21,9 +21,11 @@
 
 #include "tg/json.h"
 #include "tg/safetensors.h"
+#include "tg/tokenizer.h"
 #include "tg/train.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 #include "tools/train_defaults.h"
 #include "tools/train_group.h"
 #include "tools/train_stream.h"
@@ -77,7 +79,11 @@ typedef struct {
     /* data */
     const char *train_src, *train_tgt, *dev_src, *dev_tgt, *out, *config, *src_vocab, *tgt_vocab;
     const char *arch, *train, *dev; /* --arch lm / mlm: one text file each */
+    const char *init;               /* --init M: start from M's configuration, tokenizer and weights */
+    const char *spm;                /* --spm FILE: raw text cut by this sentencepiece BPE model */
     double mask_prob;               /* --arch mlm */
+    const char *task;               /* --arch mlm: mlm (masked tokens) or classify (CLASS<TAB>TEXT lines) */
+    int64_t classes;                /* --task classify: the classification head's classes (0: from the data) */
     bool static_masks;              /* --arch mlm: BERT's masks drawn once (default: per batch) */
     int64_t block;                  /* --arch lm: positions per block of the token stream */
     const char *documents;          /* --arch lm: file|paragraphs|lines */
@@ -102,7 +108,7 @@ typedef struct {
     "arch", "d-model", "heads", "enc-layers", "dec-layers", "d-ff", "attention", "head-dim", "interacting-literal", \
         "no-out-proj", "norm", "norm-kind", "window", "pos", "share-embeddings", "tie-output", "activation",      \
         "dropout", "attn-dropout", "ffn-dropout", "label-smoothing", "max-len", "joint", "chars", "min-count",    \
-        "max-vocab", "src-vocab", "tgt-vocab"
+        "max-vocab", "src-vocab", "tgt-vocab", "spm"
 
 static void defaults(train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -116,6 +122,7 @@ static void defaults(train_opts *o) {
     o->attention = "mha";
     o->arch = "encdec";
     o->mask_prob = 0.15;
+    o->task = "mlm";
     o->documents = "file";
     o->holdout = 0.1;
     o->norm = "post";
@@ -170,12 +177,22 @@ static void table(train_opts *o, tg_opt *t) {
         {"static-masks", TG_OPT_BOOL, &o->static_masks, 0, 0, NULL, NULL,
          "--arch mlm: mask each line once (BERT) instead of anew for every batch (RoBERTa)", 0, 0},
         {"mask-prob", TG_OPT_FLOAT, &o->mask_prob, 1e-6, 1, NULL, "P", "--arch mlm: share of tokens masked", 0, 0},
+        {"task", TG_OPT_CHOICE, &o->task, 0, 0, "mlm|classify", NULL,
+         "--arch mlm: masked tokens, or a classification head on the first token trained on CLASS<TAB>TEXT lines", 0, 0},
+        {"classes", TG_OPT_INT, &o->classes, 0, 1 << 20, NULL, "N",
+         "--task classify: classes of the head (0: the largest class of the data + 1)", 0, 0},
         {"out", TG_OPT_STRING, &o->out, 0, 0, NULL, "DIR", "output directory (required)", 0, 0},
+        {"init", TG_OPT_STRING, &o->init, 0, 0, NULL, "M",
+         "start from checkpoint M: its configuration, vocabulary, tokenizer and weights (an imported model too); a "
+         "fresh optimizer", 0, 0},
         {"config", TG_OPT_STRING, &o->config, 0, 0, NULL, "FILE", "JSON object of options", 0, 0},
         {"resume", TG_OPT_BOOL, &o->resume, 0, 0, NULL, NULL, "continue the run saved in --out", 0, 0},
         {"overwrite", TG_OPT_BOOL, &o->overwrite, 0, 0, NULL, NULL, "start anew even if --out holds a model", 0, 0},
         {"joint", TG_OPT_BOOL, &o->joint, 0, 0, NULL, NULL, "one vocabulary for both sides", 0, 0},
         {"chars", TG_OPT_BOOL, &o->chars, 0, 0, NULL, NULL, "tokens are characters", 0, 0},
+        {"spm", TG_OPT_STRING, &o->spm, 0, 0, NULL, "FILE",
+         "the data are raw text, cut into pieces by this sentencepiece BPE model (spm.model of "
+         "datasets/prep_bible.py), which the checkpoint stores", 0, 0},
         {"min-count", TG_OPT_INT, &o->min_count, 1, 1e9, NULL, "N", "vocabulary: tokens seen >= N times", 0, 0},
         {"max-vocab", TG_OPT_INT, &o->max_vocab, 0, 1e9, NULL, "N", "vocabulary: at most N entries (0: all)", 0, 0},
         {"src-vocab", TG_OPT_STRING, &o->src_vocab, 0, 0, NULL, "FILE", "source vocabulary from tg prep --out", 0, 0},
@@ -344,6 +361,8 @@ static int model_config(const char *cmd, const train_opts *o, tg_opt *t, tg_mode
             return fail(cmd, TG_EXIT_USAGE, "--%s applies to --arch lm (a token stream) only", lm_only[i]);
     if (c->arch != TG_ARCH_MLM && tg_cli_find(t, "static-masks")->on_cli)
         return fail(cmd, TG_EXIT_USAGE, "--static-masks applies to --arch mlm only");
+    if (c->arch != TG_ARCH_MLM && (tg_cli_find(t, "task")->on_cli || tg_cli_find(t, "classes")->on_cli))
+        return fail(cmd, TG_EXIT_USAGE, "--task and --classes apply to --arch mlm (an encoder) only");
     if (c->share_embeddings && !o->joint)
         return fail(cmd, TG_EXIT_USAGE, "--share-embeddings needs --joint (one vocabulary)");
     if (c->head_dim != 0 && c->attention != TG_ATTN_FIXED_HEAD)
@@ -412,9 +431,9 @@ static tg_status check_min_count(const train_opts *o, const tg_vocab *v, const c
     return TG_OK;
 }
 
-static tg_status make_vocabs(const train_opts *o, const tg_lines *ls, const tg_lines *lt, tg_vocab **sv,
-                             tg_vocab **tv) {
-    tg_text_options to = {.chars = o->chars};
+static tg_status make_vocabs(const train_opts *o, const tg_text_options *text, const tg_lines *ls, const tg_lines *lt,
+                             tg_vocab **sv, tg_vocab **tv) {
+    tg_text_options to = *text;
     const tg_lines *both[2] = {ls, lt}, *tl[1] = {lt};
     tg_status st = TG_OK;
     *sv = *tv = NULL;
@@ -466,6 +485,120 @@ static int restore_options(const char *cmd, tg_opt *t, const char *state_path, t
     return rc;
 }
 
+/* The family of checkpoint path (its config's "arch"; absent: encdec) as its static name. */
+static tg_status checkpoint_arch(const char *path, const char **arch) {
+    tg_st_file *f;
+    tg_status st = tg_st_open(path, &f);
+    if (st) return st;
+    const char *cfg = tg_st_metadata(f, "config");
+    tg_json *j = NULL;
+    tg_model_arch a = TG_ARCH_ENCDEC;
+    if (!cfg) st = tg_error_set(TG_ERR_FORMAT, "'%s' is not a tgraph checkpoint (no config): import it first (tg import)", path);
+    else if ((st = tg_json_parse(cfg, strlen(cfg), &j)) == TG_OK) {
+        const tg_json *x = tg_json_get(j, "arch");
+        if (x && tg_json_kind(x) == TG_JSON_STRING && tg_model_arch_parse(tg_json_string(x), &a) != TG_OK)
+            st = tg_error_prefix(TG_ERR_FORMAT, "'%s'", path);
+    }
+    tg_json_free(j);
+    tg_st_close(f);
+    if (st == TG_OK) *arch = tg_model_arch_name(a);
+    return st;
+}
+
+/* A masked language model's corpus in the vocabulary layout of the model's own tokenizer (an
+ * imported BERT): every line encoded as [CLS] ... [SEP] (truncated to the tokenizer's maximum),
+ * the final [SEP] left to the batches; lines longer than max_len are skipped and counted. */
+static tg_status tokenizer_mlm_corpus(const tg_lines *l, const tg_tokenizer *tok, int64_t max_len, double p, uint64_t seed,
+                                      tg_corpus **out, int64_t *skipped) {
+    int32_t *special = NULL, **ids = calloc((size_t)(l->n ? l->n : 1), sizeof *ids);
+    int64_t nspecial = 0, *len = calloc((size_t)(l->n ? l->n : 1), sizeof *len), k = 0;
+    tg_mlm_layout lay = {.vocab_size = (int32_t)tg_vocab_size(tg_tokenizer_vocab(tok)),
+                         .mask = tg_tokenizer_special(tok, "mask"), .eos = tg_tokenizer_special(tok, "eos")};
+    tg_status st = ids && len ? tg_tokenizer_special_ids(tok, &special, &nspecial) : tg_error_set(TG_ERR_NOMEM, "out of memory");
+    if (st == TG_OK && (lay.mask < 0 || lay.eos < 0))
+        st = tg_error_set(TG_ERR_INVALID, "the model's %s tokenizer has no %s token: it cannot train as a masked language "
+                          "model", tg_tokenizer_kind_name(tg_tokenizer_kind(tok)), lay.mask < 0 ? "mask" : "end ([SEP])");
+    *skipped = 0;
+    for (int64_t i = 0; st == TG_OK && i < l->n; i++) {
+        st = tg_tokenizer_encode(tok, l->line[i], strlen(l->line[i]), &ids[k], &len[k], NULL);
+        if (st) {
+            st = tg_error_prefix(st, "'%s' line %lld", l->path, (long long)i + 1);
+            break;
+        }
+        if (len[k] > 0 && ids[k][len[k] - 1] == lay.eos) len[k]--; /* the batches append it */
+        if (len[k] + 1 > max_len) {
+            free(ids[k]);
+            ++*skipped;
+        } else k++;
+    }
+    lay.special = special;
+    lay.nspecial = nspecial;
+    if (st == TG_OK) st = tg_corpus_new_mlm_ids(k, (const int32_t *const *)ids, len, &lay, p, seed, out);
+    for (int64_t i = 0; ids && i < k; i++) free(ids[i]);
+    free(ids);
+    free(len);
+    free(special);
+    return st;
+}
+
+/* --task classify: every line CLASS<TAB>TEXT; the lines become their texts, the classes go to
+ * *cls (malloc'ed), the largest to *top */
+static tg_status split_classes(tg_lines *l, int32_t **cls, int64_t *top) {
+    *cls = malloc((size_t)(l->n ? l->n : 1) * sizeof **cls);
+    if (!*cls) return tg_error_set(TG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < l->n; i++) {
+        char *tab = strchr(l->line[i], '\t'), *end = NULL;
+        long v = tab ? strtol(l->line[i], &end, 10) : -1;
+        if (!tab || end != tab || v < 0 || v >= 1 << 20 || end == l->line[i])
+            return tg_error_set(TG_ERR_FORMAT, "'%s' line %lld: not CLASS<TAB>TEXT with a class in [0, 1048576) (--task "
+                                "classify)", l->path, (long long)i + 1);
+        if (!tab[1 + strspn(tab + 1, " \t")])
+            return tg_error_set(TG_ERR_FORMAT, "'%s' line %lld: no text after the class", l->path, (long long)i + 1);
+        (*cls)[i] = (int32_t)v;
+        if (v > *top) *top = v;
+        l->line[i] = tab + 1;
+    }
+    return TG_OK;
+}
+
+/* A classification corpus of the texts of l (classes cls) read as the model reads text: its own
+ * tokenizer's [CLS] ... (foreign; the final [SEP] left to the batches) or the words / characters
+ * of to; lines longer than max_len are skipped and counted. */
+static tg_status classify_corpus(const tg_lines *l, const int32_t *cls, const tg_text_options *to, const tg_tokenizer *foreign,
+                                 const tg_vocab *v, int64_t max_len, tg_corpus **out, int64_t *skipped) {
+    int32_t eos = foreign ? tg_tokenizer_special(foreign, "eos") : TG_EOS, **ids = calloc((size_t)(l->n ? l->n : 1), sizeof *ids);
+    int32_t *kc = malloc((size_t)(l->n ? l->n : 1) * sizeof *kc);
+    int64_t *len = calloc((size_t)(l->n ? l->n : 1), sizeof *len), k = 0;
+    tg_status st = ids && kc && len ? TG_OK : tg_error_set(TG_ERR_NOMEM, "out of memory");
+    if (st == TG_OK && eos < 0) st = tg_error_set(TG_ERR_INVALID, "the model's tokenizer has no end token ([SEP])");
+    *skipped = 0;
+    for (int64_t i = 0; st == TG_OK && i < l->n; i++) {
+        if (foreign) {
+            st = tg_tokenizer_encode(foreign, l->line[i], strlen(l->line[i]), &ids[k], &len[k], NULL);
+            if (st == TG_OK && len[k] > 0 && ids[k][len[k] - 1] == eos) len[k]--; /* the batches append it */
+        } else {
+            char **toks;
+            st = tg_tokenize(l->line[i], to, &toks, &len[k]);
+            if (st == TG_OK && !(ids[k] = malloc((size_t)(len[k] ? len[k] : 1) * sizeof **ids)))
+                st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+            for (int64_t j = 0; st == TG_OK && j < len[k]; j++) ids[k][j] = tg_vocab_id(v, toks[j]);
+            if (st == TG_OK) tg_tokens_free(toks, len[k]);
+        }
+        if (st) {
+            st = tg_error_prefix(st, "'%s' line %lld", l->path, (long long)i + 1);
+            break;
+        }
+        if (len[k] + 1 > max_len) {
+            free(ids[k]);
+            ++*skipped;
+        } else kc[k++] = cls[i];
+    }
+    if (st == TG_OK) st = tg_corpus_new_classify(k, (const int32_t *const *)ids, len, kc, eos, out);
+    for (int64_t i = 0; ids && i < k; i++) free(ids[i]);
+    free(ids), free(len), free(kc);
+    return st;
+}
+
 /* The whole command on one rank: `given`, a replica's thread group (tg_cmd_train), or NULL (the
  * MPI group under mpirun, else none). */
 static int train_rank(int argc, char **argv, tg_dist *given) {
@@ -490,6 +623,8 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
     tg_lm_texts lm_train = {0}, lm_dev = {0};
     tg_vocab *sv = NULL, *tv = NULL;
     tg_model *m = NULL;
+    tg_tokenizer *spm_tok = NULL; /* --spm's, until the model takes it */
+    int32_t *cls_train = NULL, *cls_dev = NULL; /* --task classify: the classes of the lines */
     tg_backend *be = NULL;
     tg_corpus *train = NULL, *dev = NULL;
     tg_trainer *tr = NULL;
@@ -550,6 +685,29 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
                 fprintf(stderr, "tg train: warning: --%s is ignored with --resume (the model and its vocabularies "
                                 "come from the checkpoint)\n", model_opts[i]);
     }
+    if (o.resume && tg_cli_find(t, "init")->on_cli) {
+        rc = fail(cmd, TG_EXIT_USAGE, "--init and --resume exclude each other");
+        goto done;
+    }
+    if (o.resume) o.init = NULL; /* a resumed run continues its own checkpoint (--init stored) */
+    if (o.init) { /* the family, the model and its vocabulary are M's */
+        const char *arch = NULL;
+        if ((st = checkpoint_arch(o.init, &arch))) {
+            st = tg_error_prefix(st, "--init");
+            goto done;
+        }
+        if (tg_cli_find(t, "arch")->set && strcmp(o.arch, arch)) {
+            rc = fail(cmd, TG_EXIT_USAGE, "--init '%s' is a model of arch %s: --arch %s contradicts it", o.init, arch, o.arch);
+            goto done;
+        }
+        o.arch = arch;
+        static const char *model_opts[] = {MODEL_OPTION_NAMES};
+        for (size_t i = 0; i < sizeof model_opts / sizeof *model_opts; i++)
+            if (tg_cli_find(t, model_opts[i])->on_cli && strcmp(model_opts[i], "arch") && strcmp(model_opts[i], "chars") &&
+                leader)
+                fprintf(stderr, "tg train: warning: --%s is ignored with --init (the model and its vocabulary come from "
+                                "'%s')\n", model_opts[i], o.init);
+    }
     bool lm = strcmp(o.arch, "encdec") != 0; /* lm or mlm: one text */
     /* (a resumed lm run stored --train as --train-src and --train-tgt too: those agree) */
 #define SAME_OR_UNSET(a, b) (!(a) || ((b) && !strcmp((a), (b))))
@@ -583,6 +741,10 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         rc = fail(cmd, TG_EXIT_USAGE, "--dev-src and --dev-tgt go together");
         goto done;
     }
+    if (o.spm && o.chars) {
+        rc = fail(cmd, TG_EXIT_USAGE, "--spm and --chars exclude each other (the sentencepiece model cuts the text)");
+        goto done;
+    }
     if (o.resume && o.overwrite) {
         rc = fail(cmd, TG_EXIT_USAGE, "--resume and --overwrite exclude each other");
         goto done;
@@ -614,6 +776,18 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         if (st == TG_OK && o.dev_src) st = tg_lines_check_parallel(&ds, &dt);
         if (st == TG_OK && ls.n == 0) st = tg_error_set(TG_ERR_FORMAT, "'%s' is empty", o.train_src);
     }
+    /* --task classify: CLASS<TAB>TEXT lines (the texts read as the target side, as for mlm) */
+    bool classify = !strcmp(o.arch, "mlm") && !strcmp(o.task, "classify");
+    int64_t top_class = -1;
+    if (st == TG_OK && classify) {
+        st = split_classes(&lt, &cls_train, &top_class);
+        if (st == TG_OK && o.dev) st = split_classes(&dt, &cls_dev, &top_class);
+        if (st == TG_OK && o.classes && top_class >= o.classes)
+            st = tg_error_set(TG_ERR_INVALID, "the data hold class %lld, --classes is %lld", (long long)top_class,
+                              (long long)o.classes);
+        if (!o.classes) o.classes = top_class + 1;
+        mc.classes = o.classes;
+    }
     AGREE_OR_DONE();
     int threads = grp && o.threads == 0 ? tg_train_group_threads(grp) : (int)o.threads;
     /* one GPU per rank of a host */
@@ -625,17 +799,36 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         st = tg_dist_use_nccl(grp, be);
         AGREE_OR_DONE();
     }
-    if (o.resume) {
-        st = tg_model_load(model_path, be, &m);
-        if (st) st = tg_error_prefix(st, "cannot resume");
+    /* --spm: the sentencepiece model that cuts the raw text (a new run; a model that stores one
+     * brings its own) */
+    if (o.spm && !o.resume && !o.init) {
+        size_t len;
+        char *bytes = tg_cli_read_file(o.spm, &len);
+        st = bytes ? tg_tokenizer_from_spm(bytes, len, o.spm, &spm_tok)
+                   : tg_error_set(TG_ERR_IO, "cannot read --spm '%s': %s", o.spm, strerror(errno));
+        free(bytes);
         AGREE_OR_DONE();
+    }
+    tg_text_options text = {.chars = o.chars, .tokenizer = spm_tok};
+    if (o.resume || o.init) {
+        st = tg_model_load(o.resume ? model_path : o.init, be, &m);
+        if (st) st = o.resume ? tg_error_prefix(st, "cannot resume") : tg_error_prefix(st, "--init");
+        AGREE_OR_DONE();
+        if (classify && tg_model_cfg(m)->classes != o.classes) { /* a classification head on the loaded model */
+            tg_model *with = NULL;
+            st = tg_model_with_classes(m, o.classes, (uint64_t)o.seed, &with);
+            tg_model_free(m);
+            m = with;
+            if (st) st = tg_error_prefix(st, "--task classify");
+            AGREE_OR_DONE();
+        }
         mc = *tg_model_cfg(m);
     } else {
         if (stream) {
-            st = tg_lm_vocab(&lm_train, &(tg_text_options){.chars = o.chars}, o.src_vocab, o.min_count, o.max_vocab, &sv);
+            st = tg_lm_vocab(&lm_train, &text, o.src_vocab, o.min_count, o.max_vocab, &sv);
             tv = sv;
         } else {
-            st = make_vocabs(&o, &ls, &lt, &sv, &tv);
+            st = make_vocabs(&o, &text, &ls, &lt, &sv, &tv);
         }
         AGREE_OR_DONE();
         mc.src_vocab = tg_vocab_size(sv);
@@ -645,20 +838,44 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
             goto done;
         }
     }
+    /* the data are read with the model's stored tokenizer: words, characters, or (an imported
+     * model's) its own in its own vocabulary layout (foreign) */
+    const tg_tokenizer *foreign = NULL;
+    if (m && (o.init || tg_model_tokenizer(m)) && (rc = tg_tool_model_text(cmd, o.resume ? model_path : o.init ? o.init : model_path, m,
+                                      o.resume ? NULL : tg_cli_find(t, "chars"), &text, &foreign))) {
+        tg_error_set(TG_ERR_INVALID, "the model's tokenizer");
+        goto done;
+    }
+    if (m && tg_model_tokenizer(m) && !foreign) o.chars = text.chars;
     const tg_vocab *vs = m ? tg_model_src_vocab(m) : sv, *vt = m ? tg_model_tgt_vocab(m) : tv;
-    tg_corpus_options co = {.text = {.chars = o.chars}, .max_len = mc.max_len, .skip_long = true};
+    tg_corpus_options co = {.text = text, .max_len = mc.max_len, .skip_long = true};
     bool mlm = !strcmp(o.arch, "mlm"); /* masks drawn once from the seed (dev: seed + 1) */
     int64_t block = o.block ? o.block : mc.max_len;
     tg_lm_data lmd = {0};
-    if (stream && block > mc.max_len) { /* a resumed model's positions (model_config checked the options) */
+    int64_t tok_skipped[2] = {0, 0}; /* lines past max_len of a foreign tokenizer's corpus */
+    if (classify) {
+        st = classify_corpus(&lt, cls_train, &text, foreign, vt, mc.max_len, &train, &tok_skipped[0]);
+        if (st == TG_OK && o.dev_src) st = classify_corpus(&dt, cls_dev, &text, foreign, vt, mc.max_len, &dev, &tok_skipped[1]);
+    } else if (foreign && !stream && (!mlm || o.static_masks)) {
+        st = tg_error_set(TG_ERR_UNSUPPORTED, "the model reads text with a %s tokenizer in its own vocabulary layout (an "
+                          "imported model): tg train continues such a model as a language model (arch lm) or as a masked "
+                          "language model with dynamic masks", tg_tokenizer_kind_name(tg_tokenizer_kind(foreign)));
+    } else if (foreign && !stream) {
+        st = tokenizer_mlm_corpus(&lt, foreign, mc.max_len, o.mask_prob, (uint64_t)o.seed, &train, &tok_skipped[0]);
+        if (st == TG_OK && o.dev_src)
+            st = tokenizer_mlm_corpus(&dt, foreign, mc.max_len, o.mask_prob, (uint64_t)o.seed + 1, &dev, &tok_skipped[1]);
+    } else if (stream && block > mc.max_len) { /* a resumed model's positions (model_config checked the options) */
         st = tg_error_set(TG_ERR_INVALID, "--block %lld is past the model's %lld positions (max_len of '%s')",
                           (long long)block, (long long)mc.max_len, model_path);
     } else if (stream) {
-        tg_stream_options so = {.text = {.chars = o.chars},
+        if (foreign) text.tokenizer = foreign; /* an imported GPT-2: its byte-level BPE, its end-of-text token */
+        tg_stream_options so = {.text = text,
                                 .docs = !strcmp(o.documents, "paragraphs") ? TG_DOCS_PARAGRAPHS
                                         : !strcmp(o.documents, "lines")    ? TG_DOCS_LINES
                                                                            : TG_DOCS_FILE};
         st = tg_lm_corpora(&lm_train, o.dev ? &lm_dev : NULL, vt, &so, block, o.holdout, &train, &dev, &lmd);
+        if (st == TG_OK) tg_corpus_set_target_pad(train, mc.pad_id); /* GPT-2: -1, its id 0 a token */
+        if (st == TG_OK && dev) tg_corpus_set_target_pad(dev, mc.pad_id);
     } else {
         /* masks from the seed, the dev text's from seed + 1: drawn anew for every batch (dynamic;
          * dev's the same at every evaluation, the batches being those of epoch 0), or once */
@@ -700,6 +917,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
                         "dev: %s%lld tokens%s; vocabulary %lld\n", (long long)lmd.tokens, (long long)lmd.documents,
                 lmd.documents == 1 ? "" : "s", (long long)cs.pairs, (long long)block, lmd.held_out ? "the last " : "",
                 (long long)lmd.dev_tokens, lmd.held_out ? " held out" : dev ? "" : " (none)", (long long)mc.tgt_vocab);
+    else if (leader && classify)
+        fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens) in %lld classes, vocabulary %lld\n",
+                (long long)cs.pairs, cs.src_mean, (long long)o.classes, (long long)mc.tgt_vocab);
     else if (leader && mlm)
         fprintf(stderr, "tg train: %lld training sequences (mean %.2f tokens), vocabulary %lld (with <mask>); %.0f %% of "
                         "the tokens masked %s\n", (long long)cs.pairs, cs.tgt_mean, (long long)mc.tgt_vocab,
@@ -723,9 +943,9 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
                 tg_dist_size(grp), tg_backend_threads(be), cores);
     if (!leader) {
         /* the messages below come from rank 0 */
-    } else if (tg_corpus_skipped(train))
+    } else if (tg_corpus_skipped(train) || tok_skipped[0])
         fprintf(stderr, "tg train: skipped %lld training %ss longer than max_len %lld (tokens + </s>)\n",
-                (long long)tg_corpus_skipped(train), unit, (long long)mc.max_len);
+                (long long)(tg_corpus_skipped(train) + tok_skipped[0]), unit, (long long)mc.max_len);
     if (leader && dev && tg_corpus_skipped(dev))
         fprintf(stderr, "tg train: skipped %lld dev %ss longer than max_len %lld\n", (long long)tg_corpus_skipped(dev), unit,
                 (long long)mc.max_len);
@@ -741,6 +961,15 @@ static int train_rank(int argc, char **argv, tg_dist *given) {
         AGREE_OR_DONE();
         st = tg_model_new(&mc, sv, tv, be, (uint64_t)o.seed, &m);
         sv = tv = NULL; /* owned by the model, even on failure */
+        AGREE_OR_DONE();
+    }
+    /* the tokenizer the data was read with travels with the model (a run resumed from before
+     * tokenizers travelled gets it too), so that every command reads text the same way */
+    if (!tg_model_tokenizer(m)) {
+        tg_tokenizer *tk = spm_tok;
+        spm_tok = NULL; /* the model's, even on failure */
+        st = tk ? TG_OK : tg_tokenizer_new_simple(o.chars ? TG_TOK_CHARS : TG_TOK_WORDS, tg_model_src_vocab(m), &tk);
+        if (st == TG_OK) st = tg_model_set_tokenizer(m, tk);
         AGREE_OR_DONE();
     }
     /* every rank starts from rank 0's parameters */
@@ -839,6 +1068,9 @@ done:
             if (tg_train_dir_tidy(o.out, false) != TG_OK) tg_error_clear();
         }
     }
+    tg_tokenizer_free(spm_tok);
+    free(cls_train);
+    free(cls_dev);
     tg_trainer_free(tr);
     tg_corpus_free(train);
     tg_corpus_free(dev);

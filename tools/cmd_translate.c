@@ -19,10 +19,13 @@
 #include "tg/tg.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/model_text.h"
 
 static const char USAGE[] =
     "usage: tg translate --model M [options]\n"
-    "Translate sentences (one per line, tokens separated by spaces) with a checkpoint.\n"
+    "Translate sentences (one per line) with a checkpoint, read and written with its stored\n"
+    "tokenizer (whitespace words, characters, or raw text and its sentencepiece pieces; a\n"
+    "checkpoint without one: words).\n"
     "\n"
     "  --model M          checkpoint (.safetensors) to decode with (required)\n"
     "  --beam K           beam size; 1 = greedy decoding (default 4)\n"
@@ -141,11 +144,38 @@ static int by_length(const void *a, const void *b) {
     return (i > j) - (i < j);
 }
 
-static void write_hyp(FILE *f, const tg_vocab *v, const tg_hypothesis *h) {
+/* A hypothesis as text: words joined by spaces; characters (chars) or sentencepiece pieces
+ * (spm) joined, "▁" a space (a text's first piece's dropped). */
+static void write_hyp(FILE *f, const tg_vocab *v, const tg_hypothesis *h, bool chars, bool spm) {
+    bool started = false;
     for (int64_t k = 0; k < h->len; k++) {
         const char *t = tg_vocab_token(v, h->ids[k]);
-        fprintf(f, "%s%s", k ? " " : "", t ? t : "<unk>");
+        if (!t) t = "<unk>";
+        if (!chars && !spm) {
+            fprintf(f, "%s%s", k ? " " : "", t);
+            continue;
+        }
+        for (const char *p = t; *p;) {
+            bool sp = !strncmp(p, "\xE2\x96\x81", 3);
+            if (!sp || chars || started) fputc(sp ? ' ' : *p, f);
+            started = true;
+            p += sp ? 3 : 1;
+        }
     }
+}
+
+/* The ids of one line as the text options read it (unknown tokens: <unk>); *ids malloc'ed. */
+static tg_status encode(const tg_vocab *v, const tg_text_options *to, const char *line, int32_t **ids, int64_t *n) {
+    char **toks;
+    int64_t nt;
+    tg_status st = tg_tokenize(line, to, &toks, &nt);
+    if (st) return st;
+    *ids = malloc((size_t)(nt ? nt : 1) * sizeof **ids);
+    if (!*ids) st = tg_error_set(TG_ERR_NOMEM, "out of memory");
+    for (int64_t k = 0; st == TG_OK && k < nt; k++) (*ids)[k] = tg_vocab_id(v, toks[k]);
+    *n = nt;
+    tg_tokens_free(toks, nt);
+    return st;
 }
 
 typedef struct {
@@ -153,6 +183,7 @@ typedef struct {
     tg_decode_options o;
     int64_t batch, threads;
     bool nbest_format;
+    bool chars, spm; /* the model's stored tokenizer reads characters, sentencepiece pieces */
 } options;
 
 /* Returns -1 to go on, or an exit status (0 after --help). */
@@ -232,13 +263,13 @@ static int translate(tg_model *m, const options *op, int32_t **ids, int64_t *len
     const tg_vocab *tv = tg_model_tgt_vocab(m);
     for (int64_t i = 0; rc == 0 && i < n; i++) {
         if (!op->nbest_format) {
-            write_hyp(out, tv, &all[i].hyp[0]);
+            write_hyp(out, tv, &all[i].hyp[0], op->chars, op->spm);
             fputc('\n', out);
             continue;
         }
         for (int64_t j = 0; j < all[i].count; j++) {
             fprintf(out, "%lld ||| ", (long long)i);
-            write_hyp(out, tv, &all[i].hyp[j]);
+            write_hyp(out, tv, &all[i].hyp[j], op->chars, op->spm);
             fprintf(out, " ||| %.6f\n", all[i].hyp[j].score);
         }
     }
@@ -270,12 +301,17 @@ int tg_cmd_translate(int argc, char **argv) {
     if (rc == 0 && tg_model_cfg(m)->arch == TG_ARCH_MLM)
         rc = fail("'%s' is a masked language model (arch mlm): it has no decoder; score a text with tg score --text",
                   op.model);
+    /* the stored tokenizer's words or characters (a checkpoint without one: words, as ever) */
+    tg_text_options to = {0};
+    if (rc == 0) rc = tg_tool_model_text("translate", op.model, m, NULL, &to, NULL);
+    op.chars = to.chars;
+    op.spm = to.tokenizer != NULL;
     int32_t **ids = calloc((size_t)(text.n ? text.n : 1), sizeof *ids);
     int64_t *len = calloc((size_t)(text.n ? text.n : 1), sizeof *len);
     if (rc == 0 && (!ids || !len)) rc = fail("out of memory");
     for (int64_t i = 0; rc == 0 && i < text.n; i++) {
-        if (tg_vocab_encode(tg_model_src_vocab(m), text.line[i], &ids[i], &len[i]) != TG_OK) {
-            rc = fail("%s", tg_error_message());
+        if (encode(tg_model_src_vocab(m), &to, text.line[i], &ids[i], &len[i]) != TG_OK) {
+            rc = fail("%s: line %lld: %s", in_name, (long long)(i + 1), tg_error_message());
             break;
         }
         int64_t max_len = tg_model_cfg(m)->max_len;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg/tokenizer.h"
 #include "tools/train_stream.h"
 
 void tg_lm_texts_free(tg_lm_texts *t) {
@@ -75,7 +76,11 @@ tg_status tg_lm_corpora(const tg_lm_texts *train, const tg_lm_texts *dev_texts, 
     int32_t *ids = NULL, *dids = NULL;
     int64_t n = 0, dn = 0;
     tg_status st = stream(train, v, so, &ids, &n);
-    for (int64_t i = 0; st == TG_OK && i < n; i++) info->documents += ids[i] == TG_BOS;
+    /* every document ends with the end-of-text token: </s>, or an imported tokenizer's own */
+    const tg_tokenizer *tk = so->text.tokenizer;
+    bool own = tk && (tg_tokenizer_kind(tk) == TG_TOK_WORDPIECE || tg_tokenizer_kind(tk) == TG_TOK_BPE_BYTES);
+    int32_t eos = own ? tg_tokenizer_special(tk, "eos") : TG_EOS;
+    for (int64_t i = 0; st == TG_OK && i < n; i++) info->documents += ids[i] == eos;
     int64_t keep = n;
     if (st == TG_OK && !dev_texts && holdout > 0.0) {
         /* the tail, but never so much that training is left without a block of two ids */

@@ -132,6 +132,7 @@ tg_status tg_tokenize(const char *line, const tg_text_options *opt, char ***toks
     bool chars = opt && opt->chars;
     size_t len = strlen(line);
     if (tg_json_utf8_check(line, len) < len) return tg_error_set(TG_ERR_FORMAT, "tg_tokenize: invalid UTF-8");
+    if (opt && opt->tokenizer) return tg_tokenizer_pieces(opt->tokenizer, line, len, toks, n);
     /* at most one token per byte, plus the space markers between them */
     char **t = malloc((len + 1) * sizeof *t);
     if (!t) return tg_error_set(TG_ERR_NOMEM, "tg_tokenize: out of memory");
@@ -320,6 +321,12 @@ struct tg_corpus {
     double mask_p;
     uint64_t mask_seed;
     int32_t mask_id, vocab_size;
+    int32_t *special;           /* dynamic masking: ids never masked nor drawn, ascending */
+    int64_t nspecial;
+    int32_t eos;                /* masked-LM and classification batches: appended to every sequence
+                                 * (</s>, or BERT's [SEP]) */
+    bool classify;              /* (sequence, class) pairs: the target side is one class id */
+    int32_t tgt_pad;            /* stream blocks: the target past a short window (tg_corpus_set_target_pad) */
     int64_t *src_off, *tgt_off; /* n + 1 offsets into the id arrays */
     int32_t *src_ids, *tgt_ids;
     int64_t *line;              /* input line of each pair, 1-based */
@@ -330,16 +337,34 @@ void tg__train_corpus_set_mlm(tg_corpus *c) {
     c->mlm = true;
 }
 
+void tg__train_corpus_set_classify(tg_corpus *c, int32_t eos) {
+    c->classify = true;
+    c->eos = eos;
+}
+
+void tg_corpus_set_target_pad(tg_corpus *c, int32_t pad) {
+    if (c) c->tgt_pad = pad;
+}
+
 void tg__train_corpus_set_stream(tg_corpus *c) {
     c->stream = true;
 }
 
-void tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size) {
+tg_status tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size,
+                                           const int32_t *special, int64_t nspecial, int32_t eos) {
+    int32_t classic[5];
+    if (!special) nspecial = tg__mlm_classic_specials(mask, classic);
+    if (!(c->special = malloc((size_t)(nspecial ? nspecial : 1) * sizeof *c->special)))
+        return tg_error_set(TG_ERR_NOMEM, "corpus: out of memory");
+    if (nspecial) memcpy(c->special, special ? special : classic, (size_t)nspecial * sizeof *c->special);
+    c->nspecial = nspecial;
     c->mlm_dynamic = true;
     c->mask_p = p;
     c->mask_seed = seed;
     c->mask_id = mask;
     c->vocab_size = vocab_size;
+    c->eos = eos;
+    return TG_OK;
 }
 
 static uint64_t mix64(uint64_t x);
@@ -362,9 +387,10 @@ static tg_status batch_masked(const tg_corpus *c, const int64_t *idx, int64_t n,
         }
         tg_rng r;
         tg_rng_init(&r, mix64(c->mask_seed ^ mix64((uint64_t)epoch ^ mix64((uint64_t)idx[i] + 0x51ED270B27u))));
-        tg__mlm_mask_ids(c->mask_id, c->vocab_size, ids, len[i], c->mask_p, &r, in[i], tg[i]);
+        tg__mlm_mask_ids(c->mask_id, c->vocab_size, c->special, c->nspecial, ids, len[i], c->mask_p, &r, in[i], tg[i]);
     }
-    if (st == TG_OK) st = tg_batch_build_mlm(out, n, (const int32_t *const *)in, (const int32_t *const *)tg, len);
+    if (st == TG_OK)
+        st = tg__batch_build_mlm_eos(out, n, (const int32_t *const *)in, (const int32_t *const *)tg, len, c->eos);
     for (int64_t i = 0; in && tg && i < n; i++) {
         free(in[i]);
         free(tg[i]);
@@ -382,6 +408,7 @@ void tg_corpus_free(tg_corpus *c) {
     free(c->src_ids);
     free(c->tgt_ids);
     free(c->line);
+    free(c->special);
     free(c);
 }
 
@@ -389,6 +416,8 @@ static tg_corpus *corpus_alloc(bool has_tgt) {
     tg_corpus *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->has_tgt = has_tgt;
+    c->eos = TG_EOS;
+    c->tgt_pad = TG_PAD;
     c->src_off = calloc(1, sizeof *c->src_off);
     c->tgt_off = calloc(1, sizeof *c->tgt_off);
     if (!c->src_off || !c->tgt_off) {
@@ -561,6 +590,22 @@ tg_status tg_corpus_batch(const tg_corpus *c, const int64_t *idx, int64_t n, tg_
     return tg__corpus_batch_at(c, idx, n, 0, out);
 }
 
+/* sequences with eos appended, and one class each as the targets */
+static tg_status batch_classify(tg_batch *b, int64_t n, const int32_t *const *s, const int64_t *sn,
+                                const int32_t *const *cls, int32_t eos) {
+    tg_status st = tg__batch_build_eos(b, n, s, sn, NULL, NULL, eos);
+    if (st) return st;
+    if (!(b->tgt_out = malloc((size_t)n * sizeof *b->tgt_out))) {
+        tg_batch_free(b);
+        return tg_error_set(TG_ERR_NOMEM, "tg_corpus_batch: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) b->tgt_out[i] = cls[i][0];
+    b->tgt_len = 1;
+    b->tgt_tokens = n;
+    b->classify = true;
+    return TG_OK;
+}
+
 tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n, int64_t epoch, tg_batch *out) {
     if (!c || !idx || n < 1 || !out) return tg_error_set(TG_ERR_INVALID, "tg_corpus_batch: bad arguments");
     if (c->mlm_dynamic) return batch_masked(c, idx, n, epoch, out);
@@ -575,7 +620,8 @@ tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n,
         s[i] = tg_corpus_src(c, idx[i], &sn[i]);
         if (c->has_tgt) t[i] = tg_corpus_tgt(c, idx[i], &tn[i]);
     }
-    if (st == TG_OK && c->stream) st = tg_batch_build_lm_blocks(out, n, t, tn);
+    if (st == TG_OK && c->classify) st = batch_classify(out, n, s, sn, t, c->eos);
+    else if (st == TG_OK && c->stream) st = tg__batch_build_lm_blocks_pad(out, n, t, tn, c->tgt_pad);
     else if (st == TG_OK && c->mlm) st = tg_batch_build_mlm(out, n, s, t, sn);
     else if (st == TG_OK) st = tg_batch_build(out, n, s, sn, c->has_tgt ? t : NULL, c->has_tgt ? tn : NULL);
     free(s);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg/tokenizer.h"
 #include "train/train-impl.h"
 
 const char TG_STREAM_NEWLINE[] = "\xE2\x86\xB5"; /* ↵ */
@@ -37,10 +38,12 @@ static tg_status push(id_buf *b, int32_t id) {
     return TG_OK;
 }
 
-/* Line `line` of a document: ↵ before it unless it opens the document, then its tokens. */
+/* Line `line` of a document: the line break's ids (↵) before it unless it opens the document,
+ * then its tokens. */
 static tg_status push_line(id_buf *b, const char *line, bool first, const tg_vocab *v, const tg_text_options *to,
-                           int32_t nl) {
-    tg_status st = first ? TG_OK : push(b, nl);
+                           const int32_t *nl, int64_t nnl) {
+    tg_status st = TG_OK;
+    for (int64_t k = 0; !first && st == TG_OK && k < nnl; k++) st = push(b, nl[k]);
     char **toks = NULL;
     int64_t nt = 0;
     if (st == TG_OK) st = tg_tokenize(line, to, &toks, &nt);
@@ -54,28 +57,43 @@ tg_status tg_stream_encode(const tg_lines *const *texts, int ntexts, const tg_vo
     if (!texts || ntexts < 1 || !v || !o || !ids || !n) return tg_error_set(TG_ERR_INVALID, "tg_stream_encode: NULL argument");
     *ids = NULL;
     *n = 0;
-    int32_t nl = tg_vocab_id(v, TG_STREAM_NEWLINE);
-    id_buf b = {0};
+    /* the specials: <s>, </s> and ↵; a tokenizer with a layout of its own (GPT-2's) joins its
+     * documents with its end-of-text token alone (no start token where it is the same one) and
+     * breaks lines with its own encoding of "\n" */
+    int32_t nl[8] = {tg_vocab_id(v, TG_STREAM_NEWLINE)}, bos = TG_BOS, eos = TG_EOS;
+    int64_t nnl = 1;
+    const tg_tokenizer *tk = o->text.tokenizer;
     tg_status st = TG_OK;
+    if (tk && (tg_tokenizer_kind(tk) == TG_TOK_WORDPIECE || tg_tokenizer_kind(tk) == TG_TOK_BPE_BYTES)) {
+        eos = tg_tokenizer_special(tk, "eos");
+        bos = tg_tokenizer_special(tk, "bos") == eos ? -1 : tg_tokenizer_special(tk, "bos");
+        char **p = NULL;
+        st = eos < 0 ? tg_error_set(TG_ERR_INVALID, "tg_stream_encode: the tokenizer has no end-of-text token")
+                     : tg_tokenizer_pieces(tk, "\n", 1, &p, &nnl);
+        if (st == TG_OK && (nnl < 1 || nnl > 8)) st = tg_error_set(TG_ERR_INVALID, "tg_stream_encode: a line break of %lld tokens", (long long)nnl);
+        for (int64_t k = 0; st == TG_OK && k < nnl; k++) nl[k] = tg_vocab_id(v, p[k]);
+        if (p) tg_tokens_free(p, nnl);
+    }
+    id_buf b = {0};
     for (int f = 0; st == TG_OK && f < ntexts; f++) {
         const tg_lines *t = texts[f];
         bool open = false; /* inside a document */
         for (int64_t i = 0; st == TG_OK && i < t->n; i++) {
             const char *line = t->line[i];
             if (o->docs != TG_DOCS_FILE && blank(line)) { /* a blank line ends a document */
-                if (open) st = push(&b, TG_EOS);
+                if (open) st = push(&b, eos);
                 open = false;
                 continue;
             }
-            if (!open) st = push(&b, TG_BOS);
-            if (st == TG_OK) st = push_line(&b, line, !open, v, &o->text, nl);
+            if (!open && bos >= 0) st = push(&b, bos);
+            if (st == TG_OK) st = push_line(&b, line, !open, v, &o->text, nl, nnl);
             open = true;
             if (o->docs == TG_DOCS_LINES && st == TG_OK) { /* every line a document */
-                st = push(&b, TG_EOS);
+                st = push(&b, eos);
                 open = false;
             }
         }
-        if (open && st == TG_OK) st = push(&b, TG_EOS); /* a file ends its last document */
+        if (open && st == TG_OK) st = push(&b, eos); /* a file ends its last document */
         if (st) st = tg_error_prefix(st, "'%s'", t->path ? t->path : "?");
     }
     if (st) {

@@ -16,12 +16,18 @@ int64_t tg__optim_passes(const tg_optim *o);
 /* Mark a corpus of (masked input, target) pairs: its batches are tg_batch_build_mlm's
  * (train/data.c; set by tg_corpus_new_mlm). */
 void tg__train_corpus_set_mlm(tg_corpus *c);
+/* Mark a corpus of (sequence, class) pairs: its batches are classification batches
+ * (b->classify), eos appended to every sequence (train/data.c; set by tg_corpus_new_classify). */
+void tg__train_corpus_set_classify(tg_corpus *c, int32_t eos);
 /* Mark a corpus of token-stream blocks: its batches are tg_batch_build_lm_blocks's
  * (train/data.c; set by tg_corpus_new_stream). */
 void tg__train_corpus_set_stream(tg_corpus *c);
 /* Mark a corpus of plain sequences (the target side) as a masked language model's with masks
- * drawn anew for every batch (train/data.c; set by tg_corpus_new_mlm_dynamic). */
-void tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size);
+ * drawn anew for every batch (train/data.c; set by tg_corpus_new_mlm_dynamic and
+ * tg_corpus_new_mlm_ids): special[0..nspecial) (ascending; copied) are never masked nor drawn
+ * (NULL: docs/model.md §4's four and the mask), eos ends every sequence of a batch. */
+tg_status tg__train_corpus_set_mlm_dynamic(tg_corpus *c, double p, uint64_t seed, int32_t mask, int32_t vocab_size,
+                                           const int32_t *special, int64_t nspecial, int32_t eos);
 /* tg_corpus_batch of a batch of epoch `epoch`: a dynamically masked corpus draws example i's
  * masks from (seed, epoch, i), so every epoch masks anew and any batch can be built again. */
 tg_status tg__corpus_batch_at(const tg_corpus *c, const int64_t *idx, int64_t n, int64_t epoch, tg_batch *out);

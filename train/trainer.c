@@ -101,16 +101,19 @@ static tg_status batch_loss(tg_model *m, const tg_batch *b, double scale, uint64
     tg_graph_set_training(g, training);
     tg_graph_set_grad_enabled(g, grad);
     tg_graph_set_seed(g, seed);
-    float ls = tg_model_cfg(m)->label_smoothing;
+    float ls = b->classify ? 0.0f : tg_model_cfg(m)->label_smoothing;
     int64_t n = b->size * b->tgt_len;
-    tg_tensor *logits = tg_model_logits(m, g, b);
+    /* a classification batch: one class per sequence (tgt_out [B]) from the classification head */
+    tg_tensor *logits = b->classify ? tg_model_classify(m, g, b->src, b->size, b->src_len) : tg_model_logits(m, g, b);
     tg_tensor *y = tg_input(g, TG_DTYPE_I32, 1, &n, b->tgt_out);
+    /* class 0 is a class; a model without padding (GPT-2, pad_id -1) has its own id 0 */
+    const int32_t ignore = b->classify ? -1 : tg_model_cfg(m)->pad_id;
     /* {loss, nll}: with smoothing, the NLL comes from the same pass over the logits */
     tg_tensor *pair = ls != 0.0f
-                          ? tg_keep(tg_cross_entropy_with_nll(logits, y, ls, TG_PAD, TG_REDUCE_SUM))
+                          ? tg_keep(tg_cross_entropy_with_nll(logits, y, ls, ignore, TG_REDUCE_SUM))
                           : NULL;
     tg_tensor *loss = pair ? tg_reshape(tg_slice(pair, 0, 0, 1), 0, NULL)
-                           : tg_keep(tg_cross_entropy(logits, y, 0.0f, TG_PAD, TG_REDUCE_SUM));
+                           : tg_keep(tg_cross_entropy(logits, y, 0.0f, ignore, TG_REDUCE_SUM));
     tg_status st = tg_graph_status(g, NULL);
     if (st == TG_OK && grad) st = tg_backward(g, tg_scale(loss, (float)scale));
     if (st == TG_OK) st = tg_graph_status(g, NULL);
@@ -177,9 +180,9 @@ static tg_status evaluate_part(tg_model *m, const tg_corpus *c, int64_t max_toke
         sums[1] += q;
         sums[2] += (double)b.tgt_tokens;
         sums[3] += (double)b.size;
-        if (st == TG_OK && tg_model_cfg(m)->arch == TG_ARCH_MLM) { /* the masked tokens predicted right */
+        if (st == TG_OK && tg_model_cfg(m)->arch == TG_ARCH_MLM) { /* the masked tokens (classes) predicted right */
             int64_t right = 0, total = 0;
-            st = tg_model_mlm_accuracy(m, &b, &right, &total);
+            st = b.classify ? tg_model_classify_accuracy(m, &b, &right, &total) : tg_model_mlm_accuracy(m, &b, &right, &total);
             sums[4] += (double)right;
         }
         tg_batch_free(&b);
@@ -584,7 +587,10 @@ tg_status tg_trainer_eval(tg_trainer *t, tg_eval_info *out) {
         end_bar(t);
         /* each family counts its own data: blocks of a stream, masked tokens, sentences */
         tg_model_arch a = tg_model_cfg(t->m)->arch;
-        if (a == TG_ARCH_MLM)
+        if (a == TG_ARCH_MLM && tg_model_cfg(t->m)->classes > 0) /* a classification run's targets are classes */
+            fprintf(log_stream(t), "dev step %lld: loss %.4f, accuracy %.1f %% (%lld sequences)\n", (long long)t->step,
+                    e.loss, 100.0 * e.accuracy, (long long)e.sentences);
+        else if (a == TG_ARCH_MLM)
             fprintf(log_stream(t), "dev step %lld: loss %.4f ppl %.3f, masked-token accuracy %.1f %% (%lld masked tokens "
                                    "in %lld sequences)\n", (long long)t->step, e.loss, e.ppl, 100.0 * e.accuracy,
                     (long long)e.tgt_tokens, (long long)e.sentences);

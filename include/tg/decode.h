@@ -135,9 +135,12 @@ typedef struct tg_generation {
 /* Continue `prompt` (n >= 0 ids of the model's vocabulary, without <s>): <s> and the prompt are
  * fed one token per step, then tokens are drawn (tg_sample) until </s> or max_new tokens. Past
  * the model's max_len positions the context slides: the last max_len / 2 tokens are read again
- * from position 0 and drawing goes on. <pad> and <s> are never drawn. Errors: an encoder-decoder model, a
- * prompt with <pad> or an id outside the vocabulary, or a prompt that with <s> does not fit in
- * max_len. On success *out owns its ids (tg_generation_free). */
+ * from position 0 and drawing goes on. <pad> and <s> are never drawn. A model whose stored
+ * tokenizer has a layout of its own (an imported GPT-2) uses its special ids: the prompt alone
+ * (its start token only before an empty prompt), its end token ends, its pad_id (none: -1) is
+ * never drawn. Errors: an encoder-decoder model, a prompt with the pad id or an id outside the
+ * vocabulary, or a prompt that with <s> does not fit in max_len. On success *out owns its ids
+ * (tg_generation_free). */
 TG_API tg_status tg_generate(tg_model *m, const int32_t *prompt, int64_t n, const tg_generate_options *opts,
                       tg_generation *out);
 TG_API void tg_generation_free(tg_generation *g);

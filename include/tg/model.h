@@ -165,6 +165,8 @@ typedef struct tg_batch {
     int32_t *tgt_in;                /* [B, T]: <s> + tokens (NULL for inference) */
     int32_t *tgt_out;               /* [B, T]: tokens + </s> */
     int64_t src_tokens, tgt_tokens; /* non-pad counts */
+    bool classify;                  /* a classification batch: tgt_out [B] holds each sequence's
+                                     * class (tgt_len 1, tgt_in NULL); the loss is tg_model_classify's */
 } tg_batch;
 
 /* Build a batch from n sentences of token ids (without specials). tgt may be NULL. */
@@ -196,6 +198,13 @@ TG_API tg_status tg_batch_build_mlm(tg_batch *b, int64_t n, const int32_t *const
  * > 0): the final encoder state of each sequence's first token through cls_head, as BERT
  * classifies from its first token. ids [B, S] (right-padded with <pad>). */
 TG_API tg_tensor *tg_model_classify(tg_model *m, tg_graph *g, const int32_t *ids, int64_t B, int64_t S);
+/* The sequences of a classification batch (b->classify) whose class is the argmax of their
+ * logits: *correct of *total. */
+TG_API tg_status tg_model_classify_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
+/* A copy of masked language model m (same backend, configuration, vocabulary, tokenizer and
+ * weights) with a classification head of `classes` (> 0): drawn from seed where m has none,
+ * m's own where it has one of that size (another size is an error). *out: the caller's. */
+TG_API tg_status tg_model_with_classes(const tg_model *m, int64_t classes, uint64_t seed, tg_model **out);
 /* Masked tokens of a batch that the model predicts right (argmax of the logits = the target)
  * and their number. */
 TG_API tg_status tg_model_mlm_accuracy(tg_model *m, const tg_batch *b, int64_t *correct, int64_t *total);
@@ -209,8 +218,10 @@ TG_API tg_status tg_model_embed(tg_model *m, const int32_t *ids, int64_t B, int6
                          float *out);
 /* The fillers of one sequence ids[0..n) (<mask> where a token is wanted; no specials added) under a
  * masked language model: probs[i * V + v] = P(token v at position i), the softmax of the logits
- * (dropout off); probs holds n * V floats (V the vocabulary size). Errors: another family, an
- * empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
+ * (dropout off); probs holds n * V floats (V the vocabulary size). A model whose stored
+ * tokenizer has its own layout (an imported BERT) reads ids as that tokenizer encodes them,
+ * [CLS] ... [SEP], with nothing appended; tgraph's own read ids + </s>. Errors: another family,
+ * an empty sequence, an id outside the vocabulary, n + 1 (with </s>) past max_len. */
 TG_API tg_status tg_model_mlm_probs(tg_model *m, const int32_t *ids, int64_t n, float *probs);
 
 /* ---- graphs ---- */

@@ -28,6 +28,9 @@ typedef enum tg_tok_kind {
                        * stripping, greedy longest-match WordPiece with a "##" prefix */
     TG_TOK_BPE_BYTES, /* GPT-2: bytes mapped to printable characters, regex pre-splitting,
                        * BPE merges by rank */
+    TG_TOK_SPM_BPE,   /* sentencepiece BPE (spm_train --model_type=bpe: the Bible's data script):
+                       * its normaliser, "▁" for spaces, merges by piece score; over the classic
+                       * vocabulary layout, the pieces the model was trained on */
 } tg_tok_kind;
 
 typedef struct tg_tokenizer tg_tokenizer;
@@ -43,6 +46,16 @@ TG_API tg_status tg_tokenizer_new_simple(tg_tok_kind kind, const tg_vocab *v, tg
 /* The tokenizer stored in a checkpoint's metadata (json, as tg_tokenizer_to_json wrote it) over
  * the checkpoint's vocabulary v (borrowed: it must outlive the tokenizer). */
 TG_API tg_status tg_tokenizer_from_json(const char *json, const char *origin, const tg_vocab *v, tg_tokenizer **out);
+/* A sentencepiece BPE tokenizer from the bytes of its spm.model (origin names the file in
+ * messages), with no vocabulary yet: tg_tokenizer_pieces works, tg_model_set_tokenizer gives it
+ * the model's (the classic layout: <pad> <unk> <s> </s>, then the pieces the data held). Other
+ * model types, byte fallback and user-defined symbols are TG_ERR_UNSUPPORTED. */
+TG_API tg_status tg_tokenizer_from_spm(const void *bytes, size_t len, const char *origin, tg_tokenizer **out);
+/* The tokens of a line of text as strings, without special tokens: words, characters (and "▁"),
+ * WordPiece pieces, byte-level BPE's mapped pieces, sentencepiece pieces ("▁the"). A
+ * sentencepiece tokenizer refuses text that holds "▁" (U+2581): that is text already cut into
+ * pieces, and this tokenizer reads raw text. *toks: malloc'ed strings (tg_tokens_free). */
+TG_API tg_status tg_tokenizer_pieces(const tg_tokenizer *t, const char *text, size_t len, char ***toks, int64_t *n);
 /* The metadata text of a tokenizer (malloc'ed, caller frees): everything but the vocabulary. */
 TG_API tg_status tg_tokenizer_to_json(const tg_tokenizer *t, char **out);
 TG_API void tg_tokenizer_free(tg_tokenizer *t);
@@ -66,6 +79,9 @@ TG_API const tg_vocab *tg_tokenizer_vocab(const tg_tokenizer *t);
 TG_API tg_vocab *tg_tokenizer_take_vocab(tg_tokenizer *t);
 /* Special token ids: "pad", "unk", "bos" (BERT's [CLS]), "eos" ([SEP]), "mask"; -1 if none. */
 TG_API int32_t tg_tokenizer_special(const tg_tokenizer *t, const char *role);
+/* Every special token's id (the roles above and the added tokens matched verbatim: BERT's
+ * [PAD] [UNK] [CLS] [SEP] [MASK]), ascending, once each: *ids malloc'ed (caller frees). */
+TG_API tg_status tg_tokenizer_special_ids(const tg_tokenizer *t, int32_t **ids, int64_t *n);
 /* Longest output (special tokens included) before truncation; 0: no limit. */
 TG_API int64_t tg_tokenizer_max_length(const tg_tokenizer *t);
 TG_API void tg_tokenizer_set_max_length(tg_tokenizer *t, int64_t max_length);

@@ -90,9 +90,12 @@ TG_API tg_status tg_lines_check_parallel(const tg_lines *a, const tg_lines *b);
 
 /* Tokens of a line: runs of non-white-space (words), or with chars = true every Unicode
  * character, where each run of white space between characters becomes the token "▁" (U+2581,
- * as sentencepiece writes a space). */
+ * as sentencepiece writes a space); with a tokenizer, its pieces (tg_tokenizer_pieces: a
+ * sentencepiece model's, read from raw text), chars then unused. */
+struct tg_tokenizer;
 typedef struct tg_text_options {
     bool chars;
+    const struct tg_tokenizer *tokenizer; /* NULL: words or characters */
 } tg_text_options;
 
 /* Split line into tokens: *toks (malloc'ed array of malloc'ed strings; free with
@@ -182,6 +185,31 @@ TG_API tg_status tg_corpus_new_stream(const int32_t *ids, int64_t n, int64_t blo
  * and errors as tg_corpus_new_mlm; tg_corpus_batch builds epoch 0's. */
 TG_API tg_status tg_corpus_new_mlm_dynamic(const tg_lines *text, const tg_vocab *vocab, const tg_corpus_options *opt,
                                     double p, uint64_t seed, tg_corpus **out);
+/* The special tokens of a masked language model whose vocabulary has a layout of its own (an
+ * imported BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; tools take them from the
+ * model's tokenizer, tg_tokenizer_special_ids). */
+typedef struct tg_mlm_layout {
+    int32_t vocab_size;
+    int32_t mask;           /* the mask token */
+    int32_t eos;            /* appended to every sequence by its batches ([SEP]) */
+    const int32_t *special; /* ids never masked nor drawn as random replacements, ascending */
+    int64_t nspecial;
+} tg_mlm_layout;
+/* A masked language model's corpus of sequences already encoded (ids[i][0..len[i]), each
+ * without its final eos: BERT's [CLS] w1 ... wn), masked anew for every batch as
+ * tg_corpus_new_mlm_dynamic does, by BERT's rule over the layout's ordinary tokens only. */
+TG_API tg_status tg_corpus_new_mlm_ids(int64_t n, const int32_t *const *ids, const int64_t *len, const tg_mlm_layout *l,
+                                       double p, uint64_t seed, tg_corpus **out);
+/* A classification corpus (a masked language model with a classification head,
+ * tg_model_classify): sequence i (ids[i][0..len[i]), without its final eos) of class
+ * classes[i] >= 0; its batches append eos to every sequence and are classification batches
+ * (tg_batch.classify: the loss is the cross-entropy of the class logits). */
+TG_API tg_status tg_corpus_new_classify(int64_t n, const int32_t *const *ids, const int64_t *len, const int32_t *classes,
+                                        int32_t eos, tg_corpus **out);
+/* The target of a token-stream corpus's positions past a short last window: the model's pad
+ * id (tg_model_config.pad_id; default 0, <pad>), -1 for a model without padding (GPT-2, whose
+ * id 0 is a token), so that the loss, which ignores the pad id, ignores them. */
+TG_API void tg_corpus_set_target_pad(tg_corpus *c, int32_t pad);
 TG_API void tg_corpus_free(tg_corpus *c);
 /* Number of sentence pairs kept, and of pairs skipped as too long. */
 TG_API int64_t tg_corpus_size(const tg_corpus *c);
