@@ -35,6 +35,7 @@
  * thread runs it, so results do not depend on the thread count or the schedule (they do
  * depend on AVX2 vs the portable kernel).
  */
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
 
@@ -72,16 +73,6 @@ typedef struct small_isa {
     void (*pack_b)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
     void (*pack_bt)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
 } small_isa;
-
-/* Tests and benchmarks: the dot-product kernel for Q·Kᵀ over a few keys (below) on (the
- * default) or off (the tiles). */
-static bool dot_on = true;
-
-bool tg__cpu_gemm_small_dot(bool on) {
-    const bool was = dot_on;
-    dot_on = on;
-    return was;
-}
 
 /* ---------------------------------------------------------------- portable kernel ---- */
 
@@ -498,7 +489,8 @@ typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int6
  * is used once or twice, and packing them into panels took longer than the products
  * (docs/log/2026-12-06.md). */
 static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
-    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return NULL;
+    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || tg__cpu_stats.gemm.no_small_dot)
+        return NULL;
     switch (g->K) {
     case 8: return dot_rows_1;
     case 16: return dot_rows_2;
@@ -665,10 +657,6 @@ static const small_isa *const isas[TG_CPU_ISA_LEVELS] = {
     [TG_CPU_ISA_AVX512] = &isa_avx512,
 #endif
 };
-
-const char *tg_cpu_gemm_small_isa(void) {
-    return tg_cpu_isa() >= TG_CPU_ISA_AVX2 ? "avx2+fma" : "portable";
-}
 
 void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int nc, int w,
                                   float *buf) {
