@@ -191,16 +191,14 @@ static void rows_shared_par(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
     }
 }
 
-bool tg_cpu_gemm_b_shareable(int64_t n, int64_t k) {
-    return (double)k * (double)((n + 15) / 16 * 16) <= SHARED_MAX_B;
-}
-
 /* Whether the packed path cuts this call into blocks of rows sharing op(B) (on more than one
- * member or share): one product, big enough to share, whose op(B) is shareable. */
+ * member or share): one product, big enough to share, whose op(B) takes at most SHARED_MAX_B
+ * floats packed (in 16-column panels). */
 static bool rows_shared(const tg_cpu_gemm_args *g) {
     const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
     return tg_cpu_gemm_count(g) == 1 && flops >= SERIAL_FLOPS &&
-           tg_cpu_gemm_b_shareable(g->N, g->K) && tg_cpu_gemm_packed_available();
+           (double)g->K * (double)((g->N + 15) / 16 * 16) <= SHARED_MAX_B &&
+           tg_cpu_gemm_packed_available();
 }
 
 int tg_cpu_gemm_shares(const tg_cpu_gemm_args *g, int nthreads, int most, bool fine) {

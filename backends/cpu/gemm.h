@@ -180,9 +180,6 @@ bool tg_cpu_gemm_packed_is_wide(void);
  * at once and stay until dropped. */
 tg_cpu_shared *tg_cpu_gemm_panels_shared(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k);
 void tg_cpu_gemm_shared_b_trim(void);
-/* Whether op(B) of n columns and k rows is small enough for a product's blocks to share it
- * packed (at most 2 MiB). */
-bool tg_cpu_gemm_b_shareable(int64_t n, int64_t k);
 
 /* Kept operands: op(B) of products that reuse one weight many times (a decoder's step graphs,
  * models/decode.c) packed once and found by (tb, b, ldb, n, k) by every product until dropped;

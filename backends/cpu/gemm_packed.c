@@ -96,232 +96,192 @@ static pack_bufs *bufs_get(void) {
 
 /* ------------------------------------------------------------------ micro-kernels ---- */
 
+/* Every kernel: C[i][j] (row stride ldc) = (add ? C[i][j] : 0) + sum_p A[i][p] · B[p][j] for
+ * i < 6, j < 16·np, p < kc, B in np consecutive panels at b (16·kc floats each), A by its form
+ * (gemm.h: tg_cpu_gemm_packed_kernel) — a packed panel (lda unused), rows in place, or
+ * transposed rows in place. */
+typedef void (*kernel_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                          int64_t ldc, bool add);
+enum { A_PACKED, A_ROWS, A_COLS };
+
 #if TG_CPU_X86
-/* The micro-kernels' instruction text, for both widths: R the registers ("ymm": 8 floats,
- * "zmm": 16), W the bytes of one vector, ZOP the zeroing instruction (vxorps on ymm needs only
- * AVX; on zmm it would need AVX-512DQ, vpxord AVX-512F), B1(u) the address of the second B
- * vector of row u, BADV(n) the advance of the B pointers by n bytes, END what follows the
- * stores. 12 accumulators (6 rows × 2 vectors), per value of k: 2 aligned B loads, 6 broadcasts
- * of A, 12 FMAs. */
+/* One instruction template, PK_TILE(V, A), for every kernel: V the tile's width and registers —
+ *   Y2: 6×16, each row 2 ymm vectors of one panel (AVX2);
+ *   Z2: 6×32, each row one zmm vector of each of 2 panels (AVX-512F);
+ *   Z4: 6×64, one zmm vector of each of 4 panels (b0, b0 + ps, b2 = b0 + 2·ps, b2 + ps);
+ * A the form of op(A) — PACKED (a 6-value column per value of k, the panel fetched 16 values of
+ * k ahead), ROWS (six rows read in place: sequential streams, left to the hardware prefetcher)
+ * or COLS (transposed: six consecutive values of one row of A per value of k, lda apart).
+ * Per value of k: V's B loads (aligned), then per row of the tile one broadcast of A and one
+ * FMA per vector; 12 accumulators (Y2, Z2: registers 0-11, B in 12-13, A in 14-15) or 24 (Z4:
+ * 0-23, B in 24-27, A in 28-29), the rows alternating the two broadcast registers. Z4 does 24
+ * FMAs per 6 broadcasts where Z2 does 12: the broadcasts beside the FMAs hold Z2 further below
+ * the FMA peak on a core with two 512-bit FMA units. Before the k loop the C tile's rows are
+ * fetched; after it, C is stored or added to. */
 /* clang-format off */
-#define PK_ZERO(ZOP, R, r) ZOP " %%" R r ",%%" R r ",%%" R r "\n"
-/* value u of k (of a group of four) for row i of the tile: one broadcast of A at ADDR, two FMAs
- * into the row's accumulators r0, r1; the rows alternate the broadcast registers 14 and 15 */
-#define PK_ROW(R, ADDR, s, r0, r1)                                                                 \
+/* row i of a step for two vectors (B in R12, R13) or four (zmm24-27): broadcast, then FMAs */
+#define PK_ROW2(R, ADDR, s, r0, r1)                                                                \
     "vbroadcastss " ADDR ",%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0                    \
     "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
-/* one value of k: B row u (2 vectors) times the 6 values of op(A)'s column u, the address of
- * row i's value given by A_AT(u, i) */
-#define PK_STEPG(A_AT, R, B1, u)                                                                   \
+#define PK_ROW4(ADDR, s, r0, r1, r2, r3)                                                           \
+    "vbroadcastss " ADDR ",%%zmm" s "\n"                                                           \
+    "vfmadd231ps %%zmm24,%%zmm" s ",%%zmm" r0 "\n vfmadd231ps %%zmm25,%%zmm" s ",%%zmm" r1 "\n"    \
+    "vfmadd231ps %%zmm26,%%zmm" s ",%%zmm" r2 "\n vfmadd231ps %%zmm27,%%zmm" s ",%%zmm" r3 "\n"
+/* one value u of k: B's row u times the 6 values of op(A)'s column u (row i's at A_AT(u, i)) */
+#define PK_STEP2(R, B1, A_AT, u)                                                                   \
     "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
-    PK_ROW(R, A_AT(u, 0), "14", "0", "1") PK_ROW(R, A_AT(u, 1), "15", "2", "3")                    \
-    PK_ROW(R, A_AT(u, 2), "14", "4", "5") PK_ROW(R, A_AT(u, 3), "15", "6", "7")                    \
-    PK_ROW(R, A_AT(u, 4), "14", "8", "9") PK_ROW(R, A_AT(u, 5), "15", "10", "11")
-/* A packed: a 6-value column per value of k */
-#define PK_AT_PACKED(u, i) #u "*24+" #i "*4(%[a])"
-#define PK_STEP(R, B1, u) PK_STEPG(PK_AT_PACKED, R, B1, u)
-#define PK_ADDROW(R, W, x, y)                                                                      \
-    "vaddps (%[c]),%%" R x ",%%" R x "\n vaddps " W "(%[c]),%%" R y ",%%" R y "\n"                 \
+    PK_ROW2(R, A_AT(u, 0), "14", "0", "1") PK_ROW2(R, A_AT(u, 1), "15", "2", "3")                  \
+    PK_ROW2(R, A_AT(u, 2), "14", "4", "5") PK_ROW2(R, A_AT(u, 3), "15", "6", "7")                  \
+    PK_ROW2(R, A_AT(u, 4), "14", "8", "9") PK_ROW2(R, A_AT(u, 5), "15", "10", "11")
+#define PK_STEP_Y2(A_AT, u) PK_STEP2("ymm", PK_B1_Y2, A_AT, u)
+#define PK_STEP_Z2(A_AT, u) PK_STEP2("zmm", PK_B1_Z2, A_AT, u)
+#define PK_B1_Y2(u) #u "*64+32(%[b0])"
+#define PK_B1_Z2(u) #u "*64(%[b1])"
+#define PK_STEP_Z4(A_AT, u)                                                                        \
+    "vmovaps " #u "*64(%[b0]),%%zmm24\n vmovaps " #u "*64(%[b0],%[ps],1),%%zmm25\n"                \
+    "vmovaps " #u "*64(%[b2]),%%zmm26\n vmovaps " #u "*64(%[b2],%[ps],1),%%zmm27\n"                \
+    PK_ROW4(A_AT(u, 0), "28", "0", "1", "2", "3") PK_ROW4(A_AT(u, 1), "29", "4", "5", "6", "7")    \
+    PK_ROW4(A_AT(u, 2), "28", "8", "9", "10", "11") PK_ROW4(A_AT(u, 3), "29", "12", "13", "14", "15") \
+    PK_ROW4(A_AT(u, 4), "28", "16", "17", "18", "19") PK_ROW4(A_AT(u, 5), "29", "20", "21", "22", "23")
+/* the accumulators zeroed; the C tile's rows fetched (each maybe over one more line); C's rows
+ * added to and stored, or stored */
+#define PK_Z(ZOP, R, r) ZOP " %%" R r ",%%" R r ",%%" R r "\n"
+#define PK_Z2(ZOP, R, x, y) PK_Z(ZOP, R, x) PK_Z(ZOP, R, y)
+#define PK_Z4(x, y, z, w) PK_Z("vpxord", "zmm", x) PK_Z("vpxord", "zmm", y) PK_Z("vpxord", "zmm", z) \
+    PK_Z("vpxord", "zmm", w)
+#define PK_ROWS2(OP, A, B)                                                                         \
+    OP(A, B, "0", "1") OP(A, B, "2", "3") OP(A, B, "4", "5") OP(A, B, "6", "7")                    \
+    OP(A, B, "8", "9") OP(A, B, "10", "11")
+#define PK_ROWS4(OP)                                                                               \
+    OP("0", "1", "2", "3") OP("4", "5", "6", "7") OP("8", "9", "10", "11")                         \
+    OP("12", "13", "14", "15") OP("16", "17", "18", "19") OP("20", "21", "22", "23")
+#define PK_ZEROS_Y2 PK_ROWS2(PK_Z2, "vxorps", "ymm")
+#define PK_ZEROS_Z2 PK_ROWS2(PK_Z2, "vpxord", "zmm")
+#define PK_ZEROS_Z4 PK_ROWS4(PK_Z4)
+#define PK_PF(LAST) "prefetcht0 (%[t])\n prefetcht0 " LAST "(%[t])\n add %[ldc],%[t]\n"
+#define PK_PF4                                                                                     \
+    "prefetcht0 (%[t])\n prefetcht0 64(%[t])\n prefetcht0 128(%[t])\n prefetcht0 192(%[t])\n"     \
+    "prefetcht0 255(%[t])\n add %[ldc],%[t]\n"
+#define PK_PFS_Y2 PK_PF("63") PK_PF("63") PK_PF("63") PK_PF("63") PK_PF("63") PK_PF("63")
+#define PK_PFS_Z2 PK_PF("127") PK_PF("127") PK_PF("127") PK_PF("127") PK_PF("127") PK_PF("127")
+#define PK_PFS_Z4 PK_PF4 PK_PF4 PK_PF4 PK_PF4 PK_PF4 PK_PF4
+#define PK_ADDROW2(R, W, x, y)                                                                     \
+    "vaddps (%[c]),%%" R x ",%%" R x "\n vaddps " W "(%[c]),%%" R y ",%%" R y "\n" PK_STROW2(R, W, x, y)
+#define PK_STROW2(R, W, x, y)                                                                      \
     "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
-#define PK_STROW(R, W, x, y)                                                                       \
-    "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
-/* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) */
-#define PK_PFROW(LAST) "prefetcht0 (%[t])\n prefetcht0 " LAST "(%[t])\n add %[ldc],%[t]\n"
-#define PK_ROWS(OP, R, W)                                                                          \
-    OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
-    OP(R, W, "8", "9") OP(R, W, "10", "11")
-/* A read in place, through six addresses from two bases: a0 + n·lda for n < 3 and
- * a3 + (n - 3)·lda for the rest (a3 = a0 + 3·lda, lda in bytes). Row-major op(A): n is the
- * tile's row i, value u of k 4u bytes in. Transposed op(A) (six consecutive values of A's row
- * p = k): n is the value u of k, row i 4i bytes in. */
+#define PK_ADDROW4(a, b, c, d)                                                                     \
+    "vaddps (%[c]),%%zmm" a ",%%zmm" a "\n vaddps 64(%[c]),%%zmm" b ",%%zmm" b "\n"                 \
+    "vaddps 128(%[c]),%%zmm" c ",%%zmm" c "\n vaddps 192(%[c]),%%zmm" d ",%%zmm" d "\n"             \
+    PK_STROW4(a, b, c, d)
+#define PK_STROW4(a, b, c, d)                                                                      \
+    "vmovups %%zmm" a ",(%[c])\n vmovups %%zmm" b ",64(%[c])\n"                                    \
+    "vmovups %%zmm" c ",128(%[c])\n vmovups %%zmm" d ",192(%[c])\n add %[ldc],%[c]\n"
+#define PK_ADDROWS_Y2 PK_ROWS2(PK_ADDROW2, "ymm", "32")
+#define PK_STROWS_Y2 PK_ROWS2(PK_STROW2, "ymm", "32")
+#define PK_ADDROWS_Z2 PK_ROWS2(PK_ADDROW2, "zmm", "64")
+#define PK_STROWS_Z2 PK_ROWS2(PK_STROW2, "zmm", "64")
+#define PK_ADDROWS_Z4 PK_ROWS4(PK_ADDROW4)
+#define PK_STROWS_Z4 PK_ROWS4(PK_STROW4)
+/* the B pointers advanced by n bytes; what follows the stores */
+#define PK_BADV_Y2(n) "add $" n ",%[b0]\n"
+#define PK_BADV_Z2(n) "add $" n ",%[b0]\n add $" n ",%[b1]\n"
+#define PK_BADV_Z4(n) "add $" n ",%[b0]\n add $" n ",%[b2]\n"
+#define PK_END_Y2 ""
+#define PK_END_Z2 "vzeroupper\n"
+#define PK_END_Z4 "vzeroupper\n"
+/* zmm16-29 are named in Z4's clobbers only where the compiler targets AVX-512F */
+#define PK_ATTR_Y2
+#define PK_ATTR_Z2
+#define PK_ATTR_Z4 TG_TARGET_AVX512
+/* op(A)'s forms. In place, six addresses from two bases: a0 + n·lda for n < 3 and
+ * a3 + (n - 3)·lda for the rest (a3 = a0 + 3·lda, lda in bytes); ROWS: n is the tile's row i,
+ * value u of k 4u bytes in; COLS: n is the value u of k, row i 4i bytes in. */
 #define PK_IN0 "(%[a0])"
 #define PK_IN1 "(%[a0],%[lda],1)"
 #define PK_IN2 "(%[a0],%[lda],2)"
 #define PK_IN3 "(%[a3])"
 #define PK_IN4 "(%[a3],%[lda],1)"
 #define PK_IN5 "(%[a3],%[lda],2)"
+#define PK_AT_PACKED(u, i) #u "*24+" #i "*4(%[a])"
 #define PK_AT_ROWS(u, i) #u "*4" PK_IN##i
 #define PK_AT_COLS(u, i) #i "*4" PK_IN##u
-#define PK_STEPX(R, B1, u) PK_STEPG(PK_AT_ROWS, R, B1, u)
-#define PK_STEPT(R, B1, u) PK_STEPG(PK_AT_COLS, R, B1, u)
-/* A packed: one 6-value column per step, the panel fetched 16 values of k ahead */
-#define PK_APK_PF "prefetcht0 384(%[a])\n"
-#define PK_APK_ADV(n) "add $" #n "*24,%[a]\n"
-/* A in place: its rows are six sequential streams, left to the hardware prefetcher */
-#define PK_AX_PF ""
-#define PK_AX_ADV(n) "add $" #n "*4,%[a0]\n add $" #n "*4,%[a3]\n"
-/* Transposed A in place: one row of A per value of k, lda apart (the stride prefetcher's) */
-#define PK_AT_ADV(n) PK_AT_ADV_##n
-#define PK_AT_ADV_4 "lea (%[a0],%[lda],4),%[a0]\n lea (%[a3],%[lda],4),%[a3]\n"
-#define PK_AT_ADV_1 "add %[lda],%[a0]\n add %[lda],%[a3]\n"
-#define PK_KERNEL(R, W, LAST, ZOP, B1, BADV, END)                                                  \
-    PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, PK_STEP, PK_APK_PF, PK_APK_ADV)
-#define PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, STEP, APF, AADV)                               \
-    PK_ZERO(ZOP, R, "0") PK_ZERO(ZOP, R, "1") PK_ZERO(ZOP, R, "2") PK_ZERO(ZOP, R, "3")            \
-    PK_ZERO(ZOP, R, "4") PK_ZERO(ZOP, R, "5") PK_ZERO(ZOP, R, "6") PK_ZERO(ZOP, R, "7")            \
-    PK_ZERO(ZOP, R, "8") PK_ZERO(ZOP, R, "9") PK_ZERO(ZOP, R, "10") PK_ZERO(ZOP, R, "11")          \
-    "mov %[c],%[t]\n" PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST)                  \
-    PK_PFROW(LAST) PK_PFROW(LAST)                                                                  \
-    "test %[k4],%[k4]\n jz 2f\n"                                                                   \
-    /* 4 values of k per pass. The loop starts on a 64-byte line (.p2align 6), so that its    \
-     * speed does not depend on where the linker puts it */                                      \
-    ".p2align 6\n1:\n" APF                                                                       \
-    STEP(R, B1, 0) STEP(R, B1, 1) STEP(R, B1, 2) STEP(R, B1, 3)                                    \
-    AADV(4) BADV("256") "dec %[k4]\n jnz 1b\n"                                                     \
+#define PK_APF_PACKED "prefetcht0 384(%[a])\n"
+#define PK_APF_ROWS ""
+#define PK_APF_COLS ""
+#define PK_AADV_PACKED(n) "add $" #n "*24,%[a]\n"
+#define PK_AADV_ROWS(n) "add $" #n "*4,%[a0]\n add $" #n "*4,%[a3]\n"
+#define PK_AADV_COLS(n) PK_AADV_COLS_##n
+#define PK_AADV_COLS_4 "lea (%[a0],%[lda],4),%[a0]\n lea (%[a3],%[lda],4),%[a3]\n"
+#define PK_AADV_COLS_1 "add %[lda],%[a0]\n add %[lda],%[a3]\n"
+/* The template: 4 values of k per pass, then the rest one at a time. The loop starts on a
+ * 64-byte line (.p2align 6), so that its speed does not depend on where the linker puts it. */
+#define PK_TILE(V, A)                                                                              \
+    PK_ZEROS_##V "mov %[c],%[t]\n" PK_PFS_##V "test %[k4],%[k4]\n jz 2f\n"                         \
+    ".p2align 6\n1:\n" PK_APF_##A PK_STEP_##V(PK_AT_##A, 0) PK_STEP_##V(PK_AT_##A, 1)              \
+    PK_STEP_##V(PK_AT_##A, 2) PK_STEP_##V(PK_AT_##A, 3)                                            \
+    PK_AADV_##A(4) PK_BADV_##V("256") "dec %[k4]\n jnz 1b\n"                                       \
     "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
-    "3:\n" STEP(R, B1, 0)                                                                         \
-    AADV(1) BADV("64") "dec %[k1]\n jnz 3b\n"                                                      \
-    "4:\n test %[acc],%[acc]\n jz 6f\n"                                                            \
-    PK_ROWS(PK_ADDROW, R, W)                                                                       \
-    "jmp 7f\n"                                                                                     \
-    "6:\n"                                                                                         \
-    PK_ROWS(PK_STROW, R, W)                                                                        \
-    "7:\n" END
-#define PK_CLOBBERS                                                                                \
+    "3:\n" PK_STEP_##V(PK_AT_##A, 0) PK_AADV_##A(1) PK_BADV_##V("64") "dec %[k1]\n jnz 3b\n"       \
+    "4:\n test %[acc],%[acc]\n jz 6f\n" PK_ADDROWS_##V "jmp 7f\n"                                  \
+    "6:\n" PK_STROWS_##V "7:\n" PK_END_##V
+/* the operands: op(A)'s pointers and lda (bytes), the B pointers */
+#define PK_AOUT_PACKED [a] "+r"(a)
+#define PK_AOUT_ROWS [a0] "+r"(a), [a3] "+r"(a3)
+#define PK_AOUT_COLS PK_AOUT_ROWS
+#define PK_AIN_PACKED
+#define PK_AIN_ROWS , [lda] "r"(ldab)
+#define PK_AIN_COLS PK_AIN_ROWS
+#define PK_BOUT_Y2 [b0] "+r"(b)
+#define PK_BOUT_Z2 [b0] "+r"(b), [b1] "+r"(b1)
+#define PK_BOUT_Z4 [b0] "+r"(b), [b2] "+r"(b2)
+#define PK_BIN_Y2
+#define PK_BIN_Z2
+#define PK_BIN_Z4 , [ps] "r"(ps)
+#define PK_CLOBBERS_Y2                                                                             \
     "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
         "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+#define PK_CLOBBERS_Z2 PK_CLOBBERS_Y2
+#define PK_CLOBBERS_Z4                                                                             \
+    PK_CLOBBERS_Y2, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", \
+        "xmm25", "xmm26", "xmm27", "xmm28", "xmm29"
+#define PK_KERNEL(NAME, V, A)                                                                      \
+    PK_ATTR_##V static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,           \
+                     int64_t ldc, bool add) {                                                      \
+        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;        \
+        long ldab = (long)lda * 4, ps = (long)(NR * kc * 4);                                       \
+        const float *a3 = a + 3 * lda, *b1 = b + NR * kc, *b2 = b + 2 * NR * kc;                   \
+        (void)ldab, (void)ps, (void)a3, (void)b1, (void)b2;                                        \
+        __asm__ volatile(PK_TILE(V, A)                                                             \
+                         : PK_AOUT_##A, PK_BOUT_##V, [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c),    \
+                           [t] "=&r"(t)                                                            \
+                         : [ldc] "r"(ldcb) PK_AIN_##A PK_BIN_##V, [acc] "r"(acc)                   \
+                         : PK_CLOBBERS_##V);                                                       \
+    }
 /* clang-format on */
-
-/* 6×16: one panel, its row u's two ymm vectors 32 bytes apart */
-#define PK_B1_HALF(u) #u "*64+32(%[b0])"
-#define PK_BADV1(n) "add $" n ",%[b0]\n"
-static void kernel1(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    __asm__ volatile(
-        PK_KERNEL("ymm", "32", "63", "vxorps", PK_B1_HALF, PK_BADV1, "")
-        : [a] "+r"(a), [b0] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
-        : [ldc] "r"(ldcb), [acc] "r"(acc)
-        : PK_CLOBBERS);
-}
+PK_KERNEL(kernel1, Y2, PACKED)
+PK_KERNEL(kernel2, Z2, PACKED)
+PK_KERNEL(kernel2_rowa, Z2, ROWS)
+PK_KERNEL(kernel2_cola, Z2, COLS)
+PK_KERNEL(kernel4, Z4, PACKED)
+PK_KERNEL(kernel4_rowa, Z4, ROWS)
+PK_KERNEL(kernel4_cola, Z4, COLS)
 
 /* The 6×16 kernel is AVX2 + FMA: the packed path is there from that level up (isa.h) */
 bool tg_cpu_gemm_packed_available(void) {
     return tg_cpu_isa() >= TG_CPU_ISA_AVX2;
 }
 
-/* 6×32: two panels, row u's zmm vector in each */
-#define PK_B1_NEXT(u) #u "*64(%[b1])"
-#define PK_BADV2(n) "add $" n ",%[b0]\n add $" n ",%[b1]\n"
-static void kernel2(int64_t kc, const float *a, const float *b0, const float *b1, float *c,
-                    int64_t ldc, bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    __asm__ volatile(PK_KERNEL("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n")
-                     : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1),
-                       [c] "+r"(c), [t] "=&r"(t)
-                     : [ldc] "r"(ldcb), [acc] "r"(acc)
-                     : PK_CLOBBERS);
-}
-
-/* The 6×32 kernel with op(A) read in place, by its step STEP and advance AADV (a0, a3 = a0 + 3
- * rows or 3 values of k, lda in bytes). The same FMAs in the same order as on a packed panel:
- * the same bits. */
-#define PK_KERNEL2_INPLACE(NAME, STEP, AADV)                                                       \
-    static void NAME(int64_t kc, const float *a, int64_t lda, const float *b0, const float *b1,  \
-                     float *c, int64_t ldc, bool add) {                                          \
-        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
-             ldab = (long)lda * 4, acc = add, t;                                                   \
-        const float *a3 = a + 3 * lda;                                                             \
-        __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2,           \
-                                     "vzeroupper\n", STEP, PK_AX_PF, AADV)                         \
-                         : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),              \
-                           [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
-                         : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)                        \
-                         : PK_CLOBBERS);                                                           \
-    }
-/* row-major op(A): row i of the tile at a + i·lda, value p of k at a[i·lda + p] */
-PK_KERNEL2_INPLACE(kernel2_rowa, PK_STEPX, PK_AX_ADV)
-/* transposed op(A): value p of k for the tile's six rows at a[p·lda], ..., a[p·lda + 5] */
-PK_KERNEL2_INPLACE(kernel2_cola, PK_STEPT, PK_AT_ADV)
-
-/* 6×64: four consecutive panels (b0, b0 + ps, b2 = b0 + 2·ps, b2 + ps; ps = 16·kc floats, in
- * bytes here), 24 zmm accumulators (row i's four vectors in zmm 4i..4i+3), B's row u in
- * zmm24–27, A's values broadcast into zmm28 and zmm29 in turn. Per value of k 4 loads of B and
- * 6 broadcasts for 24 FMAs, where the 6×32 kernel has 2 and 6 for 12: the broadcasts beside
- * the FMAs hold that one further below the FMA peak on a core with two 512-bit FMA units. The
- * same FMAs in the same order per element as the 6×16 kernel: the same bits. */
-/* clang-format off */
-#define PK4_ROW(ADDR, s, r0, r1, r2, r3)                                                           \
-    "vbroadcastss " ADDR ",%%zmm" s "\n"                                                           \
-    "vfmadd231ps %%zmm24,%%zmm" s ",%%zmm" r0 "\n vfmadd231ps %%zmm25,%%zmm" s ",%%zmm" r1 "\n"    \
-    "vfmadd231ps %%zmm26,%%zmm" s ",%%zmm" r2 "\n vfmadd231ps %%zmm27,%%zmm" s ",%%zmm" r3 "\n"
-#define PK4_STEP(A_AT, u)                                                                          \
-    "vmovaps " #u "*64(%[b0]),%%zmm24\n vmovaps " #u "*64(%[b0],%[ps],1),%%zmm25\n"                \
-    "vmovaps " #u "*64(%[b2]),%%zmm26\n vmovaps " #u "*64(%[b2],%[ps],1),%%zmm27\n"                \
-    PK4_ROW(A_AT(u, 0), "28", "0", "1", "2", "3") PK4_ROW(A_AT(u, 1), "29", "4", "5", "6", "7")    \
-    PK4_ROW(A_AT(u, 2), "28", "8", "9", "10", "11") PK4_ROW(A_AT(u, 3), "29", "12", "13", "14", "15") \
-    PK4_ROW(A_AT(u, 4), "28", "16", "17", "18", "19") PK4_ROW(A_AT(u, 5), "29", "20", "21", "22", "23")
-#define PK4_Z(r) "vpxord %%zmm" r ",%%zmm" r ",%%zmm" r "\n"
-#define PK4_Z4(a, b, c, d) PK4_Z(a) PK4_Z(b) PK4_Z(c) PK4_Z(d)
-#define PK4_ADDROW(a, b, c, d)                                                                     \
-    "vaddps (%[c]),%%zmm" a ",%%zmm" a "\n vaddps 64(%[c]),%%zmm" b ",%%zmm" b "\n"                 \
-    "vaddps 128(%[c]),%%zmm" c ",%%zmm" c "\n vaddps 192(%[c]),%%zmm" d ",%%zmm" d "\n"             \
-    PK4_STROW(a, b, c, d)
-#define PK4_STROW(a, b, c, d)                                                                      \
-    "vmovups %%zmm" a ",(%[c])\n vmovups %%zmm" b ",64(%[c])\n"                                    \
-    "vmovups %%zmm" c ",128(%[c])\n vmovups %%zmm" d ",192(%[c])\n add %[ldc],%[c]\n"
-#define PK4_ROWS(OP)                                                                               \
-    OP("0", "1", "2", "3") OP("4", "5", "6", "7") OP("8", "9", "10", "11")                         \
-    OP("12", "13", "14", "15") OP("16", "17", "18", "19") OP("20", "21", "22", "23")
-/* the C tile's row: 256 bytes, maybe over one more line */
-#define PK4_PFROW                                                                                  \
-    "prefetcht0 (%[t])\n prefetcht0 64(%[t])\n prefetcht0 128(%[t])\n prefetcht0 192(%[t])\n"     \
-    "prefetcht0 255(%[t])\n add %[ldc],%[t]\n"
-#define PK4_KERNEL(A_AT, APF, AADV)                                                                \
-    PK4_ROWS(PK4_Z4)                                                                               \
-    "mov %[c],%[t]\n" PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW                  \
-    "test %[k4],%[k4]\n jz 2f\n"                                                                   \
-    /* the loop on a 64-byte line, as PK_KERNEL_A's */                                             \
-    ".p2align 6\n1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1)                                   \
-    PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)                                                            \
-    AADV(4) "add $256,%[b0]\n add $256,%[b2]\n dec %[k4]\n jnz 1b\n"                               \
-    "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
-    "3:\n" PK4_STEP(A_AT, 0) AADV(1) "add $64,%[b0]\n add $64,%[b2]\n dec %[k1]\n jnz 3b\n"        \
-    "4:\n test %[acc],%[acc]\n jz 6f\n" PK4_ROWS(PK4_ADDROW) "jmp 7f\n"                            \
-    "6:\n" PK4_ROWS(PK4_STROW) "7:\n vzeroupper\n"
-#define PK4_CLOBBERS                                                                               \
-    PK_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",  \
-        "xmm25", "xmm26", "xmm27", "xmm28", "xmm29"
-/* clang-format on */
-#define AVX512_FN TG_TARGET_AVX512
-
-AVX512_FN static void kernel4(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                              bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    long ps = (long)(NR * kc * 4);
-    const float *b2 = b + 2 * NR * kc;
-    __asm__ volatile(PK4_KERNEL(PK_AT_PACKED, PK_APK_PF, PK_APK_ADV)
-                     : [a] "+r"(a), [b0] "+r"(b), [b2] "+r"(b2), [k4] "+r"(k4), [k1] "+r"(k1),
-                       [c] "+r"(c), [t] "=&r"(t)
-                     : [ldc] "r"(ldcb), [ps] "r"(ps), [acc] "r"(acc)
-                     : PK4_CLOBBERS);
-}
-
-/* The 6×64 kernel with op(A) in place, as PK_KERNEL2_INPLACE */
-#define PK_KERNEL4_INPLACE(NAME, A_AT, AADV)                                                       \
-    AVX512_FN static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,  \
-                        int64_t ldc, bool add) {                                                   \
-        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
-             ldab = (long)lda * 4, acc = add, t, ps = (long)(NR * kc * 4);                         \
-        const float *a3 = a + 3 * lda, *b2 = b + 2 * NR * kc;                                      \
-        __asm__ volatile(PK4_KERNEL(A_AT, PK_AX_PF, AADV)                                          \
-                         : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b), [b2] "+r"(b2),               \
-                           [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
-                         : [ldc] "r"(ldcb), [lda] "r"(ldab), [ps] "r"(ps), [acc] "r"(acc)          \
-                         : PK4_CLOBBERS);                                                          \
-    }
-PK_KERNEL4_INPLACE(kernel4_rowa, PK_AT_ROWS, PK_AX_ADV)
-PK_KERNEL4_INPLACE(kernel4_cola, PK_AT_COLS, PK_AT_ADV)
-#undef AVX512_FN
-
-/* Whether the block uses the 512-bit kernels (the AVX-512 level, isa.h) */
+/* Whether the blocks use the 512-bit kernels (the AVX-512 level, isa.h) */
 static bool wide(void) {
     return tg_cpu_isa() >= TG_CPU_ISA_AVX512;
 }
 #else
-/* Off x86-64 there is no packed path (tg_cpu_gemm_packed_available): scalar stand-ins of the
- * kernels keep the file whole. op(A)[i][p] at a[i·rs + p·cs]; np consecutive panels at b. */
-static void kernel_ref(int np, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b,
+/* Off x86-64 there is no packed path (tg_cpu_gemm_packed_available): a scalar stand-in of the
+ * kernels keeps the file whole. */
+static void kernel_ref(int np, int form, int64_t kc, const float *a, int64_t lda, const float *b,
                        float *c, int64_t ldc, bool add) {
+    const int64_t rs = form == A_PACKED ? 1 : form == A_ROWS ? lda : 1;
+    const int64_t cs = form == A_PACKED ? MR : form == A_ROWS ? 1 : lda;
     for (int i = 0; i < MR; i++)
         for (int j = 0; j < np * NR; j++) {
             float s = 0.0f;
@@ -330,13 +290,18 @@ static void kernel_ref(int np, int64_t kc, const float *a, int64_t rs, int64_t c
             c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
         }
 }
-#define kernel1(kc, a, b, c, ldc, add) kernel_ref(1, kc, a, 1, MR, b, c, ldc, add)
-#define kernel2(kc, a, b0, b1, c, ldc, add) kernel_ref(2, kc, a, 1, MR, b0, c, ldc, add)
-#define kernel2_rowa(kc, a, lda, b0, b1, c, ldc, add) kernel_ref(2, kc, a, lda, 1, b0, c, ldc, add)
-#define kernel2_cola(kc, a, lda, b0, b1, c, ldc, add) kernel_ref(2, kc, a, 1, lda, b0, c, ldc, add)
-#define kernel4(kc, a, b, c, ldc, add) kernel_ref(4, kc, a, 1, MR, b, c, ldc, add)
-#define kernel4_rowa(kc, a, lda, b, c, ldc, add) kernel_ref(4, kc, a, lda, 1, b, c, ldc, add)
-#define kernel4_cola(kc, a, lda, b, c, ldc, add) kernel_ref(4, kc, a, 1, lda, b, c, ldc, add)
+#define PK_KERNEL(NAME, NP, FORM)                                                                  \
+    static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,           \
+                     int64_t ldc, bool add) {                                                      \
+        kernel_ref(NP, FORM, kc, a, lda, b, c, ldc, add);                                          \
+    }
+PK_KERNEL(kernel1, 1, A_PACKED)
+PK_KERNEL(kernel2, 2, A_PACKED)
+PK_KERNEL(kernel2_rowa, 2, A_ROWS)
+PK_KERNEL(kernel2_cola, 2, A_COLS)
+PK_KERNEL(kernel4, 4, A_PACKED)
+PK_KERNEL(kernel4_rowa, 4, A_ROWS)
+PK_KERNEL(kernel4_cola, 4, A_COLS)
 
 bool tg_cpu_gemm_packed_available(void) {
     return false;
@@ -346,6 +311,14 @@ static bool wide(void) {
     return false;
 }
 #endif
+#undef PK_KERNEL
+
+/* The kernels by panels (1, 2 or 4: index np / 2) and op(A)'s form (1 panel: packed only) */
+static const kernel_fn kernels[3][3] = {
+    {kernel1, NULL, NULL},
+    {kernel2, kernel2_rowa, kernel2_cola},
+    {kernel4, kernel4_rowa, kernel4_cola},
+};
 
 bool tg_cpu_gemm_packed_is_wide(void) {
     return wide();
@@ -353,20 +326,7 @@ bool tg_cpu_gemm_packed_is_wide(void) {
 
 void tg_cpu_gemm_packed_kernel(int np, int64_t kc, const float *a, int64_t lda, bool cola,
                                const float *b, float *c, int64_t ldc, bool add) {
-    if (np == 1)
-        kernel1(kc, a, b, c, ldc, add);
-    else if (np == 2 && lda == 0)
-        kernel2(kc, a, b, b + NR * kc, c, ldc, add);
-    else if (np == 2 && cola)
-        kernel2_cola(kc, a, lda, b, b + NR * kc, c, ldc, add);
-    else if (np == 2)
-        kernel2_rowa(kc, a, lda, b, b + NR * kc, c, ldc, add);
-    else if (lda == 0)
-        kernel4(kc, a, b, c, ldc, add);
-    else if (cola)
-        kernel4_cola(kc, a, lda, b, c, ldc, add);
-    else
-        kernel4_rowa(kc, a, lda, b, c, ldc, add);
+    kernels[np / 2][lda == 0 ? A_PACKED : cola ? A_COLS : A_ROWS](kc, a, lda, b, c, ldc, add);
 }
 
 /* --------------------------------------------------------------------- packing ---- */
@@ -381,12 +341,7 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
     for (int64_t i = 0; i < MR; i++)
         for (int64_t j = 0; j < w; j++)
             t[i * w + j] = add && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
-    if (np == 4)
-        kernel4(kc, ap, bp, t, w, add);
-    else if (np == 2)
-        kernel2(kc, ap, bp, bp + NR * kc, t, w, add);
-    else
-        kernel1(kc, ap, bp, t, w, add);
+    kernels[np / 2][A_PACKED](kc, ap, 0, bp, t, w, add);
     for (int64_t i = 0; i < mr; i++)
         memcpy(c + i * ldc, t + i * w, (size_t)nr * sizeof *t);
 }
@@ -885,27 +840,16 @@ static void block_run(bool ta, int64_t m, int64_t n, int64_t k, float alpha, con
                         float *ct = c + (ic + ir) * ldc + jc + jr;
                         const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir);
                         const int np = (int)(step / NR); /* panels: 1, 2 or 4 */
-                        if (mr < MR || nr < NR) {
+                        if (mr < MR || nr < NR)
                             edge_tile(kc, ap, bp, np, ct, ldc, mr, np > 1 ? step : nr, add);
-                        } else if (inplace && ta) { /* np 2 or 4: n is a multiple of 32 */
-                            const float *at = a + pc * lda + ic + ir;
-                            if (np == 4)
-                                kernel4_cola(kc, at, lda, bp, ct, ldc, add);
-                            else
-                                kernel2_cola(kc, at, lda, bp, bp + NR * kc, ct, ldc, add);
-                        } else if (inplace) {
-                            const float *ar = a + (ic + ir) * lda + pc;
-                            if (np == 4)
-                                kernel4_rowa(kc, ar, lda, bp, ct, ldc, add);
-                            else
-                                kernel2_rowa(kc, ar, lda, bp, bp + NR * kc, ct, ldc, add);
-                        } else if (np == 4) {
-                            kernel4(kc, ap, bp, ct, ldc, add);
-                        } else if (np == 2) {
-                            kernel2(kc, ap, bp, bp + NR * kc, ct, ldc, add);
-                        } else {
-                            kernel1(kc, ap, bp, ct, ldc, add);
-                        }
+                        else if (inplace && ta) /* np 2 or 4: n is a multiple of 32 */
+                            kernels[np / 2][A_COLS](kc, a + pc * lda + ic + ir, lda, bp, ct, ldc,
+                                                    add);
+                        else if (inplace)
+                            kernels[np / 2][A_ROWS](kc, a + (ic + ir) * lda + pc, lda, bp, ct, ldc,
+                                                    add);
+                        else
+                            kernels[np / 2][A_PACKED](kc, ap, 0, bp, ct, ldc, add);
                         next_src_fetch(&ns);
                     }
                 }

@@ -6,8 +6,8 @@
  * Blocking (the GotoBLAS/BLIS scheme reduced to what small products need):
  *   C is cut into MR×NR = 6×16 tiles. A tile's 6×16 sums live in 12 AVX registers
  *   (6 rows × 2 vectors of 8) for the whole k loop; each k step broadcasts 6 elements of op(A),
- *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators cover the 4-cycle FMA
- *   latency of Zen 3's two FMA pipes, and 8 loads per 12 FMAs stay within its load ports.
+ *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators cover the FMA latency
+ *   of two FMA pipes, and 8 loads per 12 FMAs stay within two load ports.
  *   Edge tiles use the same code with mr < 6 rows (the unused accumulators are compiled out)
  *   and an 8-wide panel when at most 8 columns remain. Where the CPU has AVX-512F a tile is
  *   6 rows × up to 64 columns (4 zmm a row, 24 accumulators; below), a quarter of the tiles
@@ -48,7 +48,7 @@
 enum {
     MR = 6,     /* rows of a register tile */
     NR = 16,    /* columns of a register tile (two AVX vectors) */
-    KC = 256,   /* values of k packed at a time: KC×NR floats = 16 KiB, half of Zen 3's L1d */
+    KC = 256,   /* values of k packed at a time: KC×NR floats = 16 KiB, half of a 32-KiB L1d */
     NR512 = 64, /* the AVX-512 kernel's widest panel (4 zmm vectors) */
 };
 
@@ -190,8 +190,7 @@ tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_
 
 /* One function per tile shape (mr rows, nv vectors) of an ISA's tile (tile_avx2,
  * tile_avx512), so that each is register-allocated on its own: inlined all into one function,
- * GCC kept the 512-bit kernel's accumulators on the stack (and the 8-column AVX2 tiles ran
- * 1.17x slower). */
+ * GCC kept the 512-bit kernel's accumulators on the stack. */
 #define TG_TILE_FN(isa, attr, mr, nv)                                                              \
     __attribute__((noinline)) attr static void isa##_##mr##_##nv(                                  \
         int nc, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b, int64_t ldbp,  \
@@ -391,8 +390,7 @@ static inline __attribute__((always_inline)) TG_AVX2 __m128 fold4(__m256 s0, __m
 static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m128 r, int cnt,
                                                                  float beta) {
     if (beta == 0.0f) {
-        /* plain stores of 1, 2 or 3 floats: a masked store (vmaskmovps) is microcoded on AMD
-         * and made Q·Kᵀ over 10 keys slower than over 12 */
+        /* plain stores of 1, 2 or 3 floats: a masked store (vmaskmovps) is microcoded on AMD */
         if (cnt == 4) {
             _mm_storeu_ps(cr, r);
         } else if (cnt == 1) {
@@ -412,9 +410,8 @@ static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m1
 /* Two query rows × four keys at a time: 8 accumulators, each k step two loads of the queries,
  * four of the keys and 8 FMAs (a missing row or key reads a present one; its sums are not
  * stored). The last one or two keys of a row (N = 10: keys 8 and 9) take two keys' loads and
- * FMAs only, the same sums in the same order: Q·Kᵀ over 10 keys ran slower than over 12. (The
- * two loops are written out: one helper over an array of accumulators compiled to a 4-key loop
- * 0.93× as fast.) */
+ * FMAs only, the same sums in the same order. (The two loops are written out: one helper over
+ * an array of accumulators compiled to a slower 4-key loop.) */
 static inline __attribute__((always_inline)) TG_AVX2 void
 dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc, float alpha, float beta) {
@@ -486,8 +483,7 @@ typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int6
 /* The dot-product kernel for the call's shape (above), or NULL where the tiles take it. Besides
  * Q·Kᵀ over fewer than 16 keys, one or two query rows over any number of keys (a decoder's
  * step: one new position per hypothesis and head against its cached keys): there every key row
- * is used once or twice, and packing them into panels took longer than the products
- * (docs/log/2026-12-06.md). */
+ * is used once or twice, and packing them into panels would cost more than the products. */
 static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
     if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || tg__cpu_stats.gemm.no_small_dot)
         return NULL;
@@ -518,7 +514,7 @@ static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B,
  * so that the per-tile work (its set-up and stores) is a quarter. Each element is computed
  * as the AVX2 kernel computes it (the k sum with one FMA per k in order, alpha times that
  * sum, then beta·C plus it in one FMA): the same bits. A row's last, partial vector goes
- * through the AVX2 kernel's row store (masked 512-bit stores ran ~1.5× slower on Zen 4). */
+ * through the AVX2 kernel's row store (masked 512-bit stores are slow on AMD cores). */
 #define TG_AVX512 TG_TARGET_AVX512
 
 #define TG_ROW512(i)                                                                               \
@@ -575,9 +571,9 @@ tile_avx512(const int mr, const int nv, int nc, int64_t kc, const float *a, int6
 
 /* Panels of one or two vectors (16 or 32 columns: attention's P·V and Pᵀ·dO with heads of 16
  * or 32, or a product's last columns) in tiles of up to 12 rows: a 6-row tile of one vector holds
- * only 6 accumulators, each a chain of dependent FMAs (4 cycles each on an Intel core), so it ran
- * at 1.5 of the 2 FMAs a cycle, and P·V over 10 keys took two tiles (and two calls, with their
- * set-up and stores) one after the other. 12 rows of 2 vectors are 24 accumulators, as
+ * only 6 accumulators, each a chain of dependent FMAs, too few to cover the FMAs' latency, and
+ * P·V over 10 keys would take two tiles (and two calls, with their set-up and stores) one after
+ * the other. 12 rows of 2 vectors are 24 accumulators, as
  * tile_avx512's 6 of 4. Each element's sum is tile_avx512's: the same bits. */
 #define TG_ROWT(i)                                                                                 \
     if (mr > i) {                                                                                  \
@@ -625,7 +621,7 @@ TG_TALL_FNS(1) TG_TALL_FNS(2)
 
 /* A panel 16, 32, 48 or 64 floats wide (1-4 vectors). A panel 8 wide (at most 8 columns:
  * heads of width 8) is the AVX2 kernel's, which reads it in place where a 16-wide one would
- * pad and pack it (h 32 steps of g2p-small took 1.12x as long). */
+ * pad and pack it. */
 TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const float *a,
                                   int64_t rs, int64_t cs, const float *b, int64_t ldbp, float *c,
                                   int64_t ldc, const float *ab) {
@@ -667,11 +663,10 @@ void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int 
 /* ------------------------------------------------------------------------ driver ---- */
 
 /* Whether `rows` rows of a matrix with leading dimension ld, one or two cache lines of each,
- * stay in half of Zen 3's L1d (32 KiB, 8 ways × 64 sets of 64-byte lines; set = address bits
- * 6..11). Rows a multiple of 4 KiB apart all land in one set, 2 KiB apart in two: a 16-float
- * panel of B read in place with ldb = 512 (a head of a d = 512 model as a strided view) keeps
- * only 16 lines in L1: 32×64×32 products with ldb = 512 ran at ~30 GFLOP/s on one core read in
- * place, ~60 packed. */
+ * stay in half of a 32-KiB L1d (8 ways × 64 sets of 64-byte lines; set = address bits 6..11).
+ * Rows a multiple of 4 KiB apart all land in one set, 2 KiB apart in two: a 16-float panel of B
+ * read in place with ldb = 512 (a head of a d = 512 model as a strided view) keeps only 16 lines
+ * in L1, and packing it is faster. */
 static bool fits_l1(int64_t ld, int64_t rows) {
     /* g = gcd(ld*4 mod 4096, 4096) = 2^lg, a power of two: 4096 / g is a shift (this runs once
      * a product) */
@@ -732,8 +727,7 @@ static void block_at(const tg_cpu_gemm_args *g, const small_isa *isa, const floa
 
 /* A product of the call: item i of outer item o (gemm.h: tg_cpu_gemm_batched2), o * batch + i
  * counted from 0. A run of tasks steps through the products without dividing (two 64-bit
- * divisions a product before: 512 products of 10 × 16 × 10 on one core took 0.93x the time
- * without them). */
+ * divisions per product cost as much as a tiny product's kernel). */
 typedef struct product {
     int64_t o, i;
 } product;
@@ -785,10 +779,9 @@ typedef struct split {
 
 /* Whole products [t0, t1) where each is one panel of op(B) read in place and one chunk of k
  * (attention's P·V and Pᵀ·dO, heads of 8-64), or dot products (Q·Kᵀ over a few keys):
- * block_at's set-up, the same for every product, done once for the run, and the kernel called
- * with block_at's arguments (so the same bits): 512 products of 10 × 16 × 10 on one core 40 →
- * 31 ns each, of 10 × 32 × 10 62 → 49. False, with nothing done, where the products are not
- * such. */
+ * block_at's set-up, the same for every product, done once for the run (a quarter of a tiny
+ * product's time), and the kernel called with block_at's arguments (so the same bits). False,
+ * with nothing done, where the products are not such. */
 static bool direct_run(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t0,
                        int64_t t1) {
     if (sp.blocks != 1 || g->lookup_b) return false;
