@@ -523,27 +523,37 @@ START_TEST(test_packed_shared) {
                 release(&p);
                 continue;
             }
-            /* the blocks by hand: rows [0, 42) and [42, M), with and without a stalled buffer */
+            /* the blocks by hand: rows [0, 42) and [42, M), with and without a stalled buffer;
+             * then columns [0, j) and [j, N), j a multiple of 64 near N / 2 (inside a block of
+             * 512 columns of the panels: 4200 columns cut at 2048 + 64) */
             const tg_cpu_gemm_args *g = &p.g;
-            for (int stall = 0; stall <= 1; stall++) {
-                tg__cpu_stats.gemm.stall_shared = stall;
+            for (int how = 0; how < 3; how++) {
+                const int64_t jcut = N / 2 / 64 * 64 + (N > 4000 ? 64 : 0);
+                if (how == 2 && jcut == 0) continue;
+                tg__cpu_stats.gemm.stall_shared = how == 1;
                 tg_cpu_shared *sb = tg_cpu_gemm_panels_shared(g->trans_b, g->b, g->ldb, N, K);
                 tg__cpu_stats.gemm.stall_shared = false;
                 ck_assert_ptr_nonnull(sb);
                 memcpy(p.c, p.c0, p.nc * sizeof(float));
-                for (int64_t lo = 0; lo < M; lo += 42) {
+                for (int64_t lo = 0; how < 2 && lo < M; lo += 42) {
                     const int64_t len = M - lo < 42 ? M - lo : 42;
                     ck_assert(tg_cpu_gemm_packed_block(
                         g->trans_a, g->trans_b, len, N, K, g->alpha,
                         g->trans_a ? g->a + lo : g->a + lo * g->lda, g->lda, g->b, g->ldb, g->beta,
                         g->c + lo * g->ldc, g->ldc, sb, 0));
                 }
+                for (int half = 0; how == 2 && half < 2; half++) {
+                    const int64_t j0 = half ? jcut : 0, n = half ? N - jcut : jcut;
+                    ck_assert(tg_cpu_gemm_packed_block(g->trans_a, g->trans_b, M, n, K, g->alpha,
+                                                       g->a, g->lda, g->b, g->ldb, g->beta,
+                                                       g->c + j0, g->ldc, sb, j0));
+                }
                 sb->release(sb);
+                static const char *const hows[] = {"shared", "stalled", "shared, by columns"};
                 const long at = first_diff(ref, p.c, p.nc);
                 if (at >= 0)
                     ck_abort_msg("blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%ld])",
-                                 stall ? "stalled" : "shared", (long long)M, (long long)N,
-                                 (long long)K, at);
+                                 hows[how], (long long)M, (long long)N, (long long)K, at);
             }
             free(ref);
             release(&p);
@@ -1072,7 +1082,7 @@ END_TEST
  * panels — the bits of the same product packing it itself, on 1 and 2 threads, for B and Bᵀ,
  * shapes with one or several blocks of columns and of k; holders are counted, and the last
  * drop frees it (products then pack again). A product cut by columns reads only its columns'
- * panels (gemm.c: packed_cols_kept). */
+ * panels (gemm.c: split_product). */
 START_TEST(test_kept_b) {
     /* cut by rows sharing op(B) (the first three, at 2 threads), or by columns (N > M): an op(B)
      * too big to share (600 × 1,100; a vocabulary's 7,816 × 128), whose second block starts
@@ -1106,10 +1116,10 @@ START_TEST(test_kept_b) {
                 ck_assert_msg(memcmp(c, ref, sizeof(float) * (size_t)(M * N)) == 0,
                               "%lldx%lldx%lld tb %d, %d threads: the kept op(B) gives other bits",
                               (long long)M, (long long)N, (long long)K, tb, th);
-                /* only the packed path reads kept panels (gemm.c: at the AVX2 level it leaves
-                 * weights over 2^18 values to OpenBLAS) */
+                /* only the packed path reads kept panels, on any number of threads (gemm.c: at
+                 * the AVX2 level it leaves weights over 2^18 values to OpenBLAS) */
                 const tg_cpu_gemm_args q = {.batch = 1, .M = M, .N = N, .K = K, .trans_b = tb};
-                if ((th == 2 || N > M) && tg_cpu_gemm_choose(&q, th) == TG_CPU_GEMM_PACKED)
+                if (tg_cpu_gemm_choose(&q, th) == TG_CPU_GEMM_PACKED)
                     ck_assert_int_gt(atomic_load(&tg__cpu_stats.gemm.kept_hits), hits);
             }
             tg_cpu_gemm_drop_b(tb, b, ldb, N, K);
