@@ -34,7 +34,9 @@ struct tg__cpu_stats {
         atomic_int kept_hits; /* products that found their op(B) kept */
     } gemm;
 };
-extern struct tg__cpu_stats tg__cpu_stats; /* defined in gemm.c */
+/* defined in gemm.c; hidden: read in place, not through the GOT (the library exports its API
+ * alone, include/tg/export.h) */
+extern __attribute__((visibility("hidden"))) struct tg__cpu_stats tg__cpu_stats;
 
 
 /* eight floats as one GCC/Clang vector: a register of AVX2 (two of SSE in the baseline clone) */
