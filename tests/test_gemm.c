@@ -537,10 +537,10 @@ START_TEST(test_packed_shared) {
                 memcpy(p.c, p.c0, p.nc * sizeof(float));
                 for (int64_t lo = 0; how < 2 && lo < M; lo += 42) {
                     const int64_t len = M - lo < 42 ? M - lo : 42;
-                    ck_assert(tg_cpu_gemm_packed_block(
-                        g->trans_a, g->trans_b, len, N, K, g->alpha,
-                        g->trans_a ? g->a + lo : g->a + lo * g->lda, g->lda, g->b, g->ldb, g->beta,
-                        g->c + lo * g->ldc, g->ldc, sb, 0));
+                    ck_assert(tg_cpu_gemm_packed_block(g->trans_a, g->trans_b, len, N, K, g->alpha,
+                                                       g->trans_a ? g->a + lo : g->a + lo * g->lda,
+                                                       g->lda, g->b, g->ldb, g->beta,
+                                                       g->c + lo * g->ldc, g->ldc, sb, 0));
                 }
                 for (int half = 0; how == 2 && half < 2; half++) {
                     const int64_t j0 = half ? jcut : 0, n = half ? N - jcut : jcut;

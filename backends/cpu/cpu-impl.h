@@ -30,7 +30,7 @@ struct tg__cpu_stats {
         bool stall_shared; /* shared op(B) panels made now: every piece claimed by a block that
                               never packs it, as one held off its core would (the blocks then
                               pack the pieces themselves after their wait) */
-        atomic_int kept;      /* operands kept packed now (gemm.h: tg_cpu_gemm_keep_b) */
+        atomic_int kept;   /* operands kept packed now (gemm.h: tg_cpu_gemm_keep_b) */
         atomic_int kept_hits; /* products that found their op(B) kept */
     } gemm;
 };

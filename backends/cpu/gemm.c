@@ -172,7 +172,8 @@ static tg_cpu_shared *shared_panels(const tg_cpu_gemm_args *g, tg_cpu_par *p) {
     if (!p->shared) return NULL;
     tg_cpu_shared *s = atomic_load_explicit(p->shared, memory_order_acquire);
     if (s) return s;
-    return tg_cpu_shared_publish(p, tg_cpu_gemm_panels_shared(g->trans_b, g->b, g->ldb, g->N, g->K));
+    return tg_cpu_shared_publish(p,
+                                 tg_cpu_gemm_panels_shared(g->trans_b, g->b, g->ldb, g->N, g->K));
 }
 
 /* One product on the packed path cut into p->nth blocks of whole 6-row tiles (the last may be
@@ -311,14 +312,27 @@ void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, i
                           const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
                           int64_t ldc, int64_t stride_c, int nthreads) {
     if (outer <= 0) return;
-    const tg_cpu_gemm_args g = {
-        .outer = outer,     .ostride_a = ostride_a, .ostride_b = ostride_b,
-        .ostride_c = ostride_c, .batch = batch,     .M = M,
-        .N = N,             .K = K,                 .trans_a = trans_a,
-        .trans_b = trans_b, .alpha = alpha,         .beta = beta,
-        .a = a,             .lda = lda,             .stride_a = stride_a,
-        .b = b,             .ldb = ldb,             .stride_b = stride_b,
-        .c = c,             .ldc = ldc,             .stride_c = stride_c};
+    const tg_cpu_gemm_args g = {.outer = outer,
+                                .ostride_a = ostride_a,
+                                .ostride_b = ostride_b,
+                                .ostride_c = ostride_c,
+                                .batch = batch,
+                                .M = M,
+                                .N = N,
+                                .K = K,
+                                .trans_a = trans_a,
+                                .trans_b = trans_b,
+                                .alpha = alpha,
+                                .beta = beta,
+                                .a = a,
+                                .lda = lda,
+                                .stride_a = stride_a,
+                                .b = b,
+                                .ldb = ldb,
+                                .stride_b = stride_b,
+                                .c = c,
+                                .ldc = ldc,
+                                .stride_c = stride_c};
     tg_cpu_gemm_run(&g, TG_CPU_GEMM_AUTO, nthreads);
 }
 

@@ -178,7 +178,8 @@ bool tg_cpu_gemm_packed_is_wide(void);
  * at most two buffers (NULL when both are in use, or no memory, or no packed path on this CPU);
  * tg_cpu_gemm_shared_b_trim() frees the idle ones. Kept panels (tg_cpu_gemm_keep_b) are packed
  * at once and stay until dropped. */
-tg_cpu_shared *tg_cpu_gemm_panels_shared(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k);
+tg_cpu_shared *tg_cpu_gemm_panels_shared(bool tb, const float *b, int64_t ldb, int64_t n,
+                                         int64_t k);
 void tg_cpu_gemm_shared_b_trim(void);
 
 /* Kept operands: op(B) of products that reuse one weight many times (a decoder's step graphs,

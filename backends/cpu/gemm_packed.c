@@ -291,7 +291,7 @@ static void kernel_ref(int np, int form, int64_t kc, const float *a, int64_t lda
         }
 }
 #define PK_KERNEL(NAME, NP, FORM)                                                                  \
-    static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,           \
+    static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,            \
                      int64_t ldc, bool add) {                                                      \
         kernel_ref(NP, FORM, kc, a, lda, b, c, ldc, add);                                          \
     }
@@ -456,7 +456,8 @@ static inline void next_src_fetch(next_src *ns) {
  * The packed values are the same whoever packs them, so results do not depend on the
  * supplier. */
 enum { CHUNK = 4 * NR, SHARED_WAIT_NS = 20 * 1000 };
-_Static_assert(CHUNK == TG_CPU_GEMM_PANELS_ALIGN, "a panels object's pieces are gemm.h's alignment");
+_Static_assert(CHUNK == TG_CPU_GEMM_PANELS_ALIGN,
+               "a panels object's pieces are gemm.h's alignment");
 enum { UNPACKED = 0, PACKING = 1, PACKED = 2 };
 
 typedef struct panels panels;
@@ -873,7 +874,11 @@ bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
         block_run(ta, m, n, k, alpha, a, lda, beta, c, ldc, src, j0, buf);
         return true;
     }
-    panels own = {.supply = own_supply, .tb = tb, .ldb = ldb, .n = n, .k = k,
+    panels own = {.supply = own_supply,
+                  .tb = tb,
+                  .ldb = ldb,
+                  .n = n,
+                  .k = k,
                   .b = tb ? b + j0 * ldb : b + j0};
     block_run(ta, m, n, k, alpha, a, lda, beta, c, ldc, &own, 0, buf);
     return true;

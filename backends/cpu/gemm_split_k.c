@@ -38,8 +38,7 @@ enum { SPLIT_K_MIN_PER_SHARE = 256 };
 #define SPLIT_K_MAX_PARTIAL (1 << 21)
 
 bool tg_cpu_gemm_split_k_fits(const tg_cpu_gemm_args *g, int nth) {
-    if (nth < 2 || !g->trans_a || tg_cpu_gemm_count(g) != 1 ||
-        tg__cpu_stats.gemm.no_split_k)
+    if (nth < 2 || !g->trans_a || tg_cpu_gemm_count(g) != 1 || tg__cpu_stats.gemm.no_split_k)
         return false;
     const double m = (double)g->M, n = (double)g->N, k = (double)g->K;
     return k >= (double)SPLIT_K_MIN_PER_SHARE * nth && m * n * (nth - 1) <= SPLIT_K_MAX_PARTIAL &&
@@ -126,7 +125,8 @@ TG_CPU_BODY void add_rows_body(float *c, int64_t ldc, const float *x, int64_t ld
         for (int64_t j = 0; j < n; j++)
             c[r * ldc + j] += x[r * ldx + j];
 }
-TG_CPU_BY_LEVEL(, add_rows, (float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m, int64_t n),
+TG_CPU_BY_LEVEL(, add_rows,
+                (float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m, int64_t n),
                 (c, ldc, x, ldx, m, n))
 
 /* Fewest columns (or rows) per block of C of a cut block of k: the 6×64 kernel's width; and
