@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
 #include "models/model-impl.h"
 #include "tg/decode.h"
@@ -226,25 +227,25 @@ START_TEST(test_decoder_keeps_weights) {
      * cross q, out, fc1, fc2 — and the output projection (the shared embedding), whose
      * product (R rows × the vocabulary) is cut by columns */
     const int want = tg_cpu_gemm_packed_available() ? 9 : 0;
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
     tg_decoder *d1, *d2;
     ck_assert_msg(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &d1) == TG_OK, "%s",
                   tg_error_message());
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want);
     ck_assert_msg(tg_decoder_new(m, SRC, SRC_N, 4, R, 4, true, &d2) == TG_OK, "%s",
                   tg_error_message());
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want);
     float *l = malloc((size_t)(R * V) * sizeof *l);
     int32_t parent[R], tok[R];
     for (int r = 0; r < R; r++)
         parent[r] = r % 4, tok[r] = TG_BOS;
-    const int hits = tg__cpu_gemm_kept_hits();
+    const int hits = atomic_load(&tg__cpu_stats.gemm.kept_hits);
     ck_assert_msg(tg_decoder_step(d1, R, parent, tok, l) == TG_OK, "%s", tg_error_message());
-    if (want) ck_assert_int_gt(tg__cpu_gemm_kept_hits(), hits);
+    if (want) ck_assert_int_gt(atomic_load(&tg__cpu_stats.gemm.kept_hits), hits);
     tg_decoder_free(d1);
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want);
     tg_decoder_free(d2);
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
     free(l);
     tg_model_free(m);
 }
@@ -262,13 +263,13 @@ START_TEST(test_decoder_hold_weights) {
     tg_decode_options o = tg_decode_options_default();
     tg_nbest *plain, *held;
     ck_assert_msg(tg_decode(m, SRC, SRC_N, 4, &o, &plain) == TG_OK, "%s", tg_error_message());
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
     ck_assert(tg_decoder_hold_weights(m) == TG_OK);
     ck_assert(tg_decoder_hold_weights(m) == TG_OK);
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want);
     for (int round = 0; round < 2; round++) {
         ck_assert_msg(tg_decode(m, SRC, SRC_N, 4, &o, &held) == TG_OK, "%s", tg_error_message());
-        ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+        ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want);
         for (int i = 0; i < 4; i++) {
             const tg_hypothesis *a = &plain[i].hyp[0], *b = &held[i].hyp[0];
             ck_assert_int_eq(a->len, b->len);
@@ -278,18 +279,18 @@ START_TEST(test_decoder_hold_weights) {
         tg_decode_free(held, 4);
     }
     tg_decoder_release_weights(m);
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want); /* one hold left */
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want); /* one hold left */
     tg_decoder_release_weights(m);
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
     tg_decoder_release_weights(m); /* none held: nothing */
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
     ck_assert(tg_decoder_hold_weights(NULL) == TG_ERR_INVALID);
     tg_decoder_release_weights(NULL);
     tg_decode_free(plain, 4);
     ck_assert(tg_decoder_hold_weights(m) == TG_OK); /* left held: tg_model_free releases it */
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), want);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), want);
     tg_model_free(m);
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
 }
 END_TEST
 

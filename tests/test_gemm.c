@@ -35,16 +35,16 @@ static tg_cpu_gemm_path packed_or_blas(void) {
 static void run_engine(int eng, const tg_cpu_gemm_args *g, int nthreads) {
     switch (eng) {
     case ENG_SMALL:
-        tg_cpu_gemm_small(g, nthreads, false);
+        tg_cpu_gemm_run(g, TG_CPU_GEMM_SMALL, nthreads);
         break;
     case ENG_PORTABLE:
-        tg_cpu_gemm_small(g, nthreads, true);
+        tg_cpu_gemm_small_portable(g, nthreads);
         break;
     case ENG_BLAS:
-        tg_cpu_gemm_blas(g, nthreads);
+        tg_cpu_gemm_run(g, TG_CPU_GEMM_BLAS, nthreads);
         break;
     case ENG_PACKED:
-        tg_cpu_gemm_packed(g, nthreads);
+        tg_cpu_gemm_run(g, TG_CPU_GEMM_PACKED, nthreads);
         break;
     default:
         tg_cpu_gemm_batched(g->batch, g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->a,
@@ -373,8 +373,6 @@ START_TEST(test_path_rule) {
         g = (tg_cpu_gemm_args){.batch = 1, .M = 1280, .N = 65, .K = 256};
         ck_assert_int_eq(tg_cpu_gemm_choose(&g, 2), packed_or_blas());
     }
-    ck_assert(strcmp(tg_cpu_gemm_small_isa(), "avx2+fma") == 0 ||
-              strcmp(tg_cpu_gemm_small_isa(), "portable") == 0);
 }
 END_TEST
 
@@ -485,7 +483,7 @@ static float *packed_same_bits(problem *p, int max_threads) {
  * direction, every transpose combination, beta 0 over NaN, 1 and 0.5, alpha 1 and -0.5; and
  * bit-identical results on 1, 2 and 3 threads (each element's k sum is done in one order
  * whatever block of C a thread gets) — also with the next block of op(B) not fetched ahead
- * (tg__cpu_gemm_packed_prefetch: the fetches change no value). */
+ * (tg__cpu_stats.gemm.no_prefetch: the fetches change no value). */
 START_TEST(test_packed_blocks) {
     static const int64_t shapes[][3] = {{250, 37, 600}, {13, 4200, 20}, {127, 130, 257}};
     static const float betas[] = {0.0f, 1.0f, 0.5f};
@@ -495,9 +493,9 @@ START_TEST(test_packed_blocks) {
             const float beta = betas[(si + t) % 3], alpha = t == 3 ? -0.5f : 1.0f;
             problem p = make(2, t & 1, t & 2, M, N, K, alpha, beta, 3, 1, t != 2, beta == 0.0f);
             float *on = packed_same_bits(&p, 3);
-            ck_assert(tg__cpu_gemm_packed_prefetch(false));
+            tg__cpu_stats.gemm.no_prefetch = true;
             float *off = packed_same_bits(&p, 3);
-            ck_assert(!tg__cpu_gemm_packed_prefetch(true));
+            tg__cpu_stats.gemm.no_prefetch = false;
             const long at = first_diff(on, off, p.nc);
             if (at >= 0)
                 ck_abort_msg("packed %lldx%lldx%lld: with and without fetching ahead C[%ld] "
@@ -529,26 +527,37 @@ START_TEST(test_packed_shared) {
                 release(&p);
                 continue;
             }
-            /* the blocks by hand: rows [0, 42) and [42, M), with and without a stalled buffer */
+            /* the blocks by hand: rows [0, 42) and [42, M), with and without a stalled buffer;
+             * then columns [0, j) and [j, N), j a multiple of 64 near N / 2 (inside a block of
+             * 512 columns of the panels: 4200 columns cut at 2048 + 64) */
             const tg_cpu_gemm_args *g = &p.g;
-            for (int stall = 0; stall <= 1; stall++) {
-                tg_cpu_shared *sb = tg_cpu_gemm_shared_b_new(g->trans_b, g->b, g->ldb, N, K);
+            for (int how = 0; how < 3; how++) {
+                const int64_t jcut = N / 2 / 64 * 64 + (N > 4000 ? 64 : 0);
+                if (how == 2 && jcut == 0) continue;
+                tg__cpu_stats.gemm.stall_shared = how == 1;
+                tg_cpu_shared *sb = tg_cpu_gemm_panels_shared(g->trans_b, g->b, g->ldb, N, K);
+                tg__cpu_stats.gemm.stall_shared = false;
                 ck_assert_ptr_nonnull(sb);
-                if (stall) tg__cpu_gemm_shared_b_stall(sb);
                 memcpy(p.c, p.c0, p.nc * sizeof(float));
-                for (int64_t lo = 0; lo < M; lo += 42) {
+                for (int64_t lo = 0; how < 2 && lo < M; lo += 42) {
                     const int64_t len = M - lo < 42 ? M - lo : 42;
-                    ck_assert(tg_cpu_gemm_packed_block_shared(
-                        g->trans_a, g->trans_b, len, N, K, g->alpha,
-                        g->trans_a ? g->a + lo : g->a + lo * g->lda, g->lda, g->b, g->ldb, g->beta,
-                        g->c + lo * g->ldc, g->ldc, sb));
+                    ck_assert(tg_cpu_gemm_packed_block(g->trans_a, g->trans_b, len, N, K, g->alpha,
+                                                       g->trans_a ? g->a + lo : g->a + lo * g->lda,
+                                                       g->lda, g->b, g->ldb, g->beta,
+                                                       g->c + lo * g->ldc, g->ldc, sb, 0));
+                }
+                for (int half = 0; how == 2 && half < 2; half++) {
+                    const int64_t j0 = half ? jcut : 0, n = half ? N - jcut : jcut;
+                    ck_assert(tg_cpu_gemm_packed_block(g->trans_a, g->trans_b, M, n, K, g->alpha,
+                                                       g->a, g->lda, g->b, g->ldb, g->beta,
+                                                       g->c + j0, g->ldc, sb, j0));
                 }
                 sb->release(sb);
+                static const char *const hows[] = {"shared", "stalled", "shared, by columns"};
                 const long at = first_diff(ref, p.c, p.nc);
                 if (at >= 0)
                     ck_abort_msg("blocks on one op(B) buffer (%s) %lldx%lldx%lld differ (C[%ld])",
-                                 stall ? "stalled" : "shared", (long long)M, (long long)N,
-                                 (long long)K, at);
+                                 hows[how], (long long)M, (long long)N, (long long)K, at);
             }
             free(ref);
             release(&p);
@@ -556,12 +565,12 @@ START_TEST(test_packed_shared) {
     tg_cpu_gemm_shared_b_trim();
     if (tg_cpu_gemm_packed_available()) { /* two buffers at most: a third request gets none */
         static const float b1[4] = {1, 2, 3, 4};
-        tg_cpu_shared *x = tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2),
-                      *y = tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2);
+        tg_cpu_shared *x = tg_cpu_gemm_panels_shared(false, b1, 2, 2, 2),
+                      *y = tg_cpu_gemm_panels_shared(false, b1, 2, 2, 2);
         ck_assert(x && y);
-        ck_assert_ptr_null(tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2));
+        ck_assert_ptr_null(tg_cpu_gemm_panels_shared(false, b1, 2, 2, 2));
         x->release(x);
-        tg_cpu_shared *z = tg_cpu_gemm_shared_b_new(false, b1, 2, 2, 2);
+        tg_cpu_shared *z = tg_cpu_gemm_panels_shared(false, b1, 2, 2, 2);
         ck_assert_ptr_nonnull(z);
         y->release(y);
         z->release(z);
@@ -813,7 +822,7 @@ START_TEST(test_packed_kernel) {
                 b[x] = frand();
             for (int x = 0; x < 6 * LDC; x++)
                 c[x] = c0[x] = frand();
-            tg_cpu_gemm_packed_kernel(kc, a, b, c, LDC, add);
+            tg_cpu_gemm_packed_kernel(1, kc, a, 0, false, b, c, LDC, add);
             for (int i = 0; i < 6; i++)
                 for (int j = 0; j < LDC; j++) {
                     double s = add && j < 16 ? c0[i * LDC + j] : 0.0, mag = fabs(s);
@@ -855,9 +864,9 @@ START_TEST(test_packed_kernel2) {
                 b[x] = frand();
             for (int x = 0; x < 6 * LDC; x++)
                 c[x] = want[x] = frand();
-            tg_cpu_gemm_packed_kernel2(kc, a, b, b + 16 * kc, c, LDC, add);
-            tg_cpu_gemm_packed_kernel(kc, a, b, want, LDC, add);
-            tg_cpu_gemm_packed_kernel(kc, a, b + 16 * kc, want + 16, LDC, add);
+            tg_cpu_gemm_packed_kernel(2, kc, a, 0, false, b, c, LDC, add);
+            tg_cpu_gemm_packed_kernel(1, kc, a, 0, false, b, want, LDC, add);
+            tg_cpu_gemm_packed_kernel(1, kc, a, 0, false, b + 16 * kc, want + 16, LDC, add);
             const long at = first_diff(want, c, 6 * LDC);
             if (at >= 0)
                 ck_abort_msg("6x32 kernel kc %lld add %d: C[%ld] = %.9g, 6x16 kernels %.9g",
@@ -916,15 +925,15 @@ START_TEST(test_packed_rowa) {
                 c[x] = want[x] = frand();
             float ct[6 * LDC];
             memcpy(ct, c, sizeof c);
-            tg_cpu_gemm_packed_kernel2_rowa(kc, a, LDA, b, b + 16 * kc, c, LDC, add);
+            tg_cpu_gemm_packed_kernel(2, kc, a, LDA, false, b, c, LDC, add);
             /* the same op(A) transposed: value p of row i at at_[p·LDA + i], NaN around */
             for (int64_t x = 0; x < 256 * LDA; x++)
                 at_[x] = NAN;
             for (int64_t i = 0; i < 6; i++)
                 for (int64_t q = 0; q < kc; q++)
                     at_[q * LDA + 3 + i] = a[i * LDA + q];
-            tg_cpu_gemm_packed_kernel2_cola(kc, at_ + 3, LDA, b, b + 16 * kc, ct, LDC, add);
-            tg_cpu_gemm_packed_kernel2(kc, ap, b, b + 16 * kc, want, LDC, add);
+            tg_cpu_gemm_packed_kernel(2, kc, at_ + 3, LDA, true, b, ct, LDC, add);
+            tg_cpu_gemm_packed_kernel(2, kc, ap, 0, false, b, want, LDC, add);
             for (int tr = 0; tr < 2; tr++) {
                 const float *got = tr ? ct : c;
                 const long at = first_diff(want, got, 6 * LDC);
@@ -937,11 +946,11 @@ START_TEST(test_packed_rowa) {
             float c4[3][6 * LDC];
             for (int x = 0; x < 6 * LDC; x++)
                 c4[0][x] = c4[1][x] = c4[2][x] = want[x] = frand();
-            tg_cpu_gemm_packed_kernel4(kc, ap, b, c4[0], LDC, add);
-            tg_cpu_gemm_packed_kernel4_rowa(kc, a, LDA, b, c4[1], LDC, add);
-            tg_cpu_gemm_packed_kernel4_cola(kc, at_ + 3, LDA, b, c4[2], LDC, add);
-            tg_cpu_gemm_packed_kernel2(kc, ap, b, b + 16 * kc, want, LDC, add);
-            tg_cpu_gemm_packed_kernel2(kc, ap, b + 32 * kc, b + 48 * kc, want + 32, LDC, add);
+            tg_cpu_gemm_packed_kernel(4, kc, ap, 0, false, b, c4[0], LDC, add);
+            tg_cpu_gemm_packed_kernel(4, kc, a, LDA, false, b, c4[1], LDC, add);
+            tg_cpu_gemm_packed_kernel(4, kc, at_ + 3, LDA, true, b, c4[2], LDC, add);
+            tg_cpu_gemm_packed_kernel(2, kc, ap, 0, false, b, want, LDC, add);
+            tg_cpu_gemm_packed_kernel(2, kc, ap, 0, false, b + 32 * kc, want + 32, LDC, add);
             static const char *const how[] = {"a packed panel", "row-major A in place",
                                               "transposed A in place"};
             for (int v = 0; v < 3; v++) {
@@ -962,7 +971,7 @@ START_TEST(test_packed_rowa) {
             problem p = make(1, ta, tb, shapes[si][0], shapes[si][1], shapes[si][2], 1.0f, beta, 3,
                              1, 1, beta == 0.0f);
             float *ref = packed_same_bits(&p, 2); /* in place (the default), checked */
-            ck_assert(tg__cpu_gemm_packed_rowa(false));
+            tg__cpu_stats.gemm.no_inplace_a = true;
             for (int nt = 1; nt <= 2; nt++) {
                 check(&p, ENG_PACKED, nt);
                 const long at = first_diff(ref, p.c, p.nc);
@@ -972,7 +981,7 @@ START_TEST(test_packed_rowa) {
                                  (long long)shapes[si][0], (long long)shapes[si][1],
                                  (long long)shapes[si][2], ta ? "T" : "N", tb ? "T" : "N", nt, at);
             }
-            tg__cpu_gemm_packed_rowa(true);
+            tg__cpu_stats.gemm.no_inplace_a = false;
             free(ref);
             release(&p);
         }
@@ -1049,9 +1058,9 @@ START_TEST(test_small_dot) {
                     ck_abort_msg(
                         "small path NT %lldx%lldx%lld: AVX-512 on and off differ at C[%ld]",
                         (long long)ms[im], (long long)n, (long long)ks[ik], at);
-                ck_assert(tg__cpu_gemm_small_dot(false));
+                tg__cpu_stats.gemm.no_small_dot = true;
                 check(&p, ENG_SMALL, 2);
-                tg__cpu_gemm_small_dot(true);
+                tg__cpu_stats.gemm.no_small_dot = false;
                 /* which kernel took the product: the two sum in different orders, so the dot
                  * products' bits differ from the tiles' somewhere in most products */
                 const bool dot = n < 16 || ms[im] <= 2, differ = first_diff(got, p.c, p.nc) >= 0;
@@ -1077,7 +1086,7 @@ END_TEST
  * panels — the bits of the same product packing it itself, on 1 and 2 threads, for B and Bᵀ,
  * shapes with one or several blocks of columns and of k; holders are counted, and the last
  * drop frees it (products then pack again). A product cut by columns reads only its columns'
- * panels (gemm.c: packed_cols_kept). */
+ * panels (gemm.c: split_product). */
 START_TEST(test_kept_b) {
     /* cut by rows sharing op(B) (the first three, at 2 threads), or by columns (N > M): an op(B)
      * too big to share (600 × 1,100; a vocabulary's 7,816 × 128), whose second block starts
@@ -1085,7 +1094,7 @@ START_TEST(test_kept_b) {
     static const int64_t shapes[][3] = {
         {64, 512, 128}, {96, 600, 300}, {250, 37, 600}, {40, 1100, 600}, {64, 7816, 128}};
     if (!tg_cpu_gemm_packed_available()) return;
-    ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
+    ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
     for (int si = 0; si < 5; si++)
         for (int tb = 0; tb <= 1; tb++) {
             const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
@@ -1102,28 +1111,28 @@ START_TEST(test_kept_b) {
                                 2);
             ck_assert(tg_cpu_gemm_keep_b(tb, b, ldb, N, K));
             ck_assert(tg_cpu_gemm_keep_b(tb, b, ldb, N, K)); /* a second holder */
-            ck_assert_int_eq(tg__cpu_gemm_kept_count(), 1);
+            ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 1);
             for (int th = 1; th <= 2; th++) {
-                const int hits = tg__cpu_gemm_kept_hits();
+                const int hits = atomic_load(&tg__cpu_stats.gemm.kept_hits);
                 memset(c, 0, sizeof(float) * (size_t)(M * N));
                 tg_cpu_gemm_batched(1, false, tb, M, N, K, 1.0f, a, K, 0, b, ldb, 0, 0.0f, c, N, 0,
                                     th);
                 ck_assert_msg(memcmp(c, ref, sizeof(float) * (size_t)(M * N)) == 0,
                               "%lldx%lldx%lld tb %d, %d threads: the kept op(B) gives other bits",
                               (long long)M, (long long)N, (long long)K, tb, th);
-                /* only the packed path reads kept panels (gemm.c: at the AVX2 level it leaves
-                 * weights over 2^18 values to OpenBLAS) */
+                /* only the packed path reads kept panels, on any number of threads (gemm.c: at
+                 * the AVX2 level it leaves weights over 2^18 values to OpenBLAS) */
                 const tg_cpu_gemm_args q = {.batch = 1, .M = M, .N = N, .K = K, .trans_b = tb};
-                if ((th == 2 || N > M) && tg_cpu_gemm_choose(&q, th) == TG_CPU_GEMM_PACKED)
-                    ck_assert_int_gt(tg__cpu_gemm_kept_hits(), hits);
+                if (tg_cpu_gemm_choose(&q, th) == TG_CPU_GEMM_PACKED)
+                    ck_assert_int_gt(atomic_load(&tg__cpu_stats.gemm.kept_hits), hits);
             }
             tg_cpu_gemm_drop_b(tb, b, ldb, N, K);
-            ck_assert_int_eq(tg__cpu_gemm_kept_count(), 1);
+            ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 1);
             tg_cpu_gemm_drop_b(tb, b, ldb, N, K);
-            ck_assert_int_eq(tg__cpu_gemm_kept_count(), 0);
-            const int hits = tg__cpu_gemm_kept_hits();
+            ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept), 0);
+            const int hits = atomic_load(&tg__cpu_stats.gemm.kept_hits);
             tg_cpu_gemm_batched(1, false, tb, M, N, K, 1.0f, a, K, 0, b, ldb, 0, 0.0f, c, N, 0, 2);
-            ck_assert_int_eq(tg__cpu_gemm_kept_hits(), hits);
+            ck_assert_int_eq(atomic_load(&tg__cpu_stats.gemm.kept_hits), hits);
             ck_assert(memcmp(c, ref, sizeof(float) * (size_t)(M * N)) == 0);
             free(a), free(b), free(ref), free(c);
         }

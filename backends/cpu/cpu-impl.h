@@ -18,6 +18,27 @@
 /* Work below this many elements runs on member 0 alone (sharing it costs more than it saves). */
 #define TG_PAR_MIN 16384
 
+/* Switches and counters for tests and benchmarks, in one object that they read and set (not
+ * while a graph or a product runs). Zero is the backend as it runs in use: a switch names the
+ * departure from it. */
+struct tg__cpu_stats {
+    /* ---- the GEMM (gemm*.c) ---- */
+    struct {
+        bool no_split_k;   /* weight gradients in graph runs cut by rows, not along k */
+        bool no_inplace_a; /* the 512-bit packed kernels read op(A) from packed panels only */
+        bool no_prefetch;  /* the packed path fetches no next block of op(B) ahead */
+        bool no_small_dot; /* the small path's Q·Kᵀ over a few keys on tiles, not dot products */
+        bool stall_shared; /* shared op(B) panels made now: every piece claimed by a block that
+                              never packs it, as one held off its core would (the blocks then
+                              pack the pieces themselves after their wait) */
+        atomic_int kept;   /* operands kept packed now (gemm.h: tg_cpu_gemm_keep_b) */
+        atomic_int kept_hits; /* products that found their op(B) kept */
+    } gemm;
+};
+/* defined in gemm.c; hidden: read in place, not through the GOT (the library exports its API
+ * alone, include/tg/export.h) */
+extern __attribute__((visibility("hidden"))) struct tg__cpu_stats tg__cpu_stats;
+
 
 /* eight floats as one GCC/Clang vector: a register of AVX2 (two of SSE in the baseline clone) */
 typedef float v8f __attribute__((vector_size(32)));

@@ -1,51 +1,36 @@
-/* The packed path of the CPU GEMM (gemm.h): the big products — projections, feed-forward
- * layers, their gradients — on one thread's block of C, faster than OpenBLAS's sgemm at these
- * models' shapes on Zen-class AVX2 (benchmarks/micro/bench_gemm_packed.c; docs/log/).
- *
- * The GotoBLAS/BLIS loop nest:
+/* The packed path of the CPU GEMM (gemm.h): BLIS's five loops around one micro-kernel per
+ * instruction set, on one thread's block of C.
  *
  *   for each block of NC columns of C
- *     for each block of KC values of k: pack op(B)[KC × NC] into 16-column panels (512 KiB)
- *       for each block of <= MC rows:  pack op(A)[MC × KC] into 6-row panels    (144 KiB, L2)
+ *     for each block of KC values of k: op(B)[KC × NC] in 16-column panels, from its supplier
+ *       for each block of <= MC rows: op(A)[MC × KC] packed into 6-row panels (or read in place)
  *         for each 16-column panel of B (16 KiB: stays in L1 while it meets every A panel)
- *           for each 6-row panel of A: the 6×16 micro-kernel over KC values of k,
+ *           for each 6-row panel of A: the micro-kernel over KC values of k,
  *             then a few lines of the next op(B) block's source fetched (next_src)
  *
  * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
- * their layout or transposition — a few panels at a time, row by row, where a panel's values
- * lie along the stored rows (pack_rows), else with 8×8 AVX transposes (the small path's packer,
- * gemm_small.c) — so the kernel never meets a stride, a page boundary mid-panel or an edge: partial
- * panels are zero-padded and their tiles go through a local 6×16 tile.
+ * their layout or transposition — row by row where a panel's values lie along the stored rows
+ * (pack_rows), else with 8×8 AVX transposes (the small path's packer) — so the kernel never
+ * meets a stride or an edge: partial panels are zero-padded and their tiles go through a local
+ * tile (edge_tile).
  *
- * Where the CPU has AVX-512F, two whole 16-column panels at a time go through a 6×32 kernel
- * of 12 zmm accumulators (tg_cpu_gemm_packed_kernel2): the same FMAs in the same order per
- * element, so the same bits, at twice the width — on a Zen 5-class host 1.7–1.95× the 6×16
- * kernel's rate over the projections and their gradients, and a g2p-small step 0.60–0.63× the
- * time (docs/log/) — and four at a time through a 6×64 kernel of 24
- * (tg_cpu_gemm_packed_kernel4, below; an Intel Xeon's step 0.94× the time). The panels and
- * their packing are unchanged. When op(A) is
- * row-major (a forward projection X·Wᵀ, a dX = dY·W) and every column falls in such tiles,
- * that kernel broadcasts A's values from its rows in place (tg_cpu_gemm_packed_kernel2_rowa)
- * instead of packing them with the 8×8 transposes (3–4 % of such a product's time): 1.00–1.04×
- * on the projections, hot or with L3 flushed (docs/log/); so does a transposed op(A)
- * (a weight gradient's Xᵀ: six consecutive values of each of A's rows,
- * tg_cpu_gemm_packed_kernel2_cola) where A's rows are at most 1 KiB apart. The same values
- * meet the same FMAs.
+ * op(B)'s panels come from a supplier (struct panels): packed by the block into its thread's
+ * buffer; shared by the blocks of one product, each piece packed by whichever block reaches it
+ * first; or kept packed across products. The layout is the same, so the values and the bits
+ * are too.
  *
- * The micro-kernel is inline assembly: 12 ymm accumulators (6 rows × 2 vectors of 8), per k
- * step 2 aligned loads of B, 6 broadcasts of A, 12 FMAs — 8 loads per 6 cycles of Zen 3's two
- * FMA pipes, within its load ports; alone it runs at 85–93 GFLOP/s, ~90 % of a core's peak.
- * From the same intrinsics GCC folded the B loads into the FMAs as memory operands (18 loads
- * per step, over the load ports' rate), and a prototype GEMM around that kernel ran ~10 %
- * slower than around this one. The kernel fetches its C tile's six rows (ldc apart) before
- * the k loop: over the products the rule gives this path, 1.04–1.07× OpenBLAS without the
- * prefetch and 1.06–1.11× with it (bench_gemm_packed, alternately; docs/log/2026-12-02.md).
- *
- * Each element of C is summed over k in the same order (k blocks in turn, FMA by FMA within a
- * block) whatever the block of C a thread is given: results do not depend on the thread count.
- * The pack buffers are per thread (allocated on first use, freed when the thread exits); a
- * product cut into blocks of rows packs op(B) once into a buffer its blocks share (below).
+ * The micro-kernels are inline assembly, from one instruction template (PK_KERNEL_A, PK4_KERNEL):
+ * at the AVX2 level a 6×16 tile in 12 ymm accumulators (per k: 2 aligned loads of B, 6
+ * broadcasts of A, 12 FMAs); at the AVX-512 level 6×32 (12 zmm) and 6×64 (24 zmm) tiles over
+ * two and four consecutive panels, which may also read op(A) in place — row-major (X·Wᵀ, dY·W)
+ * or transposed (a weight gradient's Xᵀ, rows at most 1 KiB apart) — instead of from a packed
+ * panel. Written in assembly because compiled from intrinsics the B loads were folded into the
+ * FMAs as memory operands, over the load ports' rate. Every form gives each element the same
+ * FMAs in the same order, so the same bits; and each element of C is summed over k in the same
+ * order (k blocks in turn) whatever block of C a thread is given, so the results do not depend
+ * on the cut or the thread count.
  */
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
 
@@ -55,21 +40,18 @@
 #include <string.h>
 #include <sys/mman.h>
 
-
 enum {
     MR = 6,   /* rows of a register tile */
-    NR = 16,  /* columns of a register tile */
+    NR = 16,  /* columns of a panel of op(B) */
     KC = 256, /* k per block: a B panel is KC × 16 floats = 16 KiB, half of L1d */
-    MC = 144, /* most rows per A block: 144 × 256 floats = 144 KiB of Zen 3's 512 KiB L2 */
+    MC = 144, /* most rows per A block: 144 × 256 floats = 144 KiB, in L2 */
     NC = 512, /* columns per B block: 512 KiB packed, in L2/L3 */
-    /* The A buffer has slack past its end: the transposing packer stores 8 floats for each
-     * 6-float group (tg__cpu_gemm_pack_transposed) */
+    /* the A buffer's slack: the transposing packer stores 8 floats for each 6-float group */
     A_FLOATS = MC * KC + 16,
     B_FLOATS = KC * NC,
 };
 
-_Static_assert(MR == TG_CPU_GEMM_PACKED_MR && NR == TG_CPU_GEMM_PACKED_NR,
-               "gemm.h's tile sizes are the kernel's");
+_Static_assert(MR == TG_CPU_GEMM_PACKED_MR, "gemm.h's tile rows are the kernel's");
 
 /* ------------------------------------------------------------ per-thread buffers ---- */
 
@@ -92,10 +74,10 @@ static void bufs_key_make(void) {
     bufs_key_ok = pthread_key_create(&bufs_key, bufs_free) == 0;
 }
 
-/* This thread's buffers, NULL when they cannot be had (the caller then uses OpenBLAS). Pages
- * of the 512 KiB B buffer that the products never pack into are never touched, so not
- * resident; NC = 512 rather than BLIS's ~4000 keeps them small at no measured cost (op(A) is
- * packed once per 512 columns: 1024-column products ran at the same rate with NC 4096). */
+/* This thread's buffers (freed when it exits), NULL when they cannot be had. Pages of the B
+ * buffer that no product packs into are never touched, so not resident: NC = 512 rather than
+ * BLIS's ~4000 keeps them few (op(A) is then packed once per 512 columns, at no measurable
+ * cost). */
 static pack_bufs *bufs_get(void) {
     pthread_once(&bufs_once, bufs_key_make);
     if (!bufs_key_ok) return NULL;
@@ -112,310 +94,246 @@ static pack_bufs *bufs_get(void) {
     return b;
 }
 
-/* ------------------------------------------------------------------ micro-kernel ---- */
+/* ------------------------------------------------------------------ micro-kernels ---- */
+
+/* Every kernel: C[i][j] (row stride ldc) = (add ? C[i][j] : 0) + sum_p A[i][p] · B[p][j] for
+ * i < 6, j < 16·np, p < kc, B in np consecutive panels at b (16·kc floats each), A by its form
+ * (gemm.h: tg_cpu_gemm_packed_kernel) — a packed panel (lda unused), rows in place, or
+ * transposed rows in place. */
+typedef void (*kernel_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                          int64_t ldc, bool add);
+enum { A_PACKED, A_ROWS, A_COLS };
 
 #if TG_CPU_X86
-/* The micro-kernels' instruction text, for both widths: R the registers ("ymm": 8 floats,
- * "zmm": 16), W the bytes of one vector, ZOP the zeroing instruction (vxorps on ymm needs only
- * AVX; on zmm it would need AVX-512DQ, vpxord AVX-512F), B1(u) the address of the second B
- * vector of row u, BADV(n) the advance of the B pointers by n bytes, END what follows the
- * stores. 12 accumulators (6 rows × 2 vectors), per value of k: 2 aligned B loads, 6 broadcasts
- * of A, 12 FMAs. */
+/* One instruction template, PK_TILE(V, A), for every kernel: V the tile's width and registers —
+ *   Y2: 6×16, each row 2 ymm vectors of one panel (AVX2);
+ *   Z2: 6×32, each row one zmm vector of each of 2 panels (AVX-512F);
+ *   Z4: 6×64, one zmm vector of each of 4 panels (b0, b0 + ps, b2 = b0 + 2·ps, b2 + ps);
+ * A the form of op(A) — PACKED (a 6-value column per value of k, the panel fetched 16 values of
+ * k ahead), ROWS (six rows read in place: sequential streams, left to the hardware prefetcher)
+ * or COLS (transposed: six consecutive values of one row of A per value of k, lda apart).
+ * Per value of k: V's B loads (aligned), then per row of the tile one broadcast of A and one
+ * FMA per vector; 12 accumulators (Y2, Z2: registers 0-11, B in 12-13, A in 14-15) or 24 (Z4:
+ * 0-23, B in 24-27, A in 28-29), the rows alternating the two broadcast registers. Z4 does 24
+ * FMAs per 6 broadcasts where Z2 does 12: the broadcasts beside the FMAs hold Z2 further below
+ * the FMA peak on a core with two 512-bit FMA units. Before the k loop the C tile's rows are
+ * fetched; after it, C is stored or added to. */
 /* clang-format off */
-#define PK_ZERO(ZOP, R, r) ZOP " %%" R r ",%%" R r ",%%" R r "\n"
-/* value u of k (of a group of four) for row i of the tile: one broadcast of A at ADDR, two FMAs
- * into the row's accumulators r0, r1; the rows alternate the broadcast registers 14 and 15 */
-#define PK_ROW(R, ADDR, s, r0, r1)                                                                 \
+/* row i of a step for two vectors (B in R12, R13) or four (zmm24-27): broadcast, then FMAs */
+#define PK_ROW2(R, ADDR, s, r0, r1)                                                                \
     "vbroadcastss " ADDR ",%%" R s "\n vfmadd231ps %%" R "12,%%" R s ",%%" R r0                    \
     "\n vfmadd231ps %%" R "13,%%" R s ",%%" R r1 "\n"
-/* one value of k: B row u (2 vectors) times the 6 values of op(A)'s column u, the address of
- * row i's value given by A_AT(u, i) */
-#define PK_STEPG(A_AT, R, B1, u)                                                                   \
+#define PK_ROW4(ADDR, s, r0, r1, r2, r3)                                                           \
+    "vbroadcastss " ADDR ",%%zmm" s "\n"                                                           \
+    "vfmadd231ps %%zmm24,%%zmm" s ",%%zmm" r0 "\n vfmadd231ps %%zmm25,%%zmm" s ",%%zmm" r1 "\n"    \
+    "vfmadd231ps %%zmm26,%%zmm" s ",%%zmm" r2 "\n vfmadd231ps %%zmm27,%%zmm" s ",%%zmm" r3 "\n"
+/* one value u of k: B's row u times the 6 values of op(A)'s column u (row i's at A_AT(u, i)) */
+#define PK_STEP2(R, B1, A_AT, u)                                                                   \
     "vmovaps " #u "*64(%[b0]),%%" R "12\n vmovaps " B1(u) ",%%" R "13\n"                          \
-    PK_ROW(R, A_AT(u, 0), "14", "0", "1") PK_ROW(R, A_AT(u, 1), "15", "2", "3")                    \
-    PK_ROW(R, A_AT(u, 2), "14", "4", "5") PK_ROW(R, A_AT(u, 3), "15", "6", "7")                    \
-    PK_ROW(R, A_AT(u, 4), "14", "8", "9") PK_ROW(R, A_AT(u, 5), "15", "10", "11")
-/* A packed: a 6-value column per value of k */
-#define PK_AT_PACKED(u, i) #u "*24+" #i "*4(%[a])"
-#define PK_STEP(R, B1, u) PK_STEPG(PK_AT_PACKED, R, B1, u)
-#define PK_ADDROW(R, W, x, y)                                                                      \
-    "vaddps (%[c]),%%" R x ",%%" R x "\n vaddps " W "(%[c]),%%" R y ",%%" R y "\n"                 \
+    PK_ROW2(R, A_AT(u, 0), "14", "0", "1") PK_ROW2(R, A_AT(u, 1), "15", "2", "3")                  \
+    PK_ROW2(R, A_AT(u, 2), "14", "4", "5") PK_ROW2(R, A_AT(u, 3), "15", "6", "7")                  \
+    PK_ROW2(R, A_AT(u, 4), "14", "8", "9") PK_ROW2(R, A_AT(u, 5), "15", "10", "11")
+#define PK_STEP_Y2(A_AT, u) PK_STEP2("ymm", PK_B1_Y2, A_AT, u)
+#define PK_STEP_Z2(A_AT, u) PK_STEP2("zmm", PK_B1_Z2, A_AT, u)
+#define PK_B1_Y2(u) #u "*64+32(%[b0])"
+#define PK_B1_Z2(u) #u "*64(%[b1])"
+#define PK_STEP_Z4(A_AT, u)                                                                        \
+    "vmovaps " #u "*64(%[b0]),%%zmm24\n vmovaps " #u "*64(%[b0],%[ps],1),%%zmm25\n"                \
+    "vmovaps " #u "*64(%[b2]),%%zmm26\n vmovaps " #u "*64(%[b2],%[ps],1),%%zmm27\n"                \
+    PK_ROW4(A_AT(u, 0), "28", "0", "1", "2", "3") PK_ROW4(A_AT(u, 1), "29", "4", "5", "6", "7")    \
+    PK_ROW4(A_AT(u, 2), "28", "8", "9", "10", "11") PK_ROW4(A_AT(u, 3), "29", "12", "13", "14", "15") \
+    PK_ROW4(A_AT(u, 4), "28", "16", "17", "18", "19") PK_ROW4(A_AT(u, 5), "29", "20", "21", "22", "23")
+/* the accumulators zeroed; the C tile's rows fetched (each maybe over one more line); C's rows
+ * added to and stored, or stored */
+#define PK_Z(ZOP, R, r) ZOP " %%" R r ",%%" R r ",%%" R r "\n"
+#define PK_Z2(ZOP, R, x, y) PK_Z(ZOP, R, x) PK_Z(ZOP, R, y)
+#define PK_Z4(x, y, z, w) PK_Z("vpxord", "zmm", x) PK_Z("vpxord", "zmm", y) PK_Z("vpxord", "zmm", z) \
+    PK_Z("vpxord", "zmm", w)
+#define PK_ROWS2(OP, A, B)                                                                         \
+    OP(A, B, "0", "1") OP(A, B, "2", "3") OP(A, B, "4", "5") OP(A, B, "6", "7")                    \
+    OP(A, B, "8", "9") OP(A, B, "10", "11")
+#define PK_ROWS4(OP)                                                                               \
+    OP("0", "1", "2", "3") OP("4", "5", "6", "7") OP("8", "9", "10", "11")                         \
+    OP("12", "13", "14", "15") OP("16", "17", "18", "19") OP("20", "21", "22", "23")
+#define PK_ZEROS_Y2 PK_ROWS2(PK_Z2, "vxorps", "ymm")
+#define PK_ZEROS_Z2 PK_ROWS2(PK_Z2, "vpxord", "zmm")
+#define PK_ZEROS_Z4 PK_ROWS4(PK_Z4)
+#define PK_PF(LAST) "prefetcht0 (%[t])\n prefetcht0 " LAST "(%[t])\n add %[ldc],%[t]\n"
+#define PK_PF4                                                                                     \
+    "prefetcht0 (%[t])\n prefetcht0 64(%[t])\n prefetcht0 128(%[t])\n prefetcht0 192(%[t])\n"     \
+    "prefetcht0 255(%[t])\n add %[ldc],%[t]\n"
+#define PK_PFS_Y2 PK_PF("63") PK_PF("63") PK_PF("63") PK_PF("63") PK_PF("63") PK_PF("63")
+#define PK_PFS_Z2 PK_PF("127") PK_PF("127") PK_PF("127") PK_PF("127") PK_PF("127") PK_PF("127")
+#define PK_PFS_Z4 PK_PF4 PK_PF4 PK_PF4 PK_PF4 PK_PF4 PK_PF4
+#define PK_ADDROW2(R, W, x, y)                                                                     \
+    "vaddps (%[c]),%%" R x ",%%" R x "\n vaddps " W "(%[c]),%%" R y ",%%" R y "\n" PK_STROW2(R, W, x, y)
+#define PK_STROW2(R, W, x, y)                                                                      \
     "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
-#define PK_STROW(R, W, x, y)                                                                       \
-    "vmovups %%" R x ",(%[c])\n vmovups %%" R y "," W "(%[c])\n add %[ldc],%[c]\n"
-/* the C tile's rows fetched while the k loop runs (each 2·W bytes, maybe over one more line) */
-#define PK_PFROW(LAST) "prefetcht0 (%[t])\n prefetcht0 " LAST "(%[t])\n add %[ldc],%[t]\n"
-#define PK_ROWS(OP, R, W)                                                                          \
-    OP(R, W, "0", "1") OP(R, W, "2", "3") OP(R, W, "4", "5") OP(R, W, "6", "7")                    \
-    OP(R, W, "8", "9") OP(R, W, "10", "11")
-/* A read in place, through six addresses from two bases: a0 + n·lda for n < 3 and
- * a3 + (n - 3)·lda for the rest (a3 = a0 + 3·lda, lda in bytes). Row-major op(A): n is the
- * tile's row i, value u of k 4u bytes in. Transposed op(A) (six consecutive values of A's row
- * p = k): n is the value u of k, row i 4i bytes in. */
+#define PK_ADDROW4(a, b, c, d)                                                                     \
+    "vaddps (%[c]),%%zmm" a ",%%zmm" a "\n vaddps 64(%[c]),%%zmm" b ",%%zmm" b "\n"                 \
+    "vaddps 128(%[c]),%%zmm" c ",%%zmm" c "\n vaddps 192(%[c]),%%zmm" d ",%%zmm" d "\n"             \
+    PK_STROW4(a, b, c, d)
+#define PK_STROW4(a, b, c, d)                                                                      \
+    "vmovups %%zmm" a ",(%[c])\n vmovups %%zmm" b ",64(%[c])\n"                                    \
+    "vmovups %%zmm" c ",128(%[c])\n vmovups %%zmm" d ",192(%[c])\n add %[ldc],%[c]\n"
+#define PK_ADDROWS_Y2 PK_ROWS2(PK_ADDROW2, "ymm", "32")
+#define PK_STROWS_Y2 PK_ROWS2(PK_STROW2, "ymm", "32")
+#define PK_ADDROWS_Z2 PK_ROWS2(PK_ADDROW2, "zmm", "64")
+#define PK_STROWS_Z2 PK_ROWS2(PK_STROW2, "zmm", "64")
+#define PK_ADDROWS_Z4 PK_ROWS4(PK_ADDROW4)
+#define PK_STROWS_Z4 PK_ROWS4(PK_STROW4)
+/* the B pointers advanced by n bytes; what follows the stores */
+#define PK_BADV_Y2(n) "add $" n ",%[b0]\n"
+#define PK_BADV_Z2(n) "add $" n ",%[b0]\n add $" n ",%[b1]\n"
+#define PK_BADV_Z4(n) "add $" n ",%[b0]\n add $" n ",%[b2]\n"
+#define PK_END_Y2 ""
+#define PK_END_Z2 "vzeroupper\n"
+#define PK_END_Z4 "vzeroupper\n"
+/* zmm16-29 are named in Z4's clobbers only where the compiler targets AVX-512F */
+#define PK_ATTR_Y2
+#define PK_ATTR_Z2
+#define PK_ATTR_Z4 TG_TARGET_AVX512
+/* op(A)'s forms. In place, six addresses from two bases: a0 + n·lda for n < 3 and
+ * a3 + (n - 3)·lda for the rest (a3 = a0 + 3·lda, lda in bytes); ROWS: n is the tile's row i,
+ * value u of k 4u bytes in; COLS: n is the value u of k, row i 4i bytes in. */
 #define PK_IN0 "(%[a0])"
 #define PK_IN1 "(%[a0],%[lda],1)"
 #define PK_IN2 "(%[a0],%[lda],2)"
 #define PK_IN3 "(%[a3])"
 #define PK_IN4 "(%[a3],%[lda],1)"
 #define PK_IN5 "(%[a3],%[lda],2)"
+#define PK_AT_PACKED(u, i) #u "*24+" #i "*4(%[a])"
 #define PK_AT_ROWS(u, i) #u "*4" PK_IN##i
 #define PK_AT_COLS(u, i) #i "*4" PK_IN##u
-#define PK_STEPX(R, B1, u) PK_STEPG(PK_AT_ROWS, R, B1, u)
-#define PK_STEPT(R, B1, u) PK_STEPG(PK_AT_COLS, R, B1, u)
-/* A packed: one 6-value column per step, the panel fetched 16 values of k ahead */
-#define PK_APK_PF "prefetcht0 384(%[a])\n"
-#define PK_APK_ADV(n) "add $" #n "*24,%[a]\n"
-/* A in place: its rows are six sequential streams, left to the hardware prefetcher */
-#define PK_AX_PF ""
-#define PK_AX_ADV(n) "add $" #n "*4,%[a0]\n add $" #n "*4,%[a3]\n"
-/* Transposed A in place: one row of A per value of k, lda apart (the stride prefetcher's) */
-#define PK_AT_ADV(n) PK_AT_ADV_##n
-#define PK_AT_ADV_4 "lea (%[a0],%[lda],4),%[a0]\n lea (%[a3],%[lda],4),%[a3]\n"
-#define PK_AT_ADV_1 "add %[lda],%[a0]\n add %[lda],%[a3]\n"
-#define PK_KERNEL(R, W, LAST, ZOP, B1, BADV, END)                                                  \
-    PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, PK_STEP, PK_APK_PF, PK_APK_ADV)
-#define PK_KERNEL_A(R, W, LAST, ZOP, B1, BADV, END, STEP, APF, AADV)                               \
-    PK_ZERO(ZOP, R, "0") PK_ZERO(ZOP, R, "1") PK_ZERO(ZOP, R, "2") PK_ZERO(ZOP, R, "3")            \
-    PK_ZERO(ZOP, R, "4") PK_ZERO(ZOP, R, "5") PK_ZERO(ZOP, R, "6") PK_ZERO(ZOP, R, "7")            \
-    PK_ZERO(ZOP, R, "8") PK_ZERO(ZOP, R, "9") PK_ZERO(ZOP, R, "10") PK_ZERO(ZOP, R, "11")          \
-    "mov %[c],%[t]\n" PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST) PK_PFROW(LAST)                  \
-    PK_PFROW(LAST) PK_PFROW(LAST)                                                                  \
-    "test %[k4],%[k4]\n jz 2f\n"                                                                   \
-    /* 4 values of k per pass; the A panel 16 values of k ahead is fetched. The loop starts on a  \
-     * 64-byte line (.p2align 6): wherever the linker put it, steps of the models ran up to       \
-     * 1.02x slower (docs/log/) */                                                       \
-    ".p2align 6\n1:\n" APF                                                                       \
-    STEP(R, B1, 0) STEP(R, B1, 1) STEP(R, B1, 2) STEP(R, B1, 3)                                    \
-    AADV(4) BADV("256") "dec %[k4]\n jnz 1b\n"                                                     \
+#define PK_APF_PACKED "prefetcht0 384(%[a])\n"
+#define PK_APF_ROWS ""
+#define PK_APF_COLS ""
+#define PK_AADV_PACKED(n) "add $" #n "*24,%[a]\n"
+#define PK_AADV_ROWS(n) "add $" #n "*4,%[a0]\n add $" #n "*4,%[a3]\n"
+#define PK_AADV_COLS(n) PK_AADV_COLS_##n
+#define PK_AADV_COLS_4 "lea (%[a0],%[lda],4),%[a0]\n lea (%[a3],%[lda],4),%[a3]\n"
+#define PK_AADV_COLS_1 "add %[lda],%[a0]\n add %[lda],%[a3]\n"
+/* The template: 4 values of k per pass, then the rest one at a time. The loop starts on a
+ * 64-byte line (.p2align 6), so that its speed does not depend on where the linker puts it. */
+#define PK_TILE(V, A)                                                                              \
+    PK_ZEROS_##V "mov %[c],%[t]\n" PK_PFS_##V "test %[k4],%[k4]\n jz 2f\n"                         \
+    ".p2align 6\n1:\n" PK_APF_##A PK_STEP_##V(PK_AT_##A, 0) PK_STEP_##V(PK_AT_##A, 1)              \
+    PK_STEP_##V(PK_AT_##A, 2) PK_STEP_##V(PK_AT_##A, 3)                                            \
+    PK_AADV_##A(4) PK_BADV_##V("256") "dec %[k4]\n jnz 1b\n"                                       \
     "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
-    "3:\n" STEP(R, B1, 0)                                                                         \
-    AADV(1) BADV("64") "dec %[k1]\n jnz 3b\n"                                                      \
-    "4:\n test %[acc],%[acc]\n jz 6f\n"                                                            \
-    PK_ROWS(PK_ADDROW, R, W)                                                                       \
-    "jmp 7f\n"                                                                                     \
-    "6:\n"                                                                                         \
-    PK_ROWS(PK_STROW, R, W)                                                                        \
-    "7:\n" END
-#define PK_CLOBBERS                                                                                \
+    "3:\n" PK_STEP_##V(PK_AT_##A, 0) PK_AADV_##A(1) PK_BADV_##V("64") "dec %[k1]\n jnz 3b\n"       \
+    "4:\n test %[acc],%[acc]\n jz 6f\n" PK_ADDROWS_##V "jmp 7f\n"                                  \
+    "6:\n" PK_STROWS_##V "7:\n" PK_END_##V
+/* the operands: op(A)'s pointers and lda (bytes), the B pointers */
+#define PK_AOUT_PACKED [a] "+r"(a)
+#define PK_AOUT_ROWS [a0] "+r"(a), [a3] "+r"(a3)
+#define PK_AOUT_COLS PK_AOUT_ROWS
+#define PK_AIN_PACKED
+#define PK_AIN_ROWS , [lda] "r"(ldab)
+#define PK_AIN_COLS PK_AIN_ROWS
+#define PK_BOUT_Y2 [b0] "+r"(b)
+#define PK_BOUT_Z2 [b0] "+r"(b), [b1] "+r"(b1)
+#define PK_BOUT_Z4 [b0] "+r"(b), [b2] "+r"(b2)
+#define PK_BIN_Y2
+#define PK_BIN_Z2
+#define PK_BIN_Z4 , [ps] "r"(ps)
+#define PK_CLOBBERS_Y2                                                                             \
     "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
         "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+#define PK_CLOBBERS_Z2 PK_CLOBBERS_Y2
+#define PK_CLOBBERS_Z4                                                                             \
+    PK_CLOBBERS_Y2, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", \
+        "xmm25", "xmm26", "xmm27", "xmm28", "xmm29"
+#define PK_KERNEL(NAME, V, A)                                                                      \
+    PK_ATTR_##V static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,           \
+                     int64_t ldc, bool add) {                                                      \
+        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;        \
+        long ldab = (long)lda * 4, ps = (long)(NR * kc * 4);                                       \
+        const float *a3 = a + 3 * lda, *b1 = b + NR * kc, *b2 = b + 2 * NR * kc;                   \
+        (void)ldab, (void)ps, (void)a3, (void)b1, (void)b2;                                        \
+        __asm__ volatile(PK_TILE(V, A)                                                             \
+                         : PK_AOUT_##A, PK_BOUT_##V, [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c),    \
+                           [t] "=&r"(t)                                                            \
+                         : [ldc] "r"(ldcb) PK_AIN_##A PK_BIN_##V, [acc] "r"(acc)                   \
+                         : PK_CLOBBERS_##V);                                                       \
+    }
 /* clang-format on */
-
-/* 6×16: one panel, its row u's two ymm vectors 32 bytes apart */
-#define PK_B1_HALF(u) #u "*64+32(%[b0])"
-#define PK_BADV1(n) "add $" n ",%[b0]\n"
-void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                               bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    __asm__ volatile(
-        PK_KERNEL("ymm", "32", "63", "vxorps", PK_B1_HALF, PK_BADV1, "")
-        : [a] "+r"(a), [b0] "+r"(b), [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)
-        : [ldc] "r"(ldcb), [acc] "r"(acc)
-        : PK_CLOBBERS);
-}
+PK_KERNEL(kernel1, Y2, PACKED)
+PK_KERNEL(kernel2, Z2, PACKED)
+PK_KERNEL(kernel2_rowa, Z2, ROWS)
+PK_KERNEL(kernel2_cola, Z2, COLS)
+PK_KERNEL(kernel4, Z4, PACKED)
+PK_KERNEL(kernel4_rowa, Z4, ROWS)
+PK_KERNEL(kernel4_cola, Z4, COLS)
 
 /* The 6×16 kernel is AVX2 + FMA: the packed path is there from that level up (isa.h) */
 bool tg_cpu_gemm_packed_available(void) {
     return tg_cpu_isa() >= TG_CPU_ISA_AVX2;
 }
 
-/* 6×32: two panels, row u's zmm vector in each */
-#define PK_B1_NEXT(u) #u "*64(%[b1])"
-#define PK_BADV2(n) "add $" n ",%[b0]\n add $" n ",%[b1]\n"
-void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
-                                float *c, int64_t ldc, bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    __asm__ volatile(PK_KERNEL("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2, "vzeroupper\n")
-                     : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [k4] "+r"(k4), [k1] "+r"(k1),
-                       [c] "+r"(c), [t] "=&r"(t)
-                     : [ldc] "r"(ldcb), [acc] "r"(acc)
-                     : PK_CLOBBERS);
-}
-
-/* The 6×32 kernel with op(A) read in place, by its step STEP and advance AADV (a0, a3 = a0 + 3
- * rows or 3 values of k, lda in bytes). The same FMAs in the same order as on a packed panel:
- * the same bits. */
-#define PK_KERNEL2_INPLACE(NAME, STEP, AADV)                                                       \
-    void NAME(int64_t kc, const float *a, int64_t lda, const float *b0, const float *b1, float *c, \
-              int64_t ldc, bool add) {                                                             \
-        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
-             ldab = (long)lda * 4, acc = add, t;                                                   \
-        const float *a3 = a + 3 * lda;                                                             \
-        __asm__ volatile(PK_KERNEL_A("zmm", "64", "127", "vpxord", PK_B1_NEXT, PK_BADV2,           \
-                                     "vzeroupper\n", STEP, PK_AX_PF, AADV)                         \
-                         : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),              \
-                           [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
-                         : [ldc] "r"(ldcb), [lda] "r"(ldab), [acc] "r"(acc)                        \
-                         : PK_CLOBBERS);                                                           \
-    }
-/* row-major op(A): row i of the tile at a + i·lda, value p of k at a[i·lda + p] */
-PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_rowa, PK_STEPX, PK_AX_ADV)
-/* transposed op(A): value p of k for the tile's six rows at a[p·lda], ..., a[p·lda + 5] */
-PK_KERNEL2_INPLACE(tg_cpu_gemm_packed_kernel2_cola, PK_STEPT, PK_AT_ADV)
-
-/* 6×64: four consecutive panels (b0, b0 + ps, b2 = b0 + 2·ps, b2 + ps; ps = 16·kc floats, in
- * bytes here), 24 zmm accumulators (row i's four vectors in zmm 4i..4i+3), B's row u in
- * zmm24–27, A's values broadcast into zmm28 and zmm29 in turn. Per value of k 4 loads of B and
- * 6 broadcasts for 24 FMAs, where the 6×32 kernel has 2 and 6 for 12: on an Intel Xeon with two
- * 512-bit FMA units the broadcasts beside the FMAs held that kernel to ~83 % of the FMA peak
- * (178 of 214 GFLOP/s on one core, A in L2, B in L1), this one at 85–90 % (183–194) with B
- * (64 KiB at kc 256) from L2 (docs/log/2026-12-04.md). The same FMAs in the same order per element
- * as the 6×16 kernel: the same bits. */
-/* clang-format off */
-#define PK4_ROW(ADDR, s, r0, r1, r2, r3)                                                           \
-    "vbroadcastss " ADDR ",%%zmm" s "\n"                                                           \
-    "vfmadd231ps %%zmm24,%%zmm" s ",%%zmm" r0 "\n vfmadd231ps %%zmm25,%%zmm" s ",%%zmm" r1 "\n"    \
-    "vfmadd231ps %%zmm26,%%zmm" s ",%%zmm" r2 "\n vfmadd231ps %%zmm27,%%zmm" s ",%%zmm" r3 "\n"
-#define PK4_STEP(A_AT, u)                                                                          \
-    "vmovaps " #u "*64(%[b0]),%%zmm24\n vmovaps " #u "*64(%[b0],%[ps],1),%%zmm25\n"                \
-    "vmovaps " #u "*64(%[b2]),%%zmm26\n vmovaps " #u "*64(%[b2],%[ps],1),%%zmm27\n"                \
-    PK4_ROW(A_AT(u, 0), "28", "0", "1", "2", "3") PK4_ROW(A_AT(u, 1), "29", "4", "5", "6", "7")    \
-    PK4_ROW(A_AT(u, 2), "28", "8", "9", "10", "11") PK4_ROW(A_AT(u, 3), "29", "12", "13", "14", "15") \
-    PK4_ROW(A_AT(u, 4), "28", "16", "17", "18", "19") PK4_ROW(A_AT(u, 5), "29", "20", "21", "22", "23")
-#define PK4_Z(r) "vpxord %%zmm" r ",%%zmm" r ",%%zmm" r "\n"
-#define PK4_Z4(a, b, c, d) PK4_Z(a) PK4_Z(b) PK4_Z(c) PK4_Z(d)
-#define PK4_ADDROW(a, b, c, d)                                                                     \
-    "vaddps (%[c]),%%zmm" a ",%%zmm" a "\n vaddps 64(%[c]),%%zmm" b ",%%zmm" b "\n"                 \
-    "vaddps 128(%[c]),%%zmm" c ",%%zmm" c "\n vaddps 192(%[c]),%%zmm" d ",%%zmm" d "\n"             \
-    PK4_STROW(a, b, c, d)
-#define PK4_STROW(a, b, c, d)                                                                      \
-    "vmovups %%zmm" a ",(%[c])\n vmovups %%zmm" b ",64(%[c])\n"                                    \
-    "vmovups %%zmm" c ",128(%[c])\n vmovups %%zmm" d ",192(%[c])\n add %[ldc],%[c]\n"
-#define PK4_ROWS(OP)                                                                               \
-    OP("0", "1", "2", "3") OP("4", "5", "6", "7") OP("8", "9", "10", "11")                         \
-    OP("12", "13", "14", "15") OP("16", "17", "18", "19") OP("20", "21", "22", "23")
-/* the C tile's row: 256 bytes, maybe over one more line */
-#define PK4_PFROW                                                                                  \
-    "prefetcht0 (%[t])\n prefetcht0 64(%[t])\n prefetcht0 128(%[t])\n prefetcht0 192(%[t])\n"     \
-    "prefetcht0 255(%[t])\n add %[ldc],%[t]\n"
-#define PK4_KERNEL(A_AT, APF, AADV)                                                                \
-    PK4_ROWS(PK4_Z4)                                                                               \
-    "mov %[c],%[t]\n" PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW PK4_PFROW                  \
-    "test %[k4],%[k4]\n jz 2f\n"                                                                   \
-    /* the loop on a 64-byte line, as PK_KERNEL_A's */                                             \
-    ".p2align 6\n1:\n" APF PK4_STEP(A_AT, 0) PK4_STEP(A_AT, 1)                                   \
-    PK4_STEP(A_AT, 2) PK4_STEP(A_AT, 3)                                                            \
-    AADV(4) "add $256,%[b0]\n add $256,%[b2]\n dec %[k4]\n jnz 1b\n"                               \
-    "2:\n test %[k1],%[k1]\n jz 4f\n"                                                              \
-    "3:\n" PK4_STEP(A_AT, 0) AADV(1) "add $64,%[b0]\n add $64,%[b2]\n dec %[k1]\n jnz 3b\n"        \
-    "4:\n test %[acc],%[acc]\n jz 6f\n" PK4_ROWS(PK4_ADDROW) "jmp 7f\n"                            \
-    "6:\n" PK4_ROWS(PK4_STROW) "7:\n vzeroupper\n"
-#define PK4_CLOBBERS                                                                               \
-    PK_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",  \
-        "xmm25", "xmm26", "xmm27", "xmm28", "xmm29"
-/* clang-format on */
-#define AVX512_FN TG_TARGET_AVX512
-
-AVX512_FN void tg_cpu_gemm_packed_kernel4(int64_t kc, const float *a, const float *b, float *c,
-                                          int64_t ldc, bool add) {
-    long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4, acc = add, t;
-    long ps = (long)(NR * kc * 4);
-    const float *b2 = b + 2 * NR * kc;
-    __asm__ volatile(PK4_KERNEL(PK_AT_PACKED, PK_APK_PF, PK_APK_ADV)
-                     : [a] "+r"(a), [b0] "+r"(b), [b2] "+r"(b2), [k4] "+r"(k4), [k1] "+r"(k1),
-                       [c] "+r"(c), [t] "=&r"(t)
-                     : [ldc] "r"(ldcb), [ps] "r"(ps), [acc] "r"(acc)
-                     : PK4_CLOBBERS);
-}
-
-/* The 6×64 kernel with op(A) in place, as PK_KERNEL2_INPLACE */
-#define PK_KERNEL4_INPLACE(NAME, A_AT, AADV)                                                       \
-    AVX512_FN void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,         \
-                        int64_t ldc, bool add) {                                                   \
-        long k4 = (long)(kc >> 2), k1 = (long)(kc & 3), ldcb = (long)ldc * 4,                      \
-             ldab = (long)lda * 4, acc = add, t, ps = (long)(NR * kc * 4);                         \
-        const float *a3 = a + 3 * lda, *b2 = b + 2 * NR * kc;                                      \
-        __asm__ volatile(PK4_KERNEL(A_AT, PK_AX_PF, AADV)                                          \
-                         : [a0] "+r"(a), [a3] "+r"(a3), [b0] "+r"(b), [b2] "+r"(b2),               \
-                           [k4] "+r"(k4), [k1] "+r"(k1), [c] "+r"(c), [t] "=&r"(t)                 \
-                         : [ldc] "r"(ldcb), [lda] "r"(ldab), [ps] "r"(ps), [acc] "r"(acc)          \
-                         : PK4_CLOBBERS);                                                          \
-    }
-PK_KERNEL4_INPLACE(tg_cpu_gemm_packed_kernel4_rowa, PK_AT_ROWS, PK_AX_ADV)
-PK_KERNEL4_INPLACE(tg_cpu_gemm_packed_kernel4_cola, PK_AT_COLS, PK_AT_ADV)
-#undef AVX512_FN
-
-/* Whether the block uses the 512-bit kernels (the AVX-512 level, isa.h) */
+/* Whether the blocks use the 512-bit kernels (the AVX-512 level, isa.h) */
 static bool wide(void) {
     return tg_cpu_isa() >= TG_CPU_ISA_AVX512;
 }
 #else
-void tg_cpu_gemm_packed_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                               bool add) {
+/* Off x86-64 there is no packed path (tg_cpu_gemm_packed_available): a scalar stand-in of the
+ * kernels keeps the file whole. */
+static void kernel_ref(int np, int form, int64_t kc, const float *a, int64_t lda, const float *b,
+                       float *c, int64_t ldc, bool add) {
+    const int64_t rs = form == A_PACKED ? 1 : form == A_ROWS ? lda : 1;
+    const int64_t cs = form == A_PACKED ? MR : form == A_ROWS ? 1 : lda;
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NR; j++) {
+        for (int j = 0; j < np * NR; j++) {
             float s = 0.0f;
             for (int64_t p = 0; p < kc; p++)
-                s += a[p * MR + i] * b[p * NR + j];
+                s += a[i * rs + p * cs] * b[j / NR * NR * kc + p * NR + j % NR];
             c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
         }
 }
+#define PK_KERNEL(NAME, NP, FORM)                                                                  \
+    static void NAME(int64_t kc, const float *a, int64_t lda, const float *b, float *c,            \
+                     int64_t ldc, bool add) {                                                      \
+        kernel_ref(NP, FORM, kc, a, lda, b, c, ldc, add);                                          \
+    }
+PK_KERNEL(kernel1, 1, A_PACKED)
+PK_KERNEL(kernel2, 2, A_PACKED)
+PK_KERNEL(kernel2_rowa, 2, A_ROWS)
+PK_KERNEL(kernel2_cola, 2, A_COLS)
+PK_KERNEL(kernel4, 4, A_PACKED)
+PK_KERNEL(kernel4_rowa, 4, A_ROWS)
+PK_KERNEL(kernel4_cola, 4, A_COLS)
 
 bool tg_cpu_gemm_packed_available(void) {
     return false;
-}
-
-void tg_cpu_gemm_packed_kernel2(int64_t kc, const float *a, const float *b0, const float *b1,
-                                float *c, int64_t ldc, bool add) {
-    tg_cpu_gemm_packed_kernel(kc, a, b0, c, ldc, add);
-    tg_cpu_gemm_packed_kernel(kc, a, b1, c + NR, ldc, add);
-}
-
-/* op(A)[i][p] at a[i·rs + p·cs] */
-static void kernel2_strided(int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b0,
-                            const float *b1, float *c, int64_t ldc, bool add) {
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 2 * NR; j++) {
-            const float *b = j < NR ? b0 + j : b1 + j - NR;
-            float s = 0.0f;
-            for (int64_t p = 0; p < kc; p++)
-                s += a[i * rs + p * cs] * b[p * NR];
-            c[i * ldc + j] = add ? c[i * ldc + j] + s : s;
-        }
-}
-
-void tg_cpu_gemm_packed_kernel2_rowa(int64_t kc, const float *a, int64_t lda, const float *b0,
-                                     const float *b1, float *c, int64_t ldc, bool add) {
-    kernel2_strided(kc, a, lda, 1, b0, b1, c, ldc, add);
-}
-
-void tg_cpu_gemm_packed_kernel2_cola(int64_t kc, const float *a, int64_t lda, const float *b0,
-                                     const float *b1, float *c, int64_t ldc, bool add) {
-    kernel2_strided(kc, a, 1, lda, b0, b1, c, ldc, add);
-}
-
-void tg_cpu_gemm_packed_kernel4(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                bool add) {
-    tg_cpu_gemm_packed_kernel2(kc, a, b, b + NR * kc, c, ldc, add);
-    tg_cpu_gemm_packed_kernel2(kc, a, b + 2 * NR * kc, b + 3 * NR * kc, c + 2 * NR, ldc, add);
-}
-
-void tg_cpu_gemm_packed_kernel4_rowa(int64_t kc, const float *a, int64_t lda, const float *b,
-                                     float *c, int64_t ldc, bool add) {
-    kernel2_strided(kc, a, lda, 1, b, b + NR * kc, c, ldc, add);
-    kernel2_strided(kc, a, lda, 1, b + 2 * NR * kc, b + 3 * NR * kc, c + 2 * NR, ldc, add);
-}
-
-void tg_cpu_gemm_packed_kernel4_cola(int64_t kc, const float *a, int64_t lda, const float *b,
-                                     float *c, int64_t ldc, bool add) {
-    kernel2_strided(kc, a, 1, lda, b, b + NR * kc, c, ldc, add);
-    kernel2_strided(kc, a, 1, lda, b + 2 * NR * kc, b + 3 * NR * kc, c + 2 * NR, ldc, add);
 }
 
 static bool wide(void) {
     return false;
 }
 #endif
+#undef PK_KERNEL
+
+/* The kernels by panels (1, 2 or 4: index np / 2) and op(A)'s form (1 panel: packed only) */
+static const kernel_fn kernels[3][3] = {
+    {kernel1, NULL, NULL},
+    {kernel2, kernel2_rowa, kernel2_cola},
+    {kernel4, kernel4_rowa, kernel4_cola},
+};
 
 bool tg_cpu_gemm_packed_is_wide(void) {
     return wide();
 }
 
-/* --------------------------------------------------------------------- the block ---- */
+void tg_cpu_gemm_packed_kernel(int np, int64_t kc, const float *a, int64_t lda, bool cola,
+                               const float *b, float *c, int64_t ldc, bool add) {
+    kernels[np / 2][lda == 0 ? A_PACKED : cola ? A_COLS : A_ROWS](kc, a, lda, b, c, ldc, add);
+}
+
+/* --------------------------------------------------------------------- packing ---- */
 
 /* A tile of C that is not whole (the last rows or columns of a block): the kernel of its width
- * (np panels: 1, 2 or 4, the wider two only where they run) on a local tile holding what is
- * there, and the part that exists copied back. The packed A panel is zero-padded past mr. */
+ * (np panels: 1, 2 or 4) on a local tile holding what is there, and the part that exists copied
+ * back. The packed A panel is zero-padded past mr. */
 static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, float *c, int64_t ldc,
                       int64_t mr, int64_t nr, bool add) {
     float t[MR * 4 * NR];
@@ -423,12 +341,7 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
     for (int64_t i = 0; i < MR; i++)
         for (int64_t j = 0; j < w; j++)
             t[i * w + j] = add && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
-    if (np == 4)
-        tg_cpu_gemm_packed_kernel4(kc, ap, bp, t, w, add);
-    else if (np == 2)
-        tg_cpu_gemm_packed_kernel2(kc, ap, bp, bp + NR * kc, t, w, add);
-    else
-        tg_cpu_gemm_packed_kernel(kc, ap, bp, t, w, add);
+    kernels[np / 2][A_PACKED](kc, ap, 0, bp, t, w, add);
     for (int64_t i = 0; i < mr; i++)
         memcpy(c + i * ldc, t + i * w, (size_t)nr * sizeof *t);
 }
@@ -436,27 +349,18 @@ static void edge_tile(int64_t kc, const float *ap, const float *bp, int np, floa
 /* kc rows of a row-major matrix (row p at src + p·ld), columns [0, n), into panels w wide
  * (6 or 16), the last one zero-padded: buf[q·w·kc + p·w + j] = src[p·ld + q·w + j].
  *
- * A group of panels at a time (4 of op(B)'s, 8 of op(A)'s: 256 or 192 bytes of each source row,
- * every line of the source read once, whole), row by row within the group. Row by row over all the
- * panels at once wrote each row's 24 or 64 bytes into n / w panels w·kc floats apart — 16 KiB for
- * op(B)'s panels, so up to 32 write streams in one set of L1 (12 ways) — a line could leave before
- * it was full; a panel at a time reads a piece of each of kc rows ld apart, and with ld a multiple
- * of 1024 floats (4 KiB) those rows share one set of L1 and a few of L2 and evict each other (1.10×
- * a weight gradient's time). In groups, 1.01–1.05× faster weight gradients and projections, one
- * thread (bench_gemm_packed), and a g2p-small step 0.98–0.99× the time (docs/log/2026-12-05.md); groups
- * of 2–8 op(B) panels and 4–16 op(A) panels measured alike. Inlined with w constant, so that each
- * copy is a fixed-size move rather than a call of memcpy. Fetching the rows PF_ROWS ahead made a
- * cold weight gradient (256 × 256 × 1280, Xᵀ·dY) 1.03–1.04× faster (a scratch program flushing L3
- * between calls, alternately with and without): the operand comes cold from L3 or memory (a layer
- * input read again by its weight gradient), and its rows, ld apart, are separate short streams that
- * the hardware prefetcher picks up late. In groups the fetches run within each group (a group's
- * first PF_ROWS rows unfetched): cold, the weight gradients read 1.01–1.03x the row-by-row loop's
- * rate, and fetching the next group's first rows too changed nothing (docs/log/2026-12-05.md). */
+ * A group of panels at a time (4 of op(B)'s, 8 of op(A)'s: 256 or 192 bytes of each source
+ * row, every line read once, whole), row by row within the group: row by row over all the
+ * panels at once would write up to 32 streams into one set of L1, and a panel at a time would
+ * read kc rows ld apart, which with ld a multiple of 4 KiB share one set of L1 and evict each
+ * other. The source rows are fetched PF_ROWS ahead: a weight gradient's operand comes cold
+ * from memory in rows ld apart, separate short streams the hardware prefetcher picks up late.
+ * Inlined with w constant, so that each copy is a fixed-size move. */
 enum { PF_ROWS = 8 };
 static inline __attribute__((always_inline)) void
 pack_rows(const float *src, int64_t ld, int64_t kc, int64_t n, const int w, float *buf) {
     const int64_t full = n / w, rem = n % w, panel = w * kc;
-    const int64_t group = w == 6 ? 8 : 4; /* panels: 192 or 256 bytes of a row */
+    const int64_t group = w == 6 ? 8 : 4;
     for (int64_t q0 = 0; q0 < full; q0 += group) {
         const int64_t q1 = tg_cpu_gemm_imin(q0 + group, full);
         for (int64_t p = 0; p < kc; p++) {
@@ -490,25 +394,15 @@ pack_block(const float *x, int64_t ld, bool along, int64_t kc, int64_t n, const 
 
 /* The next block of op(B) (the next k block of this column block, else the next column block's
  * first) fetched into this core's cache a few lines after each kernel call of the current one,
- * so that its packing reads L2 rather than memory. A weight gradient's op(B) is the layer's
- * input, saved by the forward pass and cold by its backward: its packing took 7 % of its
- * products' time at ~1 cycle per float, the first of five k blocks aside (g2p-small, one
- * thread); the weights, written by the last optimizer step, are as cold. The fetches change no
- * value. */
+ * so that its packing reads L2 rather than memory: a weight gradient's op(B) is the layer's
+ * input saved by the forward pass, and the weights were written by the last optimizer step,
+ * both cold. The fetches change no value. */
 typedef struct next_src {
     const char *row; /* the block's first source row */
     int64_t ld, rows, row_bytes;
     int64_t r, off; /* the next line: row r, byte off */
     int per_call;   /* lines fetched after each kernel call */
 } next_src;
-
-static bool prefetch_on = true;
-
-bool tg__cpu_gemm_packed_prefetch(bool on) {
-    const bool was = prefetch_on;
-    prefetch_on = on;
-    return was;
-}
 
 /* The block after (jc, pc) of op(B) (n × k, transposed: tb), spread over `calls` kernel calls */
 static next_src next_src_of(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k, int64_t jc,
@@ -519,7 +413,7 @@ static next_src next_src_of(bool tb, const float *b, int64_t ldb, int64_t n, int
         jn = jc + NC;
         pn = 0;
     }
-    if (!prefetch_on || jn >= n) return ns;
+    if (tg__cpu_stats.gemm.no_prefetch || jn >= n) return ns;
     const int64_t kn = tg_cpu_gemm_imin(KC, k - pn), nn = tg_cpu_gemm_imin(NC, n - jn);
     ns.row = (const char *)(tb ? b + jn * ldb + pn : b + pn * ldb + jn);
     ns.ld = ldb * (int64_t)sizeof(float);
@@ -541,144 +435,81 @@ static inline void next_src_fetch(next_src *ns) {
     }
 }
 
-/* Tests and benchmarks: the 512-bit kernels reading op(A) in place where they can (the default), or
- * always on packed panels. */
-static bool rowa_on = true;
+/* ------------------------------------------------------ op(B)'s panel suppliers ---- */
 
-bool tg__cpu_gemm_packed_rowa(bool on) {
-    const bool was = rowa_on;
-    rowa_on = on;
-    return was;
-}
-
-/* ------------------------------------------------- op(B) packed once for all shares ---- */
-
-/* A product cut into blocks of rows of C (gemm.c: the graph runner's shares of one node, or a
- * team's members) needs all of op(B) in every block. Each block packing it for itself costs a
- * pass over op(B) per block — for a weight gradient Xᵀ·dY, op(B) is dY, as big as the tokens —
- * so one buffer holds op(B) packed once, in the blocks' layout: column block jc (NC wide, the
- * last narrower) at jc·K, its k block pc at pc·w (w its width rounded up to whole panels).
- * Its CHUNK-column pieces are claimed by whichever block gets there first (a state word each):
- * a block claims and packs every piece it finds unclaimed, so that blocks arriving together
- * pack a share each, then waits for the pieces others claimed — up to SHARED_WAIT_NS, a few
- * times a piece's packing, after which it packs the piece into its own buffer: a block whose
- * partner was preempted mid-piece does not wait for the other process's time slice. The packed
- * values are the same whoever packs them, so results do not depend on the cut. */
+/* op(B) of one product (tb, b, ldb, n columns, k rows) in the loop nest's layout: column
+ * block jc (NC wide, the last narrower) at jc·k, its k block pc at pc·w (w: its width rounded
+ * up to whole panels), in pieces of CHUNK columns. supply() gives where each piece of block
+ * (jc, pc) lies packed, packing what it must into priv (this thread's B buffer, the same
+ * layout). Three suppliers:
+ *
+ *  - own: a block's op(B) packed by the block into priv, every piece (an object on the block's
+ *    stack, sb NULL in block_run's callers);
+ *  - shared: one buffer for the blocks of a product cut by rows, which all need all of op(B).
+ *    Each piece has a state word: a block claims and packs every piece it finds unclaimed, so
+ *    that blocks arriving together pack a share each, then waits for the pieces others claimed
+ *    — up to SHARED_WAIT_NS, a few times a piece's packing, after which it packs the piece into
+ *    priv: a block whose partner was preempted mid-piece does not wait for another process's
+ *    time slice;
+ *  - kept: every piece packed when the operand was kept (states all PACKED).
+ *
+ * The packed values are the same whoever packs them, so results do not depend on the
+ * supplier. */
 enum { CHUNK = 4 * NR, SHARED_WAIT_NS = 20 * 1000 };
-_Static_assert(CHUNK == TG_CPU_GEMM_PACKED_KEPT_ALIGN,
-               "a kept operand's pieces are gemm.h's alignment");
+_Static_assert(CHUNK == TG_CPU_GEMM_PANELS_ALIGN,
+               "a panels object's pieces are gemm.h's alignment");
 enum { UNPACKED = 0, PACKING = 1, PACKED = 2 };
 
-typedef struct shared_b {
+typedef struct panels panels;
+struct panels {
     tg_cpu_shared base;
-    struct shared_b *next; /* the pool's free list */
-    const float *b;        /* the product's op(B) */
+    void (*supply)(panels *s, int64_t jc, int64_t pc, int64_t kc, int64_t nc, float *priv,
+                   const float *at[]);
+    bool prepacked; /* kept: nothing to pack, nor to fetch ahead */
+    const float *b; /* the product's op(B) */
     int64_t ldb, n, k;
     bool tb;
+    panels *next; /* the pool's free list */
     float *buf;
     size_t cap; /* floats */
     _Atomic int *state;
     size_t cap_state;
-} shared_b;
+};
 
 static int64_t round_up(int64_t x, int64_t to) {
     return (x + to - 1) / to * to;
 }
 
-/* Objects released go back to a free list and are reused: a new buffer of up to 2 MiB per
- * product would cost page faults each time. There are at most POOL_MAX of them, in use or
- * idle, each as big as the biggest op(B) it has held — a g2p-small step had up to 3 in use at
- * once, and each costs peak memory (1.25 MiB for its weight gradients' dY) — and a product that
- * finds none left packs op(B) per block, as without them. */
-enum { POOL_MAX = 2 };
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static shared_b *pool;
-static int pool_made; /* objects in existence */
-
-static void shared_b_release(tg_cpu_shared *s) {
-    shared_b *sb = (shared_b *)s;
-    pthread_mutex_lock(&pool_mu);
-    sb->next = pool;
-    pool = sb;
-    pthread_mutex_unlock(&pool_mu);
+/* Columns [q·CHUNK, ...) of op(B) block (jc, pc), kc × nc, into dst (the block's layout) */
+static void pack_chunk(const panels *s, int64_t jc, int64_t pc, int64_t kc, int64_t nc, int64_t q,
+                       float *dst) {
+    const int64_t j0 = jc + q * CHUNK, cols = tg_cpu_gemm_imin(CHUNK, nc - q * CHUNK);
+    const float *src = s->tb ? s->b + j0 * s->ldb + pc : s->b + pc * s->ldb + j0;
+    pack_block(src, s->ldb, !s->tb, kc, cols, NR, dst + q * CHUNK * kc);
 }
 
-/* The buffers are mapped pages of their own, not the heap's: one that grows gives its old
- * pages back to the system at once, where a heap keeps freed chunks resident (growing through
- * the step's op(B) sizes, two heap buffers held 1.2-2 MiB more than their size). */
-static float *pages_new(size_t floats) {
-    void *p = mmap(NULL, floats * sizeof(float), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+/* The state words and the packed block (jc, pc) of a shared or kept supplier */
+static _Atomic int *states_of(const panels *s, int64_t jc, int64_t pc) {
+    return s->state + ((jc / NC) * ((s->k + KC - 1) / KC) + pc / KC) * (NC / CHUNK);
+}
+static float *block_of(const panels *s, int64_t jc, int64_t pc, int64_t nc) {
+    return s->buf + jc * s->k + pc * round_up(nc, NR);
 }
 
-static void pages_free(float *p, size_t floats) {
-    if (p) munmap(p, floats * sizeof(float));
+static void own_supply(panels *s, int64_t jc, int64_t pc, int64_t kc, int64_t nc, float *priv,
+                       const float *at[]) {
+    pack_block(s->tb ? s->b + jc * s->ldb + pc : s->b + pc * s->ldb + jc, s->ldb, !s->tb, kc, nc,
+               NR, priv);
+    for (int64_t q = 0; q < (nc + CHUNK - 1) / CHUNK; q++)
+        at[q] = priv + q * CHUNK * kc;
 }
 
-static void shared_b_free(shared_b *sb) {
-    pages_free(sb->buf, sb->cap);
-    free((void *)sb->state);
-    free(sb);
-    pthread_mutex_lock(&pool_mu);
-    pool_made--;
-    pthread_mutex_unlock(&pool_mu);
-}
-
-tg_cpu_shared *tg_cpu_gemm_shared_b_new(bool tb, const float *b, int64_t ldb, int64_t n,
-                                        int64_t k) {
-    if (n <= 0 || k <= 0 || !tg_cpu_gemm_packed_available()) return NULL;
-    const size_t need = (size_t)k * (size_t)round_up(n, NR),
-                 need_state = (size_t)((n + NC - 1) / NC * ((k + KC - 1) / KC) * (NC / CHUNK));
-    pthread_mutex_lock(&pool_mu);
-    shared_b *sb = pool;
-    if (sb)
-        pool = sb->next;
-    else if (pool_made < POOL_MAX && (sb = calloc(1, sizeof *sb)))
-        pool_made++;
-    pthread_mutex_unlock(&pool_mu);
-    if (!sb) return NULL;
-    if (sb->cap < need) {
-        pages_free(sb->buf, sb->cap);
-        sb->cap = 0;
-        if (!(sb->buf = pages_new(need))) {
-            shared_b_free(sb);
-            return NULL;
-        }
-        sb->cap = need;
-    }
-    if (sb->cap_state < need_state) {
-        free((void *)sb->state);
-        sb->cap_state = 0;
-        if (!(sb->state = malloc(need_state * sizeof *sb->state))) {
-            shared_b_free(sb);
-            return NULL;
-        }
-        sb->cap_state = need_state;
-    }
-    for (size_t i = 0; i < need_state; i++)
-        atomic_init(&sb->state[i], UNPACKED);
-    sb->base.release = shared_b_release;
-    sb->b = b, sb->ldb = ldb, sb->n = n, sb->k = k, sb->tb = tb;
-    return &sb->base;
-}
-
-void tg_cpu_gemm_shared_b_trim(void) {
-    pthread_mutex_lock(&pool_mu);
-    shared_b *sb = pool;
-    pool = NULL;
-    pthread_mutex_unlock(&pool_mu);
-    while (sb) {
-        shared_b *next = sb->next;
-        shared_b_free(sb);
-        sb = next;
-    }
-}
-
-void tg__cpu_gemm_shared_b_stall(tg_cpu_shared *s) {
-    shared_b *sb = (shared_b *)s;
-    for (size_t i = 0; i < sb->cap_state; i++)
-        atomic_store(&sb->state[i], PACKING);
+static void kept_supply(panels *s, int64_t jc, int64_t pc, int64_t kc, int64_t nc, float *priv,
+                        const float *at[]) {
+    (void)priv;
+    const float *blk = block_of(s, jc, pc, nc);
+    for (int64_t q = 0; q < (nc + CHUNK - 1) / CHUNK; q++)
+        at[q] = blk + q * CHUNK * kc;
 }
 
 static inline void relax(void) {
@@ -687,28 +518,17 @@ static inline void relax(void) {
 #endif
 }
 
-/* Columns [q·CHUNK, ...) of op(B) block (jc, pc), kc × nc, into dst (the block's layout). */
-static void pack_chunk(const shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int64_t nc,
-                       int64_t q, float *dst) {
-    const int64_t j0 = jc + q * CHUNK, cols = tg_cpu_gemm_imin(CHUNK, nc - q * CHUNK);
-    const float *src = sb->tb ? sb->b + j0 * sb->ldb + pc : sb->b + pc * sb->ldb + j0;
-    pack_block(src, sb->ldb, !sb->tb, kc, cols, NR, dst + q * CHUNK * kc);
-}
-
-/* op(B) block (jc, pc) ready for this thread: at[q] is where its chunk q lies packed — the
- * shared buffer, or priv (this thread's buffer, same layout) for a chunk another block claimed
- * and did not finish in time. */
-static void shared_b_block(shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int64_t nc,
-                           float *priv, const float *at[]) {
+static void shared_supply(panels *s, int64_t jc, int64_t pc, int64_t kc, int64_t nc, float *priv,
+                          const float *at[]) {
     const int64_t nq = (nc + CHUNK - 1) / CHUNK;
-    _Atomic int *st = sb->state + ((jc / NC) * ((sb->k + KC - 1) / KC) + pc / KC) * (NC / CHUNK);
-    float *blk = sb->buf + jc * sb->k + pc * round_up(nc, NR);
+    _Atomic int *st = states_of(s, jc, pc);
+    float *blk = block_of(s, jc, pc, nc);
     for (int64_t q = 0; q < nq; q++) {
         int unpacked = UNPACKED;
         if (atomic_load_explicit(&st[q], memory_order_relaxed) == UNPACKED &&
             atomic_compare_exchange_strong_explicit(&st[q], &unpacked, PACKING,
                                                     memory_order_relaxed, memory_order_relaxed)) {
-            pack_chunk(sb, jc, pc, kc, nc, q, blk);
+            pack_chunk(s, jc, pc, kc, nc, q, blk);
             atomic_store_explicit(&st[q], PACKED, memory_order_release);
         }
     }
@@ -723,9 +543,107 @@ static void shared_b_block(shared_b *sb, int64_t jc, int64_t pc, int64_t kc, int
             if (!ready && (i & 63) == 0 && tg_cpu_now_ns() - start > SHARED_WAIT_NS) break;
         }
         if (!ready) {
-            pack_chunk(sb, jc, pc, kc, nc, q, priv);
+            pack_chunk(s, jc, pc, kc, nc, q, priv);
             at[q] = priv + q * CHUNK * kc;
         }
+    }
+}
+
+/* Shared buffers are mapped pages of their own, not the heap's: one that grows gives its old
+ * pages back to the system at once, where the heap keeps freed chunks resident. */
+static float *pages_new(size_t floats) {
+    void *p = mmap(NULL, floats * sizeof(float), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void pages_free(float *p, size_t floats) {
+    if (p) munmap(p, floats * sizeof(float));
+}
+
+/* Shared objects released go back to a free list and are reused (a new buffer per product
+ * would cost page faults each time). There are at most POOL_MAX of them, in use or idle, each
+ * as big as the biggest op(B) it has held: each costs peak memory, and a product that finds
+ * none left packs op(B) per block. */
+enum { POOL_MAX = 2 };
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static panels *pool;
+static int pool_made; /* objects in existence */
+
+static void shared_release(tg_cpu_shared *base) {
+    panels *s = (panels *)base;
+    pthread_mutex_lock(&pool_mu);
+    s->next = pool;
+    pool = s;
+    pthread_mutex_unlock(&pool_mu);
+}
+
+static void shared_free(panels *s) {
+    pages_free(s->buf, s->cap);
+    free((void *)s->state);
+    free(s);
+    pthread_mutex_lock(&pool_mu);
+    pool_made--;
+    pthread_mutex_unlock(&pool_mu);
+}
+
+static void panels_set(panels *s, bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    s->b = b, s->ldb = ldb, s->n = n, s->k = k, s->tb = tb;
+}
+
+static size_t states_needed(int64_t n, int64_t k) {
+    return (size_t)((n + NC - 1) / NC * ((k + KC - 1) / KC) * (NC / CHUNK));
+}
+
+tg_cpu_shared *tg_cpu_gemm_panels_shared(bool tb, const float *b, int64_t ldb, int64_t n,
+                                         int64_t k) {
+    if (n <= 0 || k <= 0 || !tg_cpu_gemm_packed_available()) return NULL;
+    const size_t need = (size_t)k * (size_t)round_up(n, NR), need_state = states_needed(n, k);
+    pthread_mutex_lock(&pool_mu);
+    panels *s = pool;
+    if (s)
+        pool = s->next;
+    else if (pool_made < POOL_MAX && (s = calloc(1, sizeof *s)))
+        pool_made++;
+    pthread_mutex_unlock(&pool_mu);
+    if (!s) return NULL;
+    if (s->cap < need) {
+        pages_free(s->buf, s->cap);
+        s->cap = 0;
+        if (!(s->buf = pages_new(need))) {
+            shared_free(s);
+            return NULL;
+        }
+        s->cap = need;
+    }
+    if (s->cap_state < need_state) {
+        free((void *)s->state);
+        s->cap_state = 0;
+        if (!(s->state = malloc(need_state * sizeof *s->state))) {
+            shared_free(s);
+            return NULL;
+        }
+        s->cap_state = need_state;
+    }
+    const int init = tg__cpu_stats.gemm.stall_shared ? PACKING : UNPACKED;
+    for (size_t i = 0; i < need_state; i++)
+        atomic_init(&s->state[i], init);
+    s->base.release = shared_release;
+    s->supply = shared_supply;
+    s->prepacked = false;
+    panels_set(s, tb, b, ldb, n, k);
+    return &s->base;
+}
+
+void tg_cpu_gemm_shared_b_trim(void) {
+    pthread_mutex_lock(&pool_mu);
+    panels *s = pool;
+    pool = NULL;
+    pthread_mutex_unlock(&pool_mu);
+    while (s) {
+        panels *next = s->next;
+        shared_free(s);
+        s = next;
     }
 }
 
@@ -737,72 +655,64 @@ static void kept_release(tg_cpu_shared *s) {
 
 enum { KEPT_PAGES = 1 << 20 }; /* bytes: kept_new */
 
-static void kept_free(shared_b *sb) {
-    if (sb->cap)
-        pages_free(sb->buf, sb->cap);
+static void kept_free(panels *s) {
+    if (s->cap)
+        pages_free(s->buf, s->cap);
     else
-        free(sb->buf);
-    free((void *)sb->state);
-    free(sb);
+        free(s->buf);
+    free((void *)s->state);
+    free(s);
 }
 
-/* Every piece of op(B) packed now, in the blocks' layout; the pieces' states all PACKED, so a
- * product's blocks read them and pack nothing (shared_b_block). */
-static shared_b *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
-    const size_t need = (size_t)k * (size_t)round_up(n, NR),
-                 need_state = (size_t)((n + NC - 1) / NC * ((k + KC - 1) / KC) * (NC / CHUNK));
-    shared_b *sb = calloc(1, sizeof *sb);
-    if (!sb) return NULL;
-    /* from the heap, not pages of their own: a decoder a batch (tg translate) keeps and drops
-     * them over and over, and the heap serves the next batch's from the same memory (mapping
-     * each anew moved the backend's blocks about: 14 MiB more peak memory over the 1,624 Bible
-     * test sentences, against 1.2 from the heap). But from KEPT_PAGES bytes on, pages of their
-     * own (cap, floats: how many): glibc maps such a block itself and, once it is freed, serves
-     * blocks up to its size from the heap and keeps them — with a decoder's output projection
-     * (4 MB) given back every batch, tg translate's peak memory grew by 71 MiB over those
-     * sentences (+3.4 with its own pages). */
+/* Every piece of op(B) packed now. From the heap, not pages of their own: a decoder keeps and
+ * drops them batch after batch, and the heap serves the next batch's from the same memory
+ * (mapping each anew scatters the backend's blocks). But from KEPT_PAGES bytes on, pages of
+ * their own (cap: how many floats): glibc maps such a block itself and, once it is freed, would
+ * serve and keep blocks up to its size from the heap, growing the peak. */
+static panels *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
+    const size_t need = (size_t)k * (size_t)round_up(n, NR);
+    panels *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
     const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
-    sb->cap = bytes >= KEPT_PAGES ? need : 0;
-    sb->buf = sb->cap ? pages_new(need) : aligned_alloc(64, bytes);
-    sb->state = malloc(need_state * sizeof *sb->state);
-    if (!sb->buf || !sb->state) {
-        kept_free(sb);
+    s->cap = bytes >= KEPT_PAGES ? need : 0;
+    s->buf = s->cap ? pages_new(need) : aligned_alloc(64, bytes);
+    s->state = malloc(states_needed(n, k) * sizeof *s->state);
+    if (!s->buf || !s->state) {
+        kept_free(s);
         return NULL;
     }
-    sb->base.release = kept_release;
-    sb->b = b, sb->ldb = ldb, sb->n = n, sb->k = k, sb->tb = tb;
+    s->base.release = kept_release;
+    s->supply = kept_supply;
+    s->prepacked = true;
+    panels_set(s, tb, b, ldb, n, k);
     for (int64_t jc = 0; jc < n; jc += NC) {
         const int64_t nc = tg_cpu_gemm_imin(NC, n - jc);
         for (int64_t pc = 0; pc < k; pc += KC) {
             const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
-            _Atomic int *st =
-                sb->state + ((jc / NC) * ((k + KC - 1) / KC) + pc / KC) * (NC / CHUNK);
-            float *blk = sb->buf + jc * k + pc * round_up(nc, NR);
+            _Atomic int *st = states_of(s, jc, pc);
             for (int64_t q = 0; q < (nc + CHUNK - 1) / CHUNK; q++) {
-                pack_chunk(sb, jc, pc, kc, nc, q, blk);
+                pack_chunk(s, jc, pc, kc, nc, q, block_of(s, jc, pc, nc));
                 atomic_init(&st[q], PACKED);
             }
         }
     }
-    return sb;
+    return s;
 }
 
 /* The kept operands, found by (tb, b, ldb, n, k): a short list (a decoder's weights), each
  * with the number of holders that asked for it. */
 typedef struct {
-    shared_b *sb;
+    panels *s;
     int refs;
 } kept_entry;
 static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static kept_entry *kept;
 static int nkept, cap_kept;
-static atomic_int kept_hits; /* products that found their op(B) kept (tests) */
-static atomic_int nkept_any; /* nkept, read without the lock: most products find none kept */
 
 static int kept_index(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
     for (int i = 0; i < nkept; i++) {
-        const shared_b *sb = kept[i].sb;
-        if (sb->b == b && sb->tb == tb && sb->ldb == ldb && sb->n == n && sb->k == k) return i;
+        const panels *s = kept[i].s;
+        if (s->b == b && s->tb == tb && s->ldb == ldb && s->n == n && s->k == k) return i;
     }
     return -1;
 }
@@ -820,11 +730,11 @@ bool tg_cpu_gemm_keep_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t
             kept_entry *e = realloc(kept, (size_t)cap * sizeof *e);
             if (e) kept = e, cap_kept = cap;
         }
-        shared_b *sb = nkept < cap_kept ? kept_new(tb, b, ldb, n, k) : NULL;
-        if (sb) kept[nkept++] = (kept_entry){sb, 1};
-        ok = sb != NULL;
+        panels *s = nkept < cap_kept ? kept_new(tb, b, ldb, n, k) : NULL;
+        if (s) kept[nkept++] = (kept_entry){s, 1};
+        ok = s != NULL;
     }
-    atomic_store_explicit(&nkept_any, nkept, memory_order_relaxed);
+    atomic_store_explicit(&tg__cpu_stats.gemm.kept, nkept, memory_order_relaxed);
     pthread_mutex_unlock(&kept_mu);
     return ok;
 }
@@ -833,34 +743,26 @@ void tg_cpu_gemm_drop_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t
     pthread_mutex_lock(&kept_mu);
     int i = kept_index(tb, b, ldb, n, k);
     if (i >= 0 && --kept[i].refs == 0) {
-        shared_b *sb = kept[i].sb;
+        panels *s = kept[i].s;
         kept[i] = kept[--nkept];
-        kept_free(sb);
+        kept_free(s);
     }
-    atomic_store_explicit(&nkept_any, nkept, memory_order_relaxed);
+    atomic_store_explicit(&tg__cpu_stats.gemm.kept, nkept, memory_order_relaxed);
     pthread_mutex_unlock(&kept_mu);
 }
 
 tg_cpu_shared *tg_cpu_gemm_kept_b(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k) {
-    if (!atomic_load_explicit(&nkept_any, memory_order_relaxed)) return NULL;
+    /* read without the lock first: most products find none kept */
+    if (!atomic_load_explicit(&tg__cpu_stats.gemm.kept, memory_order_relaxed)) return NULL;
     pthread_mutex_lock(&kept_mu);
     int i = kept_index(tb, b, ldb, n, k);
-    tg_cpu_shared *s = i >= 0 ? &kept[i].sb->base : NULL;
+    tg_cpu_shared *s = i >= 0 ? &kept[i].s->base : NULL;
     pthread_mutex_unlock(&kept_mu);
-    if (s) atomic_fetch_add_explicit(&kept_hits, 1, memory_order_relaxed);
+    if (s) atomic_fetch_add_explicit(&tg__cpu_stats.gemm.kept_hits, 1, memory_order_relaxed);
     return s;
 }
 
-int tg__cpu_gemm_kept_count(void) {
-    pthread_mutex_lock(&kept_mu);
-    int n = nkept;
-    pthread_mutex_unlock(&kept_mu);
-    return n;
-}
-
-int tg__cpu_gemm_kept_hits(void) {
-    return atomic_load(&kept_hits);
-}
+/* --------------------------------------------------------------- the loop nest ---- */
 
 /* Column steps of the kernels over nc columns: 64, then 32, then 16 at a time where the
  * 512-bit kernels run, else 16 */
@@ -869,30 +771,27 @@ static int64_t col_steps(int64_t nc, bool wide_ok) {
     return nc / (4 * NR) + (nc % (4 * NR) >= 2 * NR) + (nc % (2 * NR) + NR - 1) / NR;
 }
 
-static bool is_kept(const shared_b *sb) {
-    return sb && sb->base.release == kept_release;
-}
-
-/* One m × n block of C. sb NULL: op(B) (b, ldb, tb) packed into this thread's buffer, block by
- * block. Else its panels are sb's, the block's column jc being sb's column j0 + jc: the blocks
- * of columns follow sb's blocks of NC (a block of C starting inside one of sb's, at a multiple
- * of CHUNK, takes the rest of it first), so that each finds its panels where sb holds them. */
-static void block_run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                      float *c, int64_t ldc, shared_b *sb, int64_t j0, pack_bufs *buf) {
+/* Columns [j0, j0 + n) of C over op(B)'s panels from src (c: the block's first column). The
+ * column blocks follow src's blocks of NC: a block of C starting inside one of them (at a
+ * multiple of CHUNK) takes the rest of it first, so that each finds its pieces where src holds
+ * them. a: op(A) of the block's m rows. */
+static void block_run(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                      int64_t lda, float beta, float *c, int64_t ldc, panels *src, int64_t j0,
+                      pack_bufs *buf) {
     const float *chunk_at[NC / CHUNK];
-    /* the rows in blocks of whole panels as even as MC allows: a short last block (162 rows
-     * as 120 + 42) would meet each B panel with few A panels, loaded for little work */
+    const bool tb = src->tb;
+    const float *b = tb ? src->b + j0 * src->ldb : src->b + j0; /* the block's op(B) */
+    /* the rows in blocks of whole panels as even as MC allows: a short last block would meet
+     * each B panel with few A panels, loaded for little work */
     const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
     const bool wide_ok = wide();
     /* alpha 1 and every column in 6×64 and 6×32 tiles: the kernels read op(A) in place — a
-     * row-major one's rows (packing them cost ~3–4 % of a projection's time: the 8×8 transposes),
-     * or a transposed one's six values per row of A (a weight gradient's Xᵀ) where A's rows are at
-     * most 1 KiB apart: 0.94–0.97× the time of copying them for 256-wide layers, but 1.08–1.16×
-     * with rows 4 or 8 KiB apart, whose kc lines fall in a few sets of L1 and L2 (2 KiB: 0.99–1.00)
-     * — and only a last partial panel of each block is packed (for its edge tiles) */
-    const bool inplace_ok =
-        wide_ok && alpha == 1.0f && rowa_on && (!ta || lda * (int64_t)sizeof(float) <= 1024);
+     * row-major one's rows (saving the 8×8 transposes of its packing) or a transposed one's six
+     * values per row of A where A's rows are at most 1 KiB apart (rows 4 or 8 KiB apart fall in
+     * a few sets of L1 and L2, and copying them is faster) — and only a block's last partial
+     * panel is packed (for its edge tiles) */
+    const bool inplace_ok = wide_ok && alpha == 1.0f && !tg__cpu_stats.gemm.no_inplace_a &&
+                            (!ta || lda * (int64_t)sizeof(float) <= 1024);
     /* C = beta·C first when beta is neither 0 (C is not read: the first block of k stores)
      * nor 1 (the first block of k adds) */
     if (beta != 0.0f && beta != 1.0f)
@@ -901,28 +800,22 @@ static void block_run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                 c[i * ldc + j] *= beta;
 
     for (int64_t jc = 0, nc; jc < n; jc += nc) {
-        /* og: where this block of columns starts in sb's block jg (0 unless j0 is inside one) */
+        /* og: where this block of columns starts in src's block jg */
         const int64_t og = (j0 + jc) % NC, jg = j0 + jc - og;
         nc = tg_cpu_gemm_imin(NC - og, n - jc);
         /* a block of columns in whole 6×64 and 6×32 tiles reads op(A) in place; one with an
-         * edge (a vocabulary's last: 7,816 = 15 · 512 + 136) packs it for the edge's tiles */
+         * edge packs it for the edge's tiles */
         const bool inplace = inplace_ok && nc % (2 * NR) == 0;
         for (int64_t pc = 0; pc < k; pc += KC) {
             const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
             const bool add = pc > 0 || beta != 0.0f;
-            /* op(B)[pc.., jc..] into 16-column panels (the last zero-padded): once for all
-             * the product's shares (sb), else into this thread's buffer */
-            if (sb)
-                shared_b_block(sb, jg, pc, kc, tg_cpu_gemm_imin(NC, sb->n - jg), buf->b, chunk_at);
-            else
-                pack_block(tb ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, !tb, kc, nc, NR,
-                           buf->b);
-            /* kernel calls in this block: row blocks × column steps × row tiles (about) */
-            /* (nothing to fetch for panels packed already: a kept op(B)) */
-            next_src ns = is_kept(sb) ? (next_src){0}
-                                      : next_src_of(tb, b, ldb, n, k, jc, pc,
-                                                    (m + mcb - 1) / mcb * col_steps(nc, wide_ok) *
-                                                        ((mcb + MR - 1) / MR));
+            src->supply(src, jg, pc, kc, tg_cpu_gemm_imin(NC, src->n - jg), buf->b, chunk_at);
+            /* spread over the block's kernel calls: row blocks × column steps × row tiles */
+            next_src ns = src->prepacked
+                              ? (next_src){0}
+                              : next_src_of(tb, b, src->ldb, n, k, jc, pc,
+                                            (m + mcb - 1) / mcb * col_steps(nc, wide_ok) *
+                                                ((mcb + MR - 1) / MR));
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
@@ -933,45 +826,31 @@ static void block_run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                 if (alpha != 1.0f)
                     for (int64_t q = 0; q < (mc + MR - 1) / MR * MR * kc; q++)
                         buf->a[q] *= alpha;
-                /* four whole B panels at a time with the 512-bit kernels where the CPU has
-                 * them, then two, else one (quads start at multiples of 64 columns and pairs
-                 * of 32: never across a CHUNK) */
+                /* four whole B panels at a time with the 512-bit kernels, then two, else one
+                 * (quads start at multiples of 64 columns and pairs of 32: never across a
+                 * CHUNK) */
                 for (int64_t jr = 0, step; jr < nc; jr += step) {
                     step = !wide_ok            ? NR
                            : nc - jr >= 4 * NR ? 4 * NR
                            : nc - jr >= 2 * NR ? 2 * NR
                                                : NR;
-                    const float *bp =
-                        sb ? chunk_at[(og + jr) / CHUNK] + jr % CHUNK * kc : buf->b + jr * kc;
+                    const float *bp = chunk_at[(og + jr) / CHUNK] + (og + jr) % CHUNK * kc;
                     const int64_t nr = tg_cpu_gemm_imin(NR, nc - jr);
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const float *ap = buf->a + ir * kc;
                         float *ct = c + (ic + ir) * ldc + jc + jr;
                         const int64_t mr = tg_cpu_gemm_imin(MR, mc - ir);
                         const int np = (int)(step / NR); /* panels: 1, 2 or 4 */
-                        if (mr < MR || nr < NR) {
+                        if (mr < MR || nr < NR)
                             edge_tile(kc, ap, bp, np, ct, ldc, mr, np > 1 ? step : nr, add);
-                        } else if (inplace && ta) { /* np 2 or 4: n is a multiple of 32 */
-                            const float *at = a + pc * lda + ic + ir;
-                            if (np == 4)
-                                tg_cpu_gemm_packed_kernel4_cola(kc, at, lda, bp, ct, ldc, add);
-                            else
-                                tg_cpu_gemm_packed_kernel2_cola(kc, at, lda, bp, bp + NR * kc, ct,
-                                                                ldc, add);
-                        } else if (inplace) {
-                            const float *ar = a + (ic + ir) * lda + pc;
-                            if (np == 4)
-                                tg_cpu_gemm_packed_kernel4_rowa(kc, ar, lda, bp, ct, ldc, add);
-                            else
-                                tg_cpu_gemm_packed_kernel2_rowa(kc, ar, lda, bp, bp + NR * kc, ct,
-                                                                ldc, add);
-                        } else if (np == 4) {
-                            tg_cpu_gemm_packed_kernel4(kc, ap, bp, ct, ldc, add);
-                        } else if (np == 2) {
-                            tg_cpu_gemm_packed_kernel2(kc, ap, bp, bp + NR * kc, ct, ldc, add);
-                        } else {
-                            tg_cpu_gemm_packed_kernel(kc, ap, bp, ct, ldc, add);
-                        }
+                        else if (inplace && ta) /* np 2 or 4: n is a multiple of 32 */
+                            kernels[np / 2][A_COLS](kc, a + pc * lda + ic + ir, lda, bp, ct, ldc,
+                                                    add);
+                        else if (inplace)
+                            kernels[np / 2][A_ROWS](kc, a + (ic + ir) * lda + pc, lda, bp, ct, ldc,
+                                                    add);
+                        else
+                            kernels[np / 2][A_PACKED](kc, ap, 0, bp, ct, ldc, add);
                         next_src_fetch(&ns);
                     }
                 }
@@ -980,37 +859,27 @@ static void block_run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
     }
 }
 
-bool tg_cpu_gemm_packed_block_shared(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                     const float *a, int64_t lda, const float *b, int64_t ldb,
-                                     float beta, float *c, int64_t ldc, tg_cpu_shared *shared) {
+bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                              float *c, int64_t ldc, tg_cpu_shared *from, int64_t j0) {
     if (m <= 0 || n <= 0) return true;
     if (k <= 0 || !tg_cpu_gemm_packed_available()) return false;
     pack_bufs *buf = bufs_get();
     if (!buf) return false;
-    shared_b *sb = (shared_b *)shared;
-    if (sb && (sb->b != b || sb->ldb != ldb || sb->tb != tb || sb->n != n || sb->k != k)) sb = NULL;
-    block_run(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sb, 0, buf);
+    panels *src = (panels *)from;
+    if (src && (src->b != b || src->ldb != ldb || src->tb != tb || src->k != k || j0 % CHUNK ||
+                j0 + n > src->n))
+        src = NULL;
+    if (src) {
+        block_run(ta, m, n, k, alpha, a, lda, beta, c, ldc, src, j0, buf);
+        return true;
+    }
+    panels own = {.supply = own_supply,
+                  .tb = tb,
+                  .ldb = ldb,
+                  .n = n,
+                  .k = k,
+                  .b = tb ? b + j0 * ldb : b + j0};
+    block_run(ta, m, n, k, alpha, a, lda, beta, c, ldc, &own, 0, buf);
     return true;
-}
-
-bool tg_cpu_gemm_packed_block_kept(bool ta, int64_t m, int64_t n, int64_t k, float alpha,
-                                   const float *a, int64_t lda, float beta, float *c, int64_t ldc,
-                                   tg_cpu_shared *kept, int64_t j0) {
-    shared_b *sb = (shared_b *)kept;
-    if (!is_kept(sb) || sb->k != k || j0 < 0 || j0 % CHUNK || n < 0 || j0 + n > sb->n ||
-        !tg_cpu_gemm_packed_available())
-        return false;
-    if (m <= 0 || n <= 0) return true;
-    pack_bufs *buf = bufs_get();
-    if (!buf) return false;
-    const float *b = sb->tb ? sb->b + j0 * sb->ldb : sb->b + j0;
-    block_run(ta, sb->tb, m, n, k, alpha, a, lda, b, sb->ldb, beta, c, ldc, sb, j0, buf);
-    return true;
-}
-
-bool tg_cpu_gemm_packed_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                              float *c, int64_t ldc) {
-    return tg_cpu_gemm_packed_block_shared(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                                           NULL);
 }

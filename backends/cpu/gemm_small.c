@@ -6,13 +6,14 @@
  * Blocking (the GotoBLAS/BLIS scheme reduced to what small products need):
  *   C is cut into MR×NR = 6×16 tiles. A tile's 6×16 sums live in 12 AVX registers
  *   (6 rows × 2 vectors of 8) for the whole k loop; each k step broadcasts 6 elements of op(A),
- *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators cover the 4-cycle FMA
- *   latency of Zen 3's two FMA pipes, and 8 loads per 12 FMAs stay within its load ports.
+ *   loads 16 of op(B) and issues 12 FMAs — 12 independent accumulators cover the FMA latency
+ *   of two FMA pipes, and 8 loads per 12 FMAs stay within two load ports.
  *   Edge tiles use the same code with mr < 6 rows (the unused accumulators are compiled out)
  *   and an 8-wide panel when at most 8 columns remain. Where the CPU has AVX-512F a tile is
  *   6 rows × up to 64 columns (4 zmm a row, 24 accumulators; below), a quarter of the tiles
  *   for attention's 64-wide heads, with the same bits. Panels of one vector (8 columns; 16 and
- *   32 with AVX-512F) go in tiles of up to 12 rows (tall_avx2, tall_avx512), same bits again.
+ *   32 with AVX-512F) go in tiles of up to 12 rows, same bits again. Both instruction sets' tiles
+ *   are one template, gemm_tiles.h.
  *
  * Operands:
  *   op(A) is never copied: the kernel reads element (i,p) at a[i*rs + p*cs], i.e. rs = lda,
@@ -35,6 +36,7 @@
  * thread runs it, so results do not depend on the thread count or the schedule (they do
  * depend on AVX2 vs the portable kernel).
  */
+#include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
 
@@ -47,7 +49,7 @@
 enum {
     MR = 6,     /* rows of a register tile */
     NR = 16,    /* columns of a register tile (two AVX vectors) */
-    KC = 256,   /* values of k packed at a time: KC×NR floats = 16 KiB, half of Zen 3's L1d */
+    KC = 256,   /* values of k packed at a time: KC×NR floats = 16 KiB, half of a 32-KiB L1d */
     NR512 = 64, /* the AVX-512 kernel's widest panel (4 zmm vectors) */
 };
 
@@ -72,16 +74,6 @@ typedef struct small_isa {
     void (*pack_b)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
     void (*pack_bt)(const float *src, int64_t ld, int64_t kc, int nc, int w, float *buf);
 } small_isa;
-
-/* Tests and benchmarks: the dot-product kernel for Q·Kᵀ over a few keys (below) on (the
- * default) or off (the tiles). */
-static bool dot_on = true;
-
-bool tg__cpu_gemm_small_dot(bool on) {
-    const bool was = dot_on;
-    dot_on = on;
-    return was;
-}
 
 /* ---------------------------------------------------------------- portable kernel ---- */
 
@@ -169,38 +161,24 @@ store_row_avx2(float *cr, __m256 x0, __m256 x1, int nv, int nc, float alpha, flo
                 _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(beta), _mm_set_ss(cr[j]), _mm_set_ss(t[j])));
 }
 
-/* The tile kernel, specialised by the constants mr (1..6) and nv (1 or 2 vectors) at each
- * call site in kern_avx2(): the `if (mr > i)` / `if (nv > 1)` tests fold away, leaving
- * mr*nv accumulators in registers. */
-#define TG_ROW(i)                                                                                  \
-    if (mr > i) {                                                                                  \
-        const __m256 ai = _mm256_broadcast_ss(a + (i)*rs + p * cs);                                \
-        c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);                                                \
-        if (nv > 1) c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);                                    \
-    }
-#define TG_STORE(i)                                                                                \
-    if (mr > i) store_row_avx2(c + (i)*ldc, c##i##0, c##i##1, nv, nc, alpha, beta);
+/* The AVX2 tile (gemm_tiles.h): 6 rows of 1 or 2 vectors, or up to 12 rows of one vector for a
+ * panel 8 floats wide — 6 rows of one vector are 6 chains of dependent FMAs, which wait on the
+ * FMAs' latency; 12 keep the two FMA units busy (12 accumulators, one vector of B, one
+ * broadcast: 14 of the 16 AVX registers). */
+#define SFX avx2
+#define FN TG_AVX2
+#define V __m256
+#define W 8
+#define VZERO _mm256_setzero_ps
+#define VLOADU _mm256_loadu_ps
+#define VBCAST _mm256_broadcast_ss
+#define VFMA _mm256_fmadd_ps
+#define STORE_ROW(cr, x0, x1, x2, x3) store_row_avx2(cr, x0, nv > 1 ? x1 : x0, nv, nc, alpha, beta)
+#include "backends/cpu/gemm_tiles.h"
 
-static inline __attribute__((always_inline)) TG_AVX2 void
-tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
-          const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int64_t p = 0; p < kc; p++) {
-        const __m256 b0 = _mm256_loadu_ps(b + p * ldbp);
-        const __m256 b1 = nv > 1 ? _mm256_loadu_ps(b + p * ldbp + 8) : b0;
-        TG_ROW(0) TG_ROW(1) TG_ROW(2) TG_ROW(3) TG_ROW(4) TG_ROW(5)
-    }
-    const float alpha = ab[0], beta = ab[1];
-    TG_STORE(0) TG_STORE(1) TG_STORE(2) TG_STORE(3) TG_STORE(4) TG_STORE(5)
-}
-#undef TG_ROW
-#undef TG_STORE
-
-/* One function per tile shape (mr rows, nv vectors) of an ISA's tile (tile_avx2,
- * tile_avx512), so that each is register-allocated on its own: inlined all into one function,
- * GCC kept the 512-bit kernel's accumulators on the stack (and the 8-column AVX2 tiles ran
- * 1.17x slower). */
+/* One function per tile shape (mr rows, nv vectors) of an ISA's tile, so that each is
+ * register-allocated on its own: inlined all into one function, GCC kept the 512-bit kernel's
+ * accumulators on the stack. */
 #define TG_TILE_FN(isa, attr, mr, nv)                                                              \
     __attribute__((noinline)) attr static void isa##_##mr##_##nv(                                  \
         int nc, int64_t kc, const float *a, int64_t rs, int64_t cs, const float *b, int64_t ldbp,  \
@@ -211,7 +189,11 @@ tile_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_
 #define TG_TILE_FNS(isa, attr, nv)                                                                 \
     TG_TILE_FN(isa, attr, 1, nv) TG_TILE_FN(isa, attr, 2, nv) TG_TILE_FN(isa, attr, 3, nv)        \
     TG_TILE_FN(isa, attr, 4, nv) TG_TILE_FN(isa, attr, 5, nv) TG_TILE_FN(isa, attr, 6, nv)
+#define TG_TALL_FNS(isa, attr, nv)                                                                 \
+    TG_TILE_FN(isa, attr, 7, nv) TG_TILE_FN(isa, attr, 8, nv) TG_TILE_FN(isa, attr, 9, nv)        \
+    TG_TILE_FN(isa, attr, 10, nv) TG_TILE_FN(isa, attr, 11, nv) TG_TILE_FN(isa, attr, 12, nv)
 TG_TILE_FNS(tile_avx2, TG_AVX2, 1) TG_TILE_FNS(tile_avx2, TG_AVX2, 2)
+TG_TALL_FNS(tile_avx2, TG_AVX2, 1)
 
 /* All the tiles of one panel of op(B) for the kernel whose tile functions are pre_<mr>_<nv>
  * (TG_TILE_FN): whole 6-row tiles, then the shorter last one, the switch turning the run-time
@@ -234,54 +216,19 @@ TG_TILE_FNS(tile_avx2, TG_AVX2, 1) TG_TILE_FNS(tile_avx2, TG_AVX2, 2)
         }                                                                                          \
     } while (0)
 
-/* A panel 8 floats wide (heads of width 8; the AVX-512 kernel's too) in tiles of up to 12 rows:
- * 6 rows of one vector are 6 chains of dependent FMAs, which wait on the FMAs' latency; 12 keep
- * the two FMA units busy (12 accumulators, one vector of B, one broadcast: 14 of the 16 AVX
- * registers). Each element's sum is tile_avx2's: the same bits. */
-#define TG_ROW8(i)                                                                                 \
-    if (mr > i) c##i = _mm256_fmadd_ps(_mm256_broadcast_ss(a + (i)*rs + p * cs), b0, c##i);
-#define TG_STORE8(i)                                                                               \
-    if (mr > i) store_row_avx2(c + (i)*ldc, c##i, c##i, 1, nc, alpha, beta);
-
-static inline __attribute__((always_inline)) TG_AVX2 void
-tall_avx2(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
-          const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
-    (void)nv; /* one vector */
-    const __m256 z = _mm256_setzero_ps();
-    __m256 c0 = z, c1 = z, c2 = z, c3 = z, c4 = z, c5 = z, c6 = z, c7 = z, c8 = z, c9 = z;
-    __m256 c10 = z, c11 = z;
-    for (int64_t p = 0; p < kc; p++) {
-        const __m256 b0 = _mm256_loadu_ps(b + p * ldbp);
-        TG_ROW8(0) TG_ROW8(1) TG_ROW8(2) TG_ROW8(3) TG_ROW8(4) TG_ROW8(5)
-        TG_ROW8(6) TG_ROW8(7) TG_ROW8(8) TG_ROW8(9) TG_ROW8(10) TG_ROW8(11)
-    }
-    const float alpha = ab[0], beta = ab[1];
-    TG_STORE8(0) TG_STORE8(1) TG_STORE8(2) TG_STORE8(3) TG_STORE8(4) TG_STORE8(5)
-    TG_STORE8(6) TG_STORE8(7) TG_STORE8(8) TG_STORE8(9) TG_STORE8(10) TG_STORE8(11)
-}
-#undef TG_ROW8
-#undef TG_STORE8
-
-/* clang-format off */
-TG_TILE_FN(tall_avx2, TG_AVX2, 7, 1) TG_TILE_FN(tall_avx2, TG_AVX2, 8, 1)
-TG_TILE_FN(tall_avx2, TG_AVX2, 9, 1) TG_TILE_FN(tall_avx2, TG_AVX2, 10, 1)
-TG_TILE_FN(tall_avx2, TG_AVX2, 11, 1) TG_TILE_FN(tall_avx2, TG_AVX2, 12, 1)
-
 /* The tiles of a panel (AVX2: nv = 1 only; AVX-512: nv = 1 or 2) in tiles of up to 12 rows, the
- * last 7-11 rows in one tall tile, 1-6 in one of the ISA's 6-row ones (TG_TILE_FN names) */
-#define TG_TALL(tall, mr, nv)                                                                      \
-    tall##_##mr##_##nv(nc, kc, a + i * rs, rs, cs, b, ldbp, c + i * ldc, ldc, ab)
-#define TG_TALL_PANEL(tall, pre, nv)                                                               \
+ * last 7-11 rows in one tile, 1-6 in a 6-row one (TG_TILE_FN names) */
+#define TG_TALL_PANEL(pre, nv)                                                                     \
     do {                                                                                           \
         int64_t i = 0;                                                                             \
         for (; i + 12 <= m; i += 12)                                                               \
-            TG_TALL(tall, 12, nv);                                                                 \
+            TG_TILE(pre, 12, nv);                                                                 \
         switch (m - i) {                                                                           \
-        case 11: TG_TALL(tall, 11, nv); break;                                                     \
-        case 10: TG_TALL(tall, 10, nv); break;                                                     \
-        case 9: TG_TALL(tall, 9, nv); break;                                                       \
-        case 8: TG_TALL(tall, 8, nv); break;                                                       \
-        case 7: TG_TALL(tall, 7, nv); break;                                                       \
+        case 11: TG_TILE(pre, 11, nv); break;                                                     \
+        case 10: TG_TILE(pre, 10, nv); break;                                                     \
+        case 9: TG_TILE(pre, 9, nv); break;                                                       \
+        case 8: TG_TILE(pre, 8, nv); break;                                                       \
+        case 7: TG_TILE(pre, 7, nv); break;                                                       \
         case 6: TG_TILE(pre, 6, nv); break;                                                        \
         case 5: TG_TILE(pre, 5, nv); break;                                                        \
         case 4: TG_TILE(pre, 4, nv); break;                                                        \
@@ -300,7 +247,7 @@ TG_AVX2 static void kern_avx2(int64_t m, int w, int nc, int64_t kc, const float 
     if (w == 16)
         TG_PANEL(tile_avx2, 2);
     else
-        TG_TALL_PANEL(tall_avx2, tile_avx2, 1);
+        TG_TALL_PANEL(tile_avx2, 1);
 }
 
 /* Non-transposed panel that cannot be read in place (the narrower last one): row by row,
@@ -400,8 +347,7 @@ static inline __attribute__((always_inline)) TG_AVX2 __m128 fold4(__m256 s0, __m
 static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m128 r, int cnt,
                                                                  float beta) {
     if (beta == 0.0f) {
-        /* plain stores of 1, 2 or 3 floats: a masked store (vmaskmovps) is microcoded on AMD
-         * and made Q·Kᵀ over 10 keys slower than over 12 */
+        /* plain stores of 1, 2 or 3 floats: a masked store (vmaskmovps) is microcoded on AMD */
         if (cnt == 4) {
             _mm_storeu_ps(cr, r);
         } else if (cnt == 1) {
@@ -421,9 +367,8 @@ static inline __attribute__((always_inline)) TG_AVX2 void store4(float *cr, __m1
 /* Two query rows × four keys at a time: 8 accumulators, each k step two loads of the queries,
  * four of the keys and 8 FMAs (a missing row or key reads a present one; its sums are not
  * stored). The last one or two keys of a row (N = 10: keys 8 and 9) take two keys' loads and
- * FMAs only, the same sums in the same order: Q·Kᵀ over 10 keys ran slower than over 12. (The
- * two loops are written out: one helper over an array of accumulators compiled to a 4-key loop
- * 0.93× as fast.) */
+ * FMAs only, the same sums in the same order. (The two loops are written out: one helper over
+ * an array of accumulators compiled to a slower 4-key loop.) */
 static inline __attribute__((always_inline)) TG_AVX2 void
 dot_rows_avx2(const int kv, int64_t m, int n, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc, float alpha, float beta) {
@@ -495,10 +440,10 @@ typedef void (*dot_fn)(int64_t, int, const float *, int64_t, const float *, int6
 /* The dot-product kernel for the call's shape (above), or NULL where the tiles take it. Besides
  * Q·Kᵀ over fewer than 16 keys, one or two query rows over any number of keys (a decoder's
  * step: one new position per hypothesis and head against its cached keys): there every key row
- * is used once or twice, and packing them into panels took longer than the products
- * (docs/log/2026-12-06.md). */
+ * is used once or twice, and packing them into panels would cost more than the products. */
 static dot_fn dot_kernel(const tg_cpu_gemm_args *g) {
-    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || !dot_on) return NULL;
+    if (!g->trans_b || g->trans_a || (g->N >= NR && g->M > 2) || tg__cpu_stats.gemm.no_small_dot)
+        return NULL;
     switch (g->K) {
     case 8: return dot_rows_1;
     case 16: return dot_rows_2;
@@ -526,25 +471,8 @@ static bool dot_block(const tg_cpu_gemm_args *g, const float *A, const float *B,
  * so that the per-tile work (its set-up and stores) is a quarter. Each element is computed
  * as the AVX2 kernel computes it (the k sum with one FMA per k in order, alpha times that
  * sum, then beta·C plus it in one FMA): the same bits. A row's last, partial vector goes
- * through the AVX2 kernel's row store (masked 512-bit stores ran ~1.5× slower on Zen 4). */
+ * through the AVX2 kernel's row store (masked 512-bit stores are slow on AMD cores). */
 #define TG_AVX512 TG_TARGET_AVX512
-
-#define TG_ROW512(i)                                                                               \
-    if (mr > i) {                                                                                  \
-        const __m512 ai = _mm512_set1_ps(a[(i)*rs + p * cs]);                                      \
-        c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0);                                                \
-        if (nv > 1) c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1);                                    \
-        if (nv > 2) c##i##2 = _mm512_fmadd_ps(ai, b2, c##i##2);                                    \
-        if (nv > 3) c##i##3 = _mm512_fmadd_ps(ai, b3, c##i##3);                                    \
-    }
-#define TG_STORE512(i)                                                                             \
-    if (mr > i) {                                                                                  \
-        float *cr = c + (i)*ldc;                                                                   \
-        store_vec512(cr, c##i##0, nc, alpha, beta);                                                \
-        if (nv > 1) store_vec512(cr + 16, c##i##1, nc - 16, alpha, beta);                          \
-        if (nv > 2) store_vec512(cr + 32, c##i##2, nc - 32, alpha, beta);                          \
-        if (nv > 3) store_vec512(cr + 48, c##i##3, nc - 48, alpha, beta);                          \
-    }
 
 /* cr[0:min(n, 16)] = alpha*x + beta*cr (n <= 0: nothing) */
 static inline __attribute__((always_inline)) TG_AVX512 void store_vec512(float *cr, __m512 x, int n,
@@ -560,80 +488,39 @@ static inline __attribute__((always_inline)) TG_AVX512 void store_vec512(float *
     }
 }
 
-static inline __attribute__((always_inline)) TG_AVX512 void
-tile_avx512(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
-            const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
-    const __m512 z = _mm512_setzero_ps();
-    __m512 c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z;
-    __m512 c20 = z, c21 = z, c22 = z, c23 = z, c30 = z, c31 = z, c32 = z, c33 = z;
-    __m512 c40 = z, c41 = z, c42 = z, c43 = z, c50 = z, c51 = z, c52 = z, c53 = z;
-    for (int64_t p = 0; p < kc; p++) {
-        const float *bp = b + p * ldbp;
-        const __m512 b0 = _mm512_loadu_ps(bp);
-        const __m512 b1 = nv > 1 ? _mm512_loadu_ps(bp + 16) : b0;
-        const __m512 b2 = nv > 2 ? _mm512_loadu_ps(bp + 32) : b0;
-        const __m512 b3 = nv > 3 ? _mm512_loadu_ps(bp + 48) : b0;
-        TG_ROW512(0) TG_ROW512(1) TG_ROW512(2) TG_ROW512(3) TG_ROW512(4) TG_ROW512(5)
-    }
-    const float alpha = ab[0], beta = ab[1];
-    TG_STORE512(0) TG_STORE512(1) TG_STORE512(2) TG_STORE512(3) TG_STORE512(4) TG_STORE512(5)
-}
-#undef TG_ROW512
-#undef TG_STORE512
-
-/* Panels of one or two vectors (16 or 32 columns: attention's P·V and Pᵀ·dO with heads of 16
- * or 32, or a product's last columns) in tiles of up to 12 rows: a 6-row tile of one vector holds
- * only 6 accumulators, each a chain of dependent FMAs (4 cycles each on an Intel core), so it ran
- * at 1.5 of the 2 FMAs a cycle, and P·V over 10 keys took two tiles (and two calls, with their
- * set-up and stores) one after the other. 12 rows of 2 vectors are 24 accumulators, as
- * tile_avx512's 6 of 4. Each element's sum is tile_avx512's: the same bits. */
-#define TG_ROWT(i)                                                                                 \
-    if (mr > i) {                                                                                  \
-        const __m512 ai = _mm512_set1_ps(a[(i)*rs + p * cs]);                                      \
-        c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0);                                                \
-        if (nv > 1) c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1);                                    \
-    }
-#define TG_STORET(i)                                                                               \
-    if (mr > i) {                                                                                  \
-        store_vec512(c + (i)*ldc, c##i##0, nc, alpha, beta);                                       \
-        if (nv > 1) store_vec512(c + (i)*ldc + 16, c##i##1, nc - 16, alpha, beta);                 \
-    }
-
-static inline __attribute__((always_inline)) TG_AVX512 void
-tall_avx512(const int mr, const int nv, int nc, int64_t kc, const float *a, int64_t rs, int64_t cs,
-            const float *b, int64_t ldbp, float *c, int64_t ldc, const float *ab) {
-    const __m512 z = _mm512_setzero_ps();
-    __m512 c00 = z, c10 = z, c20 = z, c30 = z, c40 = z, c50 = z, c60 = z, c70 = z, c80 = z;
-    __m512 c90 = z, c100 = z, c110 = z, c01 = z, c11 = z, c21 = z, c31 = z, c41 = z, c51 = z;
-    __m512 c61 = z, c71 = z, c81 = z, c91 = z, c101 = z, c111 = z;
-    for (int64_t p = 0; p < kc; p++) {
-        const __m512 b0 = _mm512_loadu_ps(b + p * ldbp);
-        const __m512 b1 = nv > 1 ? _mm512_loadu_ps(b + p * ldbp + 16) : b0;
-        TG_ROWT(0) TG_ROWT(1) TG_ROWT(2) TG_ROWT(3) TG_ROWT(4) TG_ROWT(5)
-        TG_ROWT(6) TG_ROWT(7) TG_ROWT(8) TG_ROWT(9) TG_ROWT(10) TG_ROWT(11)
-    }
-    const float alpha = ab[0], beta = ab[1];
-    TG_STORET(0) TG_STORET(1) TG_STORET(2) TG_STORET(3) TG_STORET(4) TG_STORET(5)
-    TG_STORET(6) TG_STORET(7) TG_STORET(8) TG_STORET(9) TG_STORET(10) TG_STORET(11)
-}
-#undef TG_ROWT
-#undef TG_STORET
+/* The AVX-512 tile (gemm_tiles.h): 6 rows of 1-4 vectors, 24 accumulators at most; panels of one
+ * or two vectors (16 or 32 columns: attention's P·V and Pᵀ·dO with heads of 16 or 32, or a
+ * product's last columns) in up to 12 rows, since a 6-row tile of one vector holds only 6
+ * accumulators, each a chain of dependent FMAs, too few to cover the FMAs' latency, and P·V
+ * over 10 keys would take two tiles (and two calls, with their set-up and stores). */
+#define SFX avx512
+#define FN TG_AVX512
+#define V __m512
+#define W 16
+#define VZERO _mm512_setzero_ps
+#define VLOADU _mm512_loadu_ps
+#define VBCAST(p) _mm512_set1_ps(*(p))
+#define VFMA _mm512_fmadd_ps
+#define STORE_ROW(cr, x0, x1, x2, x3)                                                              \
+    do {                                                                                           \
+        store_vec512(cr, x0, nc, alpha, beta);                                                     \
+        if (nv > 1) store_vec512((cr) + 16, x1, nc - 16, alpha, beta);                             \
+        if (nv > 2) store_vec512((cr) + 32, x2, nc - 32, alpha, beta);                             \
+        if (nv > 3) store_vec512((cr) + 48, x3, nc - 48, alpha, beta);                             \
+    } while (0)
+#include "backends/cpu/gemm_tiles.h"
 
 /* clang-format off */
 TG_TILE_FNS(tile_avx512, TG_AVX512, 1) TG_TILE_FNS(tile_avx512, TG_AVX512, 2)
 TG_TILE_FNS(tile_avx512, TG_AVX512, 3) TG_TILE_FNS(tile_avx512, TG_AVX512, 4)
-#define TG_TALL_FNS(nv)                                                                            \
-    TG_TILE_FN(tall_avx512, TG_AVX512, 7, nv) TG_TILE_FN(tall_avx512, TG_AVX512, 8, nv)            \
-    TG_TILE_FN(tall_avx512, TG_AVX512, 9, nv) TG_TILE_FN(tall_avx512, TG_AVX512, 10, nv)           \
-    TG_TILE_FN(tall_avx512, TG_AVX512, 11, nv) TG_TILE_FN(tall_avx512, TG_AVX512, 12, nv)
-TG_TALL_FNS(1) TG_TALL_FNS(2)
+TG_TALL_FNS(tile_avx512, TG_AVX512, 1) TG_TALL_FNS(tile_avx512, TG_AVX512, 2)
 #undef TG_TALL_FNS
 #undef TG_TILE_FNS
 #undef TG_TILE_FN
 
 /* A panel 16, 32, 48 or 64 floats wide (1-4 vectors). A panel 8 wide (at most 8 columns:
  * heads of width 8) is the AVX2 kernel's, which reads it in place where a 16-wide one would
- * pad and pack it (h 32 steps of g2p-small took 1.12x as long). */
+ * pad and pack it. */
 TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const float *a,
                                   int64_t rs, int64_t cs, const float *b, int64_t ldbp, float *c,
                                   int64_t ldc, const float *ab) {
@@ -643,15 +530,14 @@ TG_AVX512 static void kern_avx512(int64_t m, int w, int nc, int64_t kc, const fl
         return;
     }
     switch (w) {
-    case 16: TG_TALL_PANEL(tall_avx512, tile_avx512, 1); break;
-    case 32: TG_TALL_PANEL(tall_avx512, tile_avx512, 2); break;
+    case 16: TG_TALL_PANEL(tile_avx512, 1); break;
+    case 32: TG_TALL_PANEL(tile_avx512, 2); break;
     case 48: TG_PANEL(tile_avx512, 3); break;
     default: TG_PANEL(tile_avx512, 4); break;
     }
 }
 #undef TG_PANEL
 #undef TG_TALL_PANEL
-#undef TG_TALL
 #undef TG_TILE
 
 static const small_isa isa_avx512 = {NR512, kern_avx512, pack_b_avx2, pack_bt_avx2};
@@ -666,10 +552,6 @@ static const small_isa *const isas[TG_CPU_ISA_LEVELS] = {
 #endif
 };
 
-const char *tg_cpu_gemm_small_isa(void) {
-    return tg_cpu_isa() >= TG_CPU_ISA_AVX2 ? "avx2+fma" : "portable";
-}
-
 void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int nc, int w,
                                   float *buf) {
     /* the 512-bit level packs as the AVX2 one does */
@@ -679,11 +561,10 @@ void tg__cpu_gemm_pack_transposed(const float *src, int64_t ld, int64_t kc, int 
 /* ------------------------------------------------------------------------ driver ---- */
 
 /* Whether `rows` rows of a matrix with leading dimension ld, one or two cache lines of each,
- * stay in half of Zen 3's L1d (32 KiB, 8 ways × 64 sets of 64-byte lines; set = address bits
- * 6..11). Rows a multiple of 4 KiB apart all land in one set, 2 KiB apart in two: a 16-float
- * panel of B read in place with ldb = 512 (a head of a d = 512 model as a strided view) keeps
- * only 16 lines in L1: 32×64×32 products with ldb = 512 ran at ~30 GFLOP/s on one core read in
- * place, ~60 packed. */
+ * stay in half of a 32-KiB L1d (8 ways × 64 sets of 64-byte lines; set = address bits 6..11).
+ * Rows a multiple of 4 KiB apart all land in one set, 2 KiB apart in two: a 16-float panel of B
+ * read in place with ldb = 512 (a head of a d = 512 model as a strided view) keeps only 16 lines
+ * in L1, and packing it is faster. */
 static bool fits_l1(int64_t ld, int64_t rows) {
     /* g = gcd(ld*4 mod 4096, 4096) = 2^lg, a power of two: 4096 / g is a shift (this runs once
      * a product) */
@@ -744,8 +625,7 @@ static void block_at(const tg_cpu_gemm_args *g, const small_isa *isa, const floa
 
 /* A product of the call: item i of outer item o (gemm.h: tg_cpu_gemm_batched2), o * batch + i
  * counted from 0. A run of tasks steps through the products without dividing (two 64-bit
- * divisions a product before: 512 products of 10 × 16 × 10 on one core took 0.93x the time
- * without them). */
+ * divisions per product cost as much as a tiny product's kernel). */
 typedef struct product {
     int64_t o, i;
 } product;
@@ -797,10 +677,9 @@ typedef struct split {
 
 /* Whole products [t0, t1) where each is one panel of op(B) read in place and one chunk of k
  * (attention's P·V and Pᵀ·dO, heads of 8-64), or dot products (Q·Kᵀ over a few keys):
- * block_at's set-up, the same for every product, done once for the run, and the kernel called
- * with block_at's arguments (so the same bits): 512 products of 10 × 16 × 10 on one core 40 →
- * 31 ns each, of 10 × 32 × 10 62 → 49. False, with nothing done, where the products are not
- * such. */
+ * block_at's set-up, the same for every product, done once for the run (a quarter of a tiny
+ * product's time), and the kernel called with block_at's arguments (so the same bits). False,
+ * with nothing done, where the products are not such. */
 static bool direct_run(const tg_cpu_gemm_args *g, const small_isa *isa, split sp, int64_t t0,
                        int64_t t1) {
     if (sp.blocks != 1 || g->lookup_b) return false;

@@ -1,39 +1,30 @@
-/* Weight gradients cut along k (the tokens) in a graph run: each member sums over the tokens
+/* Weight gradients cut along k (the tokens) in a graph run: each share sums over the tokens
  * its own core wrote.
  *
- * A weight gradient Xᵀ·dY (op(A) transposed; M, N the layer's widths, K the batch's tokens) cut
- * into blocks of rows of C, as the other products are, has every member read all K rows of X
- * and dY — half of them written by the other member, in the other core's cache. On a virtual
- * machine whose host sometimes holds its two vCPUs on different chiplets (a cache line's round
- * trip 330–380 ns instead of 55–90: benchmarks/micro/bench_cores), those reads made a g2p-small
- * step's 36 projection weight gradients 1.35× slower and the whole two-thread step 1.2×
- * (docs/log/2026-12-04.md). Cut along k instead, share i of n sums rows [i·kb, (i+1)·kb) of X and
- * dY, kb = ceil(K / n) — the rows the elementwise and row kernels and the row-cut products
- * before it gave member i — so only the partial sums cross between cores: M·N values per extra
- * share instead of (M + N)·K/2.
+ * A weight gradient Xᵀ·dY (op(A) transposed; M, N the layer's widths, K the batch's tokens)
+ * cut into blocks of rows of C has every member read all K rows of X and dY, half of them
+ * written by the other member, from the other core's cache. Cut along k, share i of n sums
+ * rows [i·kb, (i+1)·kb) of X and dY, kb = ceil(K / n) — the rows the row-cut kernels before it
+ * gave member i — so only the partial sums cross between cores: M·N values per extra share
+ * instead of (M + N)·K/2.
  *
  * Share 0 writes C = beta·C + alpha·S_0 in place; share i > 0 writes alpha·S_i into partial
  * buffer i; whichever share finishes last adds partials 1, 2, ... in that order into C. So C is
- * (beta·C + S_0) + S_1 + ... whatever member runs which share and whenever: bit-exact for a
- * thread count (the graph runner cuts such a product along k into exactly nthreads blocks, also
- * after a contended run: gemm.c, tg_cpu_gemm_shares), though not equal to one thread's single
- * sum. Each S_i is one block call (our packed GEMM, or cblas_sgemm where it declines).
+ * (beta·C + S_0) + S_1 + ... whoever runs which share and whenever: bit-exact for a thread
+ * count (the graph runner cuts such a product into exactly nthreads blocks of k, fine or not:
+ * gemm.c, tg_cpu_gemm_shares), though not one thread's single sum. Each S_i is one block call
+ * (the packed loop nest, or cblas_sgemm).
  *
- * After a contended run (cpu.c: CONTENDED_OFFCORE) each block of k is cut again into a few
- * blocks of C (columns, or rows where C has more rows than columns), one share each, so that
- * the member another process holds off its core holds up one of those and its partner takes
- * the rest; each block of C is finished, partials added, by the last of its nthreads shares.
- * An element of S_i is summed in the same order in any block of C (the packed path's and
- * cblas_sgemm's sums do not depend on the block), so the bits are the same as uncut. One
- * static cut of k per member left the slower member's half of a feed-forward weight gradient
- * to finish alone: beside a busy process those products took 1.61-1.70x their idle time, the
- * others ~1.45x (docs/log/2026-12-05.md).
+ * When the graph runner cuts fine (cpu.c: after a contended run) each block of k is cut again
+ * into a few blocks of C (columns, or rows where C has more rows than columns), one share each,
+ * so that a member held off its core holds up one of those while its partner takes the rest;
+ * each block of C is finished, partials added, by the last of its nthreads shares. An element
+ * of S_i is summed in the same order in any block of C: the bits are the same as uncut.
  *
- * The partial buffers of a product come with the node's shared object (team.h: the graph
- * runner gives it back when the node is done) from a pool of mapped pages: a step runs a few
- * such products at once (the look-ahead), each 256 KiB–1 MiB for g2p-small. Where none can be
- * had, share 0 computes the whole product alone and the others nothing: the same result to
- * rounding, not the same bits. */
+ * The partial buffers come with the node's shared object (team.h: the graph runner releases it
+ * when the node is done) from a pool of mapped pages. Where none can be had, share 0 computes
+ * the whole product alone and the others nothing: the same result to rounding, not the same
+ * bits. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -46,15 +37,9 @@
 enum { SPLIT_K_MIN_PER_SHARE = 256 };
 #define SPLIT_K_MAX_PARTIAL (1 << 21)
 
-static atomic_bool enabled = true;
-
-bool tg__cpu_gemm_split_k(bool on) {
-    atomic_store(&enabled, on);
-    return on;
-}
-
 bool tg_cpu_gemm_split_k_fits(const tg_cpu_gemm_args *g, int nth) {
-    if (nth < 2 || !g->trans_a || tg_cpu_gemm_count(g) != 1 || !atomic_load(&enabled)) return false;
+    if (nth < 2 || !g->trans_a || tg_cpu_gemm_count(g) != 1 || tg__cpu_stats.gemm.no_split_k)
+        return false;
     const double m = (double)g->M, n = (double)g->N, k = (double)g->K;
     return k >= (double)SPLIT_K_MIN_PER_SHARE * nth && m * n * (nth - 1) <= SPLIT_K_MAX_PARTIAL &&
            4.0 * m * n * (nth - 1) <= (m + n) * k;
@@ -140,13 +125,13 @@ TG_CPU_BODY void add_rows_body(float *c, int64_t ldc, const float *x, int64_t ld
         for (int64_t j = 0; j < n; j++)
             c[r * ldc + j] += x[r * ldx + j];
 }
-TG_CPU_BY_LEVEL(, add_rows, (float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m, int64_t n),
+TG_CPU_BY_LEVEL(, add_rows,
+                (float *c, int64_t ldc, const float *x, int64_t ldx, int64_t m, int64_t n),
                 (c, ldc, x, ldx, m, n))
 
 /* Fewest columns (or rows) per block of C of a cut block of k: the 6×64 kernel's width; and
- * fewest values: each block streams all of its block of k of the other operand, so blocks of
- * an attention projection's 256 × 256 gradient made those products slower beside a busy
- * process (docs/log/2026-12-05.md) */
+ * fewest values: each block streams all of its block of k of the other operand, which smaller
+ * blocks would not repay */
 enum { SPLIT_K_MIN_BLOCK = 64, SPLIT_K_MIN_BLOCK_VALUES = 1 << 16 };
 
 static bool blocks_by_rows(const tg_cpu_gemm_args *g) {

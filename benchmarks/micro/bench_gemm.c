@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
     const int cpu = pin_like_a_graph_run();
     printf("bench_gemm: %d threads, kernel %s%s, %d interleaved timings of ~%.0f ms, operands "
            "64-byte aligned, OMP_WAIT_POLICY=%s\n",
-           NTHREADS, tg_cpu_gemm_small_isa(),
+           NTHREADS, tg_cpu_isa_level_name(tg_cpu_isa()),
            tg_cpu_isa() >= TG_CPU_ISA_AVX512 ? " (512-bit tiles: AVX-512F)" : "", ROUNDS, budget * 1e3,
            wait ? wait : "(unset)");
     if (cpu >= 0)

@@ -58,7 +58,7 @@ static void call(int who, const shape *s) {
     long lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
     if (who == 1) {
         if (!tg_cpu_gemm_packed_block(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C,
-                                      s->N))
+                                      s->N, NULL, 0))
             abort(); /* checked available in main */
         return;
     }
@@ -84,12 +84,7 @@ static double kernel_alone(int w) {
     do {
         for (int r = 0; r < 20; r++) {
             const float *a = abuf + r * MR * KC;
-            if (w == 4)
-                tg_cpu_gemm_packed_kernel4(KC, a, bbuf, t, 4 * NR, false);
-            else if (w == 2)
-                tg_cpu_gemm_packed_kernel2(KC, a, bbuf, bbuf + NR * KC, t, 2 * NR, false);
-            else
-                tg_cpu_gemm_packed_kernel(KC, a, bbuf, t, NR, false);
+            tg_cpu_gemm_packed_kernel(w, KC, a, 0, false, bbuf, t, w * NR, false);
         }
         calls += 20;
     } while (now() - t0 < 0.03);

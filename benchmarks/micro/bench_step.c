@@ -229,10 +229,10 @@ static void set_fusion(bool on) {
     fusion_on = on;
 }
 static void set_split_k(bool on) {
-    tg__cpu_gemm_split_k(on);
+    tg__cpu_stats.gemm.no_split_k = !on;
 }
 static void set_prefetch(bool on) {
-    tg__cpu_gemm_packed_prefetch(on);
+    tg__cpu_stats.gemm.no_prefetch = !on;
 }
 static void set_optim_runs(bool on) {
     tg__optim_runs(on);
