@@ -194,7 +194,7 @@ static void nothing(void *ctx, tg_cpu_par *p) {
     (void)ctx, (void)p;
 }
 
-/* After a job, the members spin and yield for TG_CPU_YIELD_NS, then sleep: over the 300 ms
+/* After a job, the members spin and yield for tg_cpu_t.yield_ns, then sleep: over the 300 ms
  * after that the process (1 waiting member, the main thread asleep) uses no CPU — a member
  * that kept spinning or yielding would use ~300 ms. 30 ms allows for wake-ups of the clock and
  * a slow machine's noise, not for a member that never sleeps. */
@@ -202,7 +202,7 @@ START_TEST(test_idle_team_sleeps) {
     tg_cpu_team *t = tg_cpu_team_new(2); /* not more members than CPUs: the 20 ms phase */
     ck_assert_ptr_nonnull(t);
     tg_cpu_team_run(t, nothing, NULL);
-    usleep((useconds_t)(TG_CPU_YIELD_NS / 1000 + 100 * 1000));
+    usleep((useconds_t)(tg_cpu_t.yield_ns / 1000 + 100 * 1000));
     double c0 = seconds(CLOCK_PROCESS_CPUTIME_ID), w0 = seconds(CLOCK_MONOTONIC);
     usleep(300 * 1000);
     double used = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0, wall = seconds(CLOCK_MONOTONIC) - w0;
@@ -223,7 +223,7 @@ START_TEST(test_oversubscribed_team_yields_briefly) {
     tg_cpu_team *fits = tg_cpu_team_new(cpus), *over = tg_cpu_team_new(cpus + 1);
     ck_assert(fits && over);
     ck_assert_int_eq(tg_cpu_team_yield_ns(fits), 0);
-    ck_assert_int_eq(tg_cpu_team_yield_ns(over), TG_CPU_YIELD_OVERSUBSCRIBED_NS);
+    ck_assert_int_eq(tg_cpu_team_yield_ns(over), tg_cpu_t.yield_oversub_ns);
     ck_assert_int_eq(tg_cpu_team_yield_ns(NULL), 0);
     tg_cpu_team_free(fits);
     tg_cpu_team_free(over);

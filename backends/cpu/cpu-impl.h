@@ -39,6 +39,9 @@ extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
 extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
 extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mix_t */
 
+/* Every op's kernel (NULL: none), assembled from the families' tables (cpu.c). */
+extern tg__cpu_kernel tg__cpu_kernels[TG_OP_COUNT];
+
 /* Into how many shares the graph runner cuts matmul node t on a team of nthreads, at most
  * `most`, `fine` or not (k_matmul.c; gemm.h: tg_cpu_gemm_shares). */
 int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine);
