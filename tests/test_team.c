@@ -4,6 +4,8 @@
  * (and a job for everyone after offered ones still gets every member), the thread count
  * comes from the argument or the environment, and a graph run on a team of 3 propagates a
  * kernel's error and calls the gradient hook in order (the executor's side: core/exec.c).
+ * The graph runner's core alone, every policy off, gives the bits of a run with them, its
+ * stealing and node barriers exercised by members that join and members that never do.
  * The graph runner's look-ahead: the rule for which nodes may run together (core/hazard.c)
  * case by case, and a graph of independent branches whose runs on a team give the same bits
  * every time while shares did run ahead. An idle team sleeps: its members use no CPU once the
@@ -12,7 +14,7 @@
  * holder off its core run ahead or sleep (lending a pinned holder the sleeper's CPU) and still
  * end with the same bits. A team whose members never join while member 0 shares its CPU goes
  * alone, with the same bits, and back to the team when the spell is over; the waits between
- * runs keep their cores or yield by the rule of KEEP_BETWEEN. Speed is never
+ * runs keep their cores or yield by the rule of keep_between. Speed is never
  * asserted. */
 #include <math.h>
 #include <pthread.h>
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu-impl.h"
+#include "backends/cpu/runner.h"
 #include "backends/cpu/team.h"
 #include "core/tg-impl.h"
 #include "tg_check.h"
@@ -462,6 +465,40 @@ START_TEST(test_lookahead_same_bits) {
 }
 END_TEST
 
+/* The runner's core alone (every policy switched off, runner.h): a node's shares taken once
+ * each, by their owners or by a member that steals them — every share of members that never
+ * join (tg__cpu_members_away), whose shares member 0 takes — and the node's barrier before the
+ * next: the runs give the bits of a run with every policy on, on 2 and 3 threads, run after
+ * run (a share run twice, or a node begun before the one it reads was done, would change
+ * them; a lost wake-up would hang here). */
+START_TEST(test_runner_core_same_bits) {
+    enum { NV = TOK * WID + 100 * (BR + 1) + WID * WID, NG = TOK * WID + BR * WID * WID };
+    float *vals = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++)
+        vals[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    float *ref = malloc(sizeof(float) * NG), *got = malloc(sizeof(float) * NG);
+    const tg_cpu_policies all = tg_cpu_policy;
+    for (int threads = 2; threads <= 3; threads++) {
+        tg_backend *b;
+        CK(tg_backend_cpu_new(threads, &b));
+        branches_grads(b, vals, ref);
+        tg_cpu_policy = (tg_cpu_policies){0};
+        for (int rep = 0; rep < 20; rep++) {
+            tg__cpu_members_away(b, rep % 2 == 1);
+            branches_grads(b, vals, got);
+            ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0,
+                          "%d threads, run %d (members %s) differs", threads, rep,
+                          rep % 2 ? "away" : "joining");
+        }
+        tg_cpu_policy = all;
+        tg_backend_free(b);
+    }
+    free(vals);
+    free(ref);
+    free(got);
+}
+END_TEST
+
 /* A member's CPU clock moves while it works and stands still while it sleeps: what tells the
  * graph runner a partner off its core from one at work. */
 typedef struct {
@@ -528,7 +565,7 @@ static int pinning_cpus(void) {
 }
 
 /* A member waiting on a partner off its core runs ahead — untaken shares of later independent
- * nodes, whoever owns them — or else sleeps until the node is done (cpu.c: PROBE_NS): with
+ * nodes, whoever owns them — or else sleeps until the node is done (runner_policy.c: offcore): with
  * every partner taken to be off its core, waits on started shares do both (the branches are
  * independent), and the runs end with the bits of a plain run (a lost wake-up would hang
  * here; a share run ahead against the hazard rule would change them). */
@@ -580,7 +617,7 @@ END_TEST
 
 /* After a graph run whose members waited on partners off their cores (here every such wait,
  * tg__cpu_all_offcore), the next runs cut the products on the packed path into blocks of 64
- * rows (cpu.c: CONTENDED_OFFCORE), which share their packed op(B): the same bits as a plain
+ * rows (runner_policy.c: fine_after), which share their packed op(B): the same bits as a plain
  * run. */
 START_TEST(test_contended_fine_cut) {
     enum { T = 640, W = 128, B = 10, NV = T * W + 100 * (B + 1) + W * W, NG = T * W + B * W * W };
@@ -608,8 +645,8 @@ START_TEST(test_contended_fine_cut) {
 }
 END_TEST
 
-/* A graph run's waits keep the core (spin through the yield phase instead of yielding: cpu.c,
- * KEEP_CORE) on a team pinned one member per CPU after an uncontended run; not in a run that
+/* A graph run's waits keep the core (spin through the yield phase instead of yielding:
+ * runner_policy.c, keep_core) on a team pinned one member per CPU after an uncontended run; not in a run that
  * follows a contended one (here every wait's holder taken to be off its core: those runs are
  * cut fine), nor on a team with more members than CPUs, nor with TG_CPU_BIND=0. The bits are
  * a plain run's either way. */
@@ -831,7 +868,7 @@ START_TEST(test_member_lent) {
 }
 END_TEST
 
-/* RUN_ALONE (cpu.c): the rule — members other than 0 that ran under a fifth of the shares they
+/* run_alone (runner_policy.c): the rule — members other than 0 that ran under a fifth of the shares they
  * own, and member 0 on its CPU under three quarters of the time, say go alone; either alone
  * does not. */
 START_TEST(test_run_alone_rule) {
@@ -844,7 +881,7 @@ START_TEST(test_run_alone_rule) {
 }
 END_TEST
 
-/* KEEP_BETWEEN (cpu.c): the waits between runs keep their cores from the first window on; a
+/* keep_between (runner_policy.c): the waits between runs keep their cores from the first window on; a
  * window in which a member was off its core, or whose runs go alone, makes them yield, and the
  * next try comes 1 s later, then 2, 4, 8 and 16 s after each such window in a row; a window that
  * kept the cores rightly starts the count again. */
@@ -926,7 +963,7 @@ START_TEST(test_run_alone) {
     ck_assert_int_eq(sched_setaffinity(0, sizeof saved, &saved), 0);
     printf("%d runs, %lld of them alone\n", rep, (long long)tg__cpu_runs_alone(b));
     ck_assert_int_ge(tg__cpu_runs_alone(b), 3);
-    /* runs that go alone: the waits between runs yield (KEEP_BETWEEN) */
+    /* runs that go alone: the waits between runs yield (keep_between) */
     ck_assert(!tg__cpu_keeps_core_between(b));
     /* the spell ends: within a second a run is made by the team, not alone */
     tg__cpu_members_away(b, false);
@@ -961,6 +998,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_graph_on_team);
     tcase_add_test(tc, test_hazard_rule);
     tcase_add_test(tc, test_lookahead_same_bits);
+    tcase_add_test(tc, test_runner_core_same_bits);
     tcase_add_test(tc, test_member_cpu_clock);
     tcase_add_test(tc, test_offcore_waits_sleep);
     tcase_add_test(tc, test_contended_fine_cut);

@@ -1,6 +1,7 @@
-/* The CPU backend: host memory with a small caching allocator, a persistent thread team that
- * runs a whole graph in one parallel region (team.h), OpenBLAS kept at one thread (tgraph
- * splits GEMMs across its own threads, so the pools never fight). */
+/* The CPU backend: host memory with a small caching allocator, the kernels' table, graph runs
+ * on a persistent thread team in one parallel region each (runner.h, team.h), the store's
+ * maths on the team, and OpenBLAS kept at one thread (tgraph splits GEMMs across its own
+ * threads, so the pools never fight). */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
@@ -42,18 +43,15 @@ typedef struct {
  * transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode, "madvise", gives them to no
  * other memory): a store's slabs of weights, gradients and optimizer moments (alloc_lasting,
  * core/store.c) and a graph's workspace. Streams over tens of MiB then take a TLB miss per
- * 2 MiB, not per 4 KiB, and in a virtual machine each miss walks two levels of page tables: on
- * an Intel Xeon VM Adam's step over g2p-small's weights took 3.1 ms instead of 3.6, and `tg
- * train`'s steps 0.96× the time with the workspace so too (docs/log/2026-12-05.md).
+ * 2 MiB, not per 4 KiB, and in a virtual machine each miss walks two levels of page tables.
  *
  * A new mapping is paid for once, as its pages are first touched (the kernel zeroes 2 MiB at a
  * time, and a VM's host may back them only then), so a big block that is not lasting is made in
  * a size class — whole 2-MiB pages, eight classes an octave — and kept in the cache like any
  * other: `tg train`'s batches, whose workspaces differ by a few MiB, then share a few blocks
- * instead of mapping one after another; when a batch outgrows them, the cached ones of at least
- * half the new block's size go back (`tg train` on g2p: 341 MiB resident at its peak instead of
- * 1.1 GiB, whose heap blocks were cached one per size). Pages of a class never touched are
- * never resident.
+ * instead of mapping one after another (heap blocks would be cached one per size); when a
+ * batch outgrows them, the cached ones of at least half the new block's size go back. Pages of
+ * a class never touched are never resident.
  * Without THP the advice is ignored and the pages are 4 KiB. */
 enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 
@@ -314,8 +312,7 @@ TG_CPU_BY_LEVEL(, optim_member, (void *ctx, tg_cpu_par *p), (ctx, p))
  * share still untaken, from the end (tg_cpu_team_offer: a member asleep or held off its core
  * owns nothing it must be waited for). So each member keeps the same part of every weight, its
  * optimizer moments and its gradient step after step, rather than whichever part it came first
- * to (Adam's update measured the same either way, ~3 ms a g2p-small step in both placements;
- * the zeroing is what gained: cpu_memset0 below). Buffers below TG_PAR_MIN (biases, norms) are
+ * to (what the zeroing needs: cpu_memset0 below). Buffers below TG_PAR_MIN (biases, norms) are
  * done by the caller alone. The results do not depend on the cut (element-wise updates, or
  * fixed chunks: sumsq). */
 enum { VEC_SHARES_PER_THREAD = 4, VEC_SHARES_MAX = 256 };
@@ -372,9 +369,8 @@ static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *
 /* Zeroing a buffer (a store's gradients between steps): on the team, in the store maths' shares
  * (run_vec, above), so that each member zeroes the same part of each gradient every step. By
  * the caller alone, the gradients that the other member wrote last (its shares of the weight
- * gradients' sums) came across from its cache line by line: on a host that puts the two vCPUs
- * on different chiplets, zeroing g2p-small's 22 MB of gradients took 2.9 ms instead of 1.0
- * (docs/log/). */
+ * gradients' sums) would come across from its cache line by line, slow where the two CPUs sit
+ * on different chiplets. */
 enum { ZERO_CHUNK = 4096 };
 
 typedef struct {
@@ -424,8 +420,7 @@ typedef struct {
 /* A chunk's sum of squares in 16 running sums (lane l: the chunk's values l, l + 16, ...),
  * then added in a fixed tree: each lane's adds are its own, so the compiler's vectors give
  * the same bits as the scalar code, and 16 chains of adds run side by side where one serial
- * sum waited on each add (a store's gradient norm: 4.4× a zeroing pass's time over the same
- * memory before). Built for the baseline ISA only (not cloned): with FMA the products would
+ * sum waits on each add. Built for the baseline ISA only (not cloned): with FMA the products would
  * be contracted into the sums, and the bits would depend on the CPU. */
 static float chunk_sumsq(const float *x, int64_t n) {
     float acc[16] = {0.0f};
