@@ -499,6 +499,20 @@ START_TEST(test_runner_core_same_bits) {
 }
 END_TEST
 
+/* TG_CPU_POLICY_OFF switches off the policies it names, whole names only. */
+START_TEST(test_policy_switches) {
+    setenv("TG_CPU_POLICY_OFF", "offcore,keep_between,look", 1);
+    tg_cpu_policies_init();
+    ck_assert(tg_cpu_policy.look_ahead && tg_cpu_policy.fine_after && tg_cpu_policy.keep_core &&
+              tg_cpu_policy.run_alone);
+    ck_assert(!tg_cpu_policy.offcore && !tg_cpu_policy.keep_between);
+    unsetenv("TG_CPU_POLICY_OFF");
+    tg_cpu_policies_init();
+    ck_assert(tg_cpu_policy.look_ahead && tg_cpu_policy.offcore && tg_cpu_policy.fine_after &&
+              tg_cpu_policy.keep_core && tg_cpu_policy.run_alone && tg_cpu_policy.keep_between);
+}
+END_TEST
+
 /* A member's CPU clock moves while it works and stands still while it sleeps: what tells the
  * graph runner a partner off its core from one at work. */
 typedef struct {
@@ -999,6 +1013,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_hazard_rule);
     tcase_add_test(tc, test_lookahead_same_bits);
     tcase_add_test(tc, test_runner_core_same_bits);
+    tcase_add_test(tc, test_policy_switches);
     tcase_add_test(tc, test_member_cpu_clock);
     tcase_add_test(tc, test_offcore_waits_sleep);
     tcase_add_test(tc, test_contended_fine_cut);

@@ -3,11 +3,11 @@
  *
  * A graph run is offered to the thread team (team.h: tg_cpu_team_offer). Node i is cut into k
  * shares — its kernel called with (ith, nth) = (share, k), the same cut as a team of k makes —
- * and share c is owned by member owner(c, k, n). Every member walks the node list; at node i
+ * and share c is owned by member tg_cpu_owner(c, k, n). Every member walks the node list; at node i
  * it runs its own shares, then those of members that have not joined the run, then waits until
  * every share is done (the node's barrier: node i + 1 may read what node i wrote), taking any
- * share still untaken after the steal grace (its owner is late). The results are bits a
- * function of k alone, whoever runs which share.
+ * share still untaken after the steal grace (its owner is late). A run's bits depend on the
+ * cut alone, never on who ran a share or when.
  */
 #ifndef TG_CPU_RUNNER_H
 #define TG_CPU_RUNNER_H
@@ -17,9 +17,10 @@
 
 #include "backends/cpu/cpu-impl.h"
 
-/* The policies the runner applies on top of its core, each switched off by naming it in
- * TG_CPU_POLICY_OFF (a comma-separated list, read once per process), so that
- * benchmarks/bench_contention.sh can measure the runner with and without it. */
+/* The policies the runner applies on top of its core (runner_policy.c says what each does and
+ * why), each switched off by naming it in TG_CPU_POLICY_OFF (a comma-separated list, read once
+ * per process), so that a benchmark can time the runner with and without it alternately
+ * (docs/log/2026-12-07.md: bench_contention.sh with a --build whose bench_step sets it). */
 typedef struct {
     bool look_ahead;   /* idle members run their own shares of later independent nodes */
     bool offcore;      /* a wait on a holder off its core runs ahead, else sleeps and lends */
@@ -30,7 +31,6 @@ typedef struct {
 } tg_cpu_policies;
 extern tg_cpu_policies tg_cpu_policy;
 void tg_cpu_policies_init(void);
-
 
 /* What the runner keeps from run to run on one backend: counters (tests and benchmarks read
  * them: cpu-impl.h) and the policies' state. */

@@ -9,7 +9,14 @@
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/runner.h"
 
-tg_cpu_policies tg_cpu_policy = {true, true, true, true, true, true};
+tg_cpu_policies tg_cpu_policy = {.look_ahead = true,
+                                 .offcore = true,
+                                 .fine_after = true,
+                                 .keep_core = true,
+                                 .run_alone = true,
+                                 .keep_between = true};
+
+/* Whether the comma-separated list names `name` (whole, not a prefix of another name). */
 
 static bool named(const char *list, const char *name) {
     const size_t n = strlen(name);
@@ -20,7 +27,7 @@ static bool named(const char *list, const char *name) {
 
 void tg_cpu_policies_init(void) {
     const char *off = getenv("TG_CPU_POLICY_OFF");
-    if (!off) return;
+    if (!off) off = "";
     tg_cpu_policy = (tg_cpu_policies){
         .look_ahead = !named(off, "look_ahead"),
         .offcore = !named(off, "offcore"),
@@ -30,7 +37,6 @@ void tg_cpu_policies_init(void) {
         .keep_between = !named(off, "keep_between"),
     };
 }
-
 
 /* Whether node t may run beside node q: q is finished, or their memory does not meet. */
 static bool clear_of(tg_cpu_graph_job *j, const tg_tensor *t, int64_t q) {
@@ -108,6 +114,7 @@ static bool run_ahead(tg_cpu_graph_job *j, tg_cpu_par *p, int64_t i) {
 /* The probes cut the wait into calls of tg_cpu_event_wait, each starting its phases afresh,
  * so the wait's own end of the yield phase is kept here. */
 void tg_cpu_offcore_probe(tg_cpu_graph_job *j, tg_cpu_par *p, tg_cpu_node_wait *w) {
+    if (!tg_cpu_policy.offcore) return;
     const int64_t now = tg_cpu_now_ns();
     if (now < w->probe_at) return;
     w->probe_at = now + tg_cpu_t.probe_ns;

@@ -13,8 +13,8 @@
  *      yield_oversub_ns in a team with more members than usable CPUs: there a member waits for
  *      one that has no core, and only a sleeping member's core lets the kernel move that one
  *      over. An event may keep the core (keep_core): its yield phase spins on instead, since
- *      a yield hands the core to any eligible task, a lowest-priority one included (runner.h:
- *      keep_core, keep_between);
+ *      a yield hands the core to any eligible task, a lowest-priority one included
+ *      (runner_policy.c: keep_core, keep_between);
  *   3. sleep on a futex (Linux; elsewhere it keeps yielding) until the last member wakes the
  *      sleepers: an idle team costs no CPU yield_ns after its last job.
  * Spinning without end is what makes OpenMP's default and OpenBLAS's pool slow beside a busy

@@ -95,7 +95,7 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
  * the members are neither woken nor waited for, and the caller keeps its own CPU mask (not
  * bound to member 0's CPU). fn is an offered job's (tg_cpu_team_offer), whose work items are
  * cut for n members whoever runs them, so it gives the same results. For runs whose other
- * members cannot get to a core in time (runner.h: run_alone). */
+ * members cannot get to a core in time (runner_policy.c: run_alone). */
 void tg_cpu_team_run_alone(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
 
 /* Tests: the members other than 0 join no offered job while on (as if another process held
@@ -104,8 +104,8 @@ void tg_cpu_team_members_away(tg_cpu_team *team, bool on);
 
 /* The CPU time member m of p's team has had, in ns: its thread's CPU clock, which counts the
  * current slice while the thread runs on another core, so that a member held off its core by
- * another process (its clock stands still) is told from one at work (runner.h: offcore). -1 when there is
- * no team or the clock cannot be read. */
+ * another process (its clock stands still) is told from one at work (runner_policy.c:
+ * offcore). -1 when there is no team or the clock cannot be read. */
 int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
 
 /* Member m (not 0) holds a share while another process has its CPU, and the caller, waiting on
@@ -115,7 +115,8 @@ int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
 bool tg_cpu_team_lend(tg_cpu_team *t, int m);
 
 /* Whether the members' waits for the next job keep their cores (spin through the yield phase,
- * as tg_cpu_event.keep_core) instead of yielding them: the runner decides (runner.h: keep_between). */
+ * as tg_cpu_event.keep_core) instead of yielding them: the runner decides (runner_policy.c:
+ * keep_between). */
 void tg_cpu_team_keep_core_between(tg_cpu_team *team, bool on);
 
 /* The CPU time of member m of the team, in ns (member 0: the calling thread's, which is member
@@ -138,7 +139,7 @@ void tg_cpu_barrier(tg_cpu_par *p);
  * yield_ns: tg_cpu_team_yield_ns), then sleeps until woken (team.c says why). */
 typedef struct {
     int64_t spin_ns;          /* a wait spins this long: members finish a node µs apart */
-    int64_t yield_ns;         /* then yields until this: a sleeper wakes late, its core given away */
+    int64_t yield_ns;         /* then yields until this: a sleeper wakes late, its core lent */
     int64_t yield_oversub_ns; /* the same in a team with more members than CPUs: hand cores over */
     int64_t steal_ns;         /* grace before a member takes a partner's untaken share */
     int fine_shares;          /* shares per member of a big node that is not a product */
@@ -168,7 +169,7 @@ typedef struct tg_cpu_event {
     _Atomic unsigned seq;
     _Atomic int sleepers;
     int64_t yield_ns; /* end of the yield phase; 0: tg_cpu_t.yield_ns (tg_cpu_team_yield_ns) */
-    atomic_bool keep_core; /* the yield phase spins on instead of yielding (runner.h:
+    atomic_bool keep_core; /* the yield phase spins on instead of yielding (runner_policy.c:
                               keep_core); atomic: the team's `posted` is set while members wait */
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
@@ -178,7 +179,7 @@ static inline int64_t tg_cpu_event_yield_ns(const tg_cpu_event *e) {
     return e->yield_ns ? e->yield_ns : tg_cpu_t.yield_ns;
 }
 /* The wait's sleep phase alone: for a waiter that knows spinning or yielding cannot help (the
- * graph runner's member whose partner is off its core: runner.h, offcore). */
+ * graph runner's member whose partner is off its core: runner_policy.c, offcore). */
 void tg_cpu_event_sleep(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 
 /* The yield phase for the events of a job on this team: tg_cpu_t.yield_oversub_ns when the
