@@ -147,8 +147,7 @@ static void run_node(tg_cpu_graph_job *j, tg_cpu_par *p, int64_t i, int k) {
                           .steal_at = start + (j->contended ? 0 : tg_cpu_t.steal_ns),
                           .probe_at = INT64_MAX,
                           .probe_m = -1};
-    if (tg_cpu_policy.offcore)
-        w.probe_at = start + (j->r->all_offcore ? 0 : tg_cpu_t.probe_ns / 2);
+    if (tg_cpu_policy.offcore) w.probe_at = start + (j->r->all_offcore ? 0 : tg_cpu_t.probe_ns / 2);
     while (!node_done(&w)) {
         tg_cpu_event_wait(&j->progress, done_or_late, &w);
         for (int c = k - 1; c >= 0 && atomic_load(&j->claimed[i]) < k; c--)
@@ -171,8 +170,8 @@ static void graph_member(void *ctx, tg_cpu_par *p) {
 }
 
 tg_status tg_cpu_runner_run(tg_cpu_runner *r, tg_cpu_team *team, int nthreads,
-                            tg_tensor *const *nodes, int64_t n,
-                            void (*after)(void *ctx, int64_t i), void *ctx, int64_t *failed) {
+                            tg_tensor *const *nodes, int64_t n, void (*after)(void *ctx, int64_t i),
+                            void *ctx, int64_t *failed) {
     tg_cpu_graph_job job = {.nodes = nodes, .n = n, .after = after, .ctx = ctx, .r = r};
     tg_cpu_graph_job *j = &job;
     j->nthreads = nthreads;

@@ -35,14 +35,14 @@ void tg_cpu_policies_init(void);
 /* What the runner keeps from run to run on one backend: counters (tests and benchmarks read
  * them: cpu-impl.h) and the policies' state. */
 typedef struct {
-    atomic_llong ahead;      /* shares run ahead of their node's turn (look-ahead, run-ahead) */
-    atomic_llong offcore;    /* waits on a share whose holder was off its core */
-    atomic_llong slept;      /* of those, slept through (nothing to run ahead) */
-    atomic_llong lent;       /* of those, the holder lent the sleeper's CPU */
-    atomic_llong fine_runs;  /* runs cut finer after a contended one */
-    atomic_llong kept;       /* runs whose waits kept their core */
-    atomic_llong alone_runs; /* runs made on the caller alone */
-    atomic_bool contended;   /* the last run found members off their cores */
+    atomic_llong ahead;       /* shares run ahead of their node's turn (look-ahead, run-ahead) */
+    atomic_llong offcore;     /* waits on a share whose holder was off its core */
+    atomic_llong slept;       /* of those, slept through (nothing to run ahead) */
+    atomic_llong lent;        /* of those, the holder lent the sleeper's CPU */
+    atomic_llong fine_runs;   /* runs cut finer after a contended one */
+    atomic_llong kept;        /* runs whose waits kept their core */
+    atomic_llong alone_runs;  /* runs made on the caller alone */
+    atomic_bool contended;    /* the last run found members off their cores */
     atomic_llong alone_until; /* runs go on the caller alone until then */
     /* The judgement (run-alone, keep-between), made by one calling thread at a time: the one
      * that set `judging` owns the fields after it; another thread's run goes unjudged. */
@@ -62,13 +62,13 @@ enum { TG_SHARE_UNTAKEN = 0, TG_SHARE_TAKEN = 1, TG_SHARE_DONE = 2 };
 typedef struct {
     tg_tensor *const *nodes;
     int64_t n;
-    int nthreads, shares; /* team size; most shares of one node */
-    bool contended;       /* cut the products finer and steal at once (fine_after) */
+    int nthreads, shares;                /* team size; most shares of one node */
+    bool contended;                      /* cut the products finer and steal at once (fine_after) */
     void (*after)(void *ctx, int64_t i); /* called by member 0 after node i; no running ahead */
     void *ctx;
-    _Atomic int *claimed, *done; /* per node: shares taken, shares finished */
-    _Atomic int *nshares;        /* per node: its share count, once known (0: not yet) */
-    _Atomic int *taken;          /* per node and share: the state word */
+    _Atomic int *claimed, *done;    /* per node: shares taken, shares finished */
+    _Atomic int *nshares;           /* per node: its share count, once known (0: not yet) */
+    _Atomic int *taken;             /* per node and share: the state word */
     tg_cpu_shared *_Atomic *shared; /* per node: work its shares do once for all (team.h) */
     tg_cpu_runner *r;
     tg_cpu_event progress; /* signalled when a node's last share is done */
@@ -97,8 +97,8 @@ static inline int tg_cpu_owner(int c, int k, int nth) {
 
 /* Run nodes[0, n) on team (NULL: the caller alone) of nthreads (runner.c). */
 tg_status tg_cpu_runner_run(tg_cpu_runner *r, tg_cpu_team *team, int nthreads,
-                            tg_tensor *const *nodes, int64_t n,
-                            void (*after)(void *ctx, int64_t i), void *ctx, int64_t *failed);
+                            tg_tensor *const *nodes, int64_t n, void (*after)(void *ctx, int64_t i),
+                            void *ctx, int64_t *failed);
 
 /* The core's services to the policies (runner.c). */
 int tg_cpu_node_shares(tg_cpu_graph_job *j, int64_t i);

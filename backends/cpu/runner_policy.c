@@ -179,7 +179,8 @@ void tg_cpu_offcore_probe(tg_cpu_graph_job *j, tg_cpu_par *p, tg_cpu_node_wait *
 
 bool tg__cpu_judged_alone(int64_t owned, int64_t helped, int64_t wall_ns, int64_t cpu_ns) {
     const tg_cpu_timing *T = &tg_cpu_t;
-    return helped * T->alone_share < owned && cpu_ns * T->alone_cpu_den < wall_ns * T->alone_cpu_num;
+    return helped * T->alone_share < owned &&
+           cpu_ns * T->alone_cpu_den < wall_ns * T->alone_cpu_num;
 }
 
 /* ---- keep_between ----
@@ -198,8 +199,7 @@ tg__cpu_keep_state tg__cpu_keep_next(tg__cpu_keep_state s, bool on_core, bool al
     if ((s.keep && !on_core) || alone) { /* a window that should not have kept them */
         const int max = tg_cpu_t.keep_backoff_max;
         const int backoff = s.fails < max ? s.fails : max;
-        return (tg__cpu_keep_state){false, s.fails + 1,
-                                    now + (tg_cpu_t.keep_retry_ns << backoff)};
+        return (tg__cpu_keep_state){false, s.fails + 1, now + (tg_cpu_t.keep_retry_ns << backoff)};
     }
     if (s.keep) return (tg__cpu_keep_state){true, 0, s.retry_at};
     return (tg__cpu_keep_state){now >= s.retry_at, s.fails, s.retry_at}; /* time to try again */
@@ -221,13 +221,12 @@ static void judge_waits(tg_cpu_runner *r, tg_cpu_team *team, int64_t now, bool a
     for (int m = 0; m < tg_cpu_team_size(team) && on_core; m++) {
         const int64_t cpu = tg_cpu_team_member_cpu_ns(team, m);
         on_core = cpu >= 0 && r->window_cpu[m] >= 0 &&
-                  (cpu - r->window_cpu[m]) * tg_cpu_t.keep_cpu_den >=
-                      wall * tg_cpu_t.keep_cpu_num;
+                  (cpu - r->window_cpu[m]) * tg_cpu_t.keep_cpu_den >= wall * tg_cpu_t.keep_cpu_num;
     }
     r->keep = tg__cpu_keep_next(r->keep, on_core, alone, now);
-    tg_cpu_team_keep_core_between(team, tg_cpu_policy.keep_between && r->keep.keep &&
-                                            tg_cpu_team_pinned(team) &&
-                                            !atomic_load_explicit(&r->contended, memory_order_relaxed));
+    tg_cpu_team_keep_core_between(
+        team, tg_cpu_policy.keep_between && r->keep.keep && tg_cpu_team_pinned(team) &&
+                  !atomic_load_explicit(&r->contended, memory_order_relaxed));
 }
 
 /* Judge the team on a run it made: the shares the members other than 0 own and those they
@@ -261,17 +260,19 @@ static void judge_team(tg_cpu_graph_job *j, tg_cpu_team *team, int64_t wall_ns, 
 tg_cpu_run_plan tg_cpu_policies_before(tg_cpu_graph_job *j, tg_cpu_team *team) {
     tg_cpu_runner *r = j->r;
     tg_cpu_run_plan plan = {.offcore0 = atomic_load(&r->offcore), .cpu0 = -1};
-    j->contended = tg_cpu_policy.fine_after && atomic_load_explicit(&r->contended, memory_order_relaxed);
+    j->contended =
+        tg_cpu_policy.fine_after && atomic_load_explicit(&r->contended, memory_order_relaxed);
     if (j->contended) atomic_fetch_add_explicit(&r->fine_runs, 1, memory_order_relaxed);
-    const bool keep_core = tg_cpu_policy.keep_core && !atomic_load_explicit(&r->contended, memory_order_relaxed) &&
+    const bool keep_core = tg_cpu_policy.keep_core &&
+                           !atomic_load_explicit(&r->contended, memory_order_relaxed) &&
                            tg_cpu_team_pinned(team);
     atomic_init(&j->progress.keep_core, keep_core);
     if (keep_core) atomic_fetch_add_explicit(&r->kept, 1, memory_order_relaxed);
     plan.wall0 = tg_cpu_now_ns();
     plan.alone = team && plan.wall0 < atomic_load_explicit(&r->alone_until, memory_order_relaxed);
     /* a test taking every holder to be off its core tests the team's waits: never alone */
-    plan.judged = team && !plan.alone && j->n >= tg_cpu_t.contended_min_nodes &&
-                  !r->all_offcore && !atomic_exchange_explicit(&r->judging, true, memory_order_acquire);
+    plan.judged = team && !plan.alone && j->n >= tg_cpu_t.contended_min_nodes && !r->all_offcore &&
+                  !atomic_exchange_explicit(&r->judging, true, memory_order_acquire);
     if (plan.judged && r->window_wall0 == 0) window_start(r, team, plan.wall0);
     if (plan.judged) plan.cpu0 = tg_cpu_thread_cpu_ns();
     if (plan.alone) atomic_fetch_add_explicit(&r->alone_runs, 1, memory_order_relaxed);
@@ -281,9 +282,9 @@ tg_cpu_run_plan tg_cpu_policies_before(tg_cpu_graph_job *j, tg_cpu_team *team) {
 void tg_cpu_policies_after(tg_cpu_graph_job *j, tg_cpu_team *team, const tg_cpu_run_plan *plan) {
     tg_cpu_runner *r = j->r;
     if (!plan->alone && j->n >= tg_cpu_t.contended_min_nodes)
-        atomic_store_explicit(&r->contended,
-                              atomic_load(&r->offcore) - plan->offcore0 >= tg_cpu_t.contended_offcore,
-                              memory_order_relaxed);
+        atomic_store_explicit(
+            &r->contended, atomic_load(&r->offcore) - plan->offcore0 >= tg_cpu_t.contended_offcore,
+            memory_order_relaxed);
     if (plan->judged) {
         if (plan->cpu0 >= 0)
             judge_team(j, team, tg_cpu_now_ns() - plan->wall0, tg_cpu_thread_cpu_ns() - plan->cpu0);
