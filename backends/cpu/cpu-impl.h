@@ -61,6 +61,9 @@ extern TG__CPU_KERNELS(matmul);      /* k_matmul.c */
 extern TG__CPU_KERNELS(nn);          /* k_nn.c: embedding, cross-entropy, grad_acc */
 extern TG__CPU_KERNELS(band);        /* k_band.c: band_scores, band_mix, band_mix_t */
 
+/* Every op's kernel (NULL: none), assembled from the families' tables (cpu.c). */
+extern tg__cpu_kernel tg__cpu_kernels[TG_OP_COUNT];
+
 /* Into how many shares the graph runner cuts matmul node t on a team of nthreads, at most
  * `most`, `fine` or not (k_matmul.c; gemm.h: tg_cpu_gemm_shares). */
 int tg__cpu_matmul_shares(const tg_tensor *t, int nthreads, int most, bool fine);
@@ -72,7 +75,7 @@ bool tg__cpu_matmul_reads_lookup(const tg_tensor *t);
 tg_status tg__cpu_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *fn);
 
 /* How many node shares the graph runner of CPU backend b has run ahead of their node's turn
- * (cpu.c: look_ahead), since b was made: for tests. */
+ * (runner_policy.c: look_ahead, offcore), since b was made: for tests. */
 int64_t tg__cpu_shares_run_ahead(tg_backend *b);
 
 /* Benchmarks and tests (bench_step --huge-pages): lasting blocks of 8 MiB and more (a store's
@@ -81,10 +84,10 @@ int64_t tg__cpu_shares_run_ahead(tg_backend *b);
  * keep the way they were made. */
 bool tg__cpu_huge_pages(bool on);
 
-/* How many waits of b's graph runner found the member holding a share off its core (cpu.c:
- * PROBE_NS), and how many of those were slept through (nothing to run ahead), since b was
+/* How many waits of b's graph runner found the member holding a share off its core
+ * (runner_policy.c: offcore), and how many of those were slept through (nothing to run ahead), since b was
  * made; and, for tests, every holder taken to be off its core (at the wait's first reading;
- * b's runs then never go alone, RUN_ALONE, whose runs have no such waits). */
+ * b's runs then never go alone, run_alone, whose runs have no such waits). */
 int64_t tg__cpu_waits_offcore(tg_backend *b);
 int64_t tg__cpu_waits_slept(tg_backend *b);
 /* Of the waits slept through, how many lent the holder the sleeper's CPU (team.h:
@@ -93,33 +96,33 @@ int64_t tg__cpu_waits_lent(tg_backend *b);
 void tg__cpu_all_offcore(tg_backend *b, bool on);
 
 /* How many graph runs of b cut the packed products finer, after a run that found members off
- * their cores (cpu.c: CONTENDED_OFFCORE), since b was made: for tests. */
+ * their cores (runner_policy.c: fine_after), since b was made: for tests. */
 int64_t tg__cpu_fine_runs(tg_backend *b);
 
-/* How many graph runs of b spun through their waits' yield phase instead of yielding (cpu.c:
- * KEEP_CORE: a team pinned one member per CPU, after an uncontended run), since b was made. */
+/* How many graph runs of b spun through their waits' yield phase instead of yielding
+ * (runner_policy.c: keep_core: a team pinned one member per CPU, after an uncontended run), since b was made. */
 int64_t tg__cpu_runs_keeping_core(tg_backend *b);
 
-/* How many graph runs of b went on the caller alone (cpu.c: RUN_ALONE), since b was made; and,
+/* How many graph runs of b went on the caller alone (runner_policy.c: run_alone), since b was made; and,
  * for tests, b's members other than 0 joining no graph run while on (team.h:
  * tg_cpu_team_members_away). */
 int64_t tg__cpu_runs_alone(tg_backend *b);
 void tg__cpu_members_away(tg_backend *b, bool on);
-/* The judgement of RUN_ALONE on a window of the team's runs: the shares its members other than 0
+/* The judgement of run_alone on a window of the team's runs: the shares its members other than 0
  * own and ran, member 0's wall and CPU time in them; true: the next runs go alone. */
 bool tg__cpu_judged_alone(int64_t owned, int64_t helped, int64_t wall_ns, int64_t cpu_ns);
 
-/* KEEP_BETWEEN (cpu.c): whether the waits between graph runs keep their cores, how many judged
+/* keep_between (runner_policy.c): whether the waits between graph runs keep their cores, how many judged
  * windows in a row found that they should not have, and when to try keeping them again. Next:
  * the state after a window in which every member was (on_core) or was not on its CPU for most
- * of the time, or in which the runs were judged to go alone (RUN_ALONE). */
+ * of the time, or in which the runs were judged to go alone (run_alone). */
 typedef struct {
     bool keep;
     int fails;
     int64_t retry_at;
 } tg__cpu_keep_state;
 tg__cpu_keep_state tg__cpu_keep_next(tg__cpu_keep_state s, bool on_core, bool alone, int64_t now);
-/* Whether b's waits between graph runs keep their cores now (KEEP_BETWEEN, before the team's
+/* Whether b's waits between graph runs keep their cores now (keep_between, before the team's
  * pinning and contention are taken into account). */
 bool tg__cpu_keeps_core_between(tg_backend *b);
 

@@ -2,48 +2,30 @@
  *
  * Barrier: a count of arrivals and a generation number. The last member to arrive resets the
  * count (and the dynamic counter), then bumps the generation; the others wait for the
- * generation to change in three phases:
- *   1. spin (with the CPU's pause hint) for about TG_CPU_SPIN_NS: the common case in a graph
- *      run, where the members finish a node within microseconds of each other;
- *   2. sched_yield() until TG_CPU_YIELD_NS (20 ms) from the start of the wait: a member
- *      whose partner was preempted hands its core to whatever else is runnable on it (the
- *      partner, when both share a core) without giving up its place — but only until 200 µs
- *      in a team with more members than usable CPUs (TG_CPU_YIELD_OVERSUBSCRIBED_NS): there a
- *      member waits for one that has no core, a core it yields back to quickly when nobody
- *      else is runnable on it, and only a sleeping member's core lets the kernel move that
- *      one over (test_team's 3 members on 2 cores beside a busy loop: 98 s with 20 ms, 9–11 s
- *      with 200 µs);
+ * generation to change in three phases (tg_cpu_event_wait, on any condition):
+ *   1. spin with the CPU's pause hint for spin_ns: the common case in a graph run, where the
+ *      members finish a node within microseconds of each other;
+ *   2. sched_yield() until yield_ns from the start of the wait: a member whose partner was
+ *      preempted hands its core to whatever else is runnable there without giving up its
+ *      place. A member that sleeps instead gives its core to another process until that
+ *      process's time slice ends, and a VM wakes a sleeper late, while the waits inside a step
+ *      and between its graph runs are often longer than a few hundred µs; hence 20 ms. Only
+ *      yield_oversub_ns in a team with more members than usable CPUs: there a member waits for
+ *      one that has no core, and only a sleeping member's core lets the kernel move that one
+ *      over. An event may keep the core (keep_core): its yield phase spins on instead, since
+ *      a yield hands the core to any eligible task, a lowest-priority one included
+ *      (runner_policy.c: keep_core, keep_between);
  *   3. sleep on a futex (Linux; elsewhere it keeps yielding) until the last member wakes the
- *      sleepers: an idle team costs no CPU 20 ms after its last job.
- * Spinning long is what made OpenMP's default (and OpenBLAS's pool) lose 3.5× beside one busy
- * process on two cores: a spinning member holds a core its preempted partner needs. Sleeping
- * soon (the yield phase used to end at 200 µs) costs more than a wake-up beside a process of
- * lower priority: the waits inside a step and between a step's graph runs are often longer
- * than 200 µs, a sleeping member's core goes to the other process, and the woken member gets
- * it back only when the scheduler lets that process's slice end; and in a VM a sleeping
- * member wakes ~50–100 µs late. With 20 ms instead of 200 µs, one process of two threads
- * trained the small G2P model as fast as two MPI ranks (110–122 against 130–195 ms per step),
- * and beside a nice-19 loop the g2p-small step was as fast or faster in 5 of 6 rounds; alone
- * and beside a nice-0 loop the same within the noise (docs/log/2026-12-02.md). A yield is not
- * free beside a lowest-priority process either: an EEVDF kernel (Linux 6.6 and later) hands
- * it the core on a yield (two threads yielding in a loop left a nice-19 loop 95 % of a core on
- * Linux 6.18), and beside a g2p-small step it got a quarter of one. Spinning through the yield
- * phase instead kept it off, but on the host of 2026-12-02 made the step no faster there and ~6 %
- * slower beside a nice-0 process; nor did choosing spin or yield per member from its CPU clock or
- * its CPU (§4). An event may keep the core (keep_core: the yield phase spins with the pause
- * instruction): the graph runner's node waits do on a pinned team after an uncontended run
- * (cpu.c: KEEP_CORE) — beside a nice-19 loop on a Xeon host 0.95× the step time, beside a
- * nice-0 one, which makes the runs contended and so keeps the yields, the same — and the members'
- * waits for the next job while every member keeps its CPU (cpu.c: KEEP_BETWEEN).
- * The three phases are tg_cpu_event_wait, on any condition: the barrier's is "the generation
- * moved", the graph runner's (cpu.c) "every share of this node is done"; tg_cpu_event_sleep is
- * the third alone, for the graph runner's member whose partner is off its core (cpu.c: a
- * member's CPU clock, tg_cpu_member_cpu_ns, tells). The sleep/wake race:
- * a waiter reads the event's sequence number, announces itself (sleepers++) and re-checks the
- * condition before sleeping on the sequence number; the signaller makes the condition true,
- * bumps the sequence number and then reads sleepers. Both are sequentially consistent, so
- * either the waiter sees the condition or the signaller sees the sleeper, and futex_wait
- * returns at once if the sequence number moved in between.
+ *      sleepers: an idle team costs no CPU yield_ns after its last job.
+ * Spinning without end is what makes OpenMP's default and OpenBLAS's pool slow beside a busy
+ * process: a spinning member holds a core its preempted partner needs.
+ * The graph runner's waits (runner.c) are "every share of this node is done";
+ * tg_cpu_event_sleep is the third phase alone, for a member whose partner is off its core. The
+ * sleep/wake race: a waiter reads the event's sequence number, announces itself (sleepers++)
+ * and re-checks the condition before sleeping on the sequence number; the signaller makes the
+ * condition true, bumps the sequence number and then reads sleepers. Both are sequentially
+ * consistent, so either the waiter sees the condition or the signaller sees the sleeper, and
+ * futex_wait returns at once if the sequence number moved in between.
  */
 #include "backends/cpu/team.h"
 
@@ -75,6 +57,33 @@
 #endif
 
 enum { MAX_THREADS = 4096 };
+
+const tg_cpu_timing tg_cpu_t = {
+    .spin_ns = 50 * 1000,
+    .yield_ns = 20 * 1000 * 1000,
+    .yield_oversub_ns = 200 * 1000,
+    .steal_ns = 100 * 1000,
+    .fine_shares = 4,
+    .fine_min = 4 * 16384 /* 4 TG_PAR_MIN */,
+    .short_run_nodes = 4,
+    .look_ahead = 4,
+    .probe_ns = 200 * 1000,
+    .deep_ahead = 1024,
+    .deep_pending = 64,
+    .contended_offcore = 4,
+    .contended_min_nodes = 16,
+    .alone_window = 8,
+    .alone_share = 5,
+    .alone_cpu_num = 3,
+    .alone_cpu_den = 4,
+    .alone_ns = 100 * 1000 * 1000,
+    .keep_cpu_num = 3,
+    .keep_cpu_den = 4,
+    .keep_window_ns = 25 * 1000 * 1000,
+    .keep_retry_ns = (int64_t)1000 * 1000 * 1000,
+    .keep_backoff_max = 4,
+};
+
 
 /* A job's state word: its number (bits 32..63), CLOSED (no member may join any more) and the
  * number of members inside it besides member 0 (the low bits). */
@@ -152,7 +161,7 @@ void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx) {
         if ((i & 63) == 0) {
             int64_t now = tg_cpu_now_ns();
             if (!start) start = now;
-            else if (now - start > TG_CPU_SPIN_NS)
+            else if (now - start > tg_cpu_t.spin_ns)
                 break;
         }
     }
@@ -264,19 +273,13 @@ static int usable_cpus(void) {
 
 /* Binding. A team with one member per CPU the process may run on (the default thread count)
  * pins member i to the i-th of those CPUs — the caller, member 0, only while it runs a job, its
- * own affinity restored after. Left to the kernel, the members of a 2-thread team beside one
- * busy process sat on one core 72-76 % of the time while the other process had the other core
- * alone: two runnable threads against one is as balanced as three threads on two cores get, so
- * the kernel moves none of them, and the team had one core where a fair share is one and a
- * third (benchmarks/contention/placement.py, docs/log/2026-12-02.md). Pinned, one member shares its
- * core with the other process and the other has a core of its own, and with the graph runner's
- * finer cut after a contended run (cpu.c: CONTENDED_OFFCORE) the member with the core does most of
- * the work: beside a nice-0 loop the g2p-small step took 0.88× the time of the unpinned team
- * (10 of 10 rounds faster), alone and beside a nice-19 loop the same within the noise. (Pinned
- * before that cut existed, it gained 4-6 %: the member with a core then waited on the other.)
- * A team with fewer members than CPUs is not pinned — several such processes would pile onto
- * the first CPUs — nor one with more (test_team's 3 members on 2 CPUs); nor any team when
- * TG_CPU_BIND=0 (a program that places its threads itself). */
+ * own affinity restored after. Left to the kernel, two members beside one busy process on two
+ * CPUs mostly share one core while the other process has the other alone (two runnable threads
+ * against one is as balanced as three threads on two cores get, so the kernel moves none);
+ * pinned, one member shares its core with the other process and the other has a core of its
+ * own, and the runner's stealing gives that one most of the work. A team with fewer members
+ * than CPUs is not pinned — several such processes would pile onto the first CPUs — nor one
+ * with more; nor any team when TG_CPU_BIND=0 (a program that places its threads itself). */
 #if defined(__linux__)
 /* The CPUs of this thread's affinity mask, in order, into cpu (the first max of them); how many
  * there are (0 when the mask cannot be read). */
@@ -301,8 +304,8 @@ static void pin_to(int cpu) {
 
 /* Member 0's job pinned: its mask saved into *saved, false when not pinned — also when the
  * caller's own mask leaves out member 0's CPU (a program that placed the thread itself), and
- * when it is member 0's CPU alone already: setting and restoring the mask costs ~6 µs a job on
- * the 2-core host (a program running many short jobs from a thread it pinned pays ~0.3 µs). */
+ * when it is member 0's CPU alone already (setting and restoring the mask costs microseconds
+ * a job, which a program running many short jobs from a thread it pinned need not pay). */
 static bool pin_caller(const tg_cpu_team *t, cpu_set_t *saved) {
     if (!t->cpu || sched_getaffinity(0, sizeof *saved, saved) != 0 || !CPU_ISSET(t->cpu[0], saved))
         return false;
@@ -333,16 +336,14 @@ static void bind_members(tg_cpu_team *t) {
 #endif
 }
 
-/* A preempted member lent the idle CPU (team.h). Beside one busy process the kernel keeps a
- * member that the process holds off its core queued on that core, pinned there, while its
- * partner, with nothing left to run, sleeps and leaves its own core idle — for the rest of the
- * other process's time slice (1.5–3 ms on Linux 6.x), ~15 times a g2p-small step. Let run on
- * every CPU of the team, the member is pulled onto the idle one at once; at its next node (or
- * job) it pins itself again, so that the team keeps one member per CPU (a member left unpinned
- * until its next job made the step slower, as unpinned teams are). The member's mask is widened
- * before the flag is set: a member that reads the flag has been widened, and one widened after
- * it last read the flag reads it at its next node. Member 0 is never lent: its mask is the
- * program's. */
+/* A preempted member lent the idle CPU (team.h). The kernel keeps a member that another process
+ * holds off its core queued on that core, pinned there, while its partner, with nothing left to
+ * run, sleeps and leaves its own core idle for the rest of the other process's time slice. Let
+ * run on every CPU of the team, the member is pulled onto the idle one at once; at its next node
+ * (or job) it pins itself again, so that the team keeps one member per CPU. The member's mask
+ * is widened before the flag is set: a member that reads the flag has been widened, and one
+ * widened after it last read the flag reads it at its next node. Member 0 is never lent: its
+ * mask is the program's. */
 bool tg_cpu_team_lend(tg_cpu_team *t, int m) {
 #if TG_TEAM_PIN
     if (!t || !t->cpu || m < 1 || m >= t->n ||
@@ -420,7 +421,7 @@ tg_cpu_team *tg_cpu_team_new(int n) {
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     t->n = n;
-    t->yield_ns = n > usable_cpus() ? TG_CPU_YIELD_OVERSUBSCRIBED_NS : 0;
+    t->yield_ns = n > usable_cpus() ? tg_cpu_t.yield_oversub_ns : 0;
     t->ev.yield_ns = t->posted.yield_ns = t->left.yield_ns = t->yield_ns;
     t->threads = calloc((size_t)n, sizeof *t->threads);
     t->pars = calloc((size_t)n, sizeof *t->pars);

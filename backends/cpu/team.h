@@ -7,7 +7,7 @@
  * short one only when it is elsewhere; team.c says why; TG_CPU_BIND=0: never). tg_cpu_team_run(fn) runs fn
  * on every member at once and returns when all have finished. tg_cpu_team_offer(fn) runs it on
  * member 0 and whichever members join in time, and does not wait for the others: the CPU
- * backend runs a whole graph that way (cpu.c: every member walks the node list and takes shares
+ * backend runs a whole graph that way (runner.c: every member walks the node list and takes shares
  * of each node, waiting until the node is done before the next), so a training step opens one
  * parallel region, not one per op, and a member that another process holds off its core
  * delays neither the start nor the end of a run.
@@ -16,7 +16,7 @@
  * with TG_CPU_FOR (contiguous static blocks, as OpenMP's schedule(static)). Called by every
  * member of a running team (p->team set: tg_cpu_team_run), it may also hand out tasks
  * dynamically with tg_cpu_next() and wait for the others with tg_cpu_barrier() (every member
- * must reach the same barriers in the same order); called for one share of a graph node (cpu.c,
+ * must reach the same barriers in the same order); called for one share of a graph node (runner.c,
  * p->team NULL), barriers do nothing and the split must be static.
  */
 #ifndef TG_CPU_TEAM_H
@@ -31,7 +31,7 @@ typedef struct tg_cpu_team tg_cpu_team;
 
 /* Work that the shares of one graph node do once for all of them — a product's operand packed
  * for the GEMM (gemm_packed.c) — held in the node's slot (tg_cpu_par.shared): the first share
- * that needs it stores it there, the others find it, and the graph runner (cpu.c) calls
+ * that needs it stores it there, the others find it, and the graph runner (runner.c) calls
  * release once the node's last share is done. */
 typedef struct tg_cpu_shared tg_cpu_shared;
 struct tg_cpu_shared {
@@ -79,7 +79,7 @@ void tg_cpu_team_run(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), vo
  * inside fn; returns when member 0's fn has returned and every member that joined has left. A
  * member asleep, or preempted by another process, when the job is posted may find it already
  * done and is not waited for, so fn must get all the work done by whichever members run it
- * (take work items atomically, as the graph runner's shares in cpu.c), and must not use
+ * (take work items atomically, as the graph runner's shares in runner.c), and must not use
  * tg_cpu_barrier or a static split of the team. tg_cpu_member_joined(p, m): whether member m
  * has joined the current job (so far; a member may join later). Same nesting rule as
  * tg_cpu_team_run. */
@@ -95,7 +95,7 @@ bool tg_cpu_member_joined(const tg_cpu_par *p, int m);
  * the members are neither woken nor waited for, and the caller keeps its own CPU mask (not
  * bound to member 0's CPU). fn is an offered job's (tg_cpu_team_offer), whose work items are
  * cut for n members whoever runs them, so it gives the same results. For runs whose other
- * members cannot get to a core in time (cpu.c: RUN_ALONE). */
+ * members cannot get to a core in time (runner_policy.c: run_alone). */
 void tg_cpu_team_run_alone(tg_cpu_team *team, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx);
 
 /* Tests: the members other than 0 join no offered job while on (as if another process held
@@ -104,8 +104,8 @@ void tg_cpu_team_members_away(tg_cpu_team *team, bool on);
 
 /* The CPU time member m of p's team has had, in ns: its thread's CPU clock, which counts the
  * current slice while the thread runs on another core, so that a member held off its core by
- * another process (its clock stands still) is told from one at work (cpu.c). -1 when there is
- * no team or the clock cannot be read. */
+ * another process (its clock stands still) is told from one at work (runner_policy.c:
+ * offcore). -1 when there is no team or the clock cannot be read. */
 int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
 
 /* Member m (not 0) holds a share while another process has its CPU, and the caller, waiting on
@@ -115,7 +115,8 @@ int64_t tg_cpu_member_cpu_ns(const tg_cpu_par *p, int m);
 bool tg_cpu_team_lend(tg_cpu_team *t, int m);
 
 /* Whether the members' waits for the next job keep their cores (spin through the yield phase,
- * as tg_cpu_event.keep_core) instead of yielding them: cpu.c decides (KEEP_BETWEEN). */
+ * as tg_cpu_event.keep_core) instead of yielding them: the runner decides (runner_policy.c:
+ * keep_between). */
 void tg_cpu_team_keep_core_between(tg_cpu_team *team, bool on);
 
 /* The CPU time of member m of the team, in ns (member 0: the calling thread's, which is member
@@ -133,14 +134,33 @@ void tg_cpu_team_repin(const tg_cpu_par *p);
  * dynamically scheduled loop must be separated from the next one by a barrier. */
 void tg_cpu_barrier(tg_cpu_par *p);
 
-/* The phases of every wait, from its start (team.c says why): spin until TG_CPU_SPIN_NS, yield
- * the core until TG_CPU_YIELD_NS (or the event's yield_ns: tg_cpu_team_yield_ns), then sleep
- * until woken. */
-#define TG_CPU_SPIN_NS (50 * 1000)
-#define TG_CPU_YIELD_NS (20 * 1000 * 1000)
-/* The yield phase of a team with more members than the CPUs it may run on: some member is
- * always off a core there, and the waiting members must hand theirs over soon (team.c). */
-#define TG_CPU_YIELD_OVERSUBSCRIBED_NS (200 * 1000)
+/* The CPU backend's timings and thresholds, one place for all (team.c; runner.h says what the
+ * runner's do). A wait spins until spin_ns, yields the core until yield_ns (the event's
+ * yield_ns: tg_cpu_team_yield_ns), then sleeps until woken (team.c says why). */
+typedef struct {
+    int64_t spin_ns;          /* a wait spins this long: members finish a node µs apart */
+    int64_t yield_ns;         /* then yields until this: a sleeper wakes late, its core lent */
+    int64_t yield_oversub_ns; /* the same in a team with more members than CPUs: hand cores over */
+    int64_t steal_ns;         /* grace before a member takes a partner's untaken share */
+    int fine_shares;          /* shares per member of a big node that is not a product */
+    int64_t fine_min;         /* big: more output values than this */
+    int short_run_nodes;      /* runs of fewer nodes bind the caller only when it is elsewhere */
+    int look_ahead;           /* look_ahead: later nodes a member may run its own shares of */
+    int64_t probe_ns;         /* offcore: interval between readings of a holder's CPU clock */
+    int deep_ahead;           /* offcore: later nodes a member may run any untaken share of */
+    int deep_pending;         /* offcore: unfinished nodes tracked while running ahead (<= 64) */
+    int contended_offcore;    /* fine_after: a run with this many off-core waits is contended */
+    int contended_min_nodes;  /* runs of fewer nodes are neither counted contended nor judged */
+    int alone_window;         /* run_alone: runs per judgement */
+    int alone_share;          /* run_alone: members that ran under 1/this of their shares */
+    int alone_cpu_num, alone_cpu_den; /* run_alone: while member 0 had under num/den of a CPU */
+    int64_t alone_ns;         /* run_alone: how long the runs then go alone */
+    int keep_cpu_num, keep_cpu_den; /* keep_between: a member under num/den of a CPU: yield */
+    int64_t keep_window_ns;   /* keep_between: the shortest window judged */
+    int64_t keep_retry_ns;    /* keep_between: first retry after a window that should yield */
+    int keep_backoff_max;     /* keep_between: the retry time doubles at most this often */
+} tg_cpu_timing;
+extern const tg_cpu_timing tg_cpu_t;
 
 /* A condition other threads wait for, with the barrier's spin, yield and sleep phases: a
  * waiter calls tg_cpu_event_wait(e, cond, ctx), which returns once cond(ctx) is true; whoever
@@ -148,22 +168,22 @@ void tg_cpu_barrier(tg_cpu_par *p);
 typedef struct tg_cpu_event {
     _Atomic unsigned seq;
     _Atomic int sleepers;
-    int64_t yield_ns; /* end of the yield phase; 0: TG_CPU_YIELD_NS (tg_cpu_team_yield_ns) */
-    atomic_bool keep_core; /* the yield phase spins on instead of yielding (cpu.c: run_job);
-                              atomic: the team's `posted` is set while members wait on it */
+    int64_t yield_ns; /* end of the yield phase; 0: tg_cpu_t.yield_ns (tg_cpu_team_yield_ns) */
+    atomic_bool keep_core; /* the yield phase spins on instead of yielding (runner_policy.c:
+                              keep_core); atomic: the team's `posted` is set while members wait */
 } tg_cpu_event;
 void tg_cpu_event_wait(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 void tg_cpu_event_signal(tg_cpu_event *e);
 /* Where a wait on e ends its yield phase, from the wait's start. */
 static inline int64_t tg_cpu_event_yield_ns(const tg_cpu_event *e) {
-    return e->yield_ns ? e->yield_ns : TG_CPU_YIELD_NS;
+    return e->yield_ns ? e->yield_ns : tg_cpu_t.yield_ns;
 }
 /* The wait's sleep phase alone: for a waiter that knows spinning or yielding cannot help (the
- * graph runner's member whose partner is off its core: cpu.c). */
+ * graph runner's member whose partner is off its core: runner_policy.c, offcore). */
 void tg_cpu_event_sleep(tg_cpu_event *e, bool (*cond)(void *ctx), void *ctx);
 
-/* The yield phase for the events of a job on this team: TG_CPU_YIELD_OVERSUBSCRIBED_NS when the
- * team has more members than the CPUs the process may run on, else 0 (TG_CPU_YIELD_NS). */
+/* The yield phase for the events of a job on this team: tg_cpu_t.yield_oversub_ns when the
+ * team has more members than the CPUs the process may run on, else 0 (tg_cpu_t.yield_ns). */
 int64_t tg_cpu_team_yield_ns(const tg_cpu_team *team);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
@@ -172,7 +192,7 @@ int64_t tg_cpu_now_ns(void);
 int64_t tg_cpu_thread_cpu_ns(void);
 
 /* The next `step` indices of the current dynamically scheduled loop: returns the first. Only
- * for members of a running team (p->team set); a share of a graph node (cpu.c: p->team NULL,
+ * for members of a running team (p->team set); a share of a graph node (runner.c: p->team NULL,
  * called once per share) must split its work statically, or it would do every task. */
 int64_t tg_cpu_next(tg_cpu_par *p, int64_t step);
 

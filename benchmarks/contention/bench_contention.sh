@@ -6,8 +6,8 @@
 #                                  [--steps N] [--loads "none busy nice19"] [-- bench_step/peer options]
 #
 # --build DIR   a build directory holding benchmarks/micro/bench_step (repeatable: compare builds,
-#               e.g. an old and a new one, and get each later build's time ÷ the first's round
-#               by round; default: build)
+#               e.g. an old and a new one, and get each later build's time ÷ the first's at the
+#               same --isa level, round by round; default: build)
 # --isa LEVELS  comma-separated CPU instruction sets each build runs at, e.g. avx2,avx512 (the
 #               TG_CPU_ISA cap, backends/cpu/isa.h: an AVX-512 host measured as an AVX2 one; the
 #               program's name gets @LEVEL); default: none set, the CPU's own
@@ -103,7 +103,7 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-awk -v loads="$loads" "$awk_median"'
+awk -v loads="$loads" -v first="${builds[0]}" "$awk_median"'
     { v[$1, $2] = v[$1, $2] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
     END {
         nl = split(loads, L, " ")
@@ -116,13 +116,14 @@ awk -v loads="$loads" "$awk_median"'
             printf "%-28s %-8s %10.1f %12s %12s\n", p, l, m, base ? sprintf("%.2fx", m / base) : "-",
                    pt ? sprintf("%.2fx", m / pt) : "-"
         }
-        # builds against the first, round by round (each pair ran back to back under one load)
+        # builds against the first at the same instruction set, round by round (each pair ran
+        # in the same round under one load)
         for (i = 1; i < n; i++) for (j = 1; j <= nl; j++) {
-            p = order[i]; l = L[j]
-            if (p == "pytorch" || !((p, l) in v) || !((order[0], l) in v)) continue
-            k = split(v[p, l], x, " "); split(v[order[0], l], y, " "); r = ""; below = 0
+            p = order[i]; l = L[j]; at = index(p, "@"); ref = first (at ? substr(p, at) : "")
+            if (p == "pytorch" || p == ref || !((p, l) in v) || !((ref, l) in v)) continue
+            k = split(v[p, l], x, " "); split(v[ref, l], y, " "); r = ""; below = 0
             for (q = 1; q <= k; q++) { r = r " " x[q] / y[q]; below += x[q] < y[q] }
             printf "%s / %s, load %s: median of the rounds'"'"' ratios %.3f, %d of %d rounds below 1\n",
-                   p, order[0], l, median(r), below, k
+                   p, ref, l, median(r), below, k
         }
     }' "$out"
