@@ -23,21 +23,15 @@
 set -u
 
 TG=${1:?usage: test_dist_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
 command -v mpirun >/dev/null 2>&1 || { echo "skip: mpirun not found"; exit 77; }
 command -v "$PY" >/dev/null 2>&1 || { echo "skip: $PY not found"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_dist.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
+. "$here/tool_lib.sh" # ok, check, one, same_dev, ran, same_params, interrupted
+tool_start dist
 mkdir rt && export TMPDIR="$tmp/rt" # where ranks > 0 keep a resumed checkpoint's copy
 export TG_NUM_THREADS=1
 
-passed=0
-failed=0
-. "$here/tool_lib.sh" # ok, check, one, same_dev, ran, same_params, interrupted
 bad() { # tool_lib.sh's, with the ends of the outputs (mpirun's last words)
     failed=$((failed + 1))
     echo "FAIL $1"

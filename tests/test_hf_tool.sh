@@ -9,16 +9,9 @@
 set -u
 
 TG=${1:?usage: test_hf_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 hf=$(cd "$(dirname "$0")" && pwd)/fixtures/hf
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_hf_tool.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
-passed=0
-failed=0
 . "$hf/../../tool_lib.sh"
+tool_start hf_tool
 
 expect "inspect lists a Hugging Face file's tensors" 0 "bert.embeddings.word_embeddings.weight" inspect --model "$hf/bert/model.safetensors"
 check "inspect: dtype, shape and parameter count" sh -c 'grep -q "F32 *\[461,32\]" out.txt && grep -q "^total: .* parameters" out.txt'

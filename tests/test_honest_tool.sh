@@ -12,19 +12,11 @@
 set -u
 
 TG=${1:?usage: test_honest_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 fixtures=$here/fixtures
 PY=${PYTHON:-python3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_honest_tool.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
-
-passed=0
-failed=0
 . "$here/tool_lib.sh" # ok, bad, run, expect, check, absent
+tool_start honest_tool
 
 # set_tensor IN OUT NAME VALUE: a copy of safetensors file IN whose tensor NAME holds VALUE everywhere
 set_tensor() {

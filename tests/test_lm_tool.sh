@@ -8,17 +8,9 @@
 set -u
 
 TG=${1:?usage: test_lm_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures/models
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_lm_tool.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
-
-passed=0
-failed=0
 . "$fixtures/../../tool_lib.sh" # ok, bad, run, expect, check
+tool_start lm_tool
 
 i=0
 while [ $i -lt 30 ]; do

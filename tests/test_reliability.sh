@@ -17,18 +17,11 @@
 set -u
 
 TG=${1:?usage: test_reliability.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 bad_dir=$(cd "$(dirname "$0")" && pwd)/fixtures/bad
 pairs=$(cd "$(dirname "$0")" && pwd)/fixtures/models/pairs
 . "$bad_dir/../../tool_lib.sh" # ok, bad, run, expect, check
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_reliability.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
+tool_start reliability
 export TG_NUM_THREADS=1
-
-passed=0
-failed=0
 
 # reverse task over 6 symbols; a model of a few kB: each run takes a fraction of a second
 awk -v n=40 -v seed=7 'BEGIN { x = seed

@@ -21,19 +21,12 @@
 set -u
 
 TG=${1:?usage: test_replicas_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null 2>&1 || { echo "skip: $PY not found"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_replicas.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-unset TG_NUM_THREADS
-
-passed=0
-failed=0
 . "$here/tool_lib.sh" # ok, bad, check, one, same_dev, ran, same_params, interrupted
+tool_start replicas
+unset TG_NUM_THREADS
 
 reverse_task # D, COMMON, SGD, ADAM
 

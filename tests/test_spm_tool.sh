@@ -9,21 +9,13 @@
 set -u
 
 TG=${1:?usage: test_spm_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 if ! command -v spm_train >/dev/null || ! command -v spm_encode >/dev/null; then
     echo "spm_train / spm_encode not installed (apt-get install sentencepiece): skipped"
     exit 77
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_spm_tool.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
-
-passed=0
-failed=0
 . "$here/tool_lib.sh" # ok, bad, run, expect, check
+tool_start spm_tool
 
 # raw text: the prose of this repository's documentation (no U+2581 in it), lines of 20+ bytes
 grep -h -v -e '▁' -e '^ *$' "$here/../docs/model.md" "$here/../docs/guide.md" | awk 'length($0) > 20' | head -600 >raw.txt

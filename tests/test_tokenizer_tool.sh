@@ -8,18 +8,10 @@
 set -u
 
 TG=${1:?usage: test_tokenizer_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 PY=${PY:-python3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_tok_tool.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
-
-passed=0
-failed=0
 . "$here/tool_lib.sh" # ok, bad, run, expect, check
+tool_start tok_tool
 
 # legacy IN OUT: the checkpoint IN without its stored tokenizer (as tg train wrote it before
 # tokenizers travelled): the safetensors header's __metadata__ lose the key "tokenizer"

@@ -15,17 +15,9 @@
 set -u
 
 TG=${1:?usage: test_tool.sh PATH/TO/tg}
-case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
 fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures/models
 . "$fixtures/../../tool_lib.sh" # ok, bad, run, expect, check, absent
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_tool.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-cd "$tmp" || exit 1
-export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
-
-passed=0
-failed=0
+tool_start tool
 
 # ---------------------------------------------------------------- data
 # reverse task over 8 symbols, lengths 2..7, from a fixed linear congruential generator

@@ -1,8 +1,20 @@
-# Helpers of the end-to-end tests of `tg` (sourced by tests/test_tool.sh,
-# tests/test_reliability.sh, tests/test_lm_tool.sh, tests/test_dist_tool.sh and
-# tests/test_replicas_tool.sh): counters, and commands that run tg with stdout in out.txt and
-# stderr in err.txt.
+# Helpers of the end-to-end tests of `tg` (sourced by tests/test_*tool.sh and
+# tests/test_reliability.sh): their start, counters, and commands that run tg with stdout in
+# out.txt and stderr in err.txt.
 # shellcheck shell=sh
+# tool_start NAME: the start every such test shares — $TG made absolute, a scratch directory
+# $tmp (removed at exit) as the working directory, 2 threads unless TG_NUM_THREADS says
+# otherwise, and the counters at zero.
+tool_start() {
+    case $TG in /*) ;; *) TG=$(pwd)/$TG ;; esac
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_test_$1.XXXXXX") || exit 1
+    trap 'rm -rf "$tmp"' EXIT
+    trap 'exit 1' INT TERM
+    cd "$tmp" || exit 1
+    export TG_NUM_THREADS=${TG_NUM_THREADS:-2}
+    passed=0
+    failed=0
+}
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
 bad() {
     failed=$((failed + 1))
