@@ -770,7 +770,7 @@ START_TEST(test_contended_cuts) {
     tg_backend *busy;
     ck_assert_int_eq(tg_backend_cpu_new(2, &busy), TG_OK);
     tg__cpu_all_offcore(busy, true);
-    for (int run = 0; run < 4 || (run < 100 && tg__cpu_fine_runs(busy) < 2); run++) {
+    for (int run = 0; run < 4 || (run < 100 && tg__cpu_runner_counts(busy).fine_runs < 2); run++) {
         tg_graph *g = tg_graph_new();
         const int64_t xs[2] = {CK, CM}, ys[2] = {CK, CN};
         /* enough nodes that the run counts as contended (cpu.c: CONTENDED_MIN_NODES) */
@@ -789,13 +789,13 @@ START_TEST(test_contended_cuts) {
         long at = first_diff(cwant, cgot, CM * CN);
         if (at >= 0)
             ck_abort_msg("contended run %d (%lld cut fine): C[%ld] = %.9g, by hand %.9g", run,
-                         (long long)tg__cpu_fine_runs(busy), at, cgot[at], cwant[at]);
+                         (long long)tg__cpu_runner_counts(busy).fine_runs, at, cgot[at], cwant[at]);
         at = first_diff(wplain, wgot, WM * WN);
         if (at >= 0)
             ck_abort_msg("contended run %d (%lld cut fine), by columns: C[%ld] = %.9g, plain %.9g",
-                         run, (long long)tg__cpu_fine_runs(busy), at, wgot[at], wplain[at]);
+                         run, (long long)tg__cpu_runner_counts(busy).fine_runs, at, wgot[at], wplain[at]);
     }
-    ck_assert_int_ge(tg__cpu_fine_runs(busy), 2);
+    ck_assert_int_ge(tg__cpu_runner_counts(busy).fine_runs, 2);
     tg_backend_free(busy);
     free(cwant), free(cgot), free(wplain), free(wgot);
     release(&q);

@@ -450,14 +450,14 @@ START_TEST(test_lookahead_same_bits) {
                       i, ref[i], one[i]);
     /* 20 runs, and more until a share ran early: on a loaded machine the members may join too
      * late for it (member 0 then takes their shares at once, and nobody waits) */
-    for (int rep = 0; rep < 20 || (rep < 400 && tg__cpu_shares_run_ahead(b3) == 0); rep++) {
+    for (int rep = 0; rep < 20 || (rep < 400 && tg__cpu_runner_counts(b3).run_ahead == 0); rep++) {
         branches_grads(b3, vals, got);
         ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "run %d differs from the first",
                       rep);
     }
     /* the look-ahead did run shares early (members finish their shares at different times) */
-    ck_assert_int_gt(tg__cpu_shares_run_ahead(b3), 0);
-    ck_assert_int_eq(tg__cpu_shares_run_ahead(b1), 0);
+    ck_assert_int_gt(tg__cpu_runner_counts(b3).run_ahead, 0);
+    ck_assert_int_eq(tg__cpu_runner_counts(b1).run_ahead, 0);
     tg_backend_free(b1);
     tg_backend_free(b3);
     free(vals);
@@ -599,7 +599,7 @@ START_TEST(test_offcore_waits_sleep) {
         branches_grads(plain, vals, ref);
         /* how many such waits there are depends on the members' timing: runs until 10 */
         int rep = 0;
-        for (; rep < 6 || (rep < 200 && tg__cpu_waits_offcore(sleepy) < 10); rep++) {
+        for (; rep < 6 || (rep < 200 && tg__cpu_runner_counts(sleepy).waits_offcore < 10); rep++) {
             branches_grads(sleepy, vals, got);
             ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "%d threads, run %d differs",
                           threads, rep);
@@ -607,13 +607,13 @@ START_TEST(test_offcore_waits_sleep) {
         /* a team with one member per CPU pins them: a sleeper lends a holder other than member
          * 0 its CPU (runs on, to see one), and the holder pins itself back at its next node */
         const bool pinned = threads == pinning_cpus();
-        for (; pinned && rep < 400 && tg__cpu_waits_lent(sleepy) == 0; rep++) {
+        for (; pinned && rep < 400 && tg__cpu_runner_counts(sleepy).waits_lent == 0; rep++) {
             branches_grads(sleepy, vals, got);
             ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "%d threads, run %d differs",
                           threads, rep);
         }
-        const int64_t waits = tg__cpu_waits_offcore(sleepy), slept = tg__cpu_waits_slept(sleepy),
-                      lent = tg__cpu_waits_lent(sleepy);
+        const int64_t waits = tg__cpu_runner_counts(sleepy).waits_offcore, slept = tg__cpu_runner_counts(sleepy).waits_slept,
+                      lent = tg__cpu_runner_counts(sleepy).waits_lent;
         printf("%d threads, %d runs: %lld waits on a holder off its core, %lld ran ahead, %lld "
                "slept, %lld of them lending the holder the sleeper's CPU\n",
                threads, rep, (long long)waits, (long long)(waits - slept), (long long)slept,
@@ -647,12 +647,12 @@ START_TEST(test_contended_fine_cut) {
     tg__cpu_all_offcore(busy, true);
     branches_grads_of(plain, vals, ref, T, W, B);
     int rep = 0;
-    for (; rep < 6 || (rep < 100 && tg__cpu_fine_runs(busy) < 3); rep++) {
+    for (; rep < 6 || (rep < 100 && tg__cpu_runner_counts(busy).fine_runs < 3); rep++) {
         branches_grads_of(busy, vals, got, T, W, B);
         ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "run %d (%lld cut fine) differs",
-                      rep, (long long)tg__cpu_fine_runs(busy));
+                      rep, (long long)tg__cpu_runner_counts(busy).fine_runs);
     }
-    ck_assert_int_ge(tg__cpu_fine_runs(busy), 3);
+    ck_assert_int_ge(tg__cpu_runner_counts(busy).fine_runs, 3);
     tg_backend_free(plain);
     tg_backend_free(busy);
     free(vals);
@@ -679,21 +679,21 @@ START_TEST(test_waits_keep_core) {
     branches_grads(b, vals, ref);
     /* each graph run follows a contended run (cut fine, yielding) or an uncontended one
      * (keeping its core), never both: the runs of a call, counted by either */
-    const int64_t runs = tg__cpu_runs_keeping_core(b) + tg__cpu_fine_runs(b);
+    const int64_t runs = tg__cpu_runner_counts(b).runs_keeping_core + tg__cpu_runner_counts(b).fine_runs;
     ck_assert_int_gt(runs, 0);
     /* idle, runs keep their core (on a loaded machine some may follow contended ones) */
-    for (int rep = 0; rep < 50 && tg__cpu_runs_keeping_core(b) == 0; rep++)
+    for (int rep = 0; rep < 50 && tg__cpu_runner_counts(b).runs_keeping_core == 0; rep++)
         branches_grads(b, vals, got);
-    ck_assert_int_gt(tg__cpu_runs_keeping_core(b), 0);
+    ck_assert_int_gt(tg__cpu_runner_counts(b).runs_keeping_core, 0);
     /* every wait's holder taken to be off its core: runs follow contended ones */
     tg__cpu_all_offcore(b, true);
-    for (int rep = 0; rep < 6 || (rep < 100 && tg__cpu_fine_runs(b) < 3); rep++) {
-        const int64_t kept0 = tg__cpu_runs_keeping_core(b), fine0 = tg__cpu_fine_runs(b);
+    for (int rep = 0; rep < 6 || (rep < 100 && tg__cpu_runner_counts(b).fine_runs < 3); rep++) {
+        const int64_t kept0 = tg__cpu_runner_counts(b).runs_keeping_core, fine0 = tg__cpu_runner_counts(b).fine_runs;
         branches_grads(b, vals, got);
         ck_assert(memcmp(got, ref, sizeof(float) * NG) == 0);
-        ck_assert_int_eq(tg__cpu_runs_keeping_core(b) - kept0 + tg__cpu_fine_runs(b) - fine0, runs);
+        ck_assert_int_eq(tg__cpu_runner_counts(b).runs_keeping_core - kept0 + tg__cpu_runner_counts(b).fine_runs - fine0, runs);
     }
-    ck_assert_int_ge(tg__cpu_fine_runs(b), 3);
+    ck_assert_int_ge(tg__cpu_runner_counts(b).fine_runs, 3);
     tg_backend_free(b);
     /* unpinned teams keep yielding */
     for (int mode = 0; mode < 2; mode++) {
@@ -701,7 +701,7 @@ START_TEST(test_waits_keep_core) {
         CK(tg_backend_cpu_new(mode == 0 ? n + 1 : n, &b));
         branches_grads(b, vals, got);
         ck_assert(memcmp(got, ref, sizeof(float) * NG) == 0);
-        ck_assert_int_eq(tg__cpu_runs_keeping_core(b), 0);
+        ck_assert_int_eq(tg__cpu_runner_counts(b).runs_keeping_core, 0);
         tg_backend_free(b);
         unsetenv("TG_CPU_BIND");
     }
@@ -969,26 +969,26 @@ START_TEST(test_run_alone) {
     pthread_t busy = share_my_cpu(&saved, &stop);
     tg__cpu_members_away(b, true);
     int rep = 0;
-    for (; rep < 400 && tg__cpu_runs_alone(b) < 3; rep++) {
+    for (; rep < 400 && tg__cpu_runner_counts(b).runs_alone < 3; rep++) {
         branches_grads(b, vals, got);
         ck_assert_msg(memcmp(got, ref, sizeof(float) * NG) == 0, "run %d (%lld alone) differs", rep,
-                      (long long)tg__cpu_runs_alone(b));
+                      (long long)tg__cpu_runner_counts(b).runs_alone);
     }
     atomic_store(&stop, true);
     pthread_join(busy, NULL);
     ck_assert_int_eq(sched_setaffinity(0, sizeof saved, &saved), 0);
-    printf("%d runs, %lld of them alone\n", rep, (long long)tg__cpu_runs_alone(b));
-    ck_assert_int_ge(tg__cpu_runs_alone(b), 3);
+    printf("%d runs, %lld of them alone\n", rep, (long long)tg__cpu_runner_counts(b).runs_alone);
+    ck_assert_int_ge(tg__cpu_runner_counts(b).runs_alone, 3);
     /* runs that go alone: the waits between runs yield (keep_between) */
     ck_assert(!tg__cpu_keeps_core_between(b));
     /* the spell ends: within a second a run is made by the team, not alone */
     tg__cpu_members_away(b, false);
     bool team_ran = false;
     for (rep = 0; rep < 100 && !team_ran; rep++) {
-        const int64_t alone = tg__cpu_runs_alone(b);
+        const int64_t alone = tg__cpu_runner_counts(b).runs_alone;
         branches_grads(b, vals, got);
         ck_assert(memcmp(got, ref, sizeof(float) * NG) == 0);
-        team_ran = tg__cpu_runs_alone(b) == alone;
+        team_ran = tg__cpu_runner_counts(b).runs_alone == alone;
         if (!team_ran) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     }
     ck_assert(team_ran);

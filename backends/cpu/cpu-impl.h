@@ -74,39 +74,29 @@ bool tg__cpu_matmul_reads_lookup(const tg_tensor *t);
 /* TG_OK when ids[0..n) all lie in [0, V), else TG_ERR_INVALID naming fn (k_nn.c). */
 tg_status tg__cpu_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *fn);
 
-/* How many node shares the graph runner of CPU backend b has run ahead of their node's turn
- * (runner_policy.c: look_ahead, offcore), since b was made: for tests. */
-int64_t tg__cpu_shares_run_ahead(tg_backend *b);
-
 /* Benchmarks and tests (bench_step --huge-pages): lasting blocks of 8 MiB and more (a store's
  * slabs, alloc_lasting) mapped on 2-MiB boundaries and marked MADV_HUGEPAGE (on, the default;
  * cpu.c: HUGE_MIN), or from the heap (off). Process-wide; returns the previous setting. Blocks
  * keep the way they were made. */
 bool tg__cpu_huge_pages(bool on);
 
-/* How many waits of b's graph runner found the member holding a share off its core
- * (runner_policy.c: offcore), and how many of those were slept through (nothing to run ahead), since b was
- * made; and, for tests, every holder taken to be off its core (at the wait's first reading;
- * b's runs then never go alone, run_alone, whose runs have no such waits). */
-int64_t tg__cpu_waits_offcore(tg_backend *b);
-int64_t tg__cpu_waits_slept(tg_backend *b);
-/* Of the waits slept through, how many lent the holder the sleeper's CPU (team.h:
- * tg_cpu_team_lend; only in a team that pins its members, and never member 0). */
-int64_t tg__cpu_waits_lent(tg_backend *b);
+/* What the graph runner of CPU backend b has done since b was made (runner_policy.c says what
+ * each policy does), for tests and benchmarks: one snapshot of its counters. */
+typedef struct {
+    int64_t run_ahead;     /* node shares run ahead of their node's turn (look_ahead, offcore) */
+    int64_t waits_offcore; /* waits that found the member holding a share off its core */
+    int64_t waits_slept;   /* of those, slept through (nothing to run ahead) */
+    int64_t waits_lent;    /* of those, lending the holder the sleeper's CPU (team.h:
+                            * tg_cpu_team_lend; a team that pins its members, never member 0) */
+    int64_t fine_runs;     /* runs that cut the packed products finer (fine_after) */
+    int64_t runs_keeping_core; /* runs whose waits spun through the yield phase (keep_core) */
+    int64_t runs_alone;        /* runs on the caller alone (run_alone) */
+} tg__cpu_runner_stats;
+tg__cpu_runner_stats tg__cpu_runner_counts(tg_backend *b);
+/* Tests: every holder taken to be off its core (at the wait's first reading; b's runs then
+ * never go alone, run_alone, whose runs have no such waits). */
 void tg__cpu_all_offcore(tg_backend *b, bool on);
-
-/* How many graph runs of b cut the packed products finer, after a run that found members off
- * their cores (runner_policy.c: fine_after), since b was made: for tests. */
-int64_t tg__cpu_fine_runs(tg_backend *b);
-
-/* How many graph runs of b spun through their waits' yield phase instead of yielding
- * (runner_policy.c: keep_core: a team pinned one member per CPU, after an uncontended run), since b was made. */
-int64_t tg__cpu_runs_keeping_core(tg_backend *b);
-
-/* How many graph runs of b went on the caller alone (runner_policy.c: run_alone), since b was made; and,
- * for tests, b's members other than 0 joining no graph run while on (team.h:
- * tg_cpu_team_members_away). */
-int64_t tg__cpu_runs_alone(tg_backend *b);
+/* Tests: b's members other than 0 join no graph run while on (team.h: tg_cpu_team_members_away). */
 void tg__cpu_members_away(tg_backend *b, bool on);
 /* The judgement of run_alone on a window of the team's runs: the shares its members other than 0
  * own and ran, member 0's wall and CPU time in them; true: the next runs go alone. */

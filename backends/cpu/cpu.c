@@ -522,36 +522,19 @@ static const tg_backend_vtable cpu_vtable = {
     .release_weight = cpu_release_weight,
 };
 
-int64_t tg__cpu_fine_runs(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.fine_runs);
-}
-
-int64_t tg__cpu_shares_run_ahead(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.ahead);
-}
-
-int64_t tg__cpu_waits_offcore(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.offcore);
-}
-
-int64_t tg__cpu_waits_slept(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.slept);
-}
-
-int64_t tg__cpu_runs_keeping_core(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.kept);
-}
-
-int64_t tg__cpu_waits_lent(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.lent);
+tg__cpu_runner_stats tg__cpu_runner_counts(tg_backend *b) {
+    tg_cpu_runner *r = &((cpu_impl *)b->impl)->run;
+    return (tg__cpu_runner_stats){.run_ahead = atomic_load(&r->ahead),
+                                  .waits_offcore = atomic_load(&r->offcore),
+                                  .waits_slept = atomic_load(&r->slept),
+                                  .waits_lent = atomic_load(&r->lent),
+                                  .fine_runs = atomic_load(&r->fine_runs),
+                                  .runs_keeping_core = atomic_load(&r->kept),
+                                  .runs_alone = atomic_load(&r->alone_runs)};
 }
 
 bool tg__cpu_keeps_core_between(tg_backend *b) {
     return ((cpu_impl *)b->impl)->run.keep.keep;
-}
-
-int64_t tg__cpu_runs_alone(tg_backend *b) {
-    return atomic_load(&((cpu_impl *)b->impl)->run.alone_runs);
 }
 
 void tg__cpu_members_away(tg_backend *b, bool on) {
