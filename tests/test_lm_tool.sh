@@ -12,14 +12,7 @@ fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures/models
 . "$fixtures/../../tool_lib.sh" # ok, bad, run, expect, check
 tool_start lm_tool
 
-i=0
-while [ $i -lt 30 ]; do
-    echo "the cat sat on the mat"
-    echo "a dog ran on the grass"
-    echo "the dog sat"
-    i=$((i + 1))
-done >train.txt
-head -3 train.txt >dev.txt
+little_corpus
 
 small="--d-model 32 --heads 2 --dec-layers 2 --d-ff 64 --max-len 12 --dropout 0 --schedule constant --lr 0.003
  --warmup 10 --max-tokens 300 --progress none"

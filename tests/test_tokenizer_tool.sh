@@ -28,14 +28,7 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data[8 + n:])
 PYEOF
 }
 
-i=0
-while [ $i -lt 30 ]; do
-    echo "the cat sat on the mat"
-    echo "a dog ran on the grass"
-    echo "the dog sat"
-    i=$((i + 1))
-done >train.txt
-head -3 train.txt >dev.txt
+little_corpus
 
 small="--d-model 32 --heads 2 --d-ff 64 --max-len 40 --dropout 0 --schedule constant --lr 0.003
  --warmup 10 --max-tokens 400 --progress none"

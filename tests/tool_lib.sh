@@ -15,6 +15,17 @@ tool_start() {
     passed=0
     failed=0
 }
+# little_corpus: train.txt (three sentences of words, 30 times) and dev.txt (its first three lines)
+little_corpus() {
+    i=0
+    while [ $i -lt 30 ]; do
+        echo "the cat sat on the mat"
+        echo "a dog ran on the grass"
+        echo "the dog sat"
+        i=$((i + 1))
+    done >train.txt
+    head -3 train.txt >dev.txt
+}
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
 bad() {
     failed=$((failed + 1))
