@@ -106,6 +106,191 @@ FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *
     }
 }
 
+/* tanh (vmath-impl.h): the odd polynomial x + x^3 Q(x^2) below |x| = 0.625, above it
+ * 1 - 2 / (exp(2|x|) + 1) with x's sign */
+FN static inline V GL_NAME(tanh, SFX)(V x) {
+    const V sign = VSET1(-0.0f);
+    V ax = VANDNOT(sign, x), z = VMUL(x, x);
+    V q = VSET1(TANH_Q0);
+    q = VFMADD(q, z, VSET1(TANH_Q1));
+    q = VFMADD(q, z, VSET1(TANH_Q2));
+    q = VFMADD(q, z, VSET1(TANH_Q3));
+    q = VFMADD(q, z, VSET1(TANH_Q4));
+    V small = VFMADD(VMUL(x, z), q, x);
+    V e = GL_NAME(exp, SFX)(VMUL(VSET1(2.0f), GL_NAME(clamp, SFX)(ax, 0.0f, 9.0f)));
+    V big = VSUB(VSET1(1.0f), VDIV(VSET1(2.0f), VADD(e, VSET1(1.0f))));
+    big = VOR(big, VAND(x, sign));
+    return VBLEND(VCMP(ax, VSET1(0.625f), _CMP_LT_OQ), big, small);
+}
+
+/* y = f(x) over arrays: whole vectors, then the tail through the same code (as vgelu) */
+#define GL_MAP(NAME, F)                                                                            \
+    FN static inline void GL_NAME(NAME, SFX)(const float *x, float *y, int64_t n) {                \
+        int64_t i = 0;                                                                             \
+        for (; i + W <= n; i += W)                                                                 \
+            VSTORE(y + i, GL_NAME(F, SFX)(VLOAD(x + i)));                                          \
+        if (i < n) VSTOREN(y + i, n - i, GL_NAME(F, SFX)(VLOADN(x + i, n - i)));                   \
+    }
+GL_MAP(vexp, exp)
+GL_MAP(vtanh, tanh)
+#undef GL_MAP
+
+/* e = exp(v - m) where v is not -inf, else 0: a softmax's or cross-entropy's term (m the max) */
+FN static inline V GL_NAME(exp_live, SFX)(V v, V mv) {
+    return VKEEP(VCMP(v, VSET1(-INFINITY), _CMP_NEQ_UQ), GL_NAME(exp_le0, SFX)(VSUB(v, mv)));
+}
+
+/* The rows of the cross-entropy and the long softmax rows, 16 values per step in 16 / W
+ * vectors (lane l of vector h sums elements 16i + Wh + l); VSUM16 adds the vectors' lanes l and
+ * l + 8 and then the 8 sums in hsum8's order, so both levels sum in the order of one 16-lane
+ * vector. The tail reads -inf for the max and the exps (which are then 0) and 0 for the plain
+ * sum, and a vector wholly past the end adds exactly 0. With e, the exps are stored there as
+ * well (a long softmax row's; e may be x: each vector is read before it is written). The max
+ * runs in four chains (one would wait on the max's latency), exact in any order. Inlined into
+ * each caller, so that a softmax row's (no plain sum) drops that sum. */
+FN static INLINE float GL_NAME(sumexp, SFX)(const float *x, int64_t n, float *max, float *sum_x,
+                                            float *e) {
+    enum { H = 16 / W };
+    const V ninf = VSET1(-INFINITY);
+    V vm[4] = {ninf, ninf, ninf, ninf}, acc[H], accx[H];
+    for (int h = 0; h < H; h++)
+        acc[h] = accx[h] = VSET1(0.0f);
+    for (int64_t j = 0; j < n; j += 4 * W)
+        for (int k = 0; k < 4; k++)
+            vm[k] = VMAX(VLOADT_NINF(x, j + W * k, n), vm[k]);
+    const float m = VHMAX(VMAX(VMAX(vm[0], vm[1]), VMAX(vm[2], vm[3])));
+    const V mv = VSET1(m);
+    for (int64_t j = 0; j < n; j += 16)
+        for (int h = 0; h < H; h++) {
+            const int64_t jh = j + W * h;
+            const V ev = GL_NAME(exp_live, SFX)(VLOADT_NINF(x, jh, n), mv);
+            acc[h] = VADD(acc[h], ev);
+            accx[h] = VADD(accx[h], VLOADT0(x, jh, n));
+            if (e) VSTORET(e, jh, n, ev);
+        }
+    if (sum_x) *sum_x = VSUM16(accx);
+    *max = m;
+    return VSUM16(acc);
+}
+
+/* tg_cpu_vce_sumexp */
+FN static float GL_NAME(ce_sumexp, SFX)(const float *x, int64_t n, float *max, float *sum_x) {
+    return GL_NAME(sumexp, SFX)(x, n, max, sum_x, NULL);
+}
+
+/* A softmax row longer than SHORT_ROW_MAX: the cross-entropy's max and sum, so a log-softmax's
+ * log-sum-exp m + logf(s) is the cross-entropy's bit for bit (-log p(y) of a decoding step is
+ * the loss's NLL of the same logits) */
+FN static void GL_NAME(softmax_long, SFX)(const float *x, float *y, int64_t d, bool log_out) {
+    float m, s = log_out ? GL_NAME(sumexp, SFX)(x, d, &m, NULL, NULL)
+                         : GL_NAME(sumexp, SFX)(x, d, &m, NULL, y);
+    if (m == -INFINITY) {
+        softmax_dead_row(y, d, log_out);
+    } else if (log_out) {
+        const V lse = VSET1(m + logf(s));
+        for (int64_t j = 0; j < d; j += W)
+            VSTORET(y, j, d, VSUB(VLOADT0(x, j, d), lse));
+    } else {
+        const V inv = VSET1(1.0f / s);
+        for (int64_t j = 0; j < d; j += W)
+            VSTORET(y, j, d, VMUL(VLOADT0(y, j, d), inv));
+    }
+}
+
+/* The cross-entropy's gradient, scale (exp(x - max) inv - base), of the vector v (lanes past
+ * the row: -inf), and of a row's values from j on */
+typedef struct {
+    V mv, iv, sc, b;
+} GL_NAME(ce_coef, SFX);
+
+FN static inline V GL_NAME(ce_grad_v, SFX)(V v, GL_NAME(ce_coef, SFX) k) {
+    return VMUL(k.sc, VSUB(VMUL(GL_NAME(exp_live, SFX)(v, k.mv), k.iv), k.b));
+}
+
+FN static inline void GL_NAME(ce_grad_from, SFX)(const float *x, int64_t j, int64_t n,
+                                                 GL_NAME(ce_coef, SFX) k, float *y) {
+    for (; j < n; j += W)
+        VSTORET(y, j, n, GL_NAME(ce_grad_v, SFX)(VLOADT_NINF(x, j, n), k));
+}
+
+/* Blocks of W short rows (softmax_rows' and softmax_back_rows'), transposed so that lane r
+ * holds row r: c[j] is column j of the W rows of d at x, j < Wd (d rounded up to W; columns
+ * d..Wd-1 are not used). VLOAD_SEG(x, d, r, j, Wd) is row r's W values from column j, and
+ * VSTORE_SEG stores them back; each level's says what it does past a row's end, but neither
+ * touches anything outside the block's W d floats (another thread's rows). Stores are in row
+ * order, so a store that runs into the next row is overwritten by that row's own. */
+FN static INLINE void GL_NAME(load_cols, SFX)(const float *x, int d, int Wd, V *c) {
+    for (int j = 0; j < Wd; j += W) {
+        for (int r = 0; r < W; r++)
+            c[j + r] = VLOAD_SEG(x, d, r, j, Wd);
+        VTRANSPOSE(c + j);
+    }
+}
+
+FN static INLINE void GL_NAME(store_cols, SFX)(float *y, int d, int Wd, V *c) {
+    for (int j = 0; j < Wd; j += W)
+        VTRANSPOSE(c + j); /* c[j + r]: row r, columns j..j+W-1 */
+    for (int r = 0; r < W; r++)
+        for (int j = 0; j < Wd; j += W)
+            VSTORE_SEG(y, d, r, j, c[j + r]);
+}
+
+/* The softmax of nb (1 or 2) blocks of transposed rows, c[b][0..d), in place: the one-row
+ * code's arithmetic operation for operation (the same max, exp, lane-j % 8 partial sums
+ * combined in hsum8's order, 1 / s), so a row's result is bit-identical whichever path takes
+ * it. Two blocks' long chains of dependent steps (the max, exp, the division) interleave.
+ * All -inf rows give 0. */
+FN static INLINE void GL_NAME(softmax_cols, SFX)(V c[][SHORT_ROW_MAX], int d, int nb) {
+    const V ninf = VSET1(-INFINITY);
+    V acc[2][8], m[2], inv[2];
+    VM alive[2];
+    for (int b = 0; b < nb; b++) {
+        m[b] = ninf;
+        for (int k = 0; k < 8; k++)
+            acc[b][k] = VSET1(0.0f);
+    }
+    for (int j = 0; j < d; j++)
+        for (int b = 0; b < nb; b++)
+            m[b] = VMAX(c[b][j], m[b]); /* NaN skipped */
+    for (int j = 0; j < d; j++)
+        for (int b = 0; b < nb; b++) {
+            c[b][j] = GL_NAME(exp_live, SFX)(c[b][j], m[b]);
+            acc[b][j % 8] = VADD(acc[b][j % 8], c[b][j]);
+        }
+    for (int b = 0; b < nb; b++) {
+        const V *a = acc[b];
+        const V s = VADD(VADD(VADD(a[0], a[4]), VADD(a[2], a[6])),
+                         VADD(VADD(a[1], a[5]), VADD(a[3], a[7])));
+        alive[b] = VCMP(m[b], ninf, _CMP_NEQ_OQ);
+        inv[b] = VDIV(VSET1(1.0f), s);
+    }
+    for (int j = 0; j < d; j++)
+        for (int b = 0; b < nb; b++)
+            c[b][j] = VKEEP(alive[b], VMUL(c[b][j], inv[b]));
+}
+
+/* The softmax backward of W rows of d < DOT_SERIAL_BELOW at y, dy: the portable row code's
+ * arithmetic operation for operation (products rounded before they are added, the serial dot
+ * product, then y (dy - s)), the same bits. The products of each row are transposed so that
+ * lane r holds row r and summed over the columns; then dx = y (dy - s) over the block's W d
+ * values in memory order, each vector's sums spread to its values' rows by a permute (ix:
+ * row_of_lane). Only the sums need the rows transposed: one set of transposes, not three. */
+FN static INLINE void GL_NAME(softmax_back_block, SFX)(const float *y, const float *dy, float *dx,
+                                                       int d, int Wd, const int32_t *ix) {
+    V c[SHORT_ROW_MAX], s = VSET1(0.0f);
+    for (int j = 0; j < Wd; j += W) {
+        for (int r = 0; r < W; r++)
+            c[j + r] = VMUL_ROUNDED(VLOAD_SEG(dy, d, r, j, Wd), VLOAD_SEG(y, d, r, j, Wd));
+        VTRANSPOSE(c + j);
+    }
+    for (int j = 0; j < d; j++)
+        s = VADD(s, c[j]);
+    for (int k = 0; k < d; k++) {
+        const V sk = VPERMI(s, ix + W * k);
+        VSTORE(dx + W * k, VMUL(VLOAD(y + W * k), VSUB(VLOAD(dy + W * k), sk)));
+    }
+}
+
 #undef GL_NAME
 #undef GL_NAME2
 #undef FN
@@ -128,6 +313,23 @@ FN static void GL_NAME(vgelu_back, SFX)(const float *x, const float *dy, float *
 #undef VTAB8
 #undef VASI
 #undef VASF
+#undef VM
+#undef VAND
+#undef VOR
+#undef VANDNOT
+#undef VCMP
+#undef VKEEP
+#undef VBLEND
+#undef VLOADT0
+#undef VLOADT_NINF
+#undef VSTORET
+#undef VHMAX
+#undef VSUM16
+#undef VMUL_ROUNDED
+#undef VTRANSPOSE
+#undef VPERMI
+#undef VLOAD_SEG
+#undef VSTORE_SEG
 #undef VLOAD
 #undef VSTORE
 #undef VLOADN
