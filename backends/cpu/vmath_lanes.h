@@ -1,18 +1,33 @@
-/* exp, GELU and GELU's derivative over vectors of W lanes, written once for two instruction
- * sets: vmath_avx2.c includes this file with W 8 and vmath_avx512.c with W 16, each with the
- * macros below defined (this file undefines them at its end), and gets exp_<SFX> (one vector),
- * vgelu_<SFX> and vgelu_back_<SFX> (arrays). Both do the same operations per element in the
- * same order (the maths: vmath-impl.h), so their results are the same bits; only the
- * width differs.
+/* The vector maths written once over vectors of W lanes, for two instruction sets:
+ * vmath_avx2.c includes this file with W 8 and vmath_avx512.c with W 16, each with the macros
+ * below defined (this file undefines them at its end), and gets, named <f>_<SFX>: exp, tanh
+ * (one vector) and the maps vexp, vtanh, vgelu, vgelu_back (arrays); the cross-entropy's rows
+ * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); and the
+ * blocks of W short rows transposed so that lane r holds row r (load_cols, store_cols,
+ * softmax_cols, softmax_back_block). Both widths do the same operations per element in the
+ * same order (the maths: vmath-impl.h) and end their sums in the same order (VSUM16), so their
+ * results are the same bits; only the width differs. What a level does differently without
+ * changing a result (a masked load or a blend, where a row's tail reads from) is in its macros.
  *
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
+ *   VM           a lane mask (a vector of all-ones lanes, or a k-mask)
  *   VSET1(c)     broadcast                 VADD/VSUB/VMUL/VDIV, VMIN/VMAX, VFMADD/VFNMADD(a, b, c)
+ *   VAND/VOR/VANDNOT(a, b)  bitwise        VCMP(a, b, _CMP_...) -> VM
+ *   VKEEP(m, v)  v where m, else 0         VBLEND(m, a, b)  b where m, else a
  *   VADDI(a, b)  32-bit integer add        VSLLI23(a), VSRLI3(a): 32-bit shifts by 23, 3
  *   VTAB8(i)     EXP2_T[i mod 8] per lane (i an integer vector)
  *   VSCALE2N(p, t, n)  p·2^n for an integer n in [-126, 127] (t: n in its low mantissa bits)
  *   VASI(x)      float bits as integer     VASF(x)    integer bits as float
- *   VLOAD/VSTORE(p[, v])                   VLOADN(p, k), VSTOREN(p, k, v): lanes [0, k) */
+ *   VLOAD/VSTORE(p[, v])                   VLOADN(p, k), VSTOREN(p, k, v): lanes [0, k)
+ *   VLOADT0(p, j, n), VLOADT_NINF(p, j, n), VSTORET(p, j, n, v): the W values of a row of n
+ *                from j on (j may be >= n), lanes past n read as 0 or -inf, not written
+ *   VHMAX(v)     the largest lane          VSUM16(a)  the sum of the 16 / W vectors a[] as one
+ *                                                     16-lane vector: lanes l and l + 8, then hsum8
+ *   VMUL_ROUNDED(a, b)  a product rounded before anything adds it (no contraction)
+ *   VTRANSPOSE(c) W vectors transposed     VPERMI(v, ix)  v's lanes ix[0..W)
+ *   VLOAD_SEG(x, d, r, j, Wd), VSTORE_SEG(y, d, r, j, v): row r's W values from column j of a
+ *                block of W rows of d (Wd: d rounded up to W) */
 #define GL_NAME2(a, b) a##_##b
 #define GL_NAME(a, b) GL_NAME2(a, b)
 
