@@ -106,6 +106,7 @@ AVX2 static INLINE void store_seg8(float *y, int d, int r, int j, __m256 v) {
 #define VPERMI(v, ix) _mm256_permutevar8x32_ps(v, _mm256_loadu_si256((const __m256i *)(ix)))
 #define VLOAD_SEG load_seg8
 #define VSTORE_SEG(y, d, r, j, v) store_seg8(y, d, r, j, v)
+#define VQ8(a, q) (a)[q]
 #include "backends/cpu/vmath_lanes.h"
 
 /* exp and tanh have no 512-bit form: the AVX-512 level's table holds these as well */
@@ -237,41 +238,6 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
     tg__cpu_vmath_portable.softmax_back_rows(y + r * d, dy + r * d, dx + r * d, rows - r, d);
 }
 
-/* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
- * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and two
- * still wait on it. Always inlined: layer_norm_avx2 takes two rows' statistics side by side. */
-AVX2 static inline __attribute__((always_inline)) void
-row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t j = 0;
-    for (; j + 32 <= d; j += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
-        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + j + 16));
-        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + j + 24));
-    }
-    for (; j < d; j += 8) a0 = _mm256_add_ps(a0, load0(x, j, d));
-    float mu = ln_sum4(a0, a1, a2, a3) / (float)d;
-    const __m256 mv = _mm256_set1_ps(mu);
-    a0 = a1 = a2 = a3 = _mm256_setzero_ps();
-    for (j = 0; j + 32 <= d; j += 32) {
-        __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), mv);
-        __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mv);
-        __m256 c2 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 16), mv);
-        __m256 c3 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 24), mv);
-        a0 = _mm256_fmadd_ps(c0, c0, a0);
-        a1 = _mm256_fmadd_ps(c1, c1, a1);
-        a2 = _mm256_fmadd_ps(c2, c2, a2);
-        a3 = _mm256_fmadd_ps(c3, c3, a3);
-    }
-    for (; j < d; j += 8) {
-        __m256 c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
-        a0 = _mm256_fmadd_ps(c, c, a0);
-    }
-    *mean = mu;
-    *rstd = ln_rstd(ln_sum4(a0, a1, a2, a3), d, eps);
-}
-
 /* Rows in pairs: both rows' statistics side by side, then both rows normalised in one pass
  * over gamma and beta. A row's statistics are chains of dependent adds, two horizontal sums, a
  * division and a square root, on which one row at a time leaves the core waiting (~200 cycles
@@ -284,8 +250,8 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, y += 2 * d) {
         const bool two = r + 1 < rows;
         float mu[2], rs[2];
-        row_stats_avx2(x, d, eps, &mu[0], &rs[0]);
-        if (two) row_stats_avx2(x + d, d, eps, &mu[1], &rs[1]);
+        row_stats_avx2(x, d, eps, 1, &mu[0], &rs[0]);
+        if (two) row_stats_avx2(x + d, d, eps, 1, &mu[1], &rs[1]);
         const __m256 mv0 = _mm256_set1_ps(mu[0]), rv0 = _mm256_set1_ps(rs[0]);
         const __m256 mv1 = _mm256_set1_ps(two ? mu[1] : 0.0f),
                      rv1 = _mm256_set1_ps(two ? rs[1] : 0.0f);
@@ -303,47 +269,6 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
     }
 }
 
-/* The backward's first two passes over a row, the mean and then three sums together (sum g xh
- * = rstd sum g (x - mu) needs only the mean): s[0] = sum (x - mu)^2, s[1] = sum g,
- * s[2] = sum g (x - mu). Two vectors per step into two named accumulators each (named, not an
- * array indexed by the step's parity, which GCC keeps on the stack). Always
- * inlined: layer_norm_back_avx2 takes two rows' sums side by side, as the forward takes their
- * statistics. */
-AVX2 static inline __attribute__((always_inline)) void
-lnb_sums(const float *x, const float *gm, const float *dy, int64_t d, float *mu, float s[3]) {
-    const __m256 zero = _mm256_setzero_ps();
-    __m256 a0 = zero, a1 = zero;
-    int64_t j = 0;
-    for (; j + 16 <= d; j += 16) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
-    }
-    for (; j < d; j += 8)
-        a0 = _mm256_add_ps(a0, load0(x, j, d));
-    *mu = hsum8(_mm256_add_ps(a0, a1)) / (float)d;
-    const __m256 mv = _mm256_set1_ps(*mu);
-    __m256 ac0 = zero, ac1 = zero, ag0 = zero, ag1 = zero, agc0 = zero, agc1 = zero, g, c;
-    for (j = 0; j + 16 <= d; j += 16) {
-        lnb_load(x, gm, dy, j, d, mv, &g, &c);
-        ac0 = _mm256_fmadd_ps(c, c, ac0);
-        ag0 = _mm256_add_ps(ag0, g);
-        agc0 = _mm256_fmadd_ps(g, c, agc0);
-        lnb_load(x, gm, dy, j + 8, d, mv, &g, &c);
-        ac1 = _mm256_fmadd_ps(c, c, ac1);
-        ag1 = _mm256_add_ps(ag1, g);
-        agc1 = _mm256_fmadd_ps(g, c, agc1);
-    }
-    for (; j < d; j += 8) {
-        lnb_load(x, gm, dy, j, d, mv, &g, &c);
-        ac0 = _mm256_fmadd_ps(c, c, ac0);
-        ag0 = _mm256_add_ps(ag0, g);
-        agc0 = _mm256_fmadd_ps(g, c, agc0);
-    }
-    s[0] = hsum8(_mm256_add_ps(ac0, ac1));
-    s[1] = hsum8(_mm256_add_ps(ag0, ag1));
-    s[2] = hsum8(_mm256_add_ps(agc0, agc1));
-}
-
 /* Three passes over a row, not four (lnb_sums, then dx); rows in pairs, as in the forward:
  * both rows' sums side by side, then both rows' dx in one pass over gamma, the same bits alone
  * or paired. A lone last row's second set of
@@ -353,8 +278,8 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, dy += 2 * d, dx += 2 * d) {
         const bool two = r + 1 < rows;
         float mu[2], sums[2][3] = {{1.0f, 0.0f, 0.0f}, {1.0f, 0.0f, 0.0f}};
-        lnb_sums(x, gm, dy, d, &mu[0], sums[0]);
-        if (two) lnb_sums(x + d, gm, dy + d, d, &mu[1], sums[1]);
+        lnb_sums_avx2(x, gm, dy, d, 1, &mu[0], &sums[0]);
+        if (two) lnb_sums_avx2(x + d, gm, dy + d, d, 1, &mu[1], &sums[1]);
         const lnb_coef k0 = lnb_coefs(mu[0], sums[0], d, eps),
                        k1 = lnb_coefs(two ? mu[1] : 0.0f, sums[1], d, eps);
         int64_t j = 0;
@@ -377,7 +302,7 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
 AVX2 static void layer_norm_stats_avx2(const float *x, int64_t rows, int64_t d, float eps,
                                        float *mean, float *rstd) {
     for (int64_t r = 0; r < rows; r++)
-        row_stats_avx2(x + r * d, d, eps, &mean[r], &rstd[r]);
+        row_stats_avx2(x + r * d, d, eps, 1, &mean[r], &rstd[r]);
 }
 
 AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, float scale,

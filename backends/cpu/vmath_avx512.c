@@ -79,6 +79,15 @@ AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
     return p;
 }
 
+/* The 8-lane halves of a 16-lane vector */
+AVX512 static inline __m256 lo256(__m512 v) {
+    return _mm512_castps512_ps256(v);
+}
+
+AVX512 static inline __m256 hi256(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
 /* The template's lane macros (vmath_lanes.h, which undefines them again) */
 #define FN AVX512
 #define SFX avx512
@@ -124,6 +133,7 @@ AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
 #define VPERMI(v, ix) _mm512_permutexvar_ps(_mm512_loadu_si512(ix), v)
 #define VLOAD_SEG(x, d, r, j, Wd) load16(x, d, r, j)
 #define VSTORE_SEG store16
+#define VQ8(a, q) ((q) % 2 ? hi256((a)[(q) / 2]) : lo256((a)[(q) / 2]))
 #include "backends/cpu/vmath_lanes.h"
 
 /* With AVX-512F (isa.h), rows of 9-32 values (attention over 10-32 keys) 16 at a time: each
@@ -222,52 +232,6 @@ static bool ln_lines(int64_t d, const void *a, const void *b, const void *c, con
     return d % 16 == 0 && bits % 64 == 0;
 }
 
-AVX512 static inline __m256 lo256(__m512 v) {
-    return _mm512_castps512_ps256(v);
-}
-
-AVX512 static inline __m256 hi256(__m512 v) {
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-}
-
-/* row_stats_avx2 for LN_ROWS rows d apart: (a0|a1) in A, (a2|a3) in B */
-AVX512 static inline __attribute__((always_inline)) void
-row_stats_avx512(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    __m512 A[LN_ROWS], B[LN_ROWS];
-    for (int r = 0; r < LN_ROWS; r++)
-        A[r] = B[r] = _mm512_setzero_ps();
-    int64_t j0 = 0;
-    for (; j0 + 32 <= d; j0 += 32)
-        for (int r = 0; r < LN_ROWS; r++) {
-            A[r] = _mm512_add_ps(A[r], _mm512_loadu_ps(x + r * d + j0));
-            B[r] = _mm512_add_ps(B[r], _mm512_loadu_ps(x + r * d + j0 + 16));
-        }
-    for (int r = 0; r < LN_ROWS; r++) {
-        __m256 a0 = lo256(A[r]);
-        for (int64_t j = j0; j < d; j += 8)
-            a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
-        mean[r] = ln_sum4(a0, hi256(A[r]), lo256(B[r]), hi256(B[r])) / (float)d;
-        A[r] = B[r] = _mm512_setzero_ps();
-    }
-    for (int64_t j = 0; j + 32 <= d; j += 32)
-        for (int r = 0; r < LN_ROWS; r++) {
-            const __m512 mv = _mm512_set1_ps(mean[r]);
-            const __m512 c0 = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), mv);
-            const __m512 c1 = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j + 16), mv);
-            A[r] = _mm512_fmadd_ps(c0, c0, A[r]);
-            B[r] = _mm512_fmadd_ps(c1, c1, B[r]);
-        }
-    for (int r = 0; r < LN_ROWS; r++) {
-        const __m256 mv = _mm256_set1_ps(mean[r]);
-        __m256 a0 = lo256(A[r]);
-        for (int64_t j = j0; j < d; j += 8) {
-            __m256 c = vmask(_mm256_sub_ps(load0(x + r * d, j, d), mv), j, d);
-            a0 = _mm256_fmadd_ps(c, c, a0);
-        }
-        rstd[r] = ln_rstd(ln_sum4(a0, hi256(A[r]), lo256(B[r]), hi256(B[r])), d, eps);
-    }
-}
-
 AVX512 static void layer_norm_avx512(const float *x, const float *gm, const float *bt, float *y,
                                     int64_t rows, int64_t d, float eps) {
     if (!ln_lines(d, x, y, gm, bt)) {
@@ -277,7 +241,7 @@ AVX512 static void layer_norm_avx512(const float *x, const float *gm, const floa
     int64_t r0 = 0;
     for (; r0 + LN_ROWS <= rows; r0 += LN_ROWS, x += LN_ROWS * d, y += LN_ROWS * d) {
         float mu[LN_ROWS], rs[LN_ROWS];
-        row_stats_avx512(x, d, eps, mu, rs);
+        row_stats_avx512(x, d, eps, LN_ROWS, mu, rs);
         for (int r = 0; r < LN_ROWS; r++) { /* row after row (above) */
             int64_t j = 0;
             if (gm && bt) /* the usual case */
@@ -295,48 +259,6 @@ AVX512 static void layer_norm_avx512(const float *x, const float *gm, const floa
     if (r0 < rows) tg__cpu_vmath_avx2.layer_norm(x, gm, bt, y, rows - r0, d, eps);
 }
 
-/* lnb_sums for LN_ROWS rows d apart: each 16-lane accumulator is lnb_sums' (a0|a1) pair */
-AVX512 static inline __attribute__((always_inline)) void lnb_sums_avx512(const float *x,
-                                                                        const float *gm,
-                                                                        const float *dy, int64_t d,
-                                                                        float *mu, float s[][3]) {
-    __m512 A[LN_ROWS], C[LN_ROWS], G[LN_ROWS], GC[LN_ROWS];
-    for (int r = 0; r < LN_ROWS; r++)
-        A[r] = C[r] = G[r] = GC[r] = _mm512_setzero_ps();
-    int64_t j0 = 0;
-    for (; j0 + 16 <= d; j0 += 16)
-        for (int r = 0; r < LN_ROWS; r++)
-            A[r] = _mm512_add_ps(A[r], _mm512_loadu_ps(x + r * d + j0));
-    for (int r = 0; r < LN_ROWS; r++) {
-        __m256 a0 = lo256(A[r]);
-        for (int64_t j = j0; j < d; j += 8)
-            a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
-        mu[r] = hsum8(_mm256_add_ps(a0, hi256(A[r]))) / (float)d;
-    }
-    for (int64_t j = 0; j + 16 <= d; j += 16)
-        for (int r = 0; r < LN_ROWS; r++) {
-            __m512 g = _mm512_loadu_ps(dy + r * d + j);
-            if (gm) g = mul_rounded16(g, _mm512_loadu_ps(gm + j));
-            const __m512 c = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), _mm512_set1_ps(mu[r]));
-            C[r] = _mm512_fmadd_ps(c, c, C[r]);
-            G[r] = _mm512_add_ps(G[r], g);
-            GC[r] = _mm512_fmadd_ps(g, c, GC[r]);
-        }
-    for (int r = 0; r < LN_ROWS; r++) {
-        const __m256 mv = _mm256_set1_ps(mu[r]);
-        __m256 ac0 = lo256(C[r]), ag0 = lo256(G[r]), agc0 = lo256(GC[r]), g, c;
-        for (int64_t j = j0; j < d; j += 8) {
-            lnb_load(x + r * d, gm, dy + r * d, j, d, mv, &g, &c);
-            ac0 = _mm256_fmadd_ps(c, c, ac0);
-            ag0 = _mm256_add_ps(ag0, g);
-            agc0 = _mm256_fmadd_ps(g, c, agc0);
-        }
-        s[r][0] = hsum8(_mm256_add_ps(ac0, hi256(C[r])));
-        s[r][1] = hsum8(_mm256_add_ps(ag0, hi256(G[r])));
-        s[r][2] = hsum8(_mm256_add_ps(agc0, hi256(GC[r])));
-    }
-}
-
 AVX512 static void layer_norm_back_avx512(const float *x, const float *gm, const float *dy,
                                          float *dx, int64_t rows, int64_t d, float eps) {
     if (!ln_lines(d, x, dy, dx, gm)) {
@@ -347,7 +269,7 @@ AVX512 static void layer_norm_back_avx512(const float *x, const float *gm, const
     for (; r0 + LN_ROWS <= rows;
          r0 += LN_ROWS, x += LN_ROWS * d, dy += LN_ROWS * d, dx += LN_ROWS * d) {
         float mu[LN_ROWS], sums[LN_ROWS][3];
-        lnb_sums_avx512(x, gm, dy, d, mu, sums);
+        lnb_sums_avx512(x, gm, dy, d, LN_ROWS, mu, sums);
         lnb_coef k[LN_ROWS];
         __m512 rv[LN_ROWS], sg[LN_ROWS], sgc[LN_ROWS];
         for (int r = 0; r < LN_ROWS; r++) {
@@ -382,7 +304,7 @@ AVX512 static void layer_norm_stats_avx512(const float *x, int64_t rows, int64_t
     int64_t r0 = 0;
     if (ln_lines(d, x, NULL, NULL, NULL))
         for (; r0 + LN_ROWS <= rows; r0 += LN_ROWS)
-            row_stats_avx512(x + r0 * d, d, eps, mean + r0, rstd + r0);
+            row_stats_avx512(x + r0 * d, d, eps, LN_ROWS, mean + r0, rstd + r0);
     tg__cpu_vmath_avx2.layer_norm_stats(x + r0 * d, rows - r0, d, eps, mean + r0, rstd + r0);
 }
 

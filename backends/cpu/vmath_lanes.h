@@ -2,12 +2,13 @@
  * vmath_avx2.c includes this file with W 8 and vmath_avx512.c with W 16, each with the macros
  * below defined (this file undefines them at its end), and gets, named <f>_<SFX>: exp, tanh
  * (one vector) and the maps vexp, vtanh, vgelu, vgelu_back (arrays); the cross-entropy's rows
- * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); and the
+ * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); the
  * blocks of W short rows transposed so that lane r holds row r (load_cols, store_cols,
- * softmax_cols, softmax_back_block). Both widths do the same operations per element in the
- * same order (the maths: vmath-impl.h) and end their sums in the same order (VSUM16), so their
- * results are the same bits; only the width differs. What a level does differently without
- * changing a result (a masked load or a blend, where a row's tail reads from) is in its macros.
+ * softmax_cols, softmax_back_block); and layer norm's sums (row_stats, lnb_sums). Both widths
+ * do the same operations per element in the same order (the maths: vmath-impl.h) and end their
+ * sums in the same order (VSUM16, VQ8), so their results are the same bits; only the width
+ * differs. What a level does differently without changing a result (a masked load or a blend,
+ * where a row's tail reads from) is in its macros.
  *
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
@@ -27,7 +28,8 @@
  *   VMUL_ROUNDED(a, b)  a product rounded before anything adds it (no contraction)
  *   VTRANSPOSE(c) W vectors transposed     VPERMI(v, ix)  v's lanes ix[0..W)
  *   VLOAD_SEG(x, d, r, j, Wd), VSTORE_SEG(y, d, r, j, v): row r's W values from column j of a
- *                block of W rows of d (Wd: d rounded up to W) */
+ *                block of W rows of d (Wd: d rounded up to W)
+ *   VQ8(a, q)    the 8 lanes that hold values 8q..8q+7 of each step of a row, a[] its vectors */
 #define GL_NAME2(a, b) a##_##b
 #define GL_NAME(a, b) GL_NAME2(a, b)
 
@@ -306,6 +308,104 @@ FN static INLINE void GL_NAME(softmax_back_block, SFX)(const float *y, const flo
     }
 }
 
+/* Layer norm's sums of R rows d apart (R a constant, at most 4), side by side: each row's sums
+ * are the AVX2 code's 8-lane accumulators, held as W-lane vectors (VQ8(a, q): the 8 lanes of
+ * accumulator q, the one that sums values 8q..8q+7 of each whole step), each lane summing the
+ * same values in the same order at either width; a row's tail and the combining order run on
+ * those 8-lane accumulators, with the AVX2 code's own operations (vmath_avx2.h), so a row gives
+ * the same bits alone, paired or in four, at either level. One row's sums are chains of
+ * dependent adds: rows side by side overlap their chains.
+ *
+ * The forward's statistics, mean[r] and rstd[r] = 1 / sqrt(var + eps): in steps of 32 values,
+ * four accumulators (four chains), the tail 8 at a time into the first; the variance in a second
+ * pass over x - mean. */
+FN static INLINE void GL_NAME(row_stats, SFX)(const float *x, int64_t d, float eps, int R,
+                                              float *mean, float *rstd) {
+    enum { Q = 32 / W };
+    V A[4][Q];
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < Q; q++)
+            A[r][q] = VSET1(0.0f);
+    int64_t j0 = 0;
+    for (; j0 + 32 <= d; j0 += 32)
+        for (int r = 0; r < R; r++)
+            for (int q = 0; q < Q; q++)
+                A[r][q] = VADD(A[r][q], VLOAD(x + r * d + j0 + W * q));
+    for (int r = 0; r < R; r++) {
+        __m256 a0 = VQ8(A[r], 0);
+        for (int64_t j = j0; j < d; j += 8)
+            a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
+        mean[r] = ln_sum4(a0, VQ8(A[r], 1), VQ8(A[r], 2), VQ8(A[r], 3)) / (float)d;
+        for (int q = 0; q < Q; q++)
+            A[r][q] = VSET1(0.0f);
+    }
+    for (int64_t j = 0; j + 32 <= d; j += 32)
+        for (int r = 0; r < R; r++) {
+            const V mv = VSET1(mean[r]);
+            for (int q = 0; q < Q; q++) {
+                const V c = VSUB(VLOAD(x + r * d + j + W * q), mv);
+                A[r][q] = VFMADD(c, c, A[r][q]);
+            }
+        }
+    for (int r = 0; r < R; r++) {
+        const __m256 mv = _mm256_set1_ps(mean[r]);
+        __m256 a0 = VQ8(A[r], 0);
+        for (int64_t j = j0; j < d; j += 8) {
+            const __m256 c = vmask(_mm256_sub_ps(load0(x + r * d, j, d), mv), j, d);
+            a0 = _mm256_fmadd_ps(c, c, a0);
+        }
+        rstd[r] = ln_rstd(ln_sum4(a0, VQ8(A[r], 1), VQ8(A[r], 2), VQ8(A[r], 3)), d, eps);
+    }
+}
+
+/* The backward's first two passes over each row, the mean and then three sums together (sum g
+ * xh = rstd sum g (x - mu) needs only the mean): s[r][0] = sum (x - mu)^2, s[r][1] = sum g,
+ * s[r][2] = sum g (x - mu), g = gamma dy rounded (lnb_load). In steps of 16 values, two
+ * accumulators each, the tail 8 at a time into the first. */
+FN static INLINE void GL_NAME(lnb_sums, SFX)(const float *x, const float *gm, const float *dy,
+                                             int64_t d, int R, float *mu, float s[][3]) {
+    enum { H = 16 / W };
+    V A[4][H], C[4][H], G[4][H], GC[4][H];
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < H; h++)
+            A[r][h] = C[r][h] = G[r][h] = GC[r][h] = VSET1(0.0f);
+    int64_t j0 = 0;
+    for (; j0 + 16 <= d; j0 += 16)
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++)
+                A[r][h] = VADD(A[r][h], VLOAD(x + r * d + j0 + W * h));
+    for (int r = 0; r < R; r++) {
+        __m256 a0 = VQ8(A[r], 0);
+        for (int64_t j = j0; j < d; j += 8)
+            a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
+        mu[r] = hsum8(_mm256_add_ps(a0, VQ8(A[r], 1))) / (float)d;
+    }
+    for (int64_t j = 0; j + 16 <= d; j += 16)
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++) {
+                const int64_t jh = j + W * h;
+                V g = VLOAD(dy + r * d + jh);
+                if (gm) g = VMUL_ROUNDED(g, VLOAD(gm + jh));
+                const V c = VSUB(VLOAD(x + r * d + jh), VSET1(mu[r]));
+                C[r][h] = VFMADD(c, c, C[r][h]);
+                G[r][h] = VADD(G[r][h], g);
+                GC[r][h] = VFMADD(g, c, GC[r][h]);
+            }
+    for (int r = 0; r < R; r++) {
+        const __m256 mv = _mm256_set1_ps(mu[r]);
+        __m256 ac0 = VQ8(C[r], 0), ag0 = VQ8(G[r], 0), agc0 = VQ8(GC[r], 0), g, c;
+        for (int64_t j = j0; j < d; j += 8) {
+            lnb_load(x + r * d, gm, dy + r * d, j, d, mv, &g, &c);
+            ac0 = _mm256_fmadd_ps(c, c, ac0);
+            ag0 = _mm256_add_ps(ag0, g);
+            agc0 = _mm256_fmadd_ps(g, c, agc0);
+        }
+        s[r][0] = hsum8(_mm256_add_ps(ac0, VQ8(C[r], 1)));
+        s[r][1] = hsum8(_mm256_add_ps(ag0, VQ8(G[r], 1)));
+        s[r][2] = hsum8(_mm256_add_ps(agc0, VQ8(GC[r], 1)));
+    }
+}
+
 #undef GL_NAME
 #undef GL_NAME2
 #undef FN
@@ -345,6 +445,7 @@ FN static INLINE void GL_NAME(softmax_back_block, SFX)(const float *y, const flo
 #undef VPERMI
 #undef VLOAD_SEG
 #undef VSTORE_SEG
+#undef VQ8
 #undef VLOAD
 #undef VSTORE
 #undef VLOADN
