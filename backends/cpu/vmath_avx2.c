@@ -255,15 +255,8 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
         const __m256 mv0 = _mm256_set1_ps(mu[0]), rv0 = _mm256_set1_ps(rs[0]);
         const __m256 mv1 = _mm256_set1_ps(two ? mu[1] : 0.0f),
                      rv1 = _mm256_set1_ps(two ? rs[1] : 0.0f);
-        int64_t j = 0;
-        if (gm && bt && two) /* the usual case: whole vectors without the tail's tests */
-            for (; j + 8 <= d; j += 8) {
-                const __m256 g = _mm256_loadu_ps(gm + j), b = _mm256_loadu_ps(bt + j);
-                __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv0), rv0);
-                __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + d + j), mv1), rv1);
-                _mm256_storeu_ps(y + j, _mm256_fmadd_ps(v0, g, b));
-                _mm256_storeu_ps(y + d + j, _mm256_fmadd_ps(v1, g, b));
-            }
+        /* the usual case: whole vectors without the tail's tests */
+        const int64_t j = gm && bt && two ? ln_scale_rows_avx2(x, gm, bt, y, d, 2, mu, rs) : 0;
         ln_normalize(x, gm, bt, y, j, d, mv0, rv0);
         if (two) ln_normalize(x + d, gm, bt, y + d, j, d, mv1, rv1);
     }
@@ -280,21 +273,12 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
         float mu[2], sums[2][3] = {{1.0f, 0.0f, 0.0f}, {1.0f, 0.0f, 0.0f}};
         lnb_sums_avx2(x, gm, dy, d, 1, &mu[0], &sums[0]);
         if (two) lnb_sums_avx2(x + d, gm, dy + d, d, 1, &mu[1], &sums[1]);
-        const lnb_coef k0 = lnb_coefs(mu[0], sums[0], d, eps),
-                       k1 = lnb_coefs(two ? mu[1] : 0.0f, sums[1], d, eps);
-        int64_t j = 0;
-        if (gm && two) /* the usual case: whole vectors, gamma loaded once for both rows */
-            for (; j + 8 <= d; j += 8) {
-                const __m256 gv = _mm256_loadu_ps(gm + j);
-                __m256 g0 = mul_rounded(_mm256_loadu_ps(dy + j), gv);
-                __m256 g1 = mul_rounded(_mm256_loadu_ps(dy + d + j), gv);
-                __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), k0.mv);
-                __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + d + j), k1.mv);
-                _mm256_storeu_ps(dx + j, lnb_dx(g0, c0, k0));
-                _mm256_storeu_ps(dx + d + j, lnb_dx(g1, c1, k1));
-            }
-        lnb_rest(x, gm, dy, dx, j, d, k0);
-        if (two) lnb_rest(x + d, gm, dy + d, dx + d, j, d, k1);
+        const lnb_coef k[2] = {lnb_coefs(mu[0], sums[0], d, eps),
+                               lnb_coefs(two ? mu[1] : 0.0f, sums[1], d, eps)};
+        /* the usual case: whole vectors, gamma loaded once for both rows */
+        const int64_t j = gm && two ? lnb_dx_rows_avx2(x, gm, dy, dx, d, 2, k) : 0;
+        lnb_rest(x, gm, dy, dx, j, d, k[0]);
+        if (two) lnb_rest(x + d, gm, dy + d, dx + d, j, d, k[1]);
     }
 }
 

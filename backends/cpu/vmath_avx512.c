@@ -243,15 +243,9 @@ AVX512 static void layer_norm_avx512(const float *x, const float *gm, const floa
         float mu[LN_ROWS], rs[LN_ROWS];
         row_stats_avx512(x, d, eps, LN_ROWS, mu, rs);
         for (int r = 0; r < LN_ROWS; r++) { /* row after row (above) */
-            int64_t j = 0;
-            if (gm && bt) /* the usual case */
-                for (; j + 16 <= d; j += 16) {
-                    const __m512 g = _mm512_loadu_ps(gm + j), b = _mm512_loadu_ps(bt + j);
-                    __m512 v = _mm512_mul_ps(
-                        _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), _mm512_set1_ps(mu[r])),
-                        _mm512_set1_ps(rs[r]));
-                    _mm512_storeu_ps(y + r * d + j, _mm512_fmadd_ps(v, g, b));
-                }
+            const int64_t j = /* the usual case */
+                gm && bt ? ln_scale_rows_avx512(x + r * d, gm, bt, y + r * d, d, 1, &mu[r], &rs[r])
+                         : 0;
             ln_normalize(x + r * d, gm, bt, y + r * d, j, d, _mm256_set1_ps(mu[r]),
                          _mm256_set1_ps(rs[r]));
         }
@@ -271,27 +265,12 @@ AVX512 static void layer_norm_back_avx512(const float *x, const float *gm, const
         float mu[LN_ROWS], sums[LN_ROWS][3];
         lnb_sums_avx512(x, gm, dy, d, LN_ROWS, mu, sums);
         lnb_coef k[LN_ROWS];
-        __m512 rv[LN_ROWS], sg[LN_ROWS], sgc[LN_ROWS];
-        for (int r = 0; r < LN_ROWS; r++) {
+        for (int r = 0; r < LN_ROWS; r++)
             k[r] = lnb_coefs(mu[r], sums[r], d, eps);
-            rv[r] = _mm512_set1_ps(_mm256_cvtss_f32(k[r].rv));
-            sg[r] = _mm512_set1_ps(_mm256_cvtss_f32(k[r].sg));
-            sgc[r] = _mm512_set1_ps(_mm256_cvtss_f32(k[r].sgc));
-        }
         for (int r = 0; r < LN_ROWS; r++) {
             /* row after row, as the forward; gamma present: the usual case */
-            int64_t j = 0;
-            if (gm)
-                for (; j + 16 <= d; j += 16) {
-                    const __m512 g =
-                        mul_rounded16(_mm512_loadu_ps(dy + r * d + j), _mm512_loadu_ps(gm + j));
-                    const __m512 c =
-                        _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), _mm512_set1_ps(mu[r]));
-                    /* lnb_dx: rv (g - sg - c sgc) */
-                    const __m512 dxv =
-                        _mm512_mul_ps(rv[r], _mm512_fnmadd_ps(c, sgc[r], _mm512_sub_ps(g, sg[r])));
-                    _mm512_storeu_ps(dx + r * d + j, dxv);
-                }
+            const int64_t j =
+                gm ? lnb_dx_rows_avx512(x + r * d, gm, dy + r * d, dx + r * d, d, 1, &k[r]) : 0;
             lnb_rest(x + r * d, gm, dy + r * d, dx + r * d, j, d, k[r]);
         }
     }

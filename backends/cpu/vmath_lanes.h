@@ -4,11 +4,11 @@
  * (one vector) and the maps vexp, vtanh, vgelu, vgelu_back (arrays); the cross-entropy's rows
  * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); the
  * blocks of W short rows transposed so that lane r holds row r (load_cols, store_cols,
- * softmax_cols, softmax_back_block); and layer norm's sums (row_stats, lnb_sums). Both widths
- * do the same operations per element in the same order (the maths: vmath-impl.h) and end their
- * sums in the same order (VSUM16, VQ8), so their results are the same bits; only the width
- * differs. What a level does differently without changing a result (a masked load or a blend,
- * where a row's tail reads from) is in its macros.
+ * softmax_cols, softmax_back_block); and layer norm's passes (row_stats, lnb_sums, ln_scale_rows,
+ * lnb_dx_rows). Both widths do the same operations per element in the same order (the maths:
+ * vmath-impl.h) and end their sums in the same order (VSUM16, VQ8), so their results are the same
+ * bits; only the width differs. What a level does differently without changing a result (a masked
+ * load or a blend, where a row's tail reads from) is in its macros.
  *
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
@@ -404,6 +404,48 @@ FN static INLINE void GL_NAME(lnb_sums, SFX)(const float *x, const float *gm, co
         s[r][1] = hsum8(_mm256_add_ps(ag0, VQ8(G[r], 1)));
         s[r][2] = hsum8(_mm256_add_ps(agc0, VQ8(GC[r], 1)));
     }
+}
+
+/* The passes that write the rows, over the whole vectors of R rows d apart with gamma (and, in
+ * the forward, beta) present, the usual case: gamma and beta loaded once for the R rows, each
+ * element's operations those of the AVX2 code's tail (ln_normalize, lnb_rest: vmath_avx2.h),
+ * which takes each row from the returned column on. Forward: y = (x - mean) rstd gamma + beta. */
+FN static INLINE int64_t GL_NAME(ln_scale_rows, SFX)(const float *x, const float *gm,
+                                                     const float *bt, float *y, int64_t d, int R,
+                                                     const float *mean, const float *rstd) {
+    V mv[4], rv[4];
+    for (int r = 0; r < R; r++)
+        mv[r] = VSET1(mean[r]), rv[r] = VSET1(rstd[r]);
+    int64_t j = 0;
+    for (; j + W <= d; j += W) {
+        const V g = VLOAD(gm + j), b = VLOAD(bt + j);
+        for (int r = 0; r < R; r++) {
+            const V v = VMUL(VSUB(VLOAD(x + r * d + j), mv[r]), rv[r]);
+            VSTORE(y + r * d + j, VFMADD(v, g, b));
+        }
+    }
+    return j;
+}
+
+/* Backward: dx = rstd (g - mean(g) - xh mean(g xh)) with g = gamma dy rounded, as lnb_dx from
+ * lnb_coefs' coefficients */
+FN static INLINE int64_t GL_NAME(lnb_dx_rows, SFX)(const float *x, const float *gm, const float *dy,
+                                                   float *dx, int64_t d, int R, const lnb_coef *k) {
+    V mv[4], rv[4], sg[4], sgc[4];
+    for (int r = 0; r < R; r++) {
+        mv[r] = VSET1(_mm256_cvtss_f32(k[r].mv)), rv[r] = VSET1(_mm256_cvtss_f32(k[r].rv));
+        sg[r] = VSET1(_mm256_cvtss_f32(k[r].sg)), sgc[r] = VSET1(_mm256_cvtss_f32(k[r].sgc));
+    }
+    int64_t j = 0;
+    for (; j + W <= d; j += W) {
+        const V gv = VLOAD(gm + j);
+        for (int r = 0; r < R; r++) {
+            const V g = VMUL_ROUNDED(VLOAD(dy + r * d + j), gv);
+            const V c = VSUB(VLOAD(x + r * d + j), mv[r]);
+            VSTORE(dx + r * d + j, VMUL(rv[r], VFNMADD(c, sgc[r], VSUB(g, sg[r]))));
+        }
+    }
+    return j;
 }
 
 #undef GL_NAME
