@@ -244,7 +244,8 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
  * a row at d 256); two rows' chains side by side overlap, and the normalising pass loads gamma
  * and beta once for both (0.8-0.9x the time of one row at a time at d 256-512). Each row's
  * operations are its own, in its order: a row gives the same bits alone or paired, wherever a
- * thread's share of rows starts. */
+ * thread's share of rows starts. The sums and the whole-vector passes are the template's
+ * (row_stats, ln_scale_rows), the tails vmath_avx2.h's. */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, y += 2 * d) {
@@ -264,7 +265,7 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
 
 /* Three passes over a row, not four (lnb_sums, then dx); rows in pairs, as in the forward:
  * both rows' sums side by side, then both rows' dx in one pass over gamma, the same bits alone
- * or paired. A lone last row's second set of
+ * or paired (the template's lnb_sums and lnb_dx_rows). A lone last row's second set of
  * coefficients is computed from placeholder sums and not used. */
 AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const float *dy, float *dx,
                                       int64_t rows, int64_t d, float eps) {

@@ -1,6 +1,7 @@
 /* AVX2 helpers inlined by both vector levels of the vector maths (vmath_avx2.c and
- * vmath_avx512.c): the AVX-512 code ends its sums and takes a row's tail with the AVX2 code's
- * own operations, which is how it gives the AVX2 level's bits. Internal to those two files. */
+ * vmath_avx512.c, and the template both instantiate, vmath_lanes.h): at either width a row's
+ * sums end, and its tail is taken, with these 8-lane operations, which is how the AVX-512
+ * level gives the AVX2 level's bits. Internal to those files. */
 #ifndef TG_CPU_VMATH_AVX2_H
 #define TG_CPU_VMATH_AVX2_H
 
@@ -44,8 +45,8 @@ AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
 }
 
 /* The forward's four accumulators combined, (a0 + a1) + (a2 + a3), then across lanes; and
- * 1/sqrt(var + eps) from the sum of squares: one place for each, so that the 16-lane code
- * (layer_norm_avx512) ends its sums as the AVX2 code does */
+ * 1/sqrt(var + eps) from the sum of squares: one place for each, so that both widths of
+ * vmath_lanes.h's row_stats end their sums alike */
 AVX2 static inline float ln_sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }

@@ -221,7 +221,8 @@ AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, flo
  * side keep the adds busy where two 16-lane chains of one row could not, and the element passes
  * do half the AVX2 code's operations. The output is then written one row after the other: the
  * four rows' stores interleaved (four store streams) are slower from memory than the AVX2
- * code. Rows left over (fewer than four) go to the AVX2 level. */
+ * code. The sums and the whole-vector passes are the template's (row_stats, lnb_sums,
+ * ln_scale_rows, lnb_dx_rows). Rows left over (fewer than four) go to the AVX2 level. */
 enum { LN_ROWS = 4 };
 
 /* Rows whose 16-value loads each stay within one cache line: 16 bytes off a line, every 512-bit
