@@ -107,6 +107,7 @@ AVX2 static INLINE void store_seg8(float *y, int d, int r, int j, __m256 v) {
 #define VLOAD_SEG load_seg8
 #define VSTORE_SEG(y, d, r, j, v) store_seg8(y, d, r, j, v)
 #define VQ8(a, q) (a)[q]
+#define VBARRIER(v) __asm__("" : "+x"(v))
 #include "backends/cpu/vmath_lanes.h"
 
 /* exp and tanh have no 512-bit form: the AVX-512 level's table holds these as well */
@@ -245,7 +246,7 @@ AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *
  * and beta once for both (0.8-0.9x the time of one row at a time at d 256-512). Each row's
  * operations are its own, in its order: a row gives the same bits alone or paired, wherever a
  * thread's share of rows starts. The sums and the whole-vector passes are the template's
- * (row_stats, ln_scale_rows), the tails vmath_avx2.h's. */
+ * (row_stats, ln_normalize_rows). */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, y += 2 * d) {
@@ -253,13 +254,8 @@ AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *b
         float mu[2], rs[2];
         row_stats_avx2(x, d, eps, 1, &mu[0], &rs[0]);
         if (two) row_stats_avx2(x + d, d, eps, 1, &mu[1], &rs[1]);
-        const __m256 mv0 = _mm256_set1_ps(mu[0]), rv0 = _mm256_set1_ps(rs[0]);
-        const __m256 mv1 = _mm256_set1_ps(two ? mu[1] : 0.0f),
-                     rv1 = _mm256_set1_ps(two ? rs[1] : 0.0f);
-        /* the usual case: whole vectors without the tail's tests */
-        const int64_t j = gm && bt && two ? ln_scale_rows_avx2(x, gm, bt, y, d, 2, mu, rs) : 0;
-        ln_normalize(x, gm, bt, y, j, d, mv0, rv0);
-        if (two) ln_normalize(x + d, gm, bt, y + d, j, d, mv1, rv1);
+        if (two) ln_normalize_rows_avx2(x, gm, bt, y, d, 2, mu, rs);
+        else ln_normalize_rows_avx2(x, gm, bt, y, d, 1, mu, rs);
     }
 }
 
@@ -276,10 +272,8 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
         if (two) lnb_sums_avx2(x + d, gm, dy + d, d, 1, &mu[1], &sums[1]);
         const lnb_coef k[2] = {lnb_coefs(mu[0], sums[0], d, eps),
                                lnb_coefs(two ? mu[1] : 0.0f, sums[1], d, eps)};
-        /* the usual case: whole vectors, gamma loaded once for both rows */
-        const int64_t j = gm && two ? lnb_dx_rows_avx2(x, gm, dy, dx, d, 2, k) : 0;
-        lnb_rest(x, gm, dy, dx, j, d, k[0]);
-        if (two) lnb_rest(x + d, gm, dy + d, dx + d, j, d, k[1]);
+        if (two) lnb_dx_rows_avx2(x, gm, dy, dx, d, 2, k);
+        else lnb_dx_rows_avx2(x, gm, dy, dx, d, 1, k);
     }
 }
 

@@ -134,6 +134,7 @@ AVX512 static inline __m256 hi256(__m512 v) {
 #define VLOAD_SEG(x, d, r, j, Wd) load16(x, d, r, j)
 #define VSTORE_SEG store16
 #define VQ8(a, q) ((q) % 2 ? hi256((a)[(q) / 2]) : lo256((a)[(q) / 2]))
+#define VBARRIER(v) __asm__("" : "+v"(v))
 #include "backends/cpu/vmath_lanes.h"
 
 /* With AVX-512F (isa.h), rows of 9-32 values (attention over 10-32 keys) 16 at a time: each
@@ -222,7 +223,7 @@ AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, flo
  * do half the AVX2 code's operations. The output is then written one row after the other: the
  * four rows' stores interleaved (four store streams) are slower from memory than the AVX2
  * code. The sums and the whole-vector passes are the template's (row_stats, lnb_sums,
- * ln_scale_rows, lnb_dx_rows). Rows left over (fewer than four) go to the AVX2 level. */
+ * ln_normalize_rows, lnb_dx_rows). Rows left over (fewer than four) go to the AVX2 level. */
 enum { LN_ROWS = 4 };
 
 /* Rows whose 16-value loads each stay within one cache line: 16 bytes off a line, every 512-bit
@@ -243,13 +244,8 @@ AVX512 static void layer_norm_avx512(const float *x, const float *gm, const floa
     for (; r0 + LN_ROWS <= rows; r0 += LN_ROWS, x += LN_ROWS * d, y += LN_ROWS * d) {
         float mu[LN_ROWS], rs[LN_ROWS];
         row_stats_avx512(x, d, eps, LN_ROWS, mu, rs);
-        for (int r = 0; r < LN_ROWS; r++) { /* row after row (above) */
-            const int64_t j = /* the usual case */
-                gm && bt ? ln_scale_rows_avx512(x + r * d, gm, bt, y + r * d, d, 1, &mu[r], &rs[r])
-                         : 0;
-            ln_normalize(x + r * d, gm, bt, y + r * d, j, d, _mm256_set1_ps(mu[r]),
-                         _mm256_set1_ps(rs[r]));
-        }
+        for (int r = 0; r < LN_ROWS; r++) /* row after row (above) */
+            ln_normalize_rows_avx512(x + r * d, gm, bt, y + r * d, d, 1, &mu[r], &rs[r]);
     }
     if (r0 < rows) tg__cpu_vmath_avx2.layer_norm(x, gm, bt, y, rows - r0, d, eps);
 }
@@ -268,12 +264,8 @@ AVX512 static void layer_norm_back_avx512(const float *x, const float *gm, const
         lnb_coef k[LN_ROWS];
         for (int r = 0; r < LN_ROWS; r++)
             k[r] = lnb_coefs(mu[r], sums[r], d, eps);
-        for (int r = 0; r < LN_ROWS; r++) {
-            /* row after row, as the forward; gamma present: the usual case */
-            const int64_t j =
-                gm ? lnb_dx_rows_avx512(x + r * d, gm, dy + r * d, dx + r * d, d, 1, &k[r]) : 0;
-            lnb_rest(x + r * d, gm, dy + r * d, dx + r * d, j, d, k[r]);
-        }
+        for (int r = 0; r < LN_ROWS; r++) /* row after row, as the forward */
+            lnb_dx_rows_avx512(x + r * d, gm, dy + r * d, dx + r * d, d, 1, &k[r]);
     }
     if (r0 < rows) tg__cpu_vmath_avx2.layer_norm_back(x, gm, dy, dx, rows - r0, d, eps);
 }

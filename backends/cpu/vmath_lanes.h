@@ -4,11 +4,11 @@
  * (one vector) and the maps vexp, vtanh, vgelu, vgelu_back (arrays); the cross-entropy's rows
  * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); the
  * blocks of W short rows transposed so that lane r holds row r (load_cols, store_cols,
- * softmax_cols, softmax_back_block); and layer norm's passes (row_stats, lnb_sums, ln_scale_rows,
- * lnb_dx_rows). Both widths do the same operations per element in the same order (the maths:
- * vmath-impl.h) and end their sums in the same order (VSUM16, VQ8), so their results are the same
- * bits; only the width differs. What a level does differently without changing a result (a masked
- * load or a blend, where a row's tail reads from) is in its macros.
+ * softmax_cols, softmax_back_block); and layer norm's passes (row_stats, lnb_sums,
+ * ln_normalize_rows, lnb_dx_rows). Both widths do the same operations per element in the same order
+ * (the maths: vmath-impl.h) and end their sums in the same order (VSUM16, VQ8), so their results
+ * are the same bits; only the width differs. What a level does differently without changing a
+ * result (a masked load or a blend, where a row's tail reads from) is in its macros.
  *
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
@@ -26,6 +26,7 @@
  *   VHMAX(v)     the largest lane          VSUM16(a)  the sum of the 16 / W vectors a[] as one
  *                                                     16-lane vector: lanes l and l + 8, then hsum8
  *   VMUL_ROUNDED(a, b)  a product rounded before anything adds it (no contraction)
+ *   VBARRIER(v)  v rounded here: the compiler may not contract it into a later operation
  *   VTRANSPOSE(c) W vectors transposed     VPERMI(v, ix)  v's lanes ix[0..W)
  *   VLOAD_SEG(x, d, r, j, Wd), VSTORE_SEG(y, d, r, j, v): row r's W values from column j of a
  *                block of W rows of d (Wd: d rounded up to W)
@@ -406,46 +407,67 @@ FN static INLINE void GL_NAME(lnb_sums, SFX)(const float *x, const float *gm, co
     }
 }
 
-/* The passes that write the rows, over the whole vectors of R rows d apart with gamma (and, in
- * the forward, beta) present, the usual case: gamma and beta loaded once for the R rows, each
- * element's operations those of the AVX2 code's tail (ln_normalize, lnb_rest: vmath_avx2.h),
- * which takes each row from the returned column on. Forward: y = (x - mean) rstd gamma + beta. */
-FN static INLINE int64_t GL_NAME(ln_scale_rows, SFX)(const float *x, const float *gm,
-                                                     const float *bt, float *y, int64_t d, int R,
-                                                     const float *mean, const float *rstd) {
+/* The passes that write R rows d apart, elementwise (a value's result depends on its own
+ * inputs alone, so a row's tail may be taken at either width): with gamma (and, in the forward,
+ * beta) present, the usual case, whole vectors of the R rows in one pass that loads gamma and
+ * beta once; then each row's rest, masked at its end. Forward: y = (x - mean) rstd gamma + beta
+ * (gamma, beta or both may be absent; without both, the product is rounded before beta's add,
+ * as the portable code rounds it). */
+FN static INLINE void GL_NAME(ln_normalize_rows, SFX)(const float *x, const float *gm,
+                                                      const float *bt, float *y, int64_t d, int R,
+                                                      const float *mean, const float *rstd) {
     V mv[4], rv[4];
     for (int r = 0; r < R; r++)
         mv[r] = VSET1(mean[r]), rv[r] = VSET1(rstd[r]);
-    int64_t j = 0;
-    for (; j + W <= d; j += W) {
-        const V g = VLOAD(gm + j), b = VLOAD(bt + j);
-        for (int r = 0; r < R; r++) {
-            const V v = VMUL(VSUB(VLOAD(x + r * d + j), mv[r]), rv[r]);
-            VSTORE(y + r * d + j, VFMADD(v, g, b));
+    int64_t j0 = 0;
+    if (gm && bt)
+        for (; j0 + W <= d; j0 += W) {
+            const V g = VLOAD(gm + j0), b = VLOAD(bt + j0);
+            for (int r = 0; r < R; r++) {
+                const V v = VMUL(VSUB(VLOAD(x + r * d + j0), mv[r]), rv[r]);
+                VSTORE(y + r * d + j0, VFMADD(v, g, b));
+            }
         }
-    }
-    return j;
+    for (int r = 0; r < R; r++)
+        for (int64_t j = j0; j < d; j += W) {
+            V v = VMUL(VSUB(VLOADT0(x + r * d, j, d), mv[r]), rv[r]);
+            if (gm && bt) {
+                v = VFMADD(v, VLOADT0(gm, j, d), VLOADT0(bt, j, d));
+            } else {
+                if (gm) v = VMUL(v, VLOADT0(gm, j, d));
+                VBARRIER(v);
+                if (bt) v = VADD(v, VLOADT0(bt, j, d));
+            }
+            VSTORET(y + r * d, j, d, v);
+        }
 }
 
-/* Backward: dx = rstd (g - mean(g) - xh mean(g xh)) with g = gamma dy rounded, as lnb_dx from
- * lnb_coefs' coefficients */
-FN static INLINE int64_t GL_NAME(lnb_dx_rows, SFX)(const float *x, const float *gm, const float *dy,
-                                                   float *dx, int64_t d, int R, const lnb_coef *k) {
+/* Backward: dx = rs (g - sg - c sgc) from lnb_coefs' coefficients, g = gamma dy rounded
+ * before anything adds it (as in lnb_sums) */
+FN static INLINE void GL_NAME(lnb_dx_rows, SFX)(const float *x, const float *gm, const float *dy,
+                                                float *dx, int64_t d, int R, const lnb_coef *k) {
     V mv[4], rv[4], sg[4], sgc[4];
     for (int r = 0; r < R; r++) {
-        mv[r] = VSET1(_mm256_cvtss_f32(k[r].mv)), rv[r] = VSET1(_mm256_cvtss_f32(k[r].rv));
-        sg[r] = VSET1(_mm256_cvtss_f32(k[r].sg)), sgc[r] = VSET1(_mm256_cvtss_f32(k[r].sgc));
+        mv[r] = VSET1(k[r].mu), rv[r] = VSET1(k[r].rs);
+        sg[r] = VSET1(k[r].sg), sgc[r] = VSET1(k[r].sgc);
     }
-    int64_t j = 0;
-    for (; j + W <= d; j += W) {
-        const V gv = VLOAD(gm + j);
-        for (int r = 0; r < R; r++) {
-            const V g = VMUL_ROUNDED(VLOAD(dy + r * d + j), gv);
-            const V c = VSUB(VLOAD(x + r * d + j), mv[r]);
-            VSTORE(dx + r * d + j, VMUL(rv[r], VFNMADD(c, sgc[r], VSUB(g, sg[r]))));
+    int64_t j0 = 0;
+    if (gm)
+        for (; j0 + W <= d; j0 += W) {
+            const V gv = VLOAD(gm + j0);
+            for (int r = 0; r < R; r++) {
+                const V g = VMUL_ROUNDED(VLOAD(dy + r * d + j0), gv);
+                const V c = VSUB(VLOAD(x + r * d + j0), mv[r]);
+                VSTORE(dx + r * d + j0, VMUL(rv[r], VFNMADD(c, sgc[r], VSUB(g, sg[r]))));
+            }
         }
-    }
-    return j;
+    for (int r = 0; r < R; r++)
+        for (int64_t j = j0; j < d; j += W) {
+            V g = VLOADT0(dy + r * d, j, d);
+            if (gm) g = VMUL_ROUNDED(g, VLOADT0(gm, j, d));
+            const V c = VSUB(VLOADT0(x + r * d, j, d), mv[r]);
+            VSTORET(dx + r * d, j, d, VMUL(rv[r], VFNMADD(c, sgc[r], VSUB(g, sg[r]))));
+        }
 }
 
 #undef GL_NAME
@@ -488,6 +510,7 @@ FN static INLINE int64_t GL_NAME(lnb_dx_rows, SFX)(const float *x, const float *
 #undef VLOAD_SEG
 #undef VSTORE_SEG
 #undef VQ8
+#undef VBARRIER
 #undef VLOAD
 #undef VSTORE
 #undef VLOADN
