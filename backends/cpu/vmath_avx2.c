@@ -108,6 +108,8 @@ AVX2 static INLINE void store_seg8(float *y, int d, int r, int j, __m256 v) {
 #define VSTORE_SEG(y, d, r, j, v) store_seg8(y, d, r, j, v)
 #define VQ8(a, q) (a)[q]
 #define VBARRIER(v) __asm__("" : "+x"(v))
+#define BLOCK_D_MIN 1
+#define BLOCK_PAIRS 0
 #include "backends/cpu/vmath_lanes.h"
 
 /* exp and tanh have no 512-bit form: the AVX-512 level's table holds these as well */
@@ -146,37 +148,18 @@ AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bo
     }
 }
 
-/* Short rows (attention over 10–32 keys) fill a vector poorly and pay the horizontal max and
- * sum, the masks and the branches once per row: 8 softmax rows at a time are instead
- * transposed in registers (the template's softmax_cols), bit-identical to softmax_row_avx2, so
- * results do not depend on how threads split rows. Longer rows take softmax_long_avx2. */
-AVX2 static INLINE void softmax_8rows_avx2(const float *x, float *y, int d, int Wd) {
-    __m256 c[1][SHORT_ROW_MAX];
-    load_cols_avx2(x, d, Wd, c[0]);
-    softmax_cols_avx2(c, d, 1);
-    store_cols_avx2(y, d, Wd, c[0]);
-}
-
 AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
     if (d > SHORT_ROW_MAX) {
         for (int64_t r = 0; r < rows; r++)
             softmax_long_avx2(x + r * d, y + r * d, d, log_out);
         return;
     }
-    int64_t r = 0;
-    /* one instance per row length (constant D), so that every loop unrolls */
-#define BLOCKS(D)                                                                                  \
-    case D:                                                                                        \
-        for (; r + 8 <= rows; r += 8) softmax_8rows_avx2(x + r * D, y + r * D, D, (D + 7) / 8 * 8); \
-        break
-    switch (log_out ? 0 : d) { /* log-softmax rows of up to 32 are rare: one by one */
-        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
-        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
-        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); BLOCKS(21); BLOCKS(22); BLOCKS(23); BLOCKS(24);
-        BLOCKS(25); BLOCKS(26); BLOCKS(27); BLOCKS(28); BLOCKS(29); BLOCKS(30); BLOCKS(31); BLOCKS(32);
-    default: break;
-    }
-#undef BLOCKS
+    /* Short rows (attention over 10–32 keys) fill a vector poorly and pay the horizontal max
+     * and sum, the masks and the branches once per row: 8 rows at a time are instead transposed
+     * in registers (the template's softmax_blocks), bit-identical to softmax_row_avx2, so
+     * results do not depend on how threads split rows. Log-softmax rows of up to 32 are rare:
+     * one by one. */
+    int64_t r = log_out ? 0 : softmax_blocks_avx2(x, y, rows, d);
     for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
 }
 
@@ -214,27 +197,12 @@ AVX2 static inline void softmax_back_row_avx2(const float *y, const float *dy, f
 }
 
 AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
-    int64_t r = 0;
     if (d >= DOT_SERIAL_BELOW) {
-        for (; r < rows; r++)
+        for (int64_t r = 0; r < rows; r++)
             softmax_back_row_avx2(y + r * d, dy + r * d, dx + r * d, d);
         return;
     }
-    int32_t ix[8 * DOT_SERIAL_BELOW];
-    if (rows >= 8) row_of_lane(ix, (int)d, 8);
-#define BLOCKS(D)                                                                                  \
-    case D:                                                                                        \
-        for (; r + 8 <= rows; r += 8)                                                              \
-            softmax_back_block_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8, ix);    \
-        break
-    switch (d) {
-        /* clang-format off */
-        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
-        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15);
-        /* clang-format on */
-    default: break;
-    }
-#undef BLOCKS
+    const int64_t r = softmax_back_blocks_avx2(y, dy, dx, rows, d);
     /* the rows left over: the portable code, which gives the same bits */
     tg__cpu_vmath_portable.softmax_back_rows(y + r * d, dy + r * d, dx + r * d, rows - r, d);
 }

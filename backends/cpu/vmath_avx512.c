@@ -135,6 +135,8 @@ AVX512 static inline __m256 hi256(__m512 v) {
 #define VSTORE_SEG store16
 #define VQ8(a, q) ((q) % 2 ? hi256((a)[(q) / 2]) : lo256((a)[(q) / 2]))
 #define VBARRIER(v) __asm__("" : "+v"(v))
+#define BLOCK_D_MIN 9 /* shorter rows: the AVX2 level's blocks of 8 */
+#define BLOCK_PAIRS 1
 #include "backends/cpu/vmath_lanes.h"
 
 /* With AVX-512F (isa.h), rows of 9-32 values (attention over 10-32 keys) 16 at a time: each
@@ -143,21 +145,6 @@ AVX512 static inline __m256 hi256(__m512 v) {
  * 16-value load or store may run into the next rows of the block (stores in row order, so each
  * row's own store lands last); where it would leave the block it is masked, so nothing outside
  * the block is touched. */
-/* nb (1 or 2) blocks of 16 rows at x: with two (rows of up to 16 values), the blocks' long
- * chains of dependent steps interleave (~1.1x the rate of one block at a time). Columns d..Wd-1
- * are stored as 0, then overwritten by the next row's own stores. */
-AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int Wd, int nb) {
-    __m512 c[2][SHORT_ROW_MAX];
-    for (int b = 0; b < nb; b++)
-        load_cols_avx512(x + b * 16 * d, d, Wd, c[b]);
-    softmax_cols_avx512(c, d, nb);
-    for (int b = 0; b < nb; b++) {
-        for (int j = d; j < Wd; j++)
-            c[b][j] = _mm512_setzero_ps();
-        store_cols_avx512(y + b * 16 * d, d, Wd, c[b]);
-    }
-}
-
 AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, int64_t d,
                                        bool log_out) {
     if (d > SHORT_ROW_MAX) {
@@ -165,25 +152,7 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
             softmax_long_avx512(x + r * d, y + r * d, d, log_out);
         return;
     }
-    int64_t r = 0;
-#define BLOCKS16(D)                                                                                \
-    case D:                                                                                        \
-        for (; D <= 16 && r + 32 <= rows; r += 32)                                                 \
-            softmax_16rows(x + r * D, y + r * D, D, 16, 2);                                        \
-        for (; r + 16 <= rows; r += 16)                                                            \
-            softmax_16rows(x + r * D, y + r * D, D, (D + 15) / 16 * 16, 1);                        \
-        break
-    switch (log_out ? 0 : d) {
-        /* clang-format off */
-        BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
-        BLOCKS16(15); BLOCKS16(16); BLOCKS16(17); BLOCKS16(18); BLOCKS16(19); BLOCKS16(20);
-        BLOCKS16(21); BLOCKS16(22); BLOCKS16(23); BLOCKS16(24); BLOCKS16(25); BLOCKS16(26);
-        BLOCKS16(27); BLOCKS16(28); BLOCKS16(29); BLOCKS16(30); BLOCKS16(31); BLOCKS16(32);
-        /* clang-format on */
-    default:
-        break;
-    }
-#undef BLOCKS16
+    const int64_t r = log_out ? 0 : softmax_blocks_avx512(x, y, rows, d);
     tg__cpu_vmath_avx2.softmax_rows(x + r * d, y + r * d, rows - r, d, log_out);
 }
 
@@ -192,23 +161,7 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
  * softmax_back_block), the same bits. */
 AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, float *dx,
                                             int64_t rows, int64_t d) {
-    int64_t r = 0;
-    int32_t ix[16 * DOT_SERIAL_BELOW];
-    if (rows >= 16 && d >= 9 && d < DOT_SERIAL_BELOW) row_of_lane(ix, (int)d, 16);
-#define BLOCKS16(D)                                                                                \
-    case D:                                                                                        \
-        for (; r + 16 <= rows; r += 16)                                                            \
-            softmax_back_block_avx512(y + r * D, dy + r * D, dx + r * D, D, 16, ix);                   \
-        break
-    switch (d) {
-        /* clang-format off */
-        BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
-        BLOCKS16(15);
-        /* clang-format on */
-    default:
-        break;
-    }
-#undef BLOCKS16
+    const int64_t r = softmax_back_blocks_avx512(y, dy, dx, rows, d);
     tg__cpu_vmath_avx2.softmax_back_rows(y + r * d, dy + r * d, dx + r * d, rows - r, d);
 }
 

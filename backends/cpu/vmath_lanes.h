@@ -2,13 +2,14 @@
  * vmath_avx2.c includes this file with W 8 and vmath_avx512.c with W 16, each with the macros
  * below defined (this file undefines them at its end), and gets, named <f>_<SFX>: exp, tanh
  * (one vector) and the maps vexp, vtanh, vgelu, vgelu_back (arrays); the cross-entropy's rows
- * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); the
- * blocks of W short rows transposed so that lane r holds row r (load_cols, store_cols,
- * softmax_cols, softmax_back_block); and layer norm's passes (row_stats, lnb_sums,
- * ln_normalize_rows, lnb_dx_rows). Both widths do the same operations per element in the same order
- * (the maths: vmath-impl.h) and end their sums in the same order (VSUM16, VQ8), so their results
- * are the same bits; only the width differs. What a level does differently without changing a
- * result (a masked load or a blend, where a row's tail reads from) is in its macros.
+ * (sumexp, ce_sumexp, ce_grad_v, ce_grad_from) and long softmax rows (softmax_long); blocks of
+ * W short rows transposed so that lane r holds row r (load_cols, store_cols, softmax_cols,
+ * softmax_back_block, softmax_block) and the blocks a level takes (softmax_blocks,
+ * softmax_back_blocks); and layer norm's passes (row_stats, lnb_sums, ln_normalize_rows,
+ * lnb_dx_rows). Both widths do the same operations per element in the same order (the maths:
+ * vmath-impl.h) and end their sums in the same order (VSUM16, VQ8), so their results are the
+ * same bits; only the width differs. What a level does differently without changing a result
+ * (a masked load or a blend, where a row's tail reads from) is in its macros.
  *
  *   SFX          name suffix               FN         function attributes
  *   V            the float vector type     W          its lanes
@@ -30,7 +31,8 @@
  *   VTRANSPOSE(c) W vectors transposed     VPERMI(v, ix)  v's lanes ix[0..W)
  *   VLOAD_SEG(x, d, r, j, Wd), VSTORE_SEG(y, d, r, j, v): row r's W values from column j of a
  *                block of W rows of d (Wd: d rounded up to W)
- *   VQ8(a, q)    the 8 lanes that hold values 8q..8q+7 of each step of a row, a[] its vectors */
+ *   VQ8(a, q)    the 8 lanes that hold values 8q..8q+7 of each step of a row, a[] its vectors
+ *   BLOCK_D_MIN  the shortest rows taken in blocks       BLOCK_PAIRS  1: two blocks at a time */
 #define GL_NAME2(a, b) a##_##b
 #define GL_NAME(a, b) GL_NAME2(a, b)
 
@@ -309,6 +311,77 @@ FN static INLINE void GL_NAME(softmax_back_block, SFX)(const float *y, const flo
     }
 }
 
+/* One block of W short rows (nb 1 or 2 blocks side by side) through softmax_cols. Columns
+ * d..Wd-1 are stored as 0, then overwritten by the next row's own stores. */
+FN static INLINE void GL_NAME(softmax_block, SFX)(const float *x, float *y, int d, int Wd, int nb) {
+    V c[2][SHORT_ROW_MAX];
+    for (int b = 0; b < nb; b++)
+        GL_NAME(load_cols, SFX)(x + b * W * d, d, Wd, c[b]);
+    GL_NAME(softmax_cols, SFX)(c, d, nb);
+    for (int b = 0; b < nb; b++) {
+        for (int j = d; j < Wd; j++)
+            c[b][j] = VSET1(0.0f);
+        GL_NAME(store_cols, SFX)(y + b * W * d, d, Wd, c[b]);
+    }
+}
+
+/* The blocks of W rows a level takes, of row lengths BLOCK_D_MIN..SHORT_ROW_MAX (forward) and
+ * BLOCK_D_MIN..DOT_SERIAL_BELOW - 1 (backward), from the first row on: one instance per row
+ * length (a constant D, so that every loop unrolls and the columns stay in registers). With
+ * BLOCK_PAIRS, rows of up to 16 values go two blocks at a time, so that the blocks' long chains
+ * of dependent steps (the max, exp, the division) interleave. Each returns the rows it took;
+ * the caller takes the rest, with the same bits. */
+#define GL_BLOCKS(D)                                                                               \
+    case D:                                                                                        \
+        for (; BLOCK_PAIRS && D >= BLOCK_D_MIN && D <= 16 && r + 2 * W <= rows; r += 2 * W)        \
+            GL_NAME(softmax_block, SFX)(x + r * D, y + r * D, D, (D + W - 1) / W * W, 2);          \
+        for (; D >= BLOCK_D_MIN && r + W <= rows; r += W)                                          \
+            GL_NAME(softmax_block, SFX)(x + r * D, y + r * D, D, (D + W - 1) / W * W, 1);          \
+        break
+FN static INLINE int64_t GL_NAME(softmax_blocks, SFX)(const float *x, float *y, int64_t rows,
+                                                      int64_t d) {
+    int64_t r = 0;
+    switch (d) {
+        /* clang-format off */
+        GL_BLOCKS(1); GL_BLOCKS(2); GL_BLOCKS(3); GL_BLOCKS(4); GL_BLOCKS(5); GL_BLOCKS(6);
+        GL_BLOCKS(7); GL_BLOCKS(8); GL_BLOCKS(9); GL_BLOCKS(10); GL_BLOCKS(11); GL_BLOCKS(12);
+        GL_BLOCKS(13); GL_BLOCKS(14); GL_BLOCKS(15); GL_BLOCKS(16); GL_BLOCKS(17); GL_BLOCKS(18);
+        GL_BLOCKS(19); GL_BLOCKS(20); GL_BLOCKS(21); GL_BLOCKS(22); GL_BLOCKS(23); GL_BLOCKS(24);
+        GL_BLOCKS(25); GL_BLOCKS(26); GL_BLOCKS(27); GL_BLOCKS(28); GL_BLOCKS(29); GL_BLOCKS(30);
+        GL_BLOCKS(31); GL_BLOCKS(32);
+        /* clang-format on */
+    default:
+        break;
+    }
+    return r;
+}
+#undef GL_BLOCKS
+
+#define GL_BACK_BLOCKS(D)                                                                          \
+    case D:                                                                                        \
+        for (; D >= BLOCK_D_MIN && r + W <= rows; r += W)                                          \
+            GL_NAME(softmax_back_block, SFX)                                                       \
+            (y + r * D, dy + r * D, dx + r * D, D, (D + W - 1) / W * W, ix);                       \
+        break
+FN static INLINE int64_t GL_NAME(softmax_back_blocks, SFX)(const float *y, const float *dy,
+                                                           float *dx, int64_t rows, int64_t d) {
+    int64_t r = 0;
+    int32_t ix[W * DOT_SERIAL_BELOW];
+    if (rows >= W && d >= BLOCK_D_MIN && d < DOT_SERIAL_BELOW) row_of_lane(ix, (int)d, W);
+    switch (d) {
+        /* clang-format off */
+        GL_BACK_BLOCKS(1); GL_BACK_BLOCKS(2); GL_BACK_BLOCKS(3); GL_BACK_BLOCKS(4);
+        GL_BACK_BLOCKS(5); GL_BACK_BLOCKS(6); GL_BACK_BLOCKS(7); GL_BACK_BLOCKS(8);
+        GL_BACK_BLOCKS(9); GL_BACK_BLOCKS(10); GL_BACK_BLOCKS(11); GL_BACK_BLOCKS(12);
+        GL_BACK_BLOCKS(13); GL_BACK_BLOCKS(14); GL_BACK_BLOCKS(15);
+        /* clang-format on */
+    default:
+        break;
+    }
+    return r;
+}
+#undef GL_BACK_BLOCKS
+
 /* Layer norm's sums of R rows d apart (R a constant, at most 4), side by side: each row's sums
  * are the AVX2 code's 8-lane accumulators, held as W-lane vectors (VQ8(a, q): the 8 lanes of
  * accumulator q, the one that sums values 8q..8q+7 of each whole step), each lane summing the
@@ -511,6 +584,8 @@ FN static INLINE void GL_NAME(lnb_dx_rows, SFX)(const float *x, const float *gm,
 #undef VSTORE_SEG
 #undef VQ8
 #undef VBARRIER
+#undef BLOCK_D_MIN
+#undef BLOCK_PAIRS
 #undef VLOAD
 #undef VSTORE
 #undef VLOADN
