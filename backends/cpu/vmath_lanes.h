@@ -359,9 +359,8 @@ FN static INLINE int64_t GL_NAME(softmax_blocks, SFX)(const float *x, float *y, 
 
 #define GL_BACK_BLOCKS(D)                                                                          \
     case D:                                                                                        \
-        for (; D >= BLOCK_D_MIN && r + W <= rows; r += W)                                          \
-            GL_NAME(softmax_back_block, SFX)                                                       \
-            (y + r * D, dy + r * D, dx + r * D, D, (D + W - 1) / W * W, ix);                       \
+        for (const int Wd = (D + W - 1) / W * W; D >= BLOCK_D_MIN && r + W <= rows; r += W)        \
+            GL_NAME(softmax_back_block, SFX)(y + r * D, dy + r * D, dx + r * D, D, Wd, ix);        \
         break
 FN static INLINE int64_t GL_NAME(softmax_back_blocks, SFX)(const float *y, const float *dy,
                                                            float *dx, int64_t rows, int64_t d) {
