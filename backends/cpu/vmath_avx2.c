@@ -1,9 +1,10 @@
-/* The AVX2+FMA level of the vector maths (vmath.h): 8 lanes at a time. The maps (exp, tanh, GELU,
- * GELU'), the cross-entropy's rows, long softmax rows and the blocks of 8 short softmax rows come
- * from the template shared with the AVX-512 level (vmath_lanes.h), instantiated here with the
- * lane macros below; single short rows and layer norm are this file's own. The maths:
- * vmath-impl.h. Every function carries the AVX2 target attribute (isa.h), so the file builds for
- * the library's baseline and runs only where the level is chosen. */
+/* The AVX2+FMA level of the vector maths (vmath.h): 8 lanes at a time. The maps (exp, tanh,
+ * GELU, GELU'), the cross-entropy's rows, long softmax rows, the blocks of 8 short softmax rows
+ * and layer norm's passes come from the template shared with the AVX-512 level
+ * (vmath_lanes.h), instantiated here with the lane macros below; this file keeps single short
+ * rows, the softmax backward's long rows and layer norm's rows in pairs. The maths:
+ * vmath-impl.h. Every function carries the AVX2 target attribute (isa.h), so the file builds
+ * for the library's baseline and runs only where the level is chosen. */
 #include "backends/cpu/vmath_avx2.h"
 
 #include "backends/cpu/cpu-impl.h"

@@ -3,10 +3,11 @@
  * on rows that start on 64-byte lines, the cross-entropy's rows — each with the AVX2 level's
  * operations on the same elements in the same order, so with its bits; everything else (exp,
  * tanh, other row lengths, rows left over from a block) is the AVX2 level's code. The maps, the
- * cross-entropy's rows, long softmax rows and the blocks of short rows come from the template
- * shared with the AVX2 level (vmath_lanes.h), instantiated here with 16 lanes; layer norm's
- * four-row code is this file's own. Every function carries the AVX-512 target attribute
- * (isa.h). */
+ * cross-entropy's rows, long softmax rows, the blocks of short rows and layer norm's passes
+ * come from the template shared with the AVX2 level (vmath_lanes.h), instantiated here with 16
+ * lanes; this file keeps what only this level does: where each kind of row goes, layer norm
+ * four rows at a time and the cross-entropy gradient's streaming stores. Every function carries
+ * the AVX-512 target attribute (isa.h). */
 #include "backends/cpu/vmath_avx2.h"
 
 #include "backends/cpu/cpu-impl.h"
@@ -66,19 +67,6 @@ AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
                        : (__mmask16)((1u << (n - j)) - 1);
 }
 
-/* lanes l and l + 8 added, then hsum8: the AVX2 level's end of its two 8-lane vectors */
-AVX512 static inline float hsum16(__m512 v) {
-    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
-                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
-}
-
-/* The products of the rows' values rounded before they are added (as mul_rounded) */
-AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
-    __m512 p = _mm512_mul_ps(a, b);
-    __asm__("" : "+v"(p));
-    return p;
-}
-
 /* The 8-lane halves of a 16-lane vector */
 AVX512 static inline __m256 lo256(__m512 v) {
     return _mm512_castps512_ps256(v);
@@ -86,6 +74,18 @@ AVX512 static inline __m256 lo256(__m512 v) {
 
 AVX512 static inline __m256 hi256(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+/* lanes l and l + 8 added, then hsum8: the AVX2 level's end of its two 8-lane vectors */
+AVX512 static inline float hsum16(__m512 v) {
+    return hsum8(_mm256_add_ps(lo256(v), hi256(v)));
+}
+
+/* The products of the rows' values rounded before they are added (as mul_rounded) */
+AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
+    __m512 p = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(p));
+    return p;
 }
 
 /* The template's lane macros (vmath_lanes.h, which undefines them again) */
