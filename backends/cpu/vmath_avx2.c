@@ -1,72 +1,16 @@
-/* The AVX2+FMA level of the vector maths (vmath.h): 8 lanes at a time. The maths: vmath-impl.h;
- * exp and GELU come from the template shared with the AVX-512 level (vmath_lanes.h). Every
- * function carries the AVX2 target attribute (isa.h), so the file builds for the library's
- * baseline and runs only where the level is chosen. */
+/* The AVX2+FMA level of the vector maths (vmath.h): 8 lanes at a time. The maps (exp, tanh,
+ * GELU, GELU'), the cross-entropy's rows, long softmax rows, the blocks of 8 short softmax rows
+ * and layer norm's passes come from the template shared with the AVX-512 level
+ * (vmath_lanes.h), instantiated here with the lane macros below; this file keeps single short
+ * rows, the softmax backward's long rows and layer norm's rows in pairs. The maths:
+ * vmath-impl.h. Every function carries the AVX2 target attribute (isa.h), so the file builds
+ * for the library's baseline and runs only where the level is chosen. */
 #include "backends/cpu/vmath_avx2.h"
 
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/vmath-impl.h"
 
 #if TG_CPU_X86
-/* exp, GELU and GELU' for AVX2 and AVX-512F from one template (vmath_lanes.h, which
- * undefines these names again) */
-#define FN AVX2
-#define SFX avx2
-#define V __m256
-#define W 8
-#define VSET1 _mm256_set1_ps
-#define VADD _mm256_add_ps
-#define VSUB _mm256_sub_ps
-#define VMUL _mm256_mul_ps
-#define VDIV _mm256_div_ps
-#define VMIN _mm256_min_ps
-#define VMAX _mm256_max_ps
-#define VFMADD _mm256_fmadd_ps
-#define VFNMADD _mm256_fnmadd_ps
-#define VADDI _mm256_add_epi32
-#define VSLLI23(a) _mm256_slli_epi32(a, 23)
-/* 2^n built in the exponent bits (plus 127 << 23, the bits of 1.0f) and multiplied in */
-#define VSCALE2N(p, t, n) VMUL(p, VASF(VADDI(VSLLI23(VASI(t)), VASI(VSET1(1.0f)))))
-#define VSRLI3(a) _mm256_srli_epi32(a, 3)
-#define VTAB8(i) _mm256_permutevar8x32_ps(_mm256_load_ps(EXP2_T), i)
-#define VASI _mm256_castps_si256
-#define VASF _mm256_castsi256_ps
-#define VLOAD _mm256_loadu_ps
-#define VSTORE _mm256_storeu_ps
-#define VLOADN(p, k) _mm256_maskload_ps(p, lanes(k))
-#define VSTOREN(p, k, v) _mm256_maskstore_ps(p, lanes(k), v)
-#include "backends/cpu/vmath_lanes.h"
-
-AVX2 static inline __m256 tanh8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 ax = _mm256_andnot_ps(sign, x), z = _mm256_mul_ps(x, x);
-    __m256 q = _mm256_set1_ps(TANH_Q0);
-    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q1));
-    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q2));
-    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q3));
-    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(TANH_Q4));
-    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), q, x);
-    __m256 e = exp_avx2(_mm256_mul_ps(_mm256_set1_ps(2.0f), clamp_avx2(ax, 0.0f, 9.0f)));
-    __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
-                               _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
-    big = _mm256_or_ps(big, _mm256_and_ps(x, sign));
-    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
-}
-
-/* Whole vectors, then the tail with a masked load and store through the same code: every
- * element's result depends on its input alone, wherever a thread's share starts. */
-#define MAP8(NAME, F)                                                                        \
-    AVX2 void NAME(const float *x, float *y, int64_t n) {                            \
-        int64_t i = 0;                                                                       \
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i)));      \
-        if (i < n) {                                                                         \
-            __m256i m = lanes(n - i);                                                        \
-            _mm256_maskstore_ps(y + i, m, F(_mm256_maskload_ps(x + i, m)));                  \
-        }                                                                                    \
-    }
-MAP8(tg__cpu_vexp_avx2, exp_avx2)
-MAP8(tg__cpu_vtanh_avx2, tanh8)
-
 AVX2 static inline float hmax8(__m256 v) {
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
@@ -81,48 +25,6 @@ AVX2 static inline __m256 load_row(const float *x, int64_t j, int64_t d) {
     __m256i m = lanes(d - j);
     return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(x + j, m), _mm256_castsi256_ps(m));
 }
-
-/* One row of up to SHORT_ROW_MAX values in vectors of 8, exps stored then scaled; sums over
- * lanes j % 8, combined as hsum8 does. */
-AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bool log_out) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 vm = ninf;
-    for (int64_t j = 0; j < d; j += 8) vm = _mm256_max_ps(load_row(x, j, d), vm); /* NaN skipped */
-    float m = hmax8(vm);
-    if (m == -INFINITY) {
-        softmax_dead_row(y, d, log_out);
-        return;
-    }
-    const __m256 mv = _mm256_set1_ps(m);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t j = 0; j < d; j += 8) {
-        __m256 v = load_row(x, j, d);
-        __m256 e =
-            _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
-        acc = _mm256_add_ps(acc, e);
-        if (!log_out) store_row(y, j, d, e);
-    }
-    float s = hsum8(acc);
-    if (log_out) {
-        const __m256 lse = _mm256_set1_ps(m + logf(s));
-        for (int64_t j = 0; j < d; j += 8) store_row(y, j, d, _mm256_sub_ps(load_row(x, j, d), lse));
-    } else {
-        const __m256 inv = _mm256_set1_ps(1.0f / s);
-        for (int64_t j = 0; j < d; j += 8) {
-            __m256i m8 = lanes(d - j);
-            __m256 v = j + 8 <= d ? _mm256_loadu_ps(y + j) : _mm256_maskload_ps(y + j, m8);
-            store_row(y, j, d, _mm256_mul_ps(v, inv));
-        }
-    }
-}
-
-/* Short rows (attention over 10–32 keys) fill a vector poorly and pay the horizontal max and
- * sum, the masks and the branches once per row: 8 softmax rows at a time are instead
- * transposed in registers so that lane r holds row r and every operation is vertical over the
- * columns. The arithmetic is softmax_row_avx2's, operation for operation (the same max, exp,
- * lane-j % 8 partial sums combined in hsum8's order, 1 / s, m + logf(s)), so a row's result is
- * bit-identical whichever path takes it: results do not depend on how threads split rows (rows
- * of up to SHORT_ROW_MAX values; longer ones take softmax_long_avx2). */
 
 AVX2 static inline void transpose8(__m256 r[8]) {
     __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -143,76 +45,109 @@ AVX2 static inline void transpose8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* The 8 values at p of a row's segment starting at column j (of W): the last segment masked
- * to the row's tm lanes */
-AVX2 static INLINE __m256 load_seg8(const float *p, int j, int W, __m256i tm) {
-    return j + 8 < W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tm);
+/* Row r's 8 values from column j in a block of 8 rows of d (Wd: d rounded up to 8): whole
+ * segments may run into the next row; the last is a masked load (lanes past the row: 0). */
+AVX2 static INLINE __m256 load_seg8(const float *x, int d, int r, int j, int Wd) {
+    const float *p = x + r * d + j;
+    return j + 8 < Wd ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(d - (Wd - 8)));
 }
 
-/* c[j] = column j of the 8 rows at x, j < W (columns d..W-1 unused). Whole-segment loads may
- * run into the next rows of the block; the last segment is a masked load, so nothing outside
- * the block's 8d floats (another thread's rows) is read. */
-AVX2 static INLINE void load_cols8(const float *x, int64_t d, int W, __m256 *c) {
-    __m256i tm = lanes(d - (W - 8));
-    for (int j = 0; j < W; j += 8) {
-        __m256 t[8];
-        for (int r = 0; r < 8; r++)
-            t[r] = load_seg8(x + r * d + j, j, W, tm);
-        transpose8(t);
-        for (int k = 0; k < 8; k++) c[j + k] = t[k];
-    }
-}
-
-/* The inverse, rows stored in order: a whole-vector store running into the next row is
- * overwritten by that row's own store; stores that would leave the block store only the row's
- * lanes. */
-AVX2 static INLINE void store_cols8(float *y, int64_t d, int W, __m256 *c) {
-    for (int j = 0; j < W; j += 8) transpose8(c + j); /* c[j + r]: row r, columns j..j+7 */
-    for (int r = 0; r < 8; r++)
-        for (int j = 0; j < W; j += 8) {
-            int64_t off = r * d + j;
-            if (off + 8 <= 8 * d) {
-                _mm256_storeu_ps(y + off, c[j + r]);
-            } else {
-                float t[8];
-                _mm256_storeu_ps(t, c[j + r]);
-                for (int64_t k = 0; k < 8 && j + k < d; k++) y[off + k] = t[k];
-            }
-        }
-}
-
-AVX2 static INLINE void softmax_8rows_avx2(const float *x, float *y, int64_t d, int W, bool log_out) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 c[SHORT_ROW_MAX], acc[8];
-    load_cols8(x, d, W, c);
-    __m256 m = ninf;
-    for (int j = 0; j < d; j++) m = _mm256_max_ps(c[j], m); /* NaN skipped */
-    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
-    for (int j = 0; j < d; j++) {
-        __m256 e = _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(c[j], m)),
-                                 _mm256_cmp_ps(c[j], ninf, _CMP_NEQ_UQ));
-        acc[j % 8] = _mm256_add_ps(acc[j % 8], e);
-        if (!log_out) c[j] = e;
-    }
-    /* hsum8's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                             _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-    __m256 dead = _mm256_cmp_ps(m, ninf, _CMP_EQ_OQ); /* all -inf rows: 0 (log: -inf) */
-    if (log_out) {
-        float mf[8], sf[8];
-        _mm256_storeu_ps(mf, m);
-        _mm256_storeu_ps(sf, s);
-        for (int k = 0; k < 8; k++) mf[k] += logf(sf[k]);
-        __m256 lse = _mm256_loadu_ps(mf);
-        for (int j = 0; j < d; j++) c[j] = _mm256_blendv_ps(_mm256_sub_ps(c[j], lse), ninf, dead);
+/* The inverse: a whole-vector store unless it would leave the block, else only the row's lanes */
+AVX2 static INLINE void store_seg8(float *y, int d, int r, int j, __m256 v) {
+    const int off = r * d + j;
+    if (off + 8 <= 8 * d) {
+        _mm256_storeu_ps(y + off, v);
     } else {
-        __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), s);
-        for (int j = 0; j < d; j++) c[j] = _mm256_andnot_ps(dead, _mm256_mul_ps(c[j], inv));
+        float t[8];
+        _mm256_storeu_ps(t, v);
+        for (int k = 0; k < 8 && j + k < d; k++) y[off + k] = t[k];
     }
-    store_cols8(y, d, W, c);
 }
 
-AVX2 static void softmax_long_avx2(const float *x, float *y, int64_t d, bool log_out);
+/* The template's lane macros (vmath_lanes.h, which undefines them again) */
+#define FN AVX2
+#define SFX avx2
+#define V __m256
+#define VM __m256 /* a lane mask: all ones or zeros per lane */
+#define W 8
+#define VSET1 _mm256_set1_ps
+#define VADD _mm256_add_ps
+#define VSUB _mm256_sub_ps
+#define VMUL _mm256_mul_ps
+#define VDIV _mm256_div_ps
+#define VMIN _mm256_min_ps
+#define VMAX _mm256_max_ps
+#define VFMADD _mm256_fmadd_ps
+#define VFNMADD _mm256_fnmadd_ps
+#define VAND _mm256_and_ps
+#define VOR _mm256_or_ps
+#define VANDNOT _mm256_andnot_ps
+#define VCMP _mm256_cmp_ps
+#define VKEEP(m, v) _mm256_and_ps(v, m)
+#define VBLEND(m, a, b) _mm256_blendv_ps(a, b, m)
+#define VADDI _mm256_add_epi32
+#define VSLLI23(a) _mm256_slli_epi32(a, 23)
+/* 2^n built in the exponent bits (plus 127 << 23, the bits of 1.0f) and multiplied in */
+#define VSCALE2N(p, t, n) VMUL(p, VASF(VADDI(VSLLI23(VASI(t)), VASI(VSET1(1.0f)))))
+#define VSRLI3(a) _mm256_srli_epi32(a, 3)
+#define VTAB8(i) _mm256_permutevar8x32_ps(_mm256_load_ps(EXP2_T), i)
+#define VASI _mm256_castps_si256
+#define VASF _mm256_castsi256_ps
+#define VLOAD _mm256_loadu_ps
+#define VSTORE _mm256_storeu_ps
+#define VLOADN(p, k) _mm256_maskload_ps(p, lanes(k))
+#define VSTOREN(p, k, v) _mm256_maskstore_ps(p, lanes(k), v)
+#define VLOADT0 load0
+#define VLOADT_NINF load_row
+#define VSTORET store_row
+#define VHMAX hmax8
+#define VSUM16(a) hsum8(_mm256_add_ps(a[0], a[1]))
+#define VMUL_ROUNDED mul_rounded
+#define VTRANSPOSE transpose8
+#define VPERMI(v, ix) _mm256_permutevar8x32_ps(v, _mm256_loadu_si256((const __m256i *)(ix)))
+#define VLOAD_SEG load_seg8
+#define VSTORE_SEG(y, d, r, j, v) store_seg8(y, d, r, j, v)
+#define VQ8(a, q) (a)[q]
+#define VBARRIER(v) __asm__("" : "+x"(v))
+#define BLOCK_D_MIN 1
+#define BLOCK_PAIRS 0
+#include "backends/cpu/vmath_lanes.h"
+
+/* exp and tanh have no 512-bit form: the AVX-512 level's table holds these as well */
+AVX2 void tg__cpu_vexp_avx2(const float *x, float *y, int64_t n) {
+    vexp_avx2(x, y, n);
+}
+
+AVX2 void tg__cpu_vtanh_avx2(const float *x, float *y, int64_t n) {
+    vtanh_avx2(x, y, n);
+}
+
+/* One row of up to SHORT_ROW_MAX values in vectors of 8, exps stored then scaled; sums over
+ * lanes j % 8, combined as hsum8 does. */
+AVX2 static inline void softmax_row_avx2(const float *x, float *y, int64_t d, bool log_out) {
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < d; j += 8) vm = _mm256_max_ps(load_row(x, j, d), vm); /* NaN skipped */
+    float m = hmax8(vm);
+    if (m == -INFINITY) {
+        softmax_dead_row(y, d, log_out);
+        return;
+    }
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < d; j += 8) {
+        __m256 e = exp_live_avx2(load_row(x, j, d), mv);
+        acc = _mm256_add_ps(acc, e);
+        if (!log_out) store_row(y, j, d, e);
+    }
+    float s = hsum8(acc);
+    if (log_out) {
+        const __m256 lse = _mm256_set1_ps(m + logf(s));
+        for (int64_t j = 0; j < d; j += 8) store_row(y, j, d, _mm256_sub_ps(load_row(x, j, d), lse));
+    } else {
+        const __m256 inv = _mm256_set1_ps(1.0f / s);
+        for (int64_t j = 0; j < d; j += 8) store_row(y, j, d, _mm256_mul_ps(load0(y, j, d), inv));
+    }
+}
 
 AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64_t d, bool log_out) {
     if (d > SHORT_ROW_MAX) {
@@ -220,51 +155,19 @@ AVX2 static void softmax_rows_avx2(const float *x, float *y, int64_t rows, int64
             softmax_long_avx2(x + r * d, y + r * d, d, log_out);
         return;
     }
-    int64_t r = 0;
-    /* one instance per row length (constant D), so that every loop unrolls */
-#define BLOCKS(D)                                                                                  \
-    case D:                                                                                        \
-        for (; r + 8 <= rows; r += 8) softmax_8rows_avx2(x + r * D, y + r * D, D, (D + 7) / 8 * 8, false); \
-        break
-    switch (log_out ? 0 : d) { /* log-softmax rows of up to 32 are rare: one by one */
-        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
-        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15); BLOCKS(16);
-        BLOCKS(17); BLOCKS(18); BLOCKS(19); BLOCKS(20); BLOCKS(21); BLOCKS(22); BLOCKS(23); BLOCKS(24);
-        BLOCKS(25); BLOCKS(26); BLOCKS(27); BLOCKS(28); BLOCKS(29); BLOCKS(30); BLOCKS(31); BLOCKS(32);
-    default: break;
-    }
-#undef BLOCKS
+    /* Short rows (attention over 10–32 keys) fill a vector poorly and pay the horizontal max
+     * and sum, the masks and the branches once per row: 8 rows at a time are instead transposed
+     * in registers (the template's softmax_blocks), bit-identical to softmax_row_avx2, so
+     * results do not depend on how threads split rows. Log-softmax rows of up to 32 are rare:
+     * one by one. */
+    int64_t r = log_out ? 0 : softmax_blocks_avx2(x, y, rows, d);
     for (; r < rows; r++) softmax_row_avx2(x + r * d, y + r * d, d, log_out);
 }
 
 /* softmax backward, the portable row code's arithmetic operation for operation: products
- * rounded before they are added (mul_rounded), the serial (rows under 16) or j % 8 order of the
- * dot product (DOT_SERIAL_BELOW), then y (dy - s): the same bits. */
-
-/* Rows shorter than 16, 8 at a time: the products dy·y of each row (one vector per 8 columns,
- * loaded as load_cols8 loads them) are transposed so that lane r holds row r and summed serially
- * over the columns; then dx = y (dy - s) over the block's 8d values in memory order, each
- * vector's sums spread to its values' rows by a permute. Only the sums need the rows
- * transposed: one set of transposes, not three (y, dy and dx). */
-AVX2 static INLINE void softmax_back_8rows_avx2(const float *y, const float *dy, float *dx,
-                                                int64_t d, int W, const int32_t *ix) {
-    __m256 c[SHORT_ROW_MAX], s = _mm256_setzero_ps();
-    __m256i tm = lanes(d - (W - 8));
-    for (int j = 0; j < W; j += 8) {
-        for (int r = 0; r < 8; r++)
-            c[j + r] = mul_rounded(load_seg8(dy + r * d + j, j, W, tm),
-                                   load_seg8(y + r * d + j, j, W, tm));
-        transpose8(c + j);
-    }
-    for (int j = 0; j < d; j++)
-        s = _mm256_add_ps(s, c[j]);
-    for (int k = 0; k < d; k++) {
-        __m256 sk = _mm256_permutevar8x32_ps(s, _mm256_loadu_si256((const __m256i *)(ix + 8 * k)));
-        __m256 vy = _mm256_loadu_ps(y + 8 * k);
-        _mm256_storeu_ps(dx + 8 * k,
-                         _mm256_mul_ps(vy, _mm256_sub_ps(_mm256_loadu_ps(dy + 8 * k), sk)));
-    }
-}
+ * rounded before they are added (mul_rounded), the serial (rows under 16: the template's
+ * softmax_back_block, 8 rows at a time) or j % 8 order of the dot product (DOT_SERIAL_BELOW),
+ * then y (dy - s): the same bits. */
 
 /* A row of 16 or more values: the portable row code's accumulators acc[j % 8] are the lanes of
  * one vector (past the row's end masked loads add 0, which changes no sum: acc is never -0),
@@ -295,64 +198,14 @@ AVX2 static inline void softmax_back_row_avx2(const float *y, const float *dy, f
 }
 
 AVX2 static void softmax_back_rows_avx2(const float *y, const float *dy, float *dx, int64_t rows, int64_t d) {
-    int64_t r = 0;
     if (d >= DOT_SERIAL_BELOW) {
-        for (; r < rows; r++)
+        for (int64_t r = 0; r < rows; r++)
             softmax_back_row_avx2(y + r * d, dy + r * d, dx + r * d, d);
         return;
     }
-    int32_t ix[8 * DOT_SERIAL_BELOW];
-    if (rows >= 8) row_of_lane(ix, (int)d, 8);
-#define BLOCKS(D)                                                                                  \
-    case D:                                                                                        \
-        for (; r + 8 <= rows; r += 8)                                                              \
-            softmax_back_8rows_avx2(y + r * D, dy + r * D, dx + r * D, D, (D + 7) / 8 * 8, ix);    \
-        break
-    switch (d) {
-        /* clang-format off */
-        BLOCKS(1); BLOCKS(2); BLOCKS(3); BLOCKS(4); BLOCKS(5); BLOCKS(6); BLOCKS(7); BLOCKS(8);
-        BLOCKS(9); BLOCKS(10); BLOCKS(11); BLOCKS(12); BLOCKS(13); BLOCKS(14); BLOCKS(15);
-        /* clang-format on */
-    default: break;
-    }
-#undef BLOCKS
+    const int64_t r = softmax_back_blocks_avx2(y, dy, dx, rows, d);
     /* the rows left over: the portable code, which gives the same bits */
     tg__cpu_vmath_portable.softmax_back_rows(y + r * d, dy + r * d, dx + r * d, rows - r, d);
-}
-
-/* Four accumulators (vectors 4i .. 4i + 3) so that the adds of a long row are four
- * independent chains: one chain is bound by the add latency (3-4 cycles per vector), and two
- * still wait on it. Always inlined: layer_norm_avx2 takes two rows' statistics side by side. */
-AVX2 static inline __attribute__((always_inline)) void
-row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t j = 0;
-    for (; j + 32 <= d; j += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
-        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + j + 16));
-        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + j + 24));
-    }
-    for (; j < d; j += 8) a0 = _mm256_add_ps(a0, load0(x, j, d));
-    float mu = ln_sum4(a0, a1, a2, a3) / (float)d;
-    const __m256 mv = _mm256_set1_ps(mu);
-    a0 = a1 = a2 = a3 = _mm256_setzero_ps();
-    for (j = 0; j + 32 <= d; j += 32) {
-        __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), mv);
-        __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mv);
-        __m256 c2 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 16), mv);
-        __m256 c3 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 24), mv);
-        a0 = _mm256_fmadd_ps(c0, c0, a0);
-        a1 = _mm256_fmadd_ps(c1, c1, a1);
-        a2 = _mm256_fmadd_ps(c2, c2, a2);
-        a3 = _mm256_fmadd_ps(c3, c3, a3);
-    }
-    for (; j < d; j += 8) {
-        __m256 c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
-        a0 = _mm256_fmadd_ps(c, c, a0);
-    }
-    *mean = mu;
-    *rstd = ln_rstd(ln_sum4(a0, a1, a2, a3), d, eps);
 }
 
 /* Rows in pairs: both rows' statistics side by side, then both rows normalised in one pass
@@ -361,98 +214,35 @@ row_stats_avx2(const float *x, int64_t d, float eps, float *mean, float *rstd) {
  * a row at d 256); two rows' chains side by side overlap, and the normalising pass loads gamma
  * and beta once for both (0.8-0.9x the time of one row at a time at d 256-512). Each row's
  * operations are its own, in its order: a row gives the same bits alone or paired, wherever a
- * thread's share of rows starts. */
+ * thread's share of rows starts. The sums and the whole-vector passes are the template's
+ * (row_stats, ln_normalize_rows). */
 AVX2 static void layer_norm_avx2(const float *x, const float *gm, const float *bt, float *y,
                                  int64_t rows, int64_t d, float eps) {
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, y += 2 * d) {
         const bool two = r + 1 < rows;
         float mu[2], rs[2];
-        row_stats_avx2(x, d, eps, &mu[0], &rs[0]);
-        if (two) row_stats_avx2(x + d, d, eps, &mu[1], &rs[1]);
-        const __m256 mv0 = _mm256_set1_ps(mu[0]), rv0 = _mm256_set1_ps(rs[0]);
-        const __m256 mv1 = _mm256_set1_ps(two ? mu[1] : 0.0f),
-                     rv1 = _mm256_set1_ps(two ? rs[1] : 0.0f);
-        int64_t j = 0;
-        if (gm && bt && two) /* the usual case: whole vectors without the tail's tests */
-            for (; j + 8 <= d; j += 8) {
-                const __m256 g = _mm256_loadu_ps(gm + j), b = _mm256_loadu_ps(bt + j);
-                __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv0), rv0);
-                __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + d + j), mv1), rv1);
-                _mm256_storeu_ps(y + j, _mm256_fmadd_ps(v0, g, b));
-                _mm256_storeu_ps(y + d + j, _mm256_fmadd_ps(v1, g, b));
-            }
-        ln_normalize(x, gm, bt, y, j, d, mv0, rv0);
-        if (two) ln_normalize(x + d, gm, bt, y + d, j, d, mv1, rv1);
+        row_stats_avx2(x, d, eps, 1, &mu[0], &rs[0]);
+        if (two) row_stats_avx2(x + d, d, eps, 1, &mu[1], &rs[1]);
+        if (two) ln_normalize_rows_avx2(x, gm, bt, y, d, 2, mu, rs);
+        else ln_normalize_rows_avx2(x, gm, bt, y, d, 1, mu, rs);
     }
-}
-
-/* The backward's first two passes over a row, the mean and then three sums together (sum g xh
- * = rstd sum g (x - mu) needs only the mean): s[0] = sum (x - mu)^2, s[1] = sum g,
- * s[2] = sum g (x - mu). Two vectors per step into two named accumulators each (named, not an
- * array indexed by the step's parity, which GCC keeps on the stack). Always
- * inlined: layer_norm_back_avx2 takes two rows' sums side by side, as the forward takes their
- * statistics. */
-AVX2 static inline __attribute__((always_inline)) void
-lnb_sums(const float *x, const float *gm, const float *dy, int64_t d, float *mu, float s[3]) {
-    const __m256 zero = _mm256_setzero_ps();
-    __m256 a0 = zero, a1 = zero;
-    int64_t j = 0;
-    for (; j + 16 <= d; j += 16) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
-    }
-    for (; j < d; j += 8)
-        a0 = _mm256_add_ps(a0, load0(x, j, d));
-    *mu = hsum8(_mm256_add_ps(a0, a1)) / (float)d;
-    const __m256 mv = _mm256_set1_ps(*mu);
-    __m256 ac0 = zero, ac1 = zero, ag0 = zero, ag1 = zero, agc0 = zero, agc1 = zero, g, c;
-    for (j = 0; j + 16 <= d; j += 16) {
-        lnb_load(x, gm, dy, j, d, mv, &g, &c);
-        ac0 = _mm256_fmadd_ps(c, c, ac0);
-        ag0 = _mm256_add_ps(ag0, g);
-        agc0 = _mm256_fmadd_ps(g, c, agc0);
-        lnb_load(x, gm, dy, j + 8, d, mv, &g, &c);
-        ac1 = _mm256_fmadd_ps(c, c, ac1);
-        ag1 = _mm256_add_ps(ag1, g);
-        agc1 = _mm256_fmadd_ps(g, c, agc1);
-    }
-    for (; j < d; j += 8) {
-        lnb_load(x, gm, dy, j, d, mv, &g, &c);
-        ac0 = _mm256_fmadd_ps(c, c, ac0);
-        ag0 = _mm256_add_ps(ag0, g);
-        agc0 = _mm256_fmadd_ps(g, c, agc0);
-    }
-    s[0] = hsum8(_mm256_add_ps(ac0, ac1));
-    s[1] = hsum8(_mm256_add_ps(ag0, ag1));
-    s[2] = hsum8(_mm256_add_ps(agc0, agc1));
 }
 
 /* Three passes over a row, not four (lnb_sums, then dx); rows in pairs, as in the forward:
  * both rows' sums side by side, then both rows' dx in one pass over gamma, the same bits alone
- * or paired. A lone last row's second set of
+ * or paired (the template's lnb_sums and lnb_dx_rows). A lone last row's second set of
  * coefficients is computed from placeholder sums and not used. */
 AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const float *dy, float *dx,
                                       int64_t rows, int64_t d, float eps) {
     for (int64_t r = 0; r < rows; r += 2, x += 2 * d, dy += 2 * d, dx += 2 * d) {
         const bool two = r + 1 < rows;
         float mu[2], sums[2][3] = {{1.0f, 0.0f, 0.0f}, {1.0f, 0.0f, 0.0f}};
-        lnb_sums(x, gm, dy, d, &mu[0], sums[0]);
-        if (two) lnb_sums(x + d, gm, dy + d, d, &mu[1], sums[1]);
-        const lnb_coef k0 = lnb_coefs(mu[0], sums[0], d, eps),
-                       k1 = lnb_coefs(two ? mu[1] : 0.0f, sums[1], d, eps);
-        int64_t j = 0;
-        if (gm && two) /* the usual case: whole vectors, gamma loaded once for both rows */
-            for (; j + 8 <= d; j += 8) {
-                const __m256 gv = _mm256_loadu_ps(gm + j);
-                __m256 g0 = mul_rounded(_mm256_loadu_ps(dy + j), gv);
-                __m256 g1 = mul_rounded(_mm256_loadu_ps(dy + d + j), gv);
-                __m256 c0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), k0.mv);
-                __m256 c1 = _mm256_sub_ps(_mm256_loadu_ps(x + d + j), k1.mv);
-                _mm256_storeu_ps(dx + j, lnb_dx(g0, c0, k0));
-                _mm256_storeu_ps(dx + d + j, lnb_dx(g1, c1, k1));
-            }
-        lnb_rest(x, gm, dy, dx, j, d, k0);
-        if (two) lnb_rest(x + d, gm, dy + d, dx + d, j, d, k1);
+        lnb_sums_avx2(x, gm, dy, d, 1, &mu[0], &sums[0]);
+        if (two) lnb_sums_avx2(x + d, gm, dy + d, d, 1, &mu[1], &sums[1]);
+        const lnb_coef k[2] = {lnb_coefs(mu[0], sums[0], d, eps),
+                               lnb_coefs(two ? mu[1] : 0.0f, sums[1], d, eps)};
+        if (two) lnb_dx_rows_avx2(x, gm, dy, dx, d, 2, k);
+        else lnb_dx_rows_avx2(x, gm, dy, dx, d, 1, k);
     }
 }
 
@@ -460,77 +250,14 @@ AVX2 static void layer_norm_back_avx2(const float *x, const float *gm, const flo
 AVX2 static void layer_norm_stats_avx2(const float *x, int64_t rows, int64_t d, float eps,
                                        float *mean, float *rstd) {
     for (int64_t r = 0; r < rows; r++)
-        row_stats_avx2(x + r * d, d, eps, &mean[r], &rstd[r]);
-}
-
-/* The cross-entropy rows, 16 values at a time in two 8-lane vectors (lane l of vector h sums
- * elements 16i + 8h + l; the two added, then hsum8: the order of one 16-lane vector): the
- * masked tail reads -inf for the max and the exps (masked to 0) and 0 for the plain sum, and a
- * vector wholly past the end adds exactly 0. With e, the exps are stored there as well (a long
- * softmax row's; e may be x: each vector is read before it is written). The max runs in four
- * chains (one would wait on the max's latency), exact in any order. */
-AVX2 static INLINE float sumexp8x2(const float *x, int64_t n, float *max, float *sum_x, float *e) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 vm[4] = {ninf, ninf, ninf, ninf}, a0 = _mm256_setzero_ps(), a1 = a0, x0 = a0, x1 = a0;
-    for (int64_t j = 0; j < n; j += 32)
-        for (int k = 0; k < 4; k++)
-            vm[k] = _mm256_max_ps(load_row(x, j + 8 * k, n), vm[k]);
-    const __m256 mv = _mm256_set1_ps(
-        hmax8(_mm256_max_ps(_mm256_max_ps(vm[0], vm[1]), _mm256_max_ps(vm[2], vm[3]))));
-    for (int64_t j = 0; j < n; j += 16) {
-        __m256 v0 = load_row(x, j, n), v1 = load_row(x, j + 8, n);
-        __m256 e0 = _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v0, mv)),
-                                  _mm256_cmp_ps(v0, ninf, _CMP_NEQ_UQ));
-        __m256 e1 = _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v1, mv)),
-                                  _mm256_cmp_ps(v1, ninf, _CMP_NEQ_UQ));
-        a0 = _mm256_add_ps(a0, e0);
-        a1 = _mm256_add_ps(a1, e1);
-        x0 = _mm256_add_ps(x0, load0(x, j, n));
-        x1 = _mm256_add_ps(x1, load0(x, j + 8, n));
-        if (e) {
-            store_row(e, j, n, e0);
-            store_row(e, j + 8, n, e1);
-        }
-    }
-    if (sum_x) *sum_x = hsum8(_mm256_add_ps(x0, x1));
-    *max = _mm256_cvtss_f32(mv);
-    return hsum8(_mm256_add_ps(a0, a1));
-}
-
-/* sumexp8x2 is inlined into each caller, so that a softmax row's (no plain sum) drops that sum */
-AVX2 static float ce_sumexp_avx2(const float *x, int64_t n, float *max, float *sum_x) {
-    return sumexp8x2(x, n, max, sum_x, NULL);
-}
-
-/* A softmax row longer than SHORT_ROW_MAX: the cross-entropy's max and sum (16 lanes, two exp
- * chains: one 8-lane chain of dependent adds would bound the row), so a log-softmax's
- * log-sum-exp m + logf(s) is the cross-entropy's bit for bit: -log p(y) of a decoding step is the
- * loss's NLL of the same logits. The AVX-512 code (softmax_long_avx512) gives the same bits. */
-AVX2 static void softmax_long_avx2(const float *x, float *y, int64_t d, bool log_out) {
-    float m, s = log_out ? sumexp8x2(x, d, &m, NULL, NULL) : sumexp8x2(x, d, &m, NULL, y);
-    if (m == -INFINITY) {
-        softmax_dead_row(y, d, log_out);
-    } else if (log_out) {
-        const __m256 lse = _mm256_set1_ps(m + logf(s));
-        for (int64_t j = 0; j < d; j += 8)
-            store_row(y, j, d, _mm256_sub_ps(load0(x, j, d), lse));
-    } else {
-        const __m256 inv = _mm256_set1_ps(1.0f / s);
-        for (int64_t j = 0; j < d; j += 8)
-            store_row(y, j, d, _mm256_mul_ps(load0(y, j, d), inv));
-    }
+        row_stats_avx2(x + r * d, d, eps, 1, &mean[r], &rstd[r]);
 }
 
 AVX2 static void ce_grad_avx2(const float *x, int64_t n, float m, float inv, float scale,
                               float base, float *y) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY), mv = _mm256_set1_ps(m), iv = _mm256_set1_ps(inv);
-    const __m256 sc = _mm256_set1_ps(scale), b = _mm256_set1_ps(base);
-    for (int64_t j = 0; j < n; j += 8) {
-        __m256 v = load_row(x, j, n);
-        __m256 e =
-            _mm256_and_ps(exp_le0_avx2(_mm256_sub_ps(v, mv)), _mm256_cmp_ps(v, ninf, _CMP_NEQ_UQ));
-        store_row(y, j, n, _mm256_mul_ps(sc, _mm256_sub_ps(_mm256_mul_ps(e, iv), b)));
-    }
+    const ce_coef_avx2 k = {_mm256_set1_ps(m), _mm256_set1_ps(inv), _mm256_set1_ps(scale),
+                            _mm256_set1_ps(base)};
+    ce_grad_from_avx2(x, 0, n, k, y);
 }
 
 const tg_cpu_vmath tg__cpu_vmath_avx2 = {

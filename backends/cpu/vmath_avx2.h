@@ -1,6 +1,7 @@
 /* AVX2 helpers inlined by both vector levels of the vector maths (vmath_avx2.c and
- * vmath_avx512.c): the AVX-512 code ends its sums and takes a row's tail with the AVX2 code's
- * own operations, which is how it gives the AVX2 level's bits. Internal to those two files. */
+ * vmath_avx512.c, and the template both instantiate, vmath_lanes.h): at either width a row's
+ * sums end, and its tail is taken, with these 8-lane operations, which is how the AVX-512
+ * level gives the AVX2 level's bits. Internal to those files. */
 #ifndef TG_CPU_VMATH_AVX2_H
 #define TG_CPU_VMATH_AVX2_H
 
@@ -44,8 +45,8 @@ AVX2 static inline __m256 vmask(__m256 v, int64_t j, int64_t d) {
 }
 
 /* The forward's four accumulators combined, (a0 + a1) + (a2 + a3), then across lanes; and
- * 1/sqrt(var + eps) from the sum of squares: one place for each, so that the 16-lane code
- * (layer_norm_avx512) ends its sums as the AVX2 code does */
+ * 1/sqrt(var + eps) from the sum of squares: one place for each, so that both widths of
+ * vmath_lanes.h's row_stats end their sums alike */
 AVX2 static inline float ln_sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
@@ -71,23 +72,6 @@ static inline void row_of_lane(int32_t *ix, int d, int R) {
     }
 }
 
-/* y = (x - mu) rstd gamma + beta over the row's vectors from j on (gamma, beta or both may be
- * absent; lanes past d neither read nor written) */
-AVX2 static inline void ln_normalize(const float *x, const float *gm, const float *bt, float *y,
-                                     int64_t j, int64_t d, __m256 mv, __m256 rv) {
-    for (; j < d; j += 8) {
-        __m256 v = _mm256_mul_ps(_mm256_sub_ps(load0(x, j, d), mv), rv);
-        if (gm && bt) {
-            v = _mm256_fmadd_ps(v, load0(gm, j, d), load0(bt, j, d));
-        } else {
-            if (gm) v = _mm256_mul_ps(v, load0(gm, j, d));
-            __asm__("" : "+x"(v)); /* rounded before beta's add (as lnb_load's g) */
-            if (bt) v = _mm256_add_ps(v, load0(bt, j, d));
-        }
-        store_row(y, j, d, v);
-    }
-}
-
 /* g = dy gamma and c = x - mu of the vector at j (lanes past d: 0, as load0 and vmask give). g
  * is rounded (mul_rounded) before anything adds it, so that a row paired or alone gives the
  * same bits in every inlined copy. */
@@ -98,30 +82,16 @@ AVX2 static inline void lnb_load(const float *x, const float *gm, const float *d
     *c = vmask(_mm256_sub_ps(load0(x, j, d), mv), j, d);
 }
 
-/* dx of one row's vectors from j on, from its mean and lnb_sums' sums: dx = rstd (g - mean(g)
- * - xh mean(g xh)), written as rv (g - sg - c sgc) */
+/* The backward's coefficients of a row from its mean and lnb_sums' sums: dx = rstd (g - mean(g)
+ * - xh mean(g xh)) is written as rs (g - sg - c sgc), c = x - mu */
 typedef struct {
-    __m256 mv, rv, sg, sgc;
+    float mu, rs, sg, sgc;
 } lnb_coef;
 
-AVX2 static inline lnb_coef lnb_coefs(float mu, const float s[3], int64_t d, float eps) {
+static inline lnb_coef lnb_coefs(float mu, const float s[3], int64_t d, float eps) {
     const float rs = ln_rstd(s[0], d, eps);
     /* xh sgx with xh = c rs and sgx = rs sum(g c) / d: c (rs^2 sum(g c) / d) */
-    return (lnb_coef){_mm256_set1_ps(mu), _mm256_set1_ps(rs), _mm256_set1_ps(s[1] / (float)d),
-                      _mm256_set1_ps(rs * rs * (s[2] / (float)d))};
-}
-
-AVX2 static inline __m256 lnb_dx(__m256 g, __m256 c, lnb_coef k) {
-    return _mm256_mul_ps(k.rv, _mm256_fnmadd_ps(c, k.sgc, _mm256_sub_ps(g, k.sg)));
-}
-
-AVX2 static inline void lnb_rest(const float *x, const float *gm, const float *dy, float *dx,
-                                 int64_t j, int64_t d, lnb_coef k) {
-    __m256 g, c;
-    for (; j < d; j += 8) {
-        lnb_load(x, gm, dy, j, d, k.mv, &g, &c);
-        store_row(dx, j, d, lnb_dx(g, c, k));
-    }
+    return (lnb_coef){mu, rs, s[1] / (float)d, rs * rs * (s[2] / (float)d)};
 }
 
 #endif

@@ -2,8 +2,12 @@
  * GELU and GELU', softmax rows of 9-32 values, the softmax backward's rows of 9-15, layer norm
  * on rows that start on 64-byte lines, the cross-entropy's rows — each with the AVX2 level's
  * operations on the same elements in the same order, so with its bits; everything else (exp,
- * tanh, other row lengths, rows left over from a block) is the AVX2 level's code. Every
- * function carries the AVX-512 target attribute (isa.h). */
+ * tanh, other row lengths, rows left over from a block) is the AVX2 level's code. The maps, the
+ * cross-entropy's rows, long softmax rows, the blocks of short rows and layer norm's passes
+ * come from the template shared with the AVX2 level (vmath_lanes.h), instantiated here with 16
+ * lanes; this file keeps what only this level does: where each kind of row goes, layer norm
+ * four rows at a time and the cross-entropy gradient's streaming stores. Every function carries
+ * the AVX-512 target attribute (isa.h). */
 #include "backends/cpu/vmath_avx2.h"
 
 #include "backends/cpu/cpu-impl.h"
@@ -11,42 +15,6 @@
 
 #if TG_CPU_X86
 #define AVX512 TG_TARGET_AVX512
-
-/* exp, GELU and GELU' from the template of the AVX2 level (vmath_lanes.h), 16 lanes wide */
-#define FN TG_TARGET_AVX512
-#define SFX avx512
-#define V __m512
-#define W 16
-#define VSET1 _mm512_set1_ps
-#define VADD _mm512_add_ps
-#define VSUB _mm512_sub_ps
-#define VMUL _mm512_mul_ps
-#define VDIV _mm512_div_ps
-#define VMIN _mm512_min_ps
-#define VMAX _mm512_max_ps
-#define VFMADD _mm512_fmadd_ps
-#define VFNMADD _mm512_fnmadd_ps
-#define VADDI _mm512_add_epi32
-#define VSLLI23(a) _mm512_slli_epi32(a, 23)
-/* VSCALEFPS: p·2^n rounded once, as the multiply by 2^n's bits (a normal float for these n)
- * rounds it: the same bits in one operation instead of three */
-#define VSCALE2N(p, t, n) _mm512_scalef_ps(p, n)
-#define VSRLI3(a) _mm512_srli_epi32(a, 3)
-#define VTAB8(i) _mm512_permutexvar_ps(i, _mm512_load_ps(EXP2_T)) /* 4 index bits: T twice */
-#define VASI _mm512_castps_si512
-#define VASF _mm512_castsi512_ps
-#define VLOAD _mm512_loadu_ps
-#define VSTORE _mm512_storeu_ps
-#define VLOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
-#define VSTOREN(p, k, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (k)) - 1), v)
-#include "backends/cpu/vmath_lanes.h"
-
-/* With AVX-512F (isa.h), rows of 9-32 values (attention over 10-32 keys) 16 at a time: each
- * row is one or two 16-lane vectors, transposed so that lane r holds row r, and every step is
- * softmax_8rows_avx2's with twice the lanes (the same max, exp, lane-j % 8 partial sums in
- * hsum8's order, 1 / s): the same bits. A row's 16-value load or store may run into the next
- * rows of the block (stores in row order, so each row's own store lands last); where it would
- * leave the block it is masked, so nothing outside the block is touched. */
 
 /* r[i] lane j <- r[j] lane i: pairs of rows interleaved, then groups of 4 within each 128-bit
  * lane, then the 128-bit lanes exchanged in two steps */
@@ -92,67 +60,91 @@ AVX512 static INLINE void store16(float *y, int d, int r, int j, __m512 v) {
         _mm512_mask_storeu_ps(y + off, (__mmask16)((1u << (16 * d - off)) - 1), v);
 }
 
-/* c[j], j < W = d rounded up to 16: column j of the 16 rows at x, and the inverse (rows
- * stored in order; columns d..W-1 are written as whatever c holds there, then overwritten by
- * the next row's own stores) */
-AVX512 static INLINE void load_cols16(const float *x, int d, int W, __m512 *c) {
-    for (int j = 0; j < W; j += 16) {
-        for (int r = 0; r < 16; r++)
-            c[j + r] = load16(x, d, r, j);
-        transpose16(c + j);
-    }
+/* Lanes [j, n) of the 16 from j on: the tail of a row of n */
+AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
+    return n - j >= 16 ? (__mmask16)0xFFFF
+           : n <= j    ? (__mmask16)0
+                       : (__mmask16)((1u << (n - j)) - 1);
 }
 
-AVX512 static INLINE void store_cols16(float *y, int d, int W, __m512 *c) {
-    for (int j = 0; j < W; j += 16)
-        transpose16(c + j); /* c[j + r]: row r, columns j..j+15 */
-    for (int r = 0; r < 16; r++)
-        for (int j = 0; j < W; j += 16)
-            store16(y, d, r, j, c[j + r]);
+/* The 8-lane halves of a 16-lane vector */
+AVX512 static inline __m256 lo256(__m512 v) {
+    return _mm512_castps512_ps256(v);
 }
 
-/* nb (1 or 2) blocks of 16 rows at x: with two (rows of up to 16 values), the blocks' long
- * chains of dependent steps (the max, exp, the division) interleave (~1.1x the rate of one
- * block at a time). */
-AVX512 static INLINE void softmax_16rows(const float *x, float *y, int d, int W, int nb) {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 c[2][SHORT_ROW_MAX], acc[2][8], m[2], inv[2];
-    __mmask16 alive[2];
-    for (int b = 0; b < nb; b++) {
-        load_cols16(x + b * 16 * d, d, W, c[b]);
-        m[b] = ninf;
-        for (int k = 0; k < 8; k++)
-            acc[b][k] = _mm512_setzero_ps();
-    }
-    for (int j = 0; j < d; j++)
-        for (int b = 0; b < nb; b++)
-            m[b] = _mm512_max_ps(c[b][j], m[b]); /* NaN skipped */
-    for (int j = 0; j < d; j++)
-        for (int b = 0; b < nb; b++) {
-            __mmask16 live = _mm512_cmp_ps_mask(c[b][j], ninf, _CMP_NEQ_UQ);
-            c[b][j] = _mm512_maskz_mov_ps(live, exp_le0_avx512(_mm512_sub_ps(c[b][j], m[b])));
-            acc[b][j % 8] = _mm512_add_ps(acc[b][j % 8], c[b][j]);
-        }
-    for (int b = 0; b < nb; b++) {
-        __m512 *a = acc[b];
-        __m512 s =
-            _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
-                          _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
-        alive[b] = _mm512_cmp_ps_mask(m[b], ninf, _CMP_NEQ_OQ); /* all -inf rows: 0 */
-        inv[b] = _mm512_div_ps(_mm512_set1_ps(1.0f), s);
-    }
-    for (int j = 0; j < d; j++)
-        for (int b = 0; b < nb; b++)
-            c[b][j] = _mm512_maskz_mul_ps(alive[b], c[b][j], inv[b]);
-    for (int b = 0; b < nb; b++) {
-        for (int j = d; j < W; j++)
-            c[b][j] = _mm512_setzero_ps();
-        store_cols16(y + b * 16 * d, d, W, c[b]);
-    }
+AVX512 static inline __m256 hi256(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-AVX512 static void softmax_long_avx512(const float *x, float *y, int64_t d, bool log_out);
+/* lanes l and l + 8 added, then hsum8: the AVX2 level's end of its two 8-lane vectors */
+AVX512 static inline float hsum16(__m512 v) {
+    return hsum8(_mm256_add_ps(lo256(v), hi256(v)));
+}
 
+/* The products of the rows' values rounded before they are added (as mul_rounded) */
+AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
+    __m512 p = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(p));
+    return p;
+}
+
+/* The template's lane macros (vmath_lanes.h, which undefines them again) */
+#define FN AVX512
+#define SFX avx512
+#define V __m512
+#define VM __mmask16
+#define W 16
+#define VSET1 _mm512_set1_ps
+#define VADD _mm512_add_ps
+#define VSUB _mm512_sub_ps
+#define VMUL _mm512_mul_ps
+#define VDIV _mm512_div_ps
+#define VMIN _mm512_min_ps
+#define VMAX _mm512_max_ps
+#define VFMADD _mm512_fmadd_ps
+#define VFNMADD _mm512_fnmadd_ps
+/* AVX-512F has its bitwise operations on integers only (the float forms are AVX-512DQ's) */
+#define VAND(a, b) VASF(_mm512_and_si512(VASI(a), VASI(b)))
+#define VOR(a, b) VASF(_mm512_or_si512(VASI(a), VASI(b)))
+#define VANDNOT(a, b) VASF(_mm512_andnot_si512(VASI(a), VASI(b)))
+#define VCMP _mm512_cmp_ps_mask
+#define VKEEP(m, v) _mm512_maskz_mov_ps(m, v)
+#define VBLEND(m, a, b) _mm512_mask_blend_ps(m, a, b)
+#define VADDI _mm512_add_epi32
+#define VSLLI23(a) _mm512_slli_epi32(a, 23)
+/* VSCALEFPS: p·2^n rounded once, as the multiply by 2^n's bits (a normal float for these n)
+ * rounds it: the same bits in one operation instead of three */
+#define VSCALE2N(p, t, n) _mm512_scalef_ps(p, n)
+#define VSRLI3(a) _mm512_srli_epi32(a, 3)
+#define VTAB8(i) _mm512_permutexvar_ps(i, _mm512_load_ps(EXP2_T)) /* 4 index bits: T twice */
+#define VASI _mm512_castps_si512
+#define VASF _mm512_castsi512_ps
+#define VLOAD _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define VLOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
+#define VSTOREN(p, k, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (k)) - 1), v)
+#define VLOADT0(p, j, n) _mm512_maskz_loadu_ps(tail16(j, n), (p) + (j))
+#define VLOADT_NINF(p, j, n) _mm512_mask_loadu_ps(VSET1(-INFINITY), tail16(j, n), (p) + (j))
+#define VSTORET(p, j, n, v) _mm512_mask_storeu_ps((p) + (j), tail16(j, n), v)
+#define VHMAX _mm512_reduce_max_ps /* exact, in any order */
+#define VSUM16(a) hsum16(a[0])
+#define VMUL_ROUNDED mul_rounded16
+#define VTRANSPOSE transpose16
+#define VPERMI(v, ix) _mm512_permutexvar_ps(_mm512_loadu_si512(ix), v)
+#define VLOAD_SEG(x, d, r, j, Wd) load16(x, d, r, j)
+#define VSTORE_SEG store16
+#define VQ8(a, q) ((q) % 2 ? hi256((a)[(q) / 2]) : lo256((a)[(q) / 2]))
+#define VBARRIER(v) __asm__("" : "+v"(v))
+#define BLOCK_D_MIN 9 /* shorter rows: the AVX2 level's blocks of 8 */
+#define BLOCK_PAIRS 1
+#include "backends/cpu/vmath_lanes.h"
+
+/* With AVX-512F (isa.h), rows of 9-32 values (attention over 10-32 keys) 16 at a time: each
+ * row is one or two 16-lane vectors, transposed so that lane r holds row r, and every step is
+ * the AVX2 level's with twice the lanes (the template's softmax_cols): the same bits. A row's
+ * 16-value load or store may run into the next rows of the block (stores in row order, so each
+ * row's own store lands last); where it would leave the block it is masked, so nothing outside
+ * the block is touched. */
 AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, int64_t d,
                                        bool log_out) {
     if (d > SHORT_ROW_MAX) {
@@ -160,71 +152,16 @@ AVX512 static void softmax_rows_avx512(const float *x, float *y, int64_t rows, i
             softmax_long_avx512(x + r * d, y + r * d, d, log_out);
         return;
     }
-    int64_t r = 0;
-#define BLOCKS16(D)                                                                                \
-    case D:                                                                                        \
-        for (; D <= 16 && r + 32 <= rows; r += 32)                                                 \
-            softmax_16rows(x + r * D, y + r * D, D, 16, 2);                                        \
-        for (; r + 16 <= rows; r += 16)                                                            \
-            softmax_16rows(x + r * D, y + r * D, D, (D + 15) / 16 * 16, 1);                        \
-        break
-    switch (log_out ? 0 : d) {
-        /* clang-format off */
-        BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
-        BLOCKS16(15); BLOCKS16(16); BLOCKS16(17); BLOCKS16(18); BLOCKS16(19); BLOCKS16(20);
-        BLOCKS16(21); BLOCKS16(22); BLOCKS16(23); BLOCKS16(24); BLOCKS16(25); BLOCKS16(26);
-        BLOCKS16(27); BLOCKS16(28); BLOCKS16(29); BLOCKS16(30); BLOCKS16(31); BLOCKS16(32);
-        /* clang-format on */
-    default:
-        break;
-    }
-#undef BLOCKS16
+    const int64_t r = log_out ? 0 : softmax_blocks_avx512(x, y, rows, d);
     tg__cpu_vmath_avx2.softmax_rows(x + r * d, y + r * d, rows - r, d, log_out);
 }
 
 /* With AVX-512F, the backward's rows of 9-15 values 16 at a time, each row's products one
- * 16-lane vector: softmax_back_8rows_avx2's steps with twice the lanes, the same bits. */
-AVX512 static INLINE __m512 mul_rounded16(__m512 a, __m512 b) {
-    __m512 p = _mm512_mul_ps(a, b);
-    __asm__("" : "+v"(p));
-    return p;
-}
-
-AVX512 static INLINE void softmax_back_16rows(const float *y, const float *dy, float *dx, int d,
-                                              const int32_t *ix) {
-    __m512 c[16], s = _mm512_setzero_ps();
-    for (int r = 0; r < 16; r++)
-        c[r] = mul_rounded16(load16(dy, d, r, 0), load16(y, d, r, 0));
-    transpose16(c);
-    for (int j = 0; j < d; j++)
-        s = _mm512_add_ps(s, c[j]);
-    for (int k = 0; k < d; k++) {
-        __m512 sk = _mm512_permutexvar_ps(_mm512_loadu_si512(ix + 16 * k), s);
-        __m512 vy = _mm512_loadu_ps(y + 16 * k);
-        _mm512_storeu_ps(dx + 16 * k,
-                         _mm512_mul_ps(vy, _mm512_sub_ps(_mm512_loadu_ps(dy + 16 * k), sk)));
-    }
-}
-
+ * 16-lane vector: the AVX2 level's steps with twice the lanes (the template's
+ * softmax_back_block), the same bits. */
 AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, float *dx,
                                             int64_t rows, int64_t d) {
-    int64_t r = 0;
-    int32_t ix[16 * DOT_SERIAL_BELOW];
-    if (rows >= 16 && d >= 9 && d < DOT_SERIAL_BELOW) row_of_lane(ix, (int)d, 16);
-#define BLOCKS16(D)                                                                                \
-    case D:                                                                                        \
-        for (; r + 16 <= rows; r += 16)                                                            \
-            softmax_back_16rows(y + r * D, dy + r * D, dx + r * D, D, ix);                         \
-        break
-    switch (d) {
-        /* clang-format off */
-        BLOCKS16(9); BLOCKS16(10); BLOCKS16(11); BLOCKS16(12); BLOCKS16(13); BLOCKS16(14);
-        BLOCKS16(15);
-        /* clang-format on */
-    default:
-        break;
-    }
-#undef BLOCKS16
+    const int64_t r = softmax_back_blocks_avx512(y, dy, dx, rows, d);
     tg__cpu_vmath_avx2.softmax_back_rows(y + r * d, dy + r * d, dx + r * d, rows - r, d);
 }
 
@@ -238,7 +175,8 @@ AVX512 static void softmax_back_rows_avx512(const float *y, const float *dy, flo
  * side keep the adds busy where two 16-lane chains of one row could not, and the element passes
  * do half the AVX2 code's operations. The output is then written one row after the other: the
  * four rows' stores interleaved (four store streams) are slower from memory than the AVX2
- * code. Rows left over (fewer than four) go to the AVX2 level. */
+ * code. The sums and the whole-vector passes are the template's (row_stats, lnb_sums,
+ * ln_normalize_rows, lnb_dx_rows). Rows left over (fewer than four) go to the AVX2 level. */
 enum { LN_ROWS = 4 };
 
 /* Rows whose 16-value loads each stay within one cache line: 16 bytes off a line, every 512-bit
@@ -247,52 +185,6 @@ enum { LN_ROWS = 4 };
 static bool ln_lines(int64_t d, const void *a, const void *b, const void *c, const void *e) {
     const uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)e;
     return d % 16 == 0 && bits % 64 == 0;
-}
-
-AVX512 static inline __m256 lo256(__m512 v) {
-    return _mm512_castps512_ps256(v);
-}
-
-AVX512 static inline __m256 hi256(__m512 v) {
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-}
-
-/* row_stats_avx2 for LN_ROWS rows d apart: (a0|a1) in A, (a2|a3) in B */
-AVX512 static inline __attribute__((always_inline)) void
-row_stats_avx512(const float *x, int64_t d, float eps, float *mean, float *rstd) {
-    __m512 A[LN_ROWS], B[LN_ROWS];
-    for (int r = 0; r < LN_ROWS; r++)
-        A[r] = B[r] = _mm512_setzero_ps();
-    int64_t j0 = 0;
-    for (; j0 + 32 <= d; j0 += 32)
-        for (int r = 0; r < LN_ROWS; r++) {
-            A[r] = _mm512_add_ps(A[r], _mm512_loadu_ps(x + r * d + j0));
-            B[r] = _mm512_add_ps(B[r], _mm512_loadu_ps(x + r * d + j0 + 16));
-        }
-    for (int r = 0; r < LN_ROWS; r++) {
-        __m256 a0 = lo256(A[r]);
-        for (int64_t j = j0; j < d; j += 8)
-            a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
-        mean[r] = ln_sum4(a0, hi256(A[r]), lo256(B[r]), hi256(B[r])) / (float)d;
-        A[r] = B[r] = _mm512_setzero_ps();
-    }
-    for (int64_t j = 0; j + 32 <= d; j += 32)
-        for (int r = 0; r < LN_ROWS; r++) {
-            const __m512 mv = _mm512_set1_ps(mean[r]);
-            const __m512 c0 = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), mv);
-            const __m512 c1 = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j + 16), mv);
-            A[r] = _mm512_fmadd_ps(c0, c0, A[r]);
-            B[r] = _mm512_fmadd_ps(c1, c1, B[r]);
-        }
-    for (int r = 0; r < LN_ROWS; r++) {
-        const __m256 mv = _mm256_set1_ps(mean[r]);
-        __m256 a0 = lo256(A[r]);
-        for (int64_t j = j0; j < d; j += 8) {
-            __m256 c = vmask(_mm256_sub_ps(load0(x + r * d, j, d), mv), j, d);
-            a0 = _mm256_fmadd_ps(c, c, a0);
-        }
-        rstd[r] = ln_rstd(ln_sum4(a0, hi256(A[r]), lo256(B[r]), hi256(B[r])), d, eps);
-    }
 }
 
 AVX512 static void layer_norm_avx512(const float *x, const float *gm, const float *bt, float *y,
@@ -304,64 +196,11 @@ AVX512 static void layer_norm_avx512(const float *x, const float *gm, const floa
     int64_t r0 = 0;
     for (; r0 + LN_ROWS <= rows; r0 += LN_ROWS, x += LN_ROWS * d, y += LN_ROWS * d) {
         float mu[LN_ROWS], rs[LN_ROWS];
-        row_stats_avx512(x, d, eps, mu, rs);
-        for (int r = 0; r < LN_ROWS; r++) { /* row after row (above) */
-            int64_t j = 0;
-            if (gm && bt) /* the usual case */
-                for (; j + 16 <= d; j += 16) {
-                    const __m512 g = _mm512_loadu_ps(gm + j), b = _mm512_loadu_ps(bt + j);
-                    __m512 v = _mm512_mul_ps(
-                        _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), _mm512_set1_ps(mu[r])),
-                        _mm512_set1_ps(rs[r]));
-                    _mm512_storeu_ps(y + r * d + j, _mm512_fmadd_ps(v, g, b));
-                }
-            ln_normalize(x + r * d, gm, bt, y + r * d, j, d, _mm256_set1_ps(mu[r]),
-                         _mm256_set1_ps(rs[r]));
-        }
+        row_stats_avx512(x, d, eps, LN_ROWS, mu, rs);
+        for (int r = 0; r < LN_ROWS; r++) /* row after row (above) */
+            ln_normalize_rows_avx512(x + r * d, gm, bt, y + r * d, d, 1, &mu[r], &rs[r]);
     }
     if (r0 < rows) tg__cpu_vmath_avx2.layer_norm(x, gm, bt, y, rows - r0, d, eps);
-}
-
-/* lnb_sums for LN_ROWS rows d apart: each 16-lane accumulator is lnb_sums' (a0|a1) pair */
-AVX512 static inline __attribute__((always_inline)) void lnb_sums_avx512(const float *x,
-                                                                        const float *gm,
-                                                                        const float *dy, int64_t d,
-                                                                        float *mu, float s[][3]) {
-    __m512 A[LN_ROWS], C[LN_ROWS], G[LN_ROWS], GC[LN_ROWS];
-    for (int r = 0; r < LN_ROWS; r++)
-        A[r] = C[r] = G[r] = GC[r] = _mm512_setzero_ps();
-    int64_t j0 = 0;
-    for (; j0 + 16 <= d; j0 += 16)
-        for (int r = 0; r < LN_ROWS; r++)
-            A[r] = _mm512_add_ps(A[r], _mm512_loadu_ps(x + r * d + j0));
-    for (int r = 0; r < LN_ROWS; r++) {
-        __m256 a0 = lo256(A[r]);
-        for (int64_t j = j0; j < d; j += 8)
-            a0 = _mm256_add_ps(a0, load0(x + r * d, j, d));
-        mu[r] = hsum8(_mm256_add_ps(a0, hi256(A[r]))) / (float)d;
-    }
-    for (int64_t j = 0; j + 16 <= d; j += 16)
-        for (int r = 0; r < LN_ROWS; r++) {
-            __m512 g = _mm512_loadu_ps(dy + r * d + j);
-            if (gm) g = mul_rounded16(g, _mm512_loadu_ps(gm + j));
-            const __m512 c = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), _mm512_set1_ps(mu[r]));
-            C[r] = _mm512_fmadd_ps(c, c, C[r]);
-            G[r] = _mm512_add_ps(G[r], g);
-            GC[r] = _mm512_fmadd_ps(g, c, GC[r]);
-        }
-    for (int r = 0; r < LN_ROWS; r++) {
-        const __m256 mv = _mm256_set1_ps(mu[r]);
-        __m256 ac0 = lo256(C[r]), ag0 = lo256(G[r]), agc0 = lo256(GC[r]), g, c;
-        for (int64_t j = j0; j < d; j += 8) {
-            lnb_load(x + r * d, gm, dy + r * d, j, d, mv, &g, &c);
-            ac0 = _mm256_fmadd_ps(c, c, ac0);
-            ag0 = _mm256_add_ps(ag0, g);
-            agc0 = _mm256_fmadd_ps(g, c, agc0);
-        }
-        s[r][0] = hsum8(_mm256_add_ps(ac0, hi256(C[r])));
-        s[r][1] = hsum8(_mm256_add_ps(ag0, hi256(G[r])));
-        s[r][2] = hsum8(_mm256_add_ps(agc0, hi256(GC[r])));
-    }
 }
 
 AVX512 static void layer_norm_back_avx512(const float *x, const float *gm, const float *dy,
@@ -374,31 +213,12 @@ AVX512 static void layer_norm_back_avx512(const float *x, const float *gm, const
     for (; r0 + LN_ROWS <= rows;
          r0 += LN_ROWS, x += LN_ROWS * d, dy += LN_ROWS * d, dx += LN_ROWS * d) {
         float mu[LN_ROWS], sums[LN_ROWS][3];
-        lnb_sums_avx512(x, gm, dy, d, mu, sums);
+        lnb_sums_avx512(x, gm, dy, d, LN_ROWS, mu, sums);
         lnb_coef k[LN_ROWS];
-        __m512 rv[LN_ROWS], sg[LN_ROWS], sgc[LN_ROWS];
-        for (int r = 0; r < LN_ROWS; r++) {
+        for (int r = 0; r < LN_ROWS; r++)
             k[r] = lnb_coefs(mu[r], sums[r], d, eps);
-            rv[r] = _mm512_set1_ps(_mm256_cvtss_f32(k[r].rv));
-            sg[r] = _mm512_set1_ps(_mm256_cvtss_f32(k[r].sg));
-            sgc[r] = _mm512_set1_ps(_mm256_cvtss_f32(k[r].sgc));
-        }
-        for (int r = 0; r < LN_ROWS; r++) {
-            /* row after row, as the forward; gamma present: the usual case */
-            int64_t j = 0;
-            if (gm)
-                for (; j + 16 <= d; j += 16) {
-                    const __m512 g =
-                        mul_rounded16(_mm512_loadu_ps(dy + r * d + j), _mm512_loadu_ps(gm + j));
-                    const __m512 c =
-                        _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), _mm512_set1_ps(mu[r]));
-                    /* lnb_dx: rv (g - sg - c sgc) */
-                    const __m512 dxv =
-                        _mm512_mul_ps(rv[r], _mm512_fnmadd_ps(c, sgc[r], _mm512_sub_ps(g, sg[r])));
-                    _mm512_storeu_ps(dx + r * d + j, dxv);
-                }
-            lnb_rest(x + r * d, gm, dy + r * d, dx + r * d, j, d, k[r]);
-        }
+        for (int r = 0; r < LN_ROWS; r++) /* row after row, as the forward */
+            lnb_dx_rows_avx512(x + r * d, gm, dy + r * d, dx + r * d, d, 1, &k[r]);
     }
     if (r0 < rows) tg__cpu_vmath_avx2.layer_norm_back(x, gm, dy, dx, rows - r0, d, eps);
 }
@@ -409,106 +229,36 @@ AVX512 static void layer_norm_stats_avx512(const float *x, int64_t rows, int64_t
     int64_t r0 = 0;
     if (ln_lines(d, x, NULL, NULL, NULL))
         for (; r0 + LN_ROWS <= rows; r0 += LN_ROWS)
-            row_stats_avx512(x + r0 * d, d, eps, mean + r0, rstd + r0);
+            row_stats_avx512(x + r0 * d, d, eps, LN_ROWS, mean + r0, rstd + r0);
     tg__cpu_vmath_avx2.layer_norm_stats(x + r0 * d, rows - r0, d, eps, mean + r0, rstd + r0);
 }
 
-/* With AVX-512F, the same rows in one 16-lane vector at a time: the same elements meet the
- * same operations in the same order (exp_le0_avx512 gives exp_le0_avx2's bits; the sums end as
- * the AVX2 code's), so the same bits at twice the width: a vocabulary's cross-entropy, forward
- * and backward, is bound by exp's arithmetic. */
-AVX512 static inline __mmask16 tail16(int64_t j, int64_t n) {
-    return n - j >= 16 ? (__mmask16)0xFFFF
-           : n <= j    ? (__mmask16)0
-                       : (__mmask16)((1u << (n - j)) - 1);
-}
-
-/* lanes l and l + 8 added, then hsum8: ce_sumexp_avx2's end */
-AVX512 static inline float hsum16(__m512 v) {
-    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
-                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
-}
-
-AVX512 static INLINE float sumexp16(const float *x, int64_t n, float *max, float *sum_x, float *e) {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 vm[4] = {ninf, ninf, ninf, ninf}, acc = _mm512_setzero_ps(), accx = acc;
-    for (int64_t j = 0; j < n; j += 64)
-        for (int k = 0; k < 4; k++)
-            vm[k] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail16(j + 16 * k, n), x + j + 16 * k),
-                                  vm[k]);
-    /* exact, in any order */
-    const float m = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_max_ps(vm[0], vm[1]), _mm512_max_ps(vm[2], vm[3])));
-    const __m512 mv = _mm512_set1_ps(m);
-    for (int64_t j = 0; j < n; j += 16) {
-        const __mmask16 t = tail16(j, n);
-        __m512 v = _mm512_mask_loadu_ps(ninf, t, x + j);
-        __m512 ev = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
-                                        exp_le0_avx512(_mm512_sub_ps(v, mv)));
-        acc = _mm512_add_ps(acc, ev);
-        accx = _mm512_add_ps(accx, _mm512_maskz_loadu_ps(t, x + j));
-        if (e) _mm512_mask_storeu_ps(e + j, t, ev);
-    }
-    if (sum_x) *sum_x = hsum16(accx);
-    *max = m;
-    return hsum16(acc);
-}
-
-/* the cross-entropy's (tg_cpu_vce_sumexp), as ce_sumexp_avx2 */
-AVX512 static float ce_sumexp_avx512(const float *x, int64_t n, float *max, float *sum_x) {
-    return sumexp16(x, n, max, sum_x, NULL);
-}
-
-/* softmax_long_avx2's row in 16-lane vectors: the same bits */
-AVX512 static void softmax_long_avx512(const float *x, float *y, int64_t d, bool log_out) {
-    float m, s = log_out ? sumexp16(x, d, &m, NULL, NULL) : sumexp16(x, d, &m, NULL, y);
-    if (m == -INFINITY) {
-        softmax_dead_row(y, d, log_out);
-    } else if (log_out) {
-        const __m512 lse = _mm512_set1_ps(m + logf(s));
-        for (int64_t j = 0; j < d; j += 16) {
-            const __mmask16 t = tail16(j, d);
-            _mm512_mask_storeu_ps(y + j, t, _mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + j), lse));
-        }
-    } else {
-        const __m512 inv = _mm512_set1_ps(1.0f / s);
-        for (int64_t j = 0; j < d; j += 16) {
-            const __mmask16 t = tail16(j, d);
-            _mm512_mask_storeu_ps(y + j, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, y + j), inv));
-        }
-    }
-}
-
-AVX512 static inline __m512 ce_grad16(const float *x, __mmask16 t, __m512 mv, __m512 iv, __m512 sc,
-                                      __m512 b) {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 v = _mm512_mask_loadu_ps(ninf, t, x);
-    __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ),
-                                   exp_le0_avx512(_mm512_sub_ps(v, mv)));
-    return _mm512_mul_ps(sc, _mm512_sub_ps(_mm512_mul_ps(e, iv), b));
-}
-
-/* Each value depends on its own x alone, so the row may be cut anywhere: a row of a vocabulary
- * (CE_STREAM values or more, the step's gradient of the logits: tens of MB, read next from
- * memory by the products) goes out in streaming stores from its first 64-byte line on, which
- * skip reading the lines in first; the fence orders them before the node's end is signalled. */
+/* The cross-entropy's rows (the template's sumexp and ce_grad) in one 16-lane vector at a
+ * time: the same elements meet the same operations in the same order (exp_le0_avx512 gives
+ * exp_le0_avx2's bits; the sums end as the AVX2 code's), so the same bits at twice the width: a
+ * vocabulary's cross-entropy, forward and backward, is bound by exp's arithmetic.
+ *
+ * Each gradient value depends on its own x alone, so the row may be cut anywhere: a row of a
+ * vocabulary (CE_STREAM values or more, the step's gradient of the logits: tens of MB, read next
+ * from memory by the products) goes out in streaming stores from its first 64-byte line on,
+ * which skip reading the lines in first; the fence orders them before the node's end is
+ * signalled. */
 enum { CE_STREAM = 2048 };
 AVX512 static void ce_grad_avx512(const float *x, int64_t n, float m, float inv, float scale,
                                   float base, float *y) {
-    const __m512 mv = _mm512_set1_ps(m), iv = _mm512_set1_ps(inv);
-    const __m512 sc = _mm512_set1_ps(scale), b = _mm512_set1_ps(base);
+    const ce_coef_avx512 k = {_mm512_set1_ps(m), _mm512_set1_ps(inv), _mm512_set1_ps(scale),
+                              _mm512_set1_ps(base)};
     int64_t j = 0;
     if (n >= CE_STREAM && (uintptr_t)y % sizeof(float) == 0) {
         const int64_t head = (int64_t)((64 - (uintptr_t)y % 64) % 64 / sizeof(float));
-        _mm512_mask_storeu_ps(y, tail16(0, head), ce_grad16(x, tail16(0, head), mv, iv, sc, b));
+        const __mmask16 t = tail16(0, head);
+        const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), t, x);
+        _mm512_mask_storeu_ps(y, t, ce_grad_v_avx512(v, k));
         for (j = head; j + 16 <= n; j += 16)
-            _mm512_stream_ps(y + j, ce_grad16(x + j, 0xFFFF, mv, iv, sc, b));
+            _mm512_stream_ps(y + j, ce_grad_v_avx512(_mm512_loadu_ps(x + j), k));
         _mm_sfence();
     }
-    for (; j < n; j += 16) {
-        const __mmask16 t = tail16(j, n);
-        _mm512_mask_storeu_ps(y + j, t, ce_grad16(x + j, t, mv, iv, sc, b));
-    }
+    ce_grad_from_avx512(x, j, n, k, y);
 }
 
 const tg_cpu_vmath tg__cpu_vmath_avx512 = {
