@@ -15,6 +15,9 @@
 #                          Debian's aarch64 gcc, OpenBLAS and Check of the arm64 architecture; no
 #                          CUDA, no MPI) and run the library's Check suites under qemu-aarch64
 #                          (cross_suites below says which and why; --suite S runs one of them)
+#   ./test.sh --emulate haswell  the same suites, from the native release build in build/ (no
+#                          TG_CPU_ISA), under qemu-x86_64 -cpu Haswell: a CPU with AVX2 and FMA but
+#                          no AVX-512, so the library must choose the avx2 kernels by itself
 # Exits non-zero on any failure and ends with a line "N passed, N failed" (Check test counts).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,6 +27,7 @@ tsan=0
 debug_build=0
 fuzz=""
 cross=""
+emulate=""
 suite=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -33,7 +37,8 @@ while [ $# -gt 0 ]; do
     --suite) shift; suite=(--suite "$1") ;;
     --fuzz) shift; fuzz=${1:-}; [[ $fuzz =~ ^[0-9]+$ ]] || { echo "test.sh: --fuzz SECONDS" >&2; exit 2; } ;;
     --cross) shift; cross=${1:-}; [ "$cross" = aarch64 ] || { echo "test.sh: --cross aarch64" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --emulate) shift; emulate=${1:-}; [ "$emulate" = haswell ] || { echo "test.sh: --emulate haswell" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -65,7 +70,7 @@ report() {
     fi
 }
 
-if [ -n "$cross" ]; then
+if [ -n "$cross" ] || [ -n "$emulate" ]; then
     # The library's suites that run a program of their own (its Check suites, and dist_threads).
     # Left out: the shell scripts of tool, reliability, replicas_tool and lm_tool, which start
     # the aarch64 `tg` from sh (only the host kernel's binfmt_misc, not set up here, could hand
@@ -81,13 +86,25 @@ if [ -n "$cross" ]; then
             { echo "test.sh: --cross runs one of: ${cross_suites[*]}" >&2; exit 2; }
         cross_suites=("${suite[1]}")
     fi
-    ./tools/install_deps.sh "cross-$cross"
-    dir=build-$cross
-    if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" --cross-file "tools/cross/$cross.ini" -Dbuildtype=release \
-            -Dcuda=disabled -Dcudnn=disabled -Dmpi=disabled -Dnccl=disabled
+    if [ -n "$cross" ]; then
+        ./tools/install_deps.sh "cross-$cross"
+        dir=build-$cross
+        if [ ! -f "$dir/build.ninja" ]; then
+            meson setup "$dir" --cross-file "tools/cross/$cross.ini" -Dbuildtype=release \
+                -Dcuda=disabled -Dcudnn=disabled -Dmpi=disabled -Dnccl=disabled
+        fi
+        wrapper=()
+        what=qemu-$cross
+    else
+        ./tools/install_deps.sh emulate
+        dir=build
+        [ -f "$dir/build.ninja" ] || meson setup "$dir" -Dbuildtype=release
+        unset TG_CPU_ISA
+        wrapper=(--wrapper "qemu-x86_64 -cpu Haswell")
+        what="qemu-x86_64 -cpu Haswell"
     fi
     ninja -C "$dir"
+    [ -z "$emulate" ] || echo "test.sh: under $what, $(qemu-x86_64 -cpu Haswell "$dir/tools/tg" --version 2>/dev/null | grep 'cpu kernels')"
     # Emulation runs 20-50 times slower than the host: meson's and Check's timeouts doubled, and
     # the Check cases tagged "slow" left out (tests/test_train.c's "learn": a model trained until
     # it reverses sequences, 25 s natively, past 15 minutes under qemu; train's other cases run).
@@ -96,10 +113,10 @@ if [ -n "$cross" ]; then
     rm -f "$dir"/meson-logs/testlog*.txt
     start=$SECONDS
     set +e
-    meson test -C "$dir" --print-errorlogs --num-processes 2 -t 2 "${cross_suites[@]}"
+    meson test -C "$dir" --print-errorlogs --num-processes 2 -t 2 "${wrapper[@]}" "${cross_suites[@]}"
     rc=$?
     set -e
-    echo "test.sh: ${#cross_suites[@]} suites under qemu-$cross in $((SECONDS - start)) s"
+    echo "test.sh: ${#cross_suites[@]} suites under $what in $((SECONDS - start)) s"
     report "$dir" $rc
     exit 0
 fi

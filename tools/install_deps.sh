@@ -7,6 +7,7 @@
 #                                 build + the aarch64 cross compiler, qemu-user, and OpenBLAS and
 #                                 Check of Debian's arm64 architecture (added with dpkg, multiarch)
 #                                 for ./test.sh --cross aarch64
+#   tools/install_deps.sh emulate  build + qemu-user (./test.sh --emulate haswell)
 # Without root, it names what is missing and returns 1 (the caller decides what to do).
 set -eu
 what=${1:-build}
@@ -16,6 +17,9 @@ if [ "$what" = run ]; then
 fi
 if [ "$what" = fuzz ]; then
     pkgs="$pkgs clang libclang-rt-14-dev libomp-14-dev"
+fi
+if [ "$what" = emulate ]; then
+    pkgs="$pkgs qemu-user"
 fi
 if [ "$what" = cross-aarch64 ]; then
     # libc6-dev-arm64-cross is only a recommendation of the compiler (not installed without it);
