@@ -1,5 +1,5 @@
 /* Whether two nodes of a planned, bound graph may run at the same time (tg__nodes_independent):
- * a backend that runs nodes out of their list order (the CPU runner's look-ahead) asks it.
+ * a backend that runs nodes out of their list order (the CPU runner's run-ahead) asks it.
  * Memory is what orders nodes: the planner reuses blocks, so besides a node reading what an
  * earlier one writes, a later node may overwrite a block an earlier one still reads (or
  * writes). A node's reads are its sources — the planner's liveness rests on the same fact —

@@ -83,7 +83,7 @@ bool tg__cpu_huge_pages(bool on);
 /* What the graph runner of CPU backend b has done since b was made (runner_policy.c says what
  * each policy does), for tests and benchmarks: one snapshot of its counters. */
 typedef struct {
-    int64_t run_ahead;     /* node shares run ahead of their node's turn (look_ahead, offcore) */
+    int64_t run_ahead;     /* node shares run ahead of their node's turn (offcore) */
     int64_t waits_offcore; /* waits that found the member holding a share off its core */
     int64_t waits_slept;   /* of those, slept through (nothing to run ahead) */
     int64_t waits_lent;    /* of those, lending the holder the sleeper's CPU (team.h:

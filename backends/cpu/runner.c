@@ -16,8 +16,8 @@
  * member that joined has left. The first failing node is recorded with its error message (each
  * thread's message is its own); once it is done every member sees it and stops.
  *
- * The contention policies (runner_policy.c) hook in at step 3 (look-ahead before the wait, the
- * off-core probes inside it) and around the run (its cut, its waits, whether it goes alone).
+ * The contention policies (runner_policy.c) hook in at step 3 (the off-core probes inside the
+ * wait) and around the run (its cut, its waits, whether it goes alone).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +62,7 @@ static int shares_of(const tg_cpu_graph_job *j, const tg_tensor *t) {
     return tg_tensor_numel(t) <= tg_cpu_t.fine_min ? j->nthreads : j->shares;
 }
 
-/* Computed once per run (a product's builds its plan; the look-ahead asks again and again).
+/* Computed once per run (a product's builds its plan; the run-ahead asks again and again).
  * Members may both compute it: the value is the same. */
 int tg_cpu_node_shares(tg_cpu_graph_job *j, int64_t i) {
     int k = atomic_load_explicit(&j->nshares[i], memory_order_relaxed);
@@ -138,7 +138,6 @@ static void run_node(tg_cpu_graph_job *j, tg_cpu_par *p, int64_t i, int k) {
     for (int c = k - 1; c >= 0; c--)
         if (!tg_cpu_member_joined(p, tg_cpu_owner(c, k, p->nth)) && tg_cpu_take(j, i, c, p->ith))
             tg_cpu_run_share(j, i, c, k);
-    if (!j->after && p->nth > 1 && !tg_cpu_node_finished(j, i)) tg_cpu_look_ahead(j, p, i);
     const int64_t start = tg_cpu_now_ns();
     tg_cpu_node_wait w = {.j = j,
                           .i = i,

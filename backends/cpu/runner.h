@@ -22,7 +22,6 @@
  * per process), so that a benchmark can time the runner with and without it alternately
  * (docs/log/2026-12-07.md: bench_contention.sh with a --build whose bench_step sets it). */
 typedef struct {
-    bool look_ahead;   /* idle members run their own shares of later independent nodes */
     bool offcore;      /* a wait on a holder off its core runs ahead, else sleeps and lends */
     bool fine_after;   /* after a contended run, products cut finer and stolen at once */
     bool keep_core;    /* a pinned team's node waits spin through the yield phase */
@@ -35,7 +34,7 @@ void tg_cpu_policies_init(void);
 /* What the runner keeps from run to run on one backend: counters (tests and benchmarks read
  * them: cpu-impl.h) and the policies' state. */
 typedef struct {
-    atomic_llong ahead;       /* shares run ahead of their node's turn (look-ahead, run-ahead) */
+    atomic_llong ahead;       /* shares run ahead of their node's turn (offcore's run-ahead) */
     atomic_llong offcore;     /* waits on a share whose holder was off its core */
     atomic_llong slept;       /* of those, slept through (nothing to run ahead) */
     atomic_llong lent;        /* of those, the holder lent the sleeper's CPU */
@@ -108,9 +107,6 @@ void tg_cpu_run_share(tg_cpu_graph_job *j, int64_t i, int c, int k);
 bool tg_cpu_node_wait_done(void *w); /* cond of tg_cpu_event_wait: the node is done */
 
 /* The policies (runner_policy.c): each returns at once when its switch is off. */
-/* look_ahead: member p, done with its shares of node i, runs its own shares of the next nodes
- * while each is independent of every unfinished node from i on. */
-void tg_cpu_look_ahead(tg_cpu_graph_job *j, tg_cpu_par *p, int64_t i);
 /* offcore: member p waits on w->i, every share taken; at each probe time it reads a holder's
  * CPU clock and, the holder off its core, runs ahead or else sleeps until the node is done. */
 void tg_cpu_offcore_probe(tg_cpu_graph_job *j, tg_cpu_par *p, tg_cpu_node_wait *w);

@@ -9,8 +9,7 @@
 #include "backends/cpu/cpu-impl.h"
 #include "backends/cpu/runner.h"
 
-tg_cpu_policies tg_cpu_policy = {.look_ahead = true,
-                                 .offcore = true,
+tg_cpu_policies tg_cpu_policy = {.offcore = true,
                                  .fine_after = true,
                                  .keep_core = true,
                                  .run_alone = true,
@@ -29,7 +28,6 @@ void tg_cpu_policies_init(void) {
     const char *off = getenv("TG_CPU_POLICY_OFF");
     if (!off) off = "";
     tg_cpu_policy = (tg_cpu_policies){
-        .look_ahead = !named(off, "look_ahead"),
         .offcore = !named(off, "offcore"),
         .fine_after = !named(off, "fine_after"),
         .keep_core = !named(off, "keep_core"),
@@ -41,30 +39,6 @@ void tg_cpu_policies_init(void) {
 /* Whether node t may run beside node q: q is finished, or their memory does not meet. */
 static bool clear_of(tg_cpu_graph_job *j, const tg_tensor *t, int64_t q) {
     return tg_cpu_node_finished(j, q) || tg__nodes_independent(t, j->nodes[q]);
-}
-
-/* ---- look_ahead ----
- * A member done with its shares of node i runs its own shares of up to look_ahead later nodes,
- * each independent of every node from i on not finished yet (nodes before i are: the member
- * waited for each), so that the members' time at the end of uneven shares (the two halves of a
- * product finishing apart; dX and dW of a backward, Q, K and V, the bias gradients:
- * independent) goes to the next nodes. A node run early is found taken when the members reach
- * it. */
-void tg_cpu_look_ahead(tg_cpu_graph_job *j, tg_cpu_par *p, int64_t i) {
-    if (!tg_cpu_policy.look_ahead) return;
-    for (int64_t m = i + 1; m < j->n && m <= i + tg_cpu_t.look_ahead; m++) {
-        tg_tensor *t = j->nodes[m];
-        if (t->flags & TG_TF_FUSED) return;
-        for (int64_t q = i; q < m; q++)
-            if (!clear_of(j, t, q)) return;
-        const int k = tg_cpu_node_shares(j, m);
-        for (int c = 0; c < k; c++)
-            if (tg_cpu_owner(c, k, p->nth) == p->ith && tg_cpu_take(j, m, c, p->ith)) {
-                tg_cpu_run_share(j, m, c, k);
-                atomic_fetch_add_explicit(&j->r->ahead, 1, memory_order_relaxed);
-            }
-        if (atomic_load(&j->fail_at) <= m) return;
-    }
 }
 
 /* ---- offcore ----

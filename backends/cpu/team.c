@@ -66,7 +66,6 @@ const tg_cpu_timing tg_cpu_t = {
     .fine_shares = 4,
     .fine_min = 4 * 16384 /* 4 TG_PAR_MIN */,
     .short_run_nodes = 4,
-    .look_ahead = 4,
     .probe_ns = 200 * 1000,
     .deep_ahead = 1024,
     .deep_pending = 64,

@@ -145,7 +145,6 @@ typedef struct {
     int fine_shares;          /* shares per member of a big node that is not a product */
     int64_t fine_min;         /* big: more output values than this */
     int short_run_nodes;      /* runs of fewer nodes bind the caller only when it is elsewhere */
-    int look_ahead;           /* look_ahead: later nodes a member may run its own shares of */
     int64_t probe_ns;         /* offcore: interval between readings of a holder's CPU clock */
     int deep_ahead;           /* offcore: later nodes a member may run any untaken share of */
     int deep_pending;         /* offcore: unfinished nodes tracked while running ahead (<= 64) */
