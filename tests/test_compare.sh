@@ -4,7 +4,8 @@
 # BUILD_ROOT must hold tools/tg and benchmarks/micro/bench_step. Checks the bad-input messages and
 # exit statuses, one complete tiny run (two variants, training, decoding, scoring, the speed
 # phase, results.json fields, summary.md, curves), and a run whose training fails (partial
-# results, exit 1). Prints ok/FAIL per check and "N passed, N failed"; exit 0 only if nothing
+# results, exit 1), the t-test behind the verdicts, and the learning-rate study's table
+# (lr_grid_table.py) on a synthetic grid. Prints ok/FAIL per check and "N passed, N failed"; exit 0 only if nothing
 # failed, 77 (skipped) without /usr/bin/python3 or without the built tools.
 set -u
 src=${1:-.}
@@ -212,6 +213,29 @@ then
     ok "Welch t-test p-values"
 else
     bad "Welch t-test p-values"
+fi
+
+# the learning-rate study's table (lr_grid_table.py): each row's best factor by mean dev loss,
+# and Welch's test against mha's best cell once both have seeds
+mkdir -p "$tmp/grid/f0.4" "$tmp/grid/f0.8"
+"$PY" - "$tmp/grid" <<'EOF'
+import json, os, sys
+def run(v, h, s, bleu, dev):
+    return {"name": "%s-h%d-s%d" % (v, h, s), "variant": v, "heads": h, "seed": s, "status": "ok",
+            "bleu": bleu, "dev_loss": dev}
+grid = {"0.4": [run("mha", 4, 1, 8.0, 3.9), run("interacting", 4, 1, 7.0, 4.1),
+                run("interacting", 4, 2, 7.1, 4.2), run("interacting", 4, 3, 6.9, 4.0)],
+        "0.8": [run("mha", 4, 1, 10.0, 3.7), run("mha", 4, 2, 9.8, 3.8), run("mha", 4, 3, 9.9, 3.75),
+                run("interacting", 4, 1, 3.0, 4.3), {"name": "x", "status": "failed"}]}
+for f, runs in grid.items():
+    json.dump({"runs": runs}, open(os.path.join(sys.argv[1], "f" + f, "results.json"), "w"))
+EOF
+table=$("$PY" "$src/benchmarks/experiments/lr_grid_table.py" "$tmp/grid" 2>&1)
+if echo "$table" | grep -qF '| mha | 4 | 8.00 / 3.900 | **9.90 ± 0.10 / 3.750 ± 0.050 (3 seeds)** |  |' &&
+   echo "$table" | grep -qF '| interacting | 4 | **7.00 ± 0.10 / 4.100 ± 0.100 (3 seeds)** | 3.00 / 4.300 | +0.350 (p 0.0'; then
+    ok "lr_grid_table: best factors and Welch against mha's best"
+else
+    bad "lr_grid_table: $table"
 fi
 
 echo "$pass passed, $fail failed"
