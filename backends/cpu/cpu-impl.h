@@ -26,7 +26,6 @@ struct tg__cpu_stats {
     struct {
         bool no_split_k;   /* weight gradients in graph runs cut by rows, not along k */
         bool no_inplace_a; /* the 512-bit packed kernels read op(A) from packed panels only */
-        bool no_prefetch;  /* the packed path fetches no next block of op(B) ahead */
         bool no_small_dot; /* the small path's Q·Kᵀ over a few keys on tiles, not dot products */
         bool stall_shared; /* shared op(B) panels made now: every piece claimed by a block that
                               never packs it, as one held off its core would (the blocks then

@@ -60,9 +60,12 @@ void tg_cpu_gemm_batched2(int64_t outer, int64_t ostride_a, int64_t ostride_b, i
  * (a view of) a [.., w] tensor whose row r would hold table row ids[r]; element x of it is
  * table[ids[x / w] * w + x % w]. off is x of product 0's first element; each product adds its
  * strides as for b. ldb is w and every stored row of a product lies in one row of the lookup
- * (tg__cpu_matmul_reads_lookup checks). Only the small path reads one: it copies a product's
- * rows into a buffer of at most TG_CPU_GEMM_LOOKUP_MAX floats and computes from there (the same
- * values, the same bits). An id outside [0, rows) reads row 0 (k_matmul.c reports it). */
+ * (tg__cpu_matmul_reads_lookup checks). It is a supplier of the small path's op(B): a product's
+ * rows copied into a buffer of at most TG_CPU_GEMM_LOOKUP_MAX floats, computed from there (the
+ * same values, the same bits). The packed path has no such supplier, as the products that read a
+ * lookup are attention's (a decoder's gathered keys and values), small by the path rule; the
+ * planner fuses a lookup only into a product on the small path. An id outside [0, rows) reads
+ * row 0 (k_matmul.c reports it). */
 typedef struct tg_cpu_lookup {
     const float *table; /* [rows, w] */
     const int32_t *ids;

@@ -5,8 +5,7 @@
  *     for each block of KC values of k: op(B)[KC × NC] in 16-column panels, from its supplier
  *       for each block of <= MC rows: op(A)[MC × KC] packed into 6-row panels (or read in place)
  *         for each 16-column panel of B (16 KiB: stays in L1 while it meets every A panel)
- *           for each 6-row panel of A: the micro-kernel over KC values of k,
- *             then a few lines of the next op(B) block's source fetched (next_src)
+ *           for each 6-row panel of A: the micro-kernel over KC values of k
  *
  * Packing makes both operands contiguous streams in the order the kernel reads them, whatever
  * their layout or transposition — row by row where a panel's values lie along the stored rows
@@ -392,49 +391,6 @@ pack_block(const float *x, int64_t ld, bool along, int64_t kc, int64_t n, const 
                                      buf + q * kc);
 }
 
-/* The next block of op(B) (the next k block of this column block, else the next column block's
- * first) fetched into this core's cache a few lines after each kernel call of the current one,
- * so that its packing reads L2 rather than memory: a weight gradient's op(B) is the layer's
- * input saved by the forward pass, and the weights were written by the last optimizer step,
- * both cold. The fetches change no value. */
-typedef struct next_src {
-    const char *row; /* the block's first source row */
-    int64_t ld, rows, row_bytes;
-    int64_t r, off; /* the next line: row r, byte off */
-    int per_call;   /* lines fetched after each kernel call */
-} next_src;
-
-/* The block after (jc, pc) of op(B) (n × k, transposed: tb), spread over `calls` kernel calls */
-static next_src next_src_of(bool tb, const float *b, int64_t ldb, int64_t n, int64_t k, int64_t jc,
-                            int64_t pc, int64_t calls) {
-    next_src ns = {0};
-    int64_t jn = jc, pn = pc + KC;
-    if (pn >= k) {
-        jn = jc + NC;
-        pn = 0;
-    }
-    if (tg__cpu_stats.gemm.no_prefetch || jn >= n) return ns;
-    const int64_t kn = tg_cpu_gemm_imin(KC, k - pn), nn = tg_cpu_gemm_imin(NC, n - jn);
-    ns.row = (const char *)(tb ? b + jn * ldb + pn : b + pn * ldb + jn);
-    ns.ld = ldb * (int64_t)sizeof(float);
-    ns.rows = tb ? nn : kn;
-    ns.row_bytes = (tb ? kn : nn) * (int64_t)sizeof(float);
-    const int64_t lines = ns.rows * ((ns.row_bytes + 63) / 64);
-    ns.per_call = (int)((lines + calls - 1) / calls);
-    return ns;
-}
-
-static inline void next_src_fetch(next_src *ns) {
-    for (int i = 0; i < ns->per_call && ns->r < ns->rows; i++) {
-        __builtin_prefetch(ns->row + ns->r * ns->ld + ns->off);
-        ns->off += 64;
-        if (ns->off >= ns->row_bytes) {
-            ns->off = 0;
-            ns->r++;
-        }
-    }
-}
-
 /* ------------------------------------------------------ op(B)'s panel suppliers ---- */
 
 /* op(B) of one product (tb, b, ldb, n columns, k rows) in the loop nest's layout: column
@@ -465,7 +421,6 @@ struct panels {
     tg_cpu_shared base;
     void (*supply)(panels *s, int64_t jc, int64_t pc, int64_t kc, int64_t nc, float *priv,
                    const float *at[]);
-    bool prepacked; /* kept: nothing to pack, nor to fetch ahead */
     const float *b; /* the product's op(B) */
     int64_t ldb, n, k;
     bool tb;
@@ -630,7 +585,6 @@ tg_cpu_shared *tg_cpu_gemm_panels_shared(bool tb, const float *b, int64_t ldb, i
         atomic_init(&s->state[i], init);
     s->base.release = shared_release;
     s->supply = shared_supply;
-    s->prepacked = false;
     panels_set(s, tb, b, ldb, n, k);
     return &s->base;
 }
@@ -683,7 +637,6 @@ static panels *kept_new(bool tb, const float *b, int64_t ldb, int64_t n, int64_t
     }
     s->base.release = kept_release;
     s->supply = kept_supply;
-    s->prepacked = true;
     panels_set(s, tb, b, ldb, n, k);
     for (int64_t jc = 0; jc < n; jc += NC) {
         const int64_t nc = tg_cpu_gemm_imin(NC, n - jc);
@@ -764,13 +717,6 @@ tg_cpu_shared *tg_cpu_gemm_kept_b(bool tb, const float *b, int64_t ldb, int64_t 
 
 /* --------------------------------------------------------------- the loop nest ---- */
 
-/* Column steps of the kernels over nc columns: 64, then 32, then 16 at a time where the
- * 512-bit kernels run, else 16 */
-static int64_t col_steps(int64_t nc, bool wide_ok) {
-    if (!wide_ok) return (nc + NR - 1) / NR;
-    return nc / (4 * NR) + (nc % (4 * NR) >= 2 * NR) + (nc % (2 * NR) + NR - 1) / NR;
-}
-
 /* Columns [j0, j0 + n) of C over op(B)'s panels from src (c: the block's first column). The
  * column blocks follow src's blocks of NC: a block of C starting inside one of them (at a
  * multiple of CHUNK) takes the rest of it first, so that each finds its pieces where src holds
@@ -779,8 +725,6 @@ static void block_run(bool ta, int64_t m, int64_t n, int64_t k, float alpha, con
                       int64_t lda, float beta, float *c, int64_t ldc, panels *src, int64_t j0,
                       pack_bufs *buf) {
     const float *chunk_at[NC / CHUNK];
-    const bool tb = src->tb;
-    const float *b = tb ? src->b + j0 * src->ldb : src->b + j0; /* the block's op(B) */
     /* the rows in blocks of whole panels as even as MC allows: a short last block would meet
      * each B panel with few A panels, loaded for little work */
     const int64_t nblk = (m + MC - 1) / MC, mcb = round_up((m + nblk - 1) / nblk, MR);
@@ -810,12 +754,6 @@ static void block_run(bool ta, int64_t m, int64_t n, int64_t k, float alpha, con
             const int64_t kc = tg_cpu_gemm_imin(KC, k - pc);
             const bool add = pc > 0 || beta != 0.0f;
             src->supply(src, jg, pc, kc, tg_cpu_gemm_imin(NC, src->n - jg), buf->b, chunk_at);
-            /* spread over the block's kernel calls: row blocks × column steps × row tiles */
-            next_src ns = src->prepacked
-                              ? (next_src){0}
-                              : next_src_of(tb, b, src->ldb, n, k, jc, pc,
-                                            (m + mcb - 1) / mcb * col_steps(nc, wide_ok) *
-                                                ((mcb + MR - 1) / MR));
             for (int64_t ic = 0; ic < m; ic += mcb) {
                 const int64_t mc = tg_cpu_gemm_imin(mcb, m - ic);
                 /* op(A)[ic.., pc..] into 6-row panels: row i of op(A) is a column of the panel */
@@ -851,7 +789,6 @@ static void block_run(bool ta, int64_t m, int64_t n, int64_t k, float alpha, con
                                                     add);
                         else
                             kernels[np / 2][A_PACKED](kc, ap, 0, bp, ct, ldc, add);
-                        next_src_fetch(&ns);
                     }
                 }
             }

@@ -15,12 +15,14 @@
  * --split-k on|off|ab: weight gradients cut along k on 2+ threads (backends/cpu/gemm_split_k.c;
  * off: by rows of C, as before it); ab alternates steps and adds the "off" median and the
  * ratio, so that both settings meet the host in the same state.
- * --prefetch on|off|ab: the packed GEMM fetching the next block of op(B) while it computes one
- * (backends/cpu/gemm_packed.c, next_src); ab as above.
  * --optim-runs on|off|ab: Adam's step in one pass per run of parameters with the same group
  * (train/optim.c; off: one per parameter); ab as above.
  * --step-zero-grad on|off|ab: the gradients zeroed in the update's pass (tg_optim_step_zero_grad;
- * off: tg_optim_step, then tg_store_zero_grad); ab as above. One setting at a time may be ab.
+ * off: tg_optim_step, then tg_store_zero_grad); ab as above.
+ * --inplace-a on|off|ab: the 512-bit packed kernels reading op(A) in place where they can
+ * (backends/cpu/gemm_packed.c; off: from packed panels only); ab as above.
+ * --noise ab: alternates two identical settings; its ratio is the run-to-run noise that the
+ * others' ratios are read against. One setting at a time may be ab.
  * --huge-pages on|off: the store's slabs, the optimizer's moments and the workspaces on 2-MiB pages
  * (backends/cpu/cpu.c: HUGE_MIN; off: from the heap, 4-KiB pages). For the whole run (the store
  * is made once).
@@ -231,9 +233,6 @@ static void set_fusion(bool on) {
 static void set_split_k(bool on) {
     tg__cpu_stats.gemm.no_split_k = !on;
 }
-static void set_prefetch(bool on) {
-    tg__cpu_stats.gemm.no_prefetch = !on;
-}
 static void set_optim_runs(bool on) {
     tg__optim_runs(on);
 }
@@ -241,15 +240,22 @@ static bool step_zero_on = true;
 static void set_step_zero(bool on) {
     step_zero_on = on;
 }
+static void set_inplace_a(bool on) {
+    tg__cpu_stats.gemm.no_inplace_a = !on;
+}
+static void set_nothing(bool on) {
+    (void)on;
+}
 static const struct {
     const char *flag, *off_ms, *ratio;
     void (*set)(bool);
 } TOGGLES[] = {
     {"--fusion", "ms_per_step_unfused", "fused_over_unfused", set_fusion},
     {"--split-k", "ms_per_step_split_k_off", "split_k_on_over_off", set_split_k},
-    {"--prefetch", "ms_per_step_prefetch_off", "prefetch_on_over_off", set_prefetch},
     {"--optim-runs", "ms_per_step_optim_runs_off", "optim_runs_on_over_off", set_optim_runs},
     {"--step-zero-grad", "ms_per_step_zero_grad_apart", "step_zero_grad_over_apart", set_step_zero},
+    {"--inplace-a", "ms_per_step_inplace_a_off", "inplace_a_on_over_off", set_inplace_a},
+    {"--noise", "ms_per_step_noise_b", "noise_a_over_b", set_nothing},
 };
 enum { NTOGGLES = sizeof TOGGLES / sizeof TOGGLES[0] };
 
@@ -258,8 +264,9 @@ int main(int argc, char **argv) {
         printf("usage: bench_step [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --attention mha\n"
                "  --head-dim 0 --literal 0 --src-vocab 30 --tgt-vocab 45 --batch 128 --src-len 10\n"
                "  --tgt-len 10 --threads 2 --steps 20 --warmup-steps 3 --fusion on|off|ab\n"
-               "  --split-k on|off|ab --prefetch on|off|ab --optim-runs on|off|ab\n"
-               "  --step-zero-grad on|off|ab --huge-pages on|off]\n");
+               "  --split-k on|off|ab --optim-runs on|off|ab\n"
+               "  --step-zero-grad on|off|ab --inplace-a on|off|ab --noise ab\n"
+               "  --huge-pages on|off]\n");
         return 0;
     }
     tg_model_config c = tg_model_config_default();
