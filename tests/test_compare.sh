@@ -216,24 +216,46 @@ else
 fi
 
 # the learning-rate study's table (lr_grid_table.py): each row's best factor by mean dev loss,
-# and Welch's test against mha's best cell once both have seeds
-mkdir -p "$tmp/grid/f0.4" "$tmp/grid/f0.8"
-"$PY" - "$tmp/grid" <<'EOF'
+# Welch's test of dev loss and test BLEU against mha's best cell once both have seeds, and the
+# paired bootstrap of test BLEU seed by seed (tg eval --paired-bs) on the runs' test hypotheses
+mkdir -p "$tmp/grid/f0.4" "$tmp/grid/f0.8" "$tmp/griddata"
+"$PY" - "$tmp/grid" "$tmp/griddata" <<'EOF'
 import json, os, sys
-def run(v, h, s, bleu, dev):
-    return {"name": "%s-h%d-s%d" % (v, h, s), "variant": v, "heads": h, "seed": s, "status": "ok",
-            "bleu": bleu, "dev_loss": dev}
-grid = {"0.4": [run("mha", 4, 1, 8.0, 3.9), run("interacting", 4, 1, 7.0, 4.1),
-                run("interacting", 4, 2, 7.1, 4.2), run("interacting", 4, 3, 6.9, 4.0)],
-        "0.8": [run("mha", 4, 1, 10.0, 3.7), run("mha", 4, 2, 9.8, 3.8), run("mha", 4, 3, 9.9, 3.75),
-                run("interacting", 4, 1, 3.0, 4.3), {"name": "x", "status": "failed"}]}
+ref = ["the cat sat on the mat today", "a dog ran in the park at noon", "we went home late"] * 4
+with open(os.path.join(sys.argv[2], "test.ref.txt"), "w") as f:
+    f.write("\n".join(ref) + "\n")
+def hyp(lines, good):
+    """BPE-style pieces of the references, every line after the first `good` losing words 2-3"""
+    out = []
+    for i, r in enumerate(lines):
+        w = r.split()
+        if i >= good:
+            w = w[:1] + w[3:]
+        out.append(" ".join("\u2581" + x for x in w))
+    return "\n".join(out) + "\n"
+def run(f, v, h, s, bleu, dev):
+    name = "%s-h%d-s%d" % (v, h, s)
+    d = os.path.join(sys.argv[1], "f" + f, "runs", name)
+    os.makedirs(d)
+    with open(os.path.join(d, "test.hyp"), "w") as g:
+        g.write(hyp(ref, len(ref) if v == "mha" else 4))
+    return {"name": name, "variant": v, "heads": h, "seed": s, "status": "ok", "bleu": bleu,
+            "dev_loss": dev, "dir": "runs/" + name}
+grid = {"0.4": [run("0.4", "mha", 4, 1, 8.0, 3.9), run("0.4", "interacting", 4, 1, 7.0, 4.1),
+                run("0.4", "interacting", 4, 2, 7.1, 4.2), run("0.4", "interacting", 4, 3, 6.9, 4.0)],
+        "0.8": [run("0.8", "mha", 4, 1, 10.0, 3.7), run("0.8", "mha", 4, 2, 9.8, 3.8),
+                run("0.8", "mha", 4, 3, 9.9, 3.75), run("0.8", "interacting", 4, 1, 3.0, 4.3),
+                {"name": "x", "status": "failed"}]}
 for f, runs in grid.items():
     json.dump({"runs": runs}, open(os.path.join(sys.argv[1], "f" + f, "results.json"), "w"))
 EOF
-table=$("$PY" "$src/benchmarks/experiments/lr_grid_table.py" "$tmp/grid" 2>&1)
+table=$("$PY" "$src/benchmarks/experiments/lr_grid_table.py" "$tmp/grid" --paired-bs "$build/tools/tg" \
+    --data "$tmp/griddata" 2>&1)
 if echo "$table" | grep -qF '| mha | 4 | 8.00 / 3.900 | **9.90 ± 0.10 / 3.750 ± 0.050 (3 seeds)** |  |' &&
-   echo "$table" | grep -qF '| interacting | 4 | **7.00 ± 0.10 / 4.100 ± 0.100 (3 seeds)** | 3.00 / 4.300 | +0.350 (p 0.0'; then
-    ok "lr_grid_table: best factors and Welch against mha's best"
+   echo "$table" | grep -qF '| interacting | 4 | **7.00 ± 0.10 / 4.100 ± 0.100 (3 seeds)** | 3.00 / 4.300 | +0.350 (p 0.0' &&
+   echo "$table" | grep -qF ', -2.90 (p ' && echo "$table" | grep -qF '(3 vs 3 seeds) |' &&
+   echo "$table" | grep -qE '^\| interacting \| 4 \| 0.4 vs 0.8 \| s1 -[0-9.]+ \(0\.[0-9]+\), s2 -[0-9.]+ \(0\.[0-9]+\), s3 -'; then
+    ok "lr_grid_table: best factors, Welch and the paired bootstrap against mha's best"
 else
     bad "lr_grid_table: $table"
 fi
