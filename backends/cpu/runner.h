@@ -20,7 +20,7 @@
 /* The policies the runner applies on top of its core (runner_policy.c says what each does and
  * why), each switched off by naming it in TG_CPU_POLICY_OFF (a comma-separated list, read once
  * per process), so that a benchmark can time the runner with and without it alternately
- * (docs/log/2026-12-07.md: bench_contention.sh with a --build whose bench_step sets it). */
+ * (benchmarks/contention/bench_contention.sh, one --build per setting). */
 typedef struct {
     bool offcore;      /* a wait on a holder off its core runs ahead, else sleeps and lends */
     bool fine_after;   /* after a contended run, products cut finer and stolen at once */
