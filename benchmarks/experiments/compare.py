@@ -577,6 +577,15 @@ def eval_features(tg, wanted):
     return [m for m in wanted if m in r.stdout], "--paired-bs" in r.stdout
 
 
+def detokenize(hyp, into):
+    """Bible hypotheses (BPE pieces) as text, what spm_decode does: the pieces of each line
+    joined and ▁ turned into spaces; written to the file `into`, which is returned."""
+    with open(hyp, encoding="utf-8") as f, open(into, "w", encoding="utf-8") as g:
+        for line in f:
+            g.write("".join(line.split()).replace("\u2581", " ").strip() + "\n")
+    return into
+
+
 def eval_inputs(o, data, hyp, d):
     """(hypotheses, references, extra tg eval options) for the test split. Bible: detokenised
     first (join the BPE pieces and turn ▁ into spaces, what spm_decode does) and scored with
@@ -585,10 +594,7 @@ def eval_inputs(o, data, hyp, d):
     kind = TASKS[o.task][0]
     n = o.test_lines
     if kind == "bible":
-        detok = os.path.join(d, "hyp.txt")
-        with open(hyp, encoding="utf-8") as f, open(detok, "w", encoding="utf-8") as g:
-            for line in f:
-                g.write("".join(line.split()).replace("\u2581", " ").strip() + "\n")
+        detok = detokenize(hyp, os.path.join(d, "hyp.txt"))
         ref = limited(os.path.join(data, "test.ref.txt"), n, os.path.join(d, "ref.txt"))
         return detok, ref, ["--tokenize", "13a"]
     refs = os.path.join(data, "test.refs" if kind == "g2p" else "test.tgt")

@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
 import compare_stats  # noqa: E402
 
 ORDER = ["mha", "interacting", "talking_heads", "fixed_head", "interacting_sqrth"]
@@ -49,19 +50,10 @@ def best_factor(row):
                key=lambda f: statistics.mean(d for _, d in row[f]))
 
 
-def detok(run_dir, into):
-    """The run's test hypotheses detokenised as compare.py scores them (BPE pieces joined, ▁ a
-    space), written to the file `into`."""
-    with open(os.path.join(run_dir, "test.hyp"), encoding="utf-8") as f, \
-            open(into, "w", encoding="utf-8") as g:
-        for line in f:
-            g.write("".join(line.split()).replace("\u2581", " ").strip() + "\n")
-    return into
-
-
 def paired_bs(tg, ref, run_dir, base_dir, tmp):
     """(BLEU difference, p value) of run_dir's test hypotheses against base_dir's"""
-    hyp, base = detok(run_dir, os.path.join(tmp, "hyp")), detok(base_dir, os.path.join(tmp, "base"))
+    hyp = compare.detokenize(os.path.join(run_dir, "test.hyp"), os.path.join(tmp, "hyp"))
+    base = compare.detokenize(os.path.join(base_dir, "test.hyp"), os.path.join(tmp, "base"))
     r = subprocess.run([tg, "eval", "--metric", "bleu", "--hyp", hyp, "--baseline", base, "--ref",
                         ref, "--tokenize", "13a", "--paired-bs", "--json"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
@@ -69,6 +61,11 @@ def paired_bs(tg, ref, run_dir, base_dir, tmp):
         sys.exit("lr_grid_table: %s eval failed: %s" % (tg, r.stderr.strip()))
     m = json.loads(r.stdout)["paired_bs"]["metrics"]["bleu"]
     return m["diff"], m["p_value"]
+
+
+def rows(c):
+    """The table's rows (variant, heads): by heads, then the variants in ORDER"""
+    return sorted(c, key=lambda k: (k[1], ORDER.index(k[0]) if k[0] in ORDER else 99))
 
 
 def fmt(xs, digits):
@@ -98,7 +95,7 @@ def main():
     print("| variant | heads | " + " | ".join("factor %g" % f for f in factors) +
           " | at its best vs mha at its best: dev loss, test BLEU (Welch) |")
     print("|---" * (len(factors) + 3) + "|")
-    for key in sorted(c, key=lambda k: (k[1], ORDER.index(k[0]) if k[0] in ORDER else 99)):
+    for key in rows(c):
         row = []
         for f in factors:
             runs = c[key].get(f)
@@ -134,7 +131,7 @@ def print_paired(c, dirs, best, tg, ref):
           "difference (p) |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for key in sorted(c, key=lambda k: (k[1], ORDER.index(k[0]) if k[0] in ORDER else 99)):
+        for key in rows(c):
             m = ("mha", key[1])
             if key[0] == "mha" or m not in c:
                 continue
