@@ -199,8 +199,18 @@ START_TEST(test_relu) {
 }
 END_TEST
 
+/* The CPU backend computes with subnormals flushed to zero on x86 (backends/cpu/team.h). */
+#if defined(__SSE2__)
+#include <float.h>
+#include <xmmintrin.h>
+#define FLUSHES_SUBNORMALS 1
+#else
+#define FLUSHES_SUBNORMALS 0
+#endif
+
 /* ReLU's gradient, taken from its output (core/ops/elementwise.c g_relu): dy where x > 0 and 0
- * elsewhere, bit for bit — at -0, NaN, the smallest subnormal and its negative too. */
+ * elsewhere, bit for bit — at -0, NaN, the smallest subnormal and its negative too (on x86 the
+ * subnormal reads as 0, so its gradient is 0). */
 START_TEST(test_relu_gradient) {
     float x[8] = {-2.0f, -0.0f, 0.0f, NAN, 1e-45f, -1e-45f, 0.75f, 3.0f};
     float dy[8] = {1.5f, 2.0f, -3.0f, 4.0f, 0.25f, 5.0f, -0.5f, 7.0f};
@@ -210,11 +220,42 @@ START_TEST(test_relu_gradient) {
     run_ok();
     float *got = tg_test_read_all(dx);
     for (int i = 0; i < 8; i++) {
-        const float want = x[i] > 0.0f ? dy[i] : 0.0f;
+        const bool flushed = FLUSHES_SUBNORMALS && fabsf(x[i]) < FLT_MIN;
+        const float want = x[i] > 0.0f && !flushed ? dy[i] : 0.0f;
         ck_assert_msg(memcmp(&got[i], &want, sizeof want) == 0, "dx[%d] = %g, want %g (x %g)", i,
                       (double)got[i], (double)want, (double)x[i]);
     }
     free(got);
+}
+END_TEST
+
+/* Subnormal inputs read as 0 and subnormal results are written as 0 (x86: FTZ and DAZ, on the
+ * caller's thread and the team's), and the caller's floating-point control is as it was after
+ * the run. Elsewhere the values are IEEE's. Enough elements that the members take shares. */
+START_TEST(test_subnormals_flushed) {
+    enum { N = 1 << 16 };
+    const float a4[4] = {1e-45f, -1e-39f, 1e-20f, 1.5f}, b4[4] = {1.0f, 1.0f, 1e-20f, 2.0f};
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    ck_assert(a && b);
+    for (int i = 0; i < N; i++)
+        a[i] = a4[i % 4], b[i] = b4[i % 4];
+#if FLUSHES_SUBNORMALS
+    const unsigned control = _mm_getcsr() & ~0x3Fu;
+    ck_assert_msg((control & 0x8040u) == 0, "the test thread starts without FTZ/DAZ");
+#endif
+    tg_tensor *y = tg_keep(tg_mul(IN(a, N), IN(b, N)));
+    run_ok();
+#if FLUSHES_SUBNORMALS
+    ck_assert_uint_eq(_mm_getcsr() & ~0x3Fu, control);
+#endif
+    float *got = tg_test_read_all(y);
+    for (int i = 0; i < N; i++) {
+        const float want = FLUSHES_SUBNORMALS && i % 4 < 3 ? 0.0f : a[i] * b[i];
+        ck_assert_msg(got[i] == want, "y[%d] = %g, want %g", i, (double)got[i], (double)want);
+    }
+    free(got);
+    free(a);
+    free(b);
 }
 END_TEST
 
@@ -872,6 +913,7 @@ Suite *tg_test_suite(void) {
     tcase_add_test(tc, test_tanh);
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_relu_gradient);
+    tcase_add_test(tc, test_subnormals_flushed);
     tcase_add_test(tc, test_gelu_tanh_form);
     tcase_add_test(tc, test_silu_and_its_gradient);
     tcase_add_test(tc, test_gelu_erf_and_its_gradient);

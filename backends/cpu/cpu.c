@@ -244,8 +244,11 @@ static tg_cpu_team *team_of(tg_backend *b) {
 
 static tg_status cpu_run_graph(tg_backend *b, tg_tensor *const *nodes, int64_t n,
                                void (*after)(void *ctx, int64_t i), void *ctx, int64_t *failed) {
-    return tg_cpu_runner_run(&((cpu_impl *)b->impl)->run, team_of(b), b->nthreads, nodes, n, after,
-                             ctx, failed);
+    unsigned fp = tg_cpu_flush_begin();
+    tg_status st = tg_cpu_runner_run(&((cpu_impl *)b->impl)->run, team_of(b), b->nthreads, nodes,
+                                     n, after, ctx, failed);
+    tg_cpu_flush_end(fp);
+    return st;
 }
 
 /* One node's kernel (whatever its flags), on the team. */
@@ -349,9 +352,11 @@ static void vec_member(void *ctx, tg_cpu_par *p) {
 }
 
 static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *p), void *ctx) {
+    unsigned fp = tg_cpu_flush_begin();
     if (n <= TG_PAR_MIN || b->nthreads <= 1) {
         tg_cpu_par one = {.team = NULL, .ith = 0, .nth = 1};
         fn(ctx, &one);
+        tg_cpu_flush_end(fp);
         return;
     }
     const int shares = b->nthreads * VEC_SHARES_PER_THREAD;
@@ -364,6 +369,7 @@ static void run_vec(tg_backend *b, int64_t n, void (*fn)(void *ctx, tg_cpu_par *
     tg_cpu_team *team = team_of(b);
     v.finished.yield_ns = tg_cpu_team_yield_ns(team);
     tg_cpu_team_offer(team, vec_member, &v);
+    tg_cpu_flush_end(fp);
 }
 
 /* Zeroing a buffer (a store's gradients between steps): on the team, in the store maths' shares

@@ -295,7 +295,9 @@ static void standalone_member(void *ctx, tg_cpu_par *p) {
 static void standalone(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, bool portable,
                        int nthreads) {
     standalone_call c = {g, path, portable};
+    unsigned fp = tg_cpu_flush_begin();
     tg_cpu_team_run(standalone_team(nthreads), standalone_member, &c);
+    tg_cpu_flush_end(fp);
 }
 
 void tg_cpu_gemm_run(const tg_cpu_gemm_args *g, tg_cpu_gemm_path path, int nthreads) {

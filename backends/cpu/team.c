@@ -384,6 +384,7 @@ static void *member_main(void *arg) {
     tg_cpu_par *p = arg;
     tg_cpu_team *t = p->team;
     job_wait w = {t, 0};
+    (void)tg_cpu_flush_begin(); /* for the thread's lifetime (team.h) */
 #if TG_TEAM_PIN
     if (t->cpu) pin_to(t->cpu[p->ith]);
 #endif
