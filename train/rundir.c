@@ -177,8 +177,12 @@ tg_status tg_train_dir_tidy(const char *dir, bool clear) {
     }
     closedir(d);
     /* a crash between a save's commit and its publication: model.safetensors is the previous
-     * model (or absent); make it the committed one */
-    if (st == TG_OK && keep[0]) st = publish(dir, keep, "model.safetensors");
+     * model (or absent); make it the committed one. Where the committed one is missing (a
+     * directory copied without its hidden files), model.safetensors stays: the resume reads
+     * it (tg_train_dir_model_path) */
+    char kept[4096];
+    if (st == TG_OK && keep[0] && join(kept, sizeof kept, dir, keep) == TG_OK && access(kept, F_OK) == 0)
+        st = publish(dir, keep, "model.safetensors");
     return st;
 }
 
