@@ -68,9 +68,9 @@ static inline tg_cpu_shared *tg_cpu_shared_publish(tg_cpu_par *p, tg_cpu_shared 
 /* Subnormal floats (magnitude below 2^-126 = 1.2e-38) are flushed to zero while the backend
  * computes: as results (MXCSR's FTZ) and as inputs (DAZ). An Intel core takes a microcode
  * assist for an FMA that reads or makes a subnormal, and a saturated softmax makes millions:
- * interacting attention at 32 heads (Bible EN->ES, d 256) trained at 2,000 target tokens/s with
- * them and 10,000 without on an AVX-512 Xeon (docs/log/2026-12-07.md). Flushing changes only
- * values below 1.2e-38. Members flush for their lifetime (team.c); the calling thread only inside
+ * a trained interacting-attention model at 32 heads (Bible EN->ES, d 256) stepped at 2,000
+ * tokens/s with them and 10,000 without on an AVX-512 Xeon. Flushing changes only values below
+ * 1.2e-38. Members flush for their lifetime (team.c); the calling thread only inside
  * a backend call, between tg_cpu_flush_begin() and tg_cpu_flush_end(saved), which restores its
  * control bits and keeps the exception flags raised meanwhile. A no-op off x86. */
 #if defined(__SSE2__)
