@@ -4,7 +4,8 @@
 # 31.15) = 8) at 8 and 32 heads, mha / interacting / fixed_head (d_p 32) / talking_heads, 3 seeds,
 # 2,300 steps of 4,096 tokens (5 epochs). fixed_head at 8 heads is mha (d_p = d/h), so 21 runs.
 # One noam factor for all, 0.4 by default: the sweep's, and the learning-rate grid's best for
-# interacting at d 128 (mha's best lies higher), so the schedule favours the challenger.
+# interacting at d 128 (mha's best lies higher there), so the schedule favours the challenger;
+# at d 256 it is mha's best of 0.2, 0.4 and 0.8 too (docs/results/bible-d256-lr/).
 #   benchmarks/experiments/bible_d256.sh [BUILD_DIR] [extra compare.py options]
 # Run it again to continue: finished runs are kept, interrupted training resumes from its last
 # checkpoint (every 100 steps). TG_D256_FACTOR and TG_D256_OUT override factor and directory.
